@@ -1,0 +1,56 @@
+import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/apps/app.js';
+import { namespaceOf } from '../../src/channels/channel-name.js';
+import type { LogEvent } from '../../src/log/events.js';
+
+/**
+ * The applications projection: every app and key the service knows, from the apps file, the
+ * generated default app, and `app.created` / `app.deleted` events on the `apps` topic.
+ * It is small, so every instance replays the whole topic at start.
+ */
+export class AppRegistry {
+  private readonly apps = new Map<string, AppDefinition>();
+  private readonly keys = new Map<string, { app: AppDefinition; key: KeyDefinition }>();
+
+  static readonly handles = ['app.created', 'app.deleted'] as const;
+
+  canHandle(event: LogEvent): boolean {
+    return (AppRegistry.handles as readonly string[]).includes(event.type);
+  }
+
+  evolve(event: LogEvent): void {
+    if (event.type === 'app.created') this.put(event.app);
+    else if (event.type === 'app.deleted') this.remove(event.appId);
+  }
+
+  put(app: AppDefinition): void {
+    this.remove(app.appId);
+    this.apps.set(app.appId, app);
+    for (const key of app.keys) this.keys.set(key.keyName, { app, key });
+  }
+
+  remove(appId: string): void {
+    const app = this.apps.get(appId);
+    if (!app) return;
+    for (const key of app.keys) this.keys.delete(key.keyName);
+    this.apps.delete(appId);
+  }
+
+  app(appId: string): AppDefinition | undefined {
+    return this.apps.get(appId);
+  }
+
+  key(keyName: string): { app: AppDefinition; key: KeyDefinition } | undefined {
+    return this.keys.get(keyName);
+  }
+
+  all(): AppDefinition[] {
+    return [...this.apps.values()];
+  }
+
+  /** The rule of the namespace a channel belongs to, if the app has one. */
+  rule(appId: string, channel: string): NamespaceRule | undefined {
+    const ns = namespaceOf(channel);
+    if (ns === undefined) return undefined;
+    return this.apps.get(appId)?.namespaces.find((n) => n.id === ns);
+  }
+}

@@ -1,0 +1,194 @@
+import type { Checkpoint, LogRecord } from '../../src/log/port.js';
+import { decodeEvent, type LogEvent, type MessagesPublished } from '../../src/log/events.js';
+import type { Clock } from '../../src/clock.js';
+import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
+import { MemoryTail } from './memory-tail.js';
+import { serialOf, type HistoryEntry, type HistoryQuery } from './history-entry.js';
+
+export interface HistoryOptions {
+  store: HistoryStore;
+  clock: Clock;
+  /** In-memory history of every channel (spec: two minutes). Also the idempotent-publish window. */
+  tailMs: number;
+  /** Retention in hours of a channel's persisted history, or undefined when it is not persisted. */
+  retentionOf: (appId: string, channel: string) => number | undefined;
+  /** Largest delay before persisted rows are written to the store. */
+  flushIntervalMs?: number;
+}
+
+/**
+ * The history projection (ARCHITECTURE: history). evolve() applies `messages.published` events to
+ * the in-memory tail of every channel and queues persisted channels' messages for the store;
+ * flush() writes them with the checkpoint. Deterministic: a message whose id was already seen on
+ * the channel within the tail window is a repeat of an idempotent publish and is dropped.
+ */
+export class HistoryProjection {
+  static readonly handles = ['messages.published'] as const;
+  readonly tail: MemoryTail;
+  private readonly store: HistoryStore;
+  private readonly clock: Clock;
+  private checkpoint: Checkpoint = new Map();
+  private storedCheckpoint: Checkpoint = new Map();
+  private pending: PersistedEntry[] = [];
+  private marks: LogMark[] = [];
+  private lastMarkAt = 0;
+  private flushing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly flushIntervalMs: number;
+  private lastAppliedTs = 0;
+
+  constructor(private readonly options: HistoryOptions) {
+    this.tail = new MemoryTail(options.tailMs);
+    this.store = options.store;
+    this.clock = options.clock;
+    this.flushIntervalMs = options.flushIntervalMs ?? 100;
+  }
+
+  canHandle(event: LogEvent): event is MessagesPublished {
+    return event.type === 'messages.published';
+  }
+
+  /**
+   * Where consumption resumes: early enough to refill the in-memory tail (from the newest mark
+   * older than the tail window), never later than the store's checkpoint.
+   */
+  async start(): Promise<Checkpoint> {
+    await this.store.init();
+    this.storedCheckpoint = await this.store.loadCheckpoint();
+    this.checkpoint = new Map(this.storedCheckpoint);
+    this.marks = await this.store.loadMarks();
+    const from: Checkpoint = new Map(this.storedCheckpoint);
+    const horizon = this.tail.horizon(this.clock.now());
+    const byPartition = new Map<number, LogMark[]>();
+    for (const m of this.marks) byPartition.set(m.partition, [...(byPartition.get(m.partition) ?? []), m]);
+    for (const [partition, stored] of this.storedCheckpoint) {
+      const older = (byPartition.get(partition) ?? []).filter((m) => m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
+      // With no mark older than the window, the log itself is younger than it: start from 0.
+      from.set(partition, Math.min(stored, older[0]?.offset ?? 0));
+    }
+    return from;
+  }
+
+  /** Applies one batch of log records (one partition, in order). */
+  apply(records: LogRecord[]): void {
+    for (const record of records) {
+      const event = decodeEvent(record.value);
+      if (this.canHandle(event)) this.evolve(event, record);
+      this.checkpoint.set(record.partition, record.offset + 1);
+    }
+    const last = records[records.length - 1];
+    if (last) {
+      this.lastAppliedTs = Math.max(this.lastAppliedTs, last.timestamp);
+      if (last.timestamp - this.lastMarkAt >= 1000) {
+        this.lastMarkAt = last.timestamp;
+        this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
+      }
+    }
+    this.scheduleFlush();
+  }
+
+  private evolve(event: MessagesPublished, record: LogRecord): void {
+    const alreadyStored = record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
+    const retentionHours = this.options.retentionOf(event.appId, event.channel);
+    event.messages.forEach((message, index) => {
+      const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
+      if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) return;
+      const entry: HistoryEntry = {
+        appId: event.appId,
+        channel: event.channel,
+        serial: serialOf(record.offset, index),
+        partition: record.partition,
+        message,
+      };
+      this.tail.add(entry);
+      if (retentionHours !== undefined && !alreadyStored) this.pending.push({ ...entry, retentionHours });
+    });
+  }
+
+  private scheduleFlush(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush().catch(() => this.scheduleFlush());
+    }, this.flushIntervalMs);
+  }
+
+  /** Writes queued rows and the checkpoint. Safe to call at any time; calls do not overlap. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    const rows = this.pending;
+    const checkpoint = new Map(this.checkpoint);
+    if (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint)) return;
+    this.pending = [];
+    const horizon = this.tail.horizon(this.clock.now()) - 60_000;
+    // Keep recent marks and the newest one older than the window, per partition.
+    const keep = new Map<number, LogMark>();
+    for (const m of this.marks) if (m.timestamp < horizon) keep.set(m.partition, m);
+    this.marks = [...keep.values(), ...this.marks.filter((m) => m.timestamp >= horizon)];
+    this.flushing = this.store
+      .write(rows, checkpoint, this.marks)
+      .then(() => {
+        this.storedCheckpoint = checkpoint;
+      })
+      .catch((err) => {
+        this.pending = rows.concat(this.pending);
+        throw err;
+      })
+      .finally(() => {
+        this.flushing = undefined;
+      });
+    await this.flushing;
+  }
+
+  /**
+   * Newest timestamp up to which history is complete: what a query with no `end` may use as its
+   * end so that paging with `next` while publishes continue sees each message exactly once.
+   */
+  visibleUntil(caughtUp: boolean, oldestInFlight: number | undefined): number {
+    const now = this.clock.now();
+    if (!caughtUp) return Math.min(now, this.lastAppliedTs);
+    return oldestInFlight === undefined ? now : Math.min(now, oldestInFlight - 1);
+  }
+
+  /** History of one channel: the in-memory tail merged with the store for persisted channels. */
+  async query(q: HistoryQuery): Promise<HistoryEntry[]> {
+    const fromTail = this.tail.query(q);
+    const retentionHours = this.options.retentionOf(q.appId, q.channel);
+    const now = this.clock.now();
+    if (retentionHours === undefined) {
+      const horizon = this.tail.horizon(now);
+      return fromTail.filter((e) => e.message.timestamp >= horizon);
+    }
+    const start = Math.max(q.start, now - retentionHours * 3600_000);
+    if (start > q.end) return [];
+    const fromStore = await this.store.query({ ...q, start });
+    const bySerial = new Map<number, HistoryEntry>();
+    for (const e of fromStore) bySerial.set(e.serial, e);
+    for (const e of fromTail) if (e.message.timestamp >= start) bySerial.set(e.serial, e);
+    const merged = [...bySerial.values()].sort((a, b) =>
+      q.direction === 'forwards' ? a.serial - b.serial : b.serial - a.serial,
+    );
+    return merged.slice(0, q.limit);
+  }
+
+  /** Next offset to apply, per partition. */
+  applied(): Checkpoint {
+    return this.checkpoint;
+  }
+
+  evict(): number {
+    return this.tail.evict(this.clock.now());
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+}
+
+function sameCheckpoint(a: Checkpoint, b: Checkpoint): boolean {
+  if (a.size !== b.size) return false;
+  for (const [p, o] of a) if (b.get(p) !== o) return false;
+  return true;
+}

@@ -1,0 +1,122 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { parse as parseQuery } from 'node:querystring';
+import { decode } from '@msgpack/msgpack';
+import { ServiceError, type ErrorBody } from './errors.js';
+import { resolveContext, headerOf } from './http/request-context.js';
+import { sendError } from './http/reply.js';
+import type { Authenticator } from './auth/authenticate.js';
+import type { Clock } from './clock.js';
+import type { PublishLimits } from './messages/message.js';
+import type { Publisher } from './messages/publisher.js';
+import { timeRoutes } from './routes/time.js';
+import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
+import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
+
+export interface AppDeps {
+  clock: Clock;
+  authenticator: Authenticator;
+  publisher: Publisher;
+  history: HistoryReader;
+  limits: PublishLimits;
+  /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
+  sandbox?: AppAdmin;
+  logger?: FastifyBaseLogger;
+  /** Largest request body in bytes. */
+  bodyLimit?: number;
+}
+
+/** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
+export function buildApp(deps: AppDeps): FastifyInstance {
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: deps.bodyLimit ?? 16 * 1024 * 1024,
+    // Channel names may be long and may contain encoded slashes.
+    routerOptions: { maxParamLength: 4096 },
+    // Per-request log lines only at debug level: at thousands of publishes a second they would
+    // cost more than the publishes.
+    logController: new LogController({ disableRequestLogging: (req) => !['debug', 'trace'].includes(req.log.level) }),
+  });
+
+  registerBodyParsers(app);
+
+  app.addHook('onRequest', async (request) => {
+    resolveContext(request);
+    if (request.is404 || request.routeOptions.config?.auth === 'none') return;
+    request.ctx!.credentials = deps.authenticator.authenticate(
+      headerOf(request, 'authorization'),
+      headerOf(request, 'x-ably-clientid'),
+      deps.clock.now(),
+    );
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const error = toErrorBody(err);
+    if (error.statusCode >= 500) request.log.error({ err }, 'request failed');
+    else request.log.debug({ code: error.code, message: error.message }, 'request refused');
+    return sendError(request, reply, error);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    if (!request.ctx) {
+      try {
+        resolveContext(request);
+      } catch {
+        // keep the JSON context set before the failure
+      }
+    }
+    return sendError(request, reply, new ServiceError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`).toJSON());
+  });
+
+  app.register(timeRoutes, { clock: deps.clock });
+  app.register(channelMessagesRoutes, { publisher: deps.publisher, history: deps.history, limits: deps.limits });
+  if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock });
+  return app;
+}
+
+/** Maps anything thrown to the spec's error object; only real faults become 5xx. */
+export function toErrorBody(err: unknown): ErrorBody {
+  if (err instanceof ServiceError) return err.toJSON();
+  const e = err as { code?: string; statusCode?: number; message?: string };
+  const fastifyCode = typeof e.code === 'string' ? e.code : '';
+  if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return new ServiceError('payloadTooLarge', 'the request body is larger than this service accepts').toJSON();
+  }
+  if (fastifyCode === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+    return new ServiceError(
+      'unsupportedMediaType',
+      'unsupported Content-Type; use application/json, application/x-msgpack or application/x-www-form-urlencoded',
+    ).toJSON();
+  }
+  if (fastifyCode.startsWith('FST_ERR_CTP_') || fastifyCode === 'FST_ERR_VALIDATION' || (e.statusCode === 400 && e.message)) {
+    return new ServiceError('invalidRequestBody', `malformed request: ${e.message ?? 'invalid body'}`).toJSON();
+  }
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+    return { code: e.statusCode * 100, statusCode: e.statusCode, message: e.message ?? 'bad request' };
+  }
+  return new ServiceError('internal', 'internal error').toJSON();
+}
+
+function registerBodyParsers(app: FastifyInstance): void {
+  app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
+    try {
+      done(null, (body as Buffer).length === 0 ? undefined : decode(body as Buffer));
+    } catch (err) {
+      done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
+    }
+  });
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    const parsed = parseQuery(body as string);
+    const single: Record<string, string> = {};
+    for (const [k, v] of Object.entries(parsed)) if (v !== undefined) single[k] = Array.isArray(v) ? v[v.length - 1] : v;
+    done(null, single);
+  });
+  // Token requests may be sent as text/plain holding JSON (spec: Request an access token).
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_req, body, done) => {
+    if ((body as string).trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(body as string));
+    } catch {
+      done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
+    }
+  });
+}

@@ -1,0 +1,57 @@
+import { readFileSync } from 'node:fs';
+import { ALL_RIGHTS, type AppDefinition, type KeyDefinition, type NamespaceRule } from './app.js';
+import { parseCapability, stringifyCapability } from '../auth/capability.js';
+
+/**
+ * Reads APPS_FILE:
+ * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]} } ],
+ *               "namespaces": [ { "id": "persisted", "persisted": true, "retentionHours": 48 } ] } ] }
+ * Errors name the file and what to fix.
+ */
+export function loadAppsFile(path: string, now: number): AppDefinition[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new Error(`APPS_FILE ${path}: cannot read it as JSON (${(err as Error).message})`);
+  }
+  const apps = (parsed as { apps?: unknown }).apps;
+  if (!Array.isArray(apps) || apps.length === 0) throw new Error(`APPS_FILE ${path}: expected {"apps": [ ... ]} with at least one app`);
+  return apps.map((raw, i) => {
+    const where = `APPS_FILE ${path}: apps[${i}]`;
+    const app = raw as { appId?: unknown; keys?: unknown; namespaces?: unknown; accountId?: unknown };
+    if (typeof app.appId !== 'string' || !/^[A-Za-z0-9_-]+$/.test(app.appId)) {
+      throw new Error(`${where}.appId must be letters, digits, "_" or "-"`);
+    }
+    const appId = app.appId;
+    if (!Array.isArray(app.keys) || app.keys.length === 0) throw new Error(`${where}.keys must list at least one key`);
+    const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown }, j: number) => {
+      const m = typeof k.key === 'string' ? /^([^.:]+)\.([^.:]+):(.+)$/.exec(k.key) : null;
+      if (!m || m[1] !== appId) throw new Error(`${where}.keys[${j}].key must look like "${appId}.<keyId>:<secret>"`);
+      let capability = ALL_RIGHTS;
+      if (k.capability !== undefined) {
+        try {
+          capability = stringifyCapability(parseCapability(k.capability));
+        } catch (err) {
+          throw new Error(`${where}.keys[${j}].capability: ${(err as Error).message}`);
+        }
+      }
+      return { keyName: `${m[1]}.${m[2]}`, keySecret: m[3], capability };
+    });
+    const namespaces = (Array.isArray(app.namespaces) ? app.namespaces : []) as NamespaceRule[];
+    for (const [j, ns] of namespaces.entries()) {
+      if (typeof ns.id !== 'string' || ns.id.length === 0) throw new Error(`${where}.namespaces[${j}].id must be a non-empty string`);
+      if (ns.retentionHours !== undefined && !(Number.isInteger(ns.retentionHours) && ns.retentionHours >= 24 && ns.retentionHours <= 72)) {
+        throw new Error(`${where}.namespaces[${j}].retentionHours must be a whole number from 24 to 72`);
+      }
+    }
+    return {
+      appId,
+      accountId: typeof app.accountId === 'string' ? app.accountId : appId,
+      keys,
+      namespaces,
+      source: 'file',
+      createdAt: now,
+    } satisfies AppDefinition;
+  });
+}

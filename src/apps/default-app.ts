@@ -1,0 +1,43 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { ALL_RIGHTS, type AppDefinition } from './app.js';
+
+export const randomId = (bytes: number): string => randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x');
+
+/** A new app with one key per requested capability (sandbox and default app share this). */
+export function newApp(options: {
+  source: AppDefinition['source'];
+  capabilities: (string | undefined)[];
+  namespaces?: AppDefinition['namespaces'];
+  now: number;
+}): AppDefinition {
+  const appId = randomId(6);
+  return {
+    appId,
+    accountId: randomId(6),
+    keys: options.capabilities.map((capability) => ({
+      keyName: `${appId}.${randomId(6)}`,
+      keySecret: randomBytes(24).toString('base64url'),
+      capability: capability ?? ALL_RIGHTS,
+    })),
+    namespaces: options.namespaces ?? [],
+    source: options.source,
+    createdAt: options.now,
+  };
+}
+
+/**
+ * With no APPS_FILE, the first start creates one app with a root key and keeps it in DATA_DIR,
+ * so a newcomer can publish right away. Returns the app and whether it was just created.
+ */
+export function loadOrCreateDefaultApp(dataDir: string, now: number): { app: AppDefinition; created: boolean } {
+  const file = join(dataDir, 'default-app.json');
+  if (existsSync(file)) return { app: JSON.parse(readFileSync(file, 'utf8')) as AppDefinition, created: false };
+  mkdirSync(dataDir, { recursive: true });
+  const app = newApp({ source: 'default', capabilities: [ALL_RIGHTS], now });
+  app.namespaces = [{ id: 'persisted', persisted: true }];
+  writeFileSync(`${file}.tmp`, JSON.stringify(app, null, 2), { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+  return { app, created: true };
+}

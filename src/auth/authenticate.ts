@@ -1,0 +1,65 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { ServiceError } from '../errors.js';
+import type { AppRegistry } from '../../projections/apps/app-registry.js';
+import { parseCapability } from './capability.js';
+import type { Credentials, TokenVerifier } from './credentials.js';
+
+/** Compares secrets in constant time (over fixed-length digests, so lengths do not leak either). */
+export function secretsEqual(a: string, b: string): boolean {
+  const da = createHmac('sha256', 'compare').update(a).digest();
+  const db = createHmac('sha256', 'compare').update(b).digest();
+  return timingSafeEqual(da, db);
+}
+
+const decodeBase64 = (value: string): string | undefined => {
+  if (!/^[A-Za-z0-9+/=_-]+$/.test(value)) return undefined;
+  return Buffer.from(value, 'base64').toString('utf8');
+};
+
+/**
+ * Authentication (spec: Authentication): `Basic base64(key)` or `Bearer base64(token)`.
+ * No credentials: 40106; credentials that do not check out: 40101. Never a 4014x for a key,
+ * because the SDKs answer those by requesting a token.
+ */
+export class Authenticator {
+  constructor(
+    private readonly apps: AppRegistry,
+    private readonly tokens?: TokenVerifier,
+  ) {}
+
+  authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
+    if (!authorization) {
+      throw new ServiceError('noAuthentication', 'no credentials: send Authorization: Basic base64(key) or Bearer base64(token)');
+    }
+    const space = authorization.indexOf(' ');
+    const scheme = authorization.slice(0, space).toLowerCase();
+    const value = authorization.slice(space + 1).trim();
+    if (scheme === 'basic') return this.basic(value, clientIdHeader);
+    if (scheme === 'bearer') {
+      if (!this.tokens) throw new ServiceError('invalidCredentials', 'token authentication is not enabled on this service');
+      const token = decodeBase64(value);
+      if (!token) throw new ServiceError('tokenUnrecognized', 'the bearer value is not base64 of a token');
+      return this.tokens.verify(token, now);
+    }
+    throw new ServiceError('invalidCredentials', `unsupported authorization scheme "${authorization.slice(0, Math.max(space, 0))}"; use Basic or Bearer`);
+  }
+
+  private basic(value: string, clientIdHeader: string | undefined): Credentials {
+    const decoded = decodeBase64(value);
+    const colon = decoded?.indexOf(':') ?? -1;
+    if (!decoded || colon < 0) throw new ServiceError('invalidCredentials', 'basic credentials must be base64 of "keyName:keySecret"');
+    const keyName = decoded.slice(0, colon);
+    const secret = decoded.slice(colon + 1);
+    const found = this.apps.key(keyName);
+    // Compare even when the key is unknown, so the answer takes the same time.
+    const ok = secretsEqual(secret, found?.key.keySecret ?? '\u0000no-such-key');
+    if (!found || !ok) throw new ServiceError('invalidCredentials', 'invalid key: unknown key name or wrong secret');
+    if (found.key.revoked) throw new ServiceError('keyRevoked', 'this key has been revoked');
+    let clientId: string | undefined;
+    if (clientIdHeader !== undefined) {
+      clientId = decodeBase64(clientIdHeader);
+      if (!clientId) throw new ServiceError('invalidClientId', 'X-Ably-ClientId must be base64 of a non-empty clientId');
+    }
+    return { app: found.app, keyName, capability: parseCapability(found.key.capability), clientId, method: 'basic' };
+  }
+}

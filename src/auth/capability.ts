@@ -1,0 +1,72 @@
+import { ServiceError } from '../errors.js';
+import { isMetachannel } from '../channels/channel-name.js';
+
+export const OPERATIONS = ['publish', 'subscribe', 'presence', 'history', 'channel-metadata', 'stats', 'push-subscribe', 'push-admin', 'object-subscribe', 'object-publish', 'annotation-subscribe', 'annotation-publish', 'message-update-own', 'message-update-any', 'message-delete-own', 'message-delete-any', '*'] as const;
+export type Operation = (typeof OPERATIONS)[number];
+
+/** resource name or wildcard -> permitted operations */
+export type Capability = Map<string, Set<string>>;
+
+/** Parses a capability from its JSON string or object form; bad input is a 400 with a clear message. */
+export function parseCapability(input: unknown): Capability {
+  let value = input;
+  if (typeof input === 'string') {
+    try {
+      value = JSON.parse(input);
+    } catch {
+      throw new ServiceError('invalidParameterValue', 'capability is not valid JSON');
+    }
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ServiceError('invalidParameterValue', 'capability must be a JSON object of resource to operations');
+  }
+  const cap: Capability = new Map();
+  for (const [resource, ops] of Object.entries(value)) {
+    if (resource.length === 0) throw new ServiceError('invalidParameterValue', 'capability has an empty resource name');
+    if (!Array.isArray(ops) || ops.length === 0 || ops.some((op) => typeof op !== 'string' || !(OPERATIONS as readonly string[]).includes(op))) {
+      throw new ServiceError(
+        'invalidParameterValue',
+        `capability for "${resource}" must be a non-empty array of operations (${OPERATIONS.join(', ')})`,
+      );
+    }
+    cap.set(resource, new Set(ops as string[]));
+  }
+  if (cap.size === 0) throw new ServiceError('invalidParameterValue', 'capability is empty');
+  return cap;
+}
+
+/** Canonical JSON form: resources and operations sorted, as the SDKs produce it. */
+export function stringifyCapability(cap: Capability): string {
+  const obj: Record<string, string[]> = {};
+  for (const resource of [...cap.keys()].sort()) obj[resource] = [...cap.get(resource)!].sort();
+  return JSON.stringify(obj);
+}
+
+/**
+ * Does a capability resource match a channel? (spec: Authentication rules 5 and 6)
+ * `*` matches every regular channel but no metachannel; `[meta]*` every metachannel;
+ * `[*]*` everything; `prefix:*` any channel starting with `prefix:`; otherwise an exact name.
+ */
+export function resourceMatches(resource: string, channel: string): boolean {
+  if (resource === '[*]*') return true;
+  if (resource === channel) return true;
+  if (resource.endsWith('*')) {
+    const prefix = resource.slice(0, -1);
+    if (prefix === '') return !isMetachannel(channel);
+    return channel.startsWith(prefix);
+  }
+  return false;
+}
+
+export function permits(cap: Capability, channel: string, operation: Operation): boolean {
+  for (const [resource, ops] of cap) {
+    if ((ops.has(operation) || ops.has('*')) && resourceMatches(resource, channel)) return true;
+  }
+  return false;
+}
+
+/** Whether any resource grants an operation at all (for app-wide operations such as stats). */
+export function permitsAnywhere(cap: Capability, operation: Operation): boolean {
+  for (const ops of cap.values()) if (ops.has(operation) || ops.has('*')) return true;
+  return false;
+}

@@ -1,0 +1,72 @@
+// The one error catalog. Codes and statuses follow the spec and the public error catalogue
+// (test/fixtures/ably-common-errors.json); a unit test checks every code here exists there.
+
+export const ErrorCodes = {
+  badRequest: { code: 40000, statusCode: 400 },
+  invalidRequestBody: { code: 40001, statusCode: 400 },
+  invalidParameterName: { code: 40002, statusCode: 400 },
+  invalidParameterValue: { code: 40003, statusCode: 400 },
+  invalidHeader: { code: 40004, statusCode: 400 },
+  messageTooLarge: { code: 40009, statusCode: 400 },
+  invalidChannelName: { code: 40010, statusCode: 400 },
+  invalidClientId: { code: 40012, statusCode: 400 },
+  invalidDataOrEncoding: { code: 40013, statusCode: 400 },
+  invalidMessageName: { code: 40016, statusCode: 400 },
+  unsupportedProtocolVersion: { code: 40017, statusCode: 400 },
+  batchError: { code: 40020, statusCode: 400 },
+  invalidPublishRequest: { code: 40030, statusCode: 400 },
+  invalidMessageId: { code: 40031, statusCode: 400 },
+  invalidExtras: { code: 40032, statusCode: 400 },
+  tooManyMessages: { code: 40034, statusCode: 400 },
+  unauthorized: { code: 40100, statusCode: 401 },
+  invalidCredentials: { code: 40101, statusCode: 401 },
+  incompatibleCredentials: { code: 40102, statusCode: 401 },
+  tokenRequestTimestampOutsideWindow: { code: 40104, statusCode: 401 },
+  nonceReplayed: { code: 40105, statusCode: 401 },
+  noAuthentication: { code: 40106, statusCode: 401 },
+  keyNotRecognized: { code: 40130, statusCode: 401 },
+  keyRevoked: { code: 40131, statusCode: 401 },
+  tokenError: { code: 40140, statusCode: 401 },
+  tokenRevoked: { code: 40141, statusCode: 401 },
+  tokenExpired: { code: 40142, statusCode: 401 },
+  tokenUnrecognized: { code: 40143, statusCode: 401 },
+  capabilityDenied: { code: 40160, statusCode: 401 },
+  notFound: { code: 40400, statusCode: 404 },
+  methodNotAllowed: { code: 40500, statusCode: 405 },
+  payloadTooLarge: { code: 40009, statusCode: 413 },
+  unsupportedMediaType: { code: 40001, statusCode: 415 },
+  internal: { code: 50000, statusCode: 500 },
+  timeout: { code: 50003, statusCode: 504 },
+  unavailable: { code: 50005, statusCode: 503 },
+} as const satisfies Record<string, { code: number; statusCode: number }>;
+
+export type ErrorKind = keyof typeof ErrorCodes;
+
+export class ServiceError extends Error {
+  readonly code: number;
+  readonly statusCode: number;
+
+  constructor(kind: ErrorKind, message: string) {
+    super(message);
+    this.name = 'ServiceError';
+    this.code = ErrorCodes[kind].code;
+    this.statusCode = ErrorCodes[kind].statusCode;
+  }
+
+  toJSON(): ErrorBody {
+    return { code: this.code, statusCode: this.statusCode, message: this.message };
+  }
+}
+
+export interface ErrorBody {
+  code: number;
+  statusCode: number;
+  message: string;
+  href?: string;
+}
+
+export const fail = (kind: ErrorKind, message: string): never => {
+  throw new ServiceError(kind, message);
+};
+
+export const errorHref = (code: number): string => `https://help.ably.io/error/${code}`;

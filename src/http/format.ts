@@ -1,0 +1,66 @@
+import { encode } from '@msgpack/msgpack';
+import { ServiceError } from '../errors.js';
+
+export type Format = 'json' | 'jsonp' | 'msgpack' | 'html';
+
+export const CONTENT_TYPES: Record<Format, string> = {
+  json: 'application/json',
+  jsonp: 'application/javascript',
+  msgpack: 'application/x-msgpack',
+  html: 'text/html; charset=utf-8',
+};
+
+const BY_MEDIA_TYPE: Record<string, Format> = {
+  'application/json': 'json',
+  'application/x-msgpack': 'msgpack',
+  'application/msgpack': 'msgpack',
+  'text/html': 'html',
+  'application/javascript': 'jsonp',
+  'text/javascript': 'jsonp',
+};
+
+const FORMAT_PARAM: Record<string, Format> = { json: 'json', jsonp: 'jsonp', msgpack: 'msgpack', html: 'html' };
+
+/**
+ * Response format (spec: Common behaviour): the Accept header wins when it names a format we
+ * serve; then the `format` query parameter; then JSON. Wildcards count as no preference.
+ */
+export function negotiateFormat(accept: string | undefined, formatParam: unknown): Format {
+  if (accept) {
+    const ranked = accept
+      .split(',')
+      .map((part, i) => {
+        const [type, ...params] = part.trim().toLowerCase().split(';');
+        const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+        return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, i };
+      })
+      .filter((e) => e.q > 0 && BY_MEDIA_TYPE[e.type])
+      .sort((a, b) => b.q - a.q || a.i - b.i);
+    if (ranked.length > 0) return BY_MEDIA_TYPE[ranked[0].type];
+  }
+  if (formatParam !== undefined) {
+    const f = typeof formatParam === 'string' ? FORMAT_PARAM[formatParam.toLowerCase()] : undefined;
+    if (!f) throw new ServiceError('invalidParameterValue', `format must be one of json, jsonp, msgpack, html`);
+    return f;
+  }
+  return 'json';
+}
+
+const JSONP_CALLBACK = /^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*$/;
+
+export function jsonpCallback(param: unknown): string {
+  if (param === undefined) return 'callback';
+  if (typeof param !== 'string' || !JSONP_CALLBACK.test(param) || param.length > 128) {
+    throw new ServiceError('invalidParameterValue', 'callback must be a JavaScript identifier (letters, digits, _ and $, dotted)');
+  }
+  return param;
+}
+
+export function serializeJson(value: unknown): string {
+  return JSON.stringify(value);
+}
+
+export function serializeMsgpack(value: unknown): Buffer {
+  const bytes = encode(value, { ignoreUndefined: true });
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

@@ -1,0 +1,22 @@
+/**
+ * Link headers (spec: Pagination). URLs are relative, `./<last path segment>?<params>`, values
+ * percent-encoded (a raw comma would split the header), relations quoted.
+ */
+export type LinkParams = Record<string, string | number | undefined>;
+
+export function relativeUrl(resource: string, params: LinkParams): string {
+  const query = Object.entries(params)
+    .filter(([, v]) => v !== undefined && v !== '')
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+    .join('&');
+  return `./${resource}?${query}`;
+}
+
+export function linkHeader(links: Record<string, string>): string {
+  return Object.entries(links)
+    .map(([rel, url]) => `<${url}>; rel="${rel}"`)
+    .join(', ');
+}
+
+/** The last path segment of a route, for `./messages?...` style links. */
+export const resourceOf = (path: string): string => path.split('?')[0].split('/').filter(Boolean).pop() ?? '';

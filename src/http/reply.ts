@@ -1,0 +1,57 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack } from './format.js';
+import { renderHtml } from './html.js';
+import { linkHeader } from './pagination.js';
+import { errorHref, type ErrorBody } from '../errors.js';
+
+/**
+ * Sends a result in the request's format (spec: Common behaviour), with Link headers for paged
+ * results and the `envelope` form when asked for (status 200, real status inside).
+ */
+export function sendResult(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  body: unknown,
+  links?: Record<string, string>,
+): FastifyReply {
+  const format = request.ctx?.format ?? 'json';
+  if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
+  if (body === undefined) return reply.code(status).send();
+  if (request.ctx?.envelope) {
+    const envelope: Record<string, unknown> = { statusCode: status, response: body };
+    if (links) envelope.rel = links;
+    body = envelope;
+    status = 200;
+  }
+  // Set as a header: reply.type() would append a charset, and the SDKs want the exact type.
+  reply.code(status).header('content-type', CONTENT_TYPES[format]);
+  switch (format) {
+    case 'msgpack':
+      return reply.send(serializeMsgpack(body));
+    case 'html':
+      return reply.send(renderHtml(`${request.method} ${request.url.split('?')[0]}`, body, links));
+    case 'jsonp':
+      return reply.send(`${request.ctx?.callback ?? 'callback'}(${serializeJson(body)});`);
+    default:
+      return reply.send(serializeJson(body));
+  }
+}
+
+/** A header-safe copy of a message: printable ASCII only, bounded length. */
+const headerSafe = (s: string): string => s.replace(/[^\x20-\x7e]/g, '?').slice(0, 512);
+
+/** Every failure (spec: Errors): `{error}` body plus the error headers, and their SDK aliases. */
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: ErrorBody, extra?: Record<string, unknown>): FastifyReply {
+  const message = headerSafe(error.message);
+  reply
+    .header('X-Service-ErrorCode', String(error.code))
+    .header('X-Service-ErrorMessage', message)
+    .header('X-Ably-ErrorCode', String(error.code))
+    .header('X-Ably-ErrorMessage', message);
+  if (error.statusCode === 401) reply.header('WWW-Authenticate', 'Basic realm="service", Bearer');
+  const body = { error: { ...error, href: error.href ?? errorHref(error.code) }, ...extra };
+  return sendResult(request, reply, error.statusCode, body);
+}
+
+export { jsonpCallback };

@@ -1,0 +1,57 @@
+import type { FastifyRequest } from 'fastify';
+import { ServiceError } from '../errors.js';
+import { jsonpCallback, negotiateFormat, type Format } from './format.js';
+import { resolveVersion, type ApiVersion } from './version.js';
+import type { Credentials } from '../auth/credentials.js';
+
+export interface RequestContext {
+  format: Format;
+  version: ApiVersion;
+  envelope: boolean;
+  callback?: string;
+  credentials?: Credentials;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    ctx?: RequestContext;
+  }
+  interface FastifyContextConfig {
+    /** 'none' for routes the spec leaves open (time, signed token requests, sandbox app creation). */
+    auth?: 'none' | 'required';
+  }
+}
+
+const header = (request: FastifyRequest, name: string): string | undefined => {
+  const v = request.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/** Format, version and envelope of a request; errors here still answer in a usable format. */
+export function resolveContext(request: FastifyRequest): RequestContext {
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  // Set a JSON context first, so that an error below is itself answered.
+  const ctx: RequestContext = { format: 'json', version: { value: '0.8', modern: false }, envelope: false };
+  request.ctx = ctx;
+  ctx.format = negotiateFormat(header(request, 'accept'), query.format);
+  if (ctx.format === 'jsonp') ctx.callback = jsonpCallback(query.callback);
+  ctx.version = resolveVersion(header(request, 'x-service-version') ?? header(request, 'x-ably-version'), query.v);
+  if (query.envelope !== undefined) {
+    if (query.envelope !== 'json' && query.envelope !== 'true') {
+      throw new ServiceError('invalidParameterValue', 'envelope must be "json"');
+    }
+    if (ctx.format === 'msgpack') {
+      throw new ServiceError('invalidParameterValue', 'envelope is supported only with the json, jsonp and html formats');
+    }
+    ctx.envelope = true;
+  }
+  return ctx;
+}
+
+export const credentialsOf = (request: FastifyRequest): Credentials => {
+  const credentials = request.ctx?.credentials;
+  if (!credentials) throw new ServiceError('unauthorized', 'this route needs credentials');
+  return credentials;
+};
+
+export const headerOf = header;

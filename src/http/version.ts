@@ -1,0 +1,27 @@
+import { ServiceError } from '../errors.js';
+
+/**
+ * Protocol versions (spec: Versioning). 0.8 is the spec's form and the default. The official SDKs
+ * state newer versions (ably-js v2 sends 6); from 2 on, responses take the shapes those SDKs read.
+ */
+export const SPEC_VERSION = '0.8';
+const KNOWN = new Set(['0.8', '0.9', '1', '1.0', '1.1', '1.2', '2', '3', '4', '5', '6']);
+
+export interface ApiVersion {
+  value: string;
+  /** true when the request asked for the newer response shapes of the SDKs (version 2 and later). */
+  modern: boolean;
+}
+
+export function resolveVersion(header: string | undefined, param: unknown): ApiVersion {
+  const raw = header ?? (typeof param === 'string' ? param : undefined);
+  if (raw === undefined || raw === '') return { value: SPEC_VERSION, modern: false };
+  const value = raw.trim();
+  if (!KNOWN.has(value)) {
+    throw new ServiceError(
+      'unsupportedProtocolVersion',
+      `version "${value}" is not supported; use one of ${[...KNOWN].join(', ')} (default ${SPEC_VERSION})`,
+    );
+  }
+  return { value, modern: Number(value) >= 2 };
+}

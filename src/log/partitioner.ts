@@ -1,0 +1,10 @@
+/** Stable key-to-partition mapping (FNV-1a), so one channel's events always share a partition. */
+export function partitionFor(key: string, partitions: number): number {
+  if (partitions <= 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    hash ^= key.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % partitions;
+}

@@ -1,0 +1,66 @@
+// The log port: every write in the service is an event appended here; every projection consumes it.
+// Two adapters implement it (embedded SQLite, Kafka) and run the same contract suite
+// (test/contract/log.contract.ts).
+
+export const Topics = {
+  messages: 'messages',
+  presence: 'presence',
+  usage: 'usage',
+  apps: 'apps',
+} as const;
+export type Topic = (typeof Topics)[keyof typeof Topics];
+export const ALL_TOPICS: Topic[] = Object.values(Topics);
+
+export interface AppendRecord {
+  key: string;
+  value: Uint8Array;
+  /** ms since epoch; assigned by the appender so that it is monotonic per process. */
+  timestamp: number;
+}
+
+export interface LogPosition {
+  partition: number;
+  offset: number;
+}
+
+export interface LogRecord extends AppendRecord, LogPosition {
+  topic: string;
+}
+
+/** Where a consumer resumes: the next offset to read, per partition. Missing partitions start at 0. */
+export type Checkpoint = Map<number, number>;
+
+export interface ConsumeOptions {
+  topic: string;
+  /** Stable name of the consumer (a projection); the Kafka adapter derives its group id from it. */
+  consumer: string;
+  from: Checkpoint;
+  /**
+   * Applies one batch (records of one partition, in offset order). The adapter does not advance
+   * past a batch until the promise resolves; the projection stores its own checkpoint.
+   */
+  handle: (records: LogRecord[]) => Promise<void> | void;
+  /** Called when a batch fails; the adapter retries the batch after a pause. */
+  onError?: (err: unknown) => void;
+}
+
+export interface Subscription {
+  /** Resolves once the consumer has delivered everything that was in the log when it started. */
+  caughtUp: Promise<void>;
+  /** Per-partition end offsets (next offset to be written), as last observed by this consumer. */
+  highWatermarks(): Map<number, number>;
+  stop(): Promise<void>;
+}
+
+export interface Log {
+  readonly kind: 'embedded' | 'kafka';
+  /** Appends and resolves only once every record is durable; positions in input order. */
+  append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]>;
+  consume(options: ConsumeOptions): Subscription;
+  /** Reads records in offset order from one partition, for replay and audits. */
+  read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]>;
+  partitions(topic: Topic): Promise<number>;
+  /** Next offset to be written, per partition. */
+  endOffsets(topic: Topic): Promise<Map<number, number>>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,156 @@
+import { randomBytes } from 'node:crypto';
+import { ServiceError } from '../errors.js';
+
+/** Message data as stored: strings, JSON values (objects, arrays) and bytes stay as they came. */
+export type MessageData = string | Uint8Array | Record<string, unknown> | unknown[];
+
+/** A message as it travels on the log and sits in history. */
+export interface StoredMessage {
+  id: string;
+  timestamp: number;
+  name?: string;
+  data?: MessageData;
+  encoding?: string;
+  clientId?: string;
+  connectionId?: string;
+  extras?: Record<string, unknown>;
+}
+
+/** A validated publish, before the log assigns its timestamp. */
+export type OutgoingMessage = Omit<StoredMessage, 'timestamp'>;
+
+export interface PublishLimits {
+  maxMessageSize: number;
+  maxMessagesPerPublish: number;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64URL = /^[A-Za-z0-9_-]*={0,2}$/;
+
+/** A fresh base for ids of one publish: 9 random bytes, like the SDKs' idempotent ids. */
+export const newIdBase = (): string => randomBytes(9).toString('base64url');
+
+export function dataSize(data: MessageData | undefined): number {
+  if (data === undefined || data === null) return 0;
+  if (typeof data === 'string') return Buffer.byteLength(data);
+  if (data instanceof Uint8Array) return data.byteLength;
+  return Buffer.byteLength(JSON.stringify(data));
+}
+
+/** Size as counted against the message size limit: name, clientId, data and extras. */
+export function messageSize(m: OutgoingMessage): number {
+  return (
+    dataSize(m.data) +
+    (m.name ? Buffer.byteLength(m.name) : 0) +
+    (m.clientId ? Buffer.byteLength(m.clientId) : 0) +
+    (m.extras ? Buffer.byteLength(JSON.stringify(m.extras)) : 0)
+  );
+}
+
+function checkEncoding(data: MessageData | undefined, encoding: string, index: number): void {
+  const steps = encoding.split('/');
+  if (steps.some((s) => s.length === 0)) {
+    throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding "${encoding}" is malformed`);
+  }
+  const outer = steps[steps.length - 1];
+  if (outer === 'base64') {
+    if (typeof data !== 'string' || data.length % 4 === 1 || !(BASE64.test(data) || BASE64URL.test(data))) {
+      throw new ServiceError('invalidDataOrEncoding', `message ${index}: data is not valid base64 but its encoding says base64`);
+    }
+  } else if (outer === 'json') {
+    if (typeof data !== 'string') {
+      throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding "json" needs data as a JSON string`);
+    }
+    try {
+      JSON.parse(data);
+    } catch {
+      throw new ServiceError('invalidDataOrEncoding', `message ${index}: data is not valid JSON but its encoding says json`);
+    }
+  }
+}
+
+/**
+ * Validates the messages of one publish (spec: Message) and gives each an id.
+ * The wire form may carry fields the SDKs add (`action`, `size`); they are ignored.
+ */
+export function parsePublishBody(
+  body: unknown,
+  limits: PublishLimits,
+  credentialsClientId: string | undefined,
+): OutgoingMessage[] {
+  const raw = Array.isArray(body) ? body : [body];
+  if (body === undefined || body === null || (typeof body === 'string' && body.length === 0)) {
+    throw new ServiceError('invalidRequestBody', 'the request body is empty; send a message object or an array of messages');
+  }
+  if (raw.length === 0) throw new ServiceError('invalidRequestBody', 'the request body is an empty array; send at least one message');
+  if (raw.length > limits.maxMessagesPerPublish) {
+    throw new ServiceError('tooManyMessages', `a publish may hold at most ${limits.maxMessagesPerPublish} messages, this one has ${raw.length}`);
+  }
+  let idBase: string | undefined;
+  return raw.map((item, index) => {
+    if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
+    if ('connectionKey' in item && item.connectionKey !== undefined) {
+      throw new ServiceError(
+        'invalidPublishRequest',
+        `message ${index}: connectionKey does not identify a realtime connection on this service (there is none yet); omit it`,
+      );
+    }
+    const m: OutgoingMessage = { id: '' };
+    if (item.name !== undefined && item.name !== null) {
+      if (typeof item.name !== 'string') throw new ServiceError('invalidMessageName', `message ${index}: name must be a string`);
+      m.name = item.name;
+    }
+    if (item.data !== undefined && item.data !== null) {
+      const d = item.data;
+      if (!(typeof d === 'string' || d instanceof Uint8Array || Array.isArray(d) || isPlainObject(d))) {
+        throw new ServiceError('invalidDataOrEncoding', `message ${index}: data must be a string, a JSON object or array, or bytes`);
+      }
+      m.data = d as MessageData;
+    }
+    if (item.encoding !== undefined && item.encoding !== null && item.encoding !== '') {
+      if (typeof item.encoding !== 'string') throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding must be a string`);
+      checkEncoding(m.data, item.encoding, index);
+      m.encoding = item.encoding;
+    }
+    if (item.clientId !== undefined && item.clientId !== null) {
+      if (typeof item.clientId !== 'string' || item.clientId.length === 0 || item.clientId === '*') {
+        throw new ServiceError('invalidClientId', `message ${index}: clientId must be a non-empty string other than "*"`);
+      }
+      if (credentialsClientId !== undefined && credentialsClientId !== '*' && item.clientId !== credentialsClientId) {
+        throw new ServiceError(
+          'invalidClientId',
+          `message ${index}: clientId "${item.clientId}" does not match the credentials' clientId "${credentialsClientId}"`,
+        );
+      }
+      m.clientId = item.clientId;
+    } else if (credentialsClientId !== undefined && credentialsClientId !== '*') {
+      m.clientId = credentialsClientId;
+    }
+    if (item.extras !== undefined && item.extras !== null) {
+      const extras = item.extras;
+      if (!isPlainObject(extras)) throw new ServiceError('invalidExtras', `message ${index}: extras must be an object`);
+      for (const [key, value] of Object.entries(extras)) {
+        if (key !== 'push') throw new ServiceError('invalidExtras', `message ${index}: extras may only hold a push object, not "${key}"`);
+        if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `message ${index}: extras.push must be an object`);
+      }
+      m.extras = extras;
+    }
+    if (item.id !== undefined && item.id !== null) {
+      if (typeof item.id !== 'string' || item.id.length === 0 || item.id.length > 256) {
+        throw new ServiceError('invalidMessageId', `message ${index}: id must be a non-empty string of at most 256 characters`);
+      }
+      m.id = item.id;
+    } else {
+      idBase ??= newIdBase();
+      m.id = `${idBase}:${index}`;
+    }
+    const size = messageSize(m);
+    if (size > limits.maxMessageSize) {
+      throw new ServiceError('messageTooLarge', `message ${index} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+    }
+    return m;
+  });
+}

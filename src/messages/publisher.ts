@@ -1,0 +1,40 @@
+import type { AppendBatcher } from '../log/append-batcher.js';
+import { Topics } from '../log/port.js';
+import { channelKey, encodeEvent } from '../log/events.js';
+import type { OutgoingMessage } from './message.js';
+
+export interface PublishResult {
+  /** ids of messages that were appended; repeats of idempotent publishes are left out */
+  appended: string[];
+}
+
+/**
+ * Appends one publish (to one channel) to the `messages` topic and resolves once it is durable.
+ * Messages whose id the channel has just seen are repeats of an idempotent publish and are not
+ * appended again; the history projection drops any repeat that still reaches the log.
+ */
+export class Publisher {
+  constructor(
+    private readonly batcher: AppendBatcher,
+    private readonly recentlySeen: (appId: string, channel: string, id: string) => boolean,
+  ) {}
+
+  async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: 'rest' | 'realtime' = 'rest'): Promise<PublishResult> {
+    const fresh = messages.filter((m) => !this.recentlySeen(appId, channel, m.id));
+    if (fresh.length === 0) return { appended: [] };
+    await this.batcher.append(Topics.messages, [
+      {
+        key: channelKey(appId, channel),
+        build: (timestamp) =>
+          encodeEvent({
+            type: 'messages.published',
+            appId,
+            channel,
+            transport,
+            messages: fresh.map((m) => ({ ...m, timestamp })),
+          }),
+      },
+    ]);
+    return { appended: fresh.map((m) => m.id) };
+  }
+}

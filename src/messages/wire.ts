@@ -1,0 +1,23 @@
+import type { StoredMessage } from './message.js';
+import type { Format } from '../http/format.js';
+
+/**
+ * Message as sent to a reader. MessagePack carries bytes as they are; the text formats carry them
+ * as base64 with `base64` appended to the encoding, which is how the SDKs decode them.
+ */
+export function messageToWire(m: StoredMessage, format: Format): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: m.id, timestamp: m.timestamp };
+  if (m.name !== undefined) out.name = m.name;
+  if (m.clientId !== undefined) out.clientId = m.clientId;
+  if (m.connectionId !== undefined) out.connectionId = m.connectionId;
+  let data = m.data;
+  let encoding = m.encoding;
+  if (data instanceof Uint8Array && format !== 'msgpack') {
+    data = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64');
+    encoding = encoding ? `${encoding}/base64` : 'base64';
+  }
+  if (data !== undefined) out.data = data;
+  if (encoding !== undefined) out.encoding = encoding;
+  if (m.extras !== undefined) out.extras = m.extras;
+  return out;
+}

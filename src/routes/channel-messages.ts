@@ -1,0 +1,110 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ServiceError } from '../errors.js';
+import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { permits, type Operation } from '../auth/capability.js';
+import { credentialsOf } from '../http/request-context.js';
+import { sendResult } from '../http/reply.js';
+import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
+import { relativeUrl, type LinkParams } from '../http/pagination.js';
+import { parsePublishBody, type PublishLimits } from '../messages/message.js';
+import { messageToWire } from '../messages/wire.js';
+import type { Publisher } from '../messages/publisher.js';
+import type { Credentials } from '../auth/credentials.js';
+import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
+import { resource } from './route-table.js';
+
+export interface HistoryReader {
+  query(q: HistoryQuery): Promise<HistoryEntry[]>;
+  /** Resolved `end` of a query that gives none: the newest instant history is complete up to. */
+  visibleUntil(): number;
+}
+
+export interface ChannelMessagesOptions {
+  publisher: Publisher;
+  history: HistoryReader;
+  limits: PublishLimits;
+}
+
+interface ChannelParams {
+  channelId: string;
+}
+
+/** The channel named in the path, checked, with the operation the credentials must allow on it. */
+export function channelFor(request: FastifyRequest<{ Params: ChannelParams }>, operation: Operation): { channel: string; credentials: Credentials } {
+  const channel = checkChannelName(request.params.channelId);
+  const credentials = credentialsOf(request);
+  if (operation === 'publish' && isMetachannel(channel)) {
+    throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
+  }
+  if (!permits(credentials.capability, channel, operation)) {
+    throw new ServiceError('capabilityDenied', `the credentials lack the "${operation}" capability on channel "${channel}"`);
+  }
+  return { channel, credentials };
+}
+
+/** Link parameters kept from the request so that following a link keeps its format. */
+const KEPT_PARAMS = ['format', 'callback', 'envelope', 'v'];
+
+/** Paging for time-ordered results (spec: Pagination): first (times resolved), current, next. */
+export function pageLinks(
+  resourceName: string,
+  query: Record<string, unknown>,
+  resolved: LinkParams,
+  cursor: number | undefined,
+  nextCursor: number | undefined,
+): Record<string, string> {
+  const base: LinkParams = { ...resolved };
+  for (const k of KEPT_PARAMS) if (typeof query[k] === 'string') base[k] = query[k] as string;
+  const links: Record<string, string> = {
+    first: relativeUrl(resourceName, base),
+    current: relativeUrl(resourceName, { ...base, cursor }),
+  };
+  if (nextCursor !== undefined) links.next = relativeUrl(resourceName, { ...base, cursor: nextCursor });
+  return links;
+}
+
+export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelMessagesOptions): Promise<void> {
+  resource(app, '/channels/:channelId/messages', {
+    // spec: Publish messages to a channel
+    POST: {
+      handler: async (request, reply) => {
+        const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'publish');
+        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId);
+        await opts.publisher.publish(credentials.app.appId, channel, messages);
+        if (!request.ctx?.version.modern) return sendResult(request, reply, 201, undefined);
+        const ids = messages.map((m) => m.id);
+        return sendResult(request, reply, 201, { channel, messageId: ids[0]?.split(':')[0], serials: ids });
+      },
+    },
+    // spec: Retrieve message history
+    GET: {
+      handler: async (request, reply) => {
+        const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'history');
+        const query = request.query as Record<string, unknown>;
+        const start = timeParam(query, 'start');
+        const givenEnd = timeParam(query, 'end');
+        const limit = limitParam(query);
+        const direction = directionParam(query);
+        const cursor = integerParam(query, 'cursor');
+        if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
+          throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
+        }
+        const end = givenEnd ?? opts.history.visibleUntil();
+        const found = await opts.history.query({
+          appId: credentials.app.appId,
+          channel,
+          start: start ?? 0,
+          end,
+          limit: limit + 1,
+          direction,
+          after: cursor,
+        });
+        const page = found.slice(0, limit);
+        const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
+        const links = pageLinks('messages', query, { start, end, limit, direction }, cursor, nextCursor);
+        const format = request.ctx?.format ?? 'json';
+        return sendResult(request, reply, 200, page.map((e) => messageToWire(e.message, format)), links);
+      },
+    },
+  });
+}

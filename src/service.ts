@@ -1,0 +1,187 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { modeOf, type Config } from './config.js';
+import { buildApp } from './app.js';
+import { systemClock, MonotonicClock, type Clock } from './clock.js';
+import { Authenticator } from './auth/authenticate.js';
+import type { Log, Subscription, Checkpoint } from './log/port.js';
+import { Topics } from './log/port.js';
+import { EmbeddedLog } from './log/embedded/embedded-log.js';
+import { AppendBatcher } from './log/append-batcher.js';
+import { channelKey, decodeEvent, encodeEvent } from './log/events.js';
+import { Publisher } from './messages/publisher.js';
+import { loadAppsFile } from './apps/apps-file.js';
+import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
+import { keyString, type AppDefinition } from './apps/app.js';
+import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
+import { AppRegistry } from '../projections/apps/app-registry.js';
+import { HistoryProjection } from '../projections/history/history-projection.js';
+import type { HistoryStore } from '../projections/history/history-store.js';
+import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
+
+/** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
+export interface Adapters {
+  log: Log;
+  historyStore: HistoryStore;
+}
+
+export interface Service {
+  app: FastifyInstance;
+  config: Config;
+  log: Log;
+  registry: AppRegistry;
+  history: HistoryProjection;
+  batcher: AppendBatcher;
+  /** The default app's root key when this start created it (printed once by main.ts). */
+  createdDefaultKey?: string;
+  close(): Promise<void>;
+}
+
+export function embeddedAdapters(config: Config): Adapters {
+  mkdirSync(config.dataDir, { recursive: true });
+  return {
+    log: new EmbeddedLog({
+      path: join(config.dataDir, 'log.db'),
+      partitions: config.embeddedPartitions,
+      // The log keeps at least the longest history retention, so projections can be rebuilt.
+      retentionMs: (72 + 24) * 3600_000,
+    }),
+    historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
+  };
+}
+
+/** Builds adapters for the configured mode (production adapters load only when used). */
+export async function adaptersFor(config: Config, logger: Logger): Promise<Adapters> {
+  if (modeOf(config) === 'embedded') return embeddedAdapters(config);
+  const { productionAdapters } = await import('./production-adapters.js');
+  return productionAdapters(config, logger);
+}
+
+/**
+ * Starts everything but the listener: replays the apps topic, restarts the history projection
+ * from its checkpoint, and builds the HTTP app. Read routes are ready when this resolves.
+ */
+export async function startService(config: Config, logger: Logger, adapters: Adapters, clock: Clock = systemClock): Promise<Service> {
+  const { log, historyStore } = adapters;
+  const registry = new AppRegistry();
+  let createdDefaultKey: string | undefined;
+  if (config.appsFile) {
+    for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
+  } else {
+    const { app, created } = loadOrCreateDefaultApp(config.dataDir, clock.now());
+    registry.put(app);
+    if (created) createdDefaultKey = keyString(app.keys[0]);
+  }
+
+  const subscriptions: Subscription[] = [];
+  const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
+
+  // Applications created through the sandbox route: a small topic, replayed whole on every start.
+  const apps = log.consume({
+    topic: Topics.apps,
+    consumer: consumerName('apps'),
+    from: new Map(),
+    handle: (records) => {
+      for (const r of records) {
+        const event = decodeEvent(r.value);
+        if (registry.canHandle(event)) registry.evolve(event);
+      }
+    },
+    onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
+  });
+  subscriptions.push(apps);
+  await apps.caughtUp;
+
+  const retentionOf = (appId: string, channel: string): number | undefined => {
+    const rule = registry.rule(appId, channel);
+    return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
+  };
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf });
+  const from = await history.start();
+  const historySub = log.consume({
+    topic: Topics.messages,
+    consumer: consumerName('history'),
+    from,
+    handle: (records) => history.apply(records),
+    onError: (err) => logger.error({ err }, 'history projection failed on a batch; retrying'),
+  });
+  subscriptions.push(historySub);
+  await historySub.caughtUp;
+  logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
+
+  const batcher = new AppendBatcher(log, new MonotonicClock(clock));
+  const publisher = new Publisher(batcher, (appId, channel, id) => {
+    const seen = history.tail.idSeenAt(appId, channel, id);
+    return seen !== undefined && clock.now() - seen <= config.historyTailMs;
+  });
+
+  const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
+    for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
+    return true;
+  };
+
+  const admin: AppAdmin = {
+    create: async (app: AppDefinition, presence: PresenceFixture[]) => {
+      await batcher.append(Topics.apps, [{ key: app.appId, build: () => encodeEvent({ type: 'app.created', app }) }]);
+      registry.put(app);
+      const connectionId = randomId(8);
+      for (const fixture of presence) {
+        await batcher.append(
+          Topics.presence,
+          fixture.members.map((m, i) => ({
+            key: channelKey(app.appId, fixture.channel),
+            build: (timestamp) =>
+              encodeEvent({
+                type: 'presence.changed',
+                appId: app.appId,
+                channel: fixture.channel,
+                event: { action: 'enter', id: `${connectionId}:0:${i}`, timestamp, connectionId, ...m },
+              }),
+          })),
+        );
+      }
+    },
+    delete: async (appId: string) => {
+      await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
+      registry.remove(appId);
+    },
+  };
+
+  const app = buildApp({
+    clock,
+    authenticator: new Authenticator(registry),
+    publisher,
+    history: {
+      query: (q) => history.query(q),
+      visibleUntil: () =>
+        history.visibleUntil(caughtUp(history.applied(), historySub.highWatermarks()), batcher.oldestInFlight(Topics.messages)),
+    },
+    limits: { maxMessageSize: config.maxMessageSize, maxMessagesPerPublish: config.maxMessagesPerPublish },
+    sandbox: config.sandbox ? admin : undefined,
+    logger: logger,
+  });
+
+  const timers = [
+    setInterval(() => history.evict(), 5_000),
+    setInterval(() => {
+      void historyStore.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
+      if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
+    }, 3600_000),
+  ];
+  for (const t of timers) t.unref();
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> =>
+    (closing ??= (async () => {
+      for (const t of timers) clearInterval(t);
+      await app.close();
+      for (const s of subscriptions) await s.stop();
+      await history.close();
+      await historyStore.close();
+      await log.close();
+    })());
+
+  return { app, config, log, registry, history, batcher, createdDefaultKey, close };
+}

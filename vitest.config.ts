@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+// Test tiers live in folders: unit/, contract/, http/ are fast; e2e/ and sdk/ start real servers
+// and (with infrastructure) Kafka and ClickHouse, so they get longer timeouts.
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 120_000,
+    pool: 'forks',
+    reporters: ['default'],
+  },
+});
