@@ -111,7 +111,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   await historySub.caughtUp;
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
-  const batcher = new AppendBatcher(log, new MonotonicClock(clock));
+  const appendClock = new MonotonicClock(clock);
+  const batcher = new AppendBatcher(log, appendClock);
   const publisher = new Publisher(batcher, (appId, channel, id) => {
     const seen = history.tail.idSeenAt(appId, channel, id);
     return seen !== undefined && clock.now() - seen <= config.historyTailMs;
@@ -156,7 +157,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     history: {
       query: (q) => history.query(q),
       visibleUntil: () =>
-        history.visibleUntil(caughtUp(history.applied(), historySub.highWatermarks()), batcher.oldestInFlight(Topics.messages)),
+        history.visibleUntil(
+          caughtUp(history.applied(), historySub.highWatermarks()),
+          batcher.oldestInFlight(Topics.messages),
+          appendClock.fence(),
+        ),
     },
     limits: { maxMessageSize: config.maxMessageSize, maxMessagesPerPublish: config.maxMessagesPerPublish },
     sandbox: config.sandbox ? admin : undefined,

@@ -143,11 +143,11 @@ export class HistoryProjection {
   /**
    * Newest timestamp up to which history is complete: what a query with no `end` may use as its
    * end so that paging with `next` while publishes continue sees each message exactly once.
+   * `fencedNow` is an instant no later append can reach (MonotonicClock.fence()).
    */
-  visibleUntil(caughtUp: boolean, oldestInFlight: number | undefined): number {
-    const now = this.clock.now();
-    if (!caughtUp) return Math.min(now, this.lastAppliedTs);
-    return oldestInFlight === undefined ? now : Math.min(now, oldestInFlight - 1);
+  visibleUntil(caughtUp: boolean, oldestInFlight: number | undefined, fencedNow: number): number {
+    if (!caughtUp) return Math.min(fencedNow, this.lastAppliedTs);
+    return oldestInFlight === undefined ? fencedNow : Math.min(fencedNow, oldestInFlight - 1);
   }
 
   /** History of one channel: the in-memory tail merged with the store for persisted channels. */

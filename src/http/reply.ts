@@ -24,7 +24,6 @@ export function sendResult(
     body = envelope;
     status = 200;
   }
-  // Set as a header: reply.type() would append a charset, and the SDKs want the exact type.
   reply.code(status).header('content-type', CONTENT_TYPES[format]);
   switch (format) {
     case 'msgpack':
@@ -32,9 +31,10 @@ export function sendResult(
     case 'html':
       return reply.send(renderHtml(`${request.method} ${request.url.split('?')[0]}`, body, links));
     case 'jsonp':
-      return reply.send(`${request.ctx?.callback ?? 'callback'}(${serializeJson(body)});`);
+      return reply.send(Buffer.from(`${request.ctx?.callback ?? 'callback'}(${serializeJson(body)});`));
     default:
-      return reply.send(serializeJson(body));
+      // A Buffer, because fastify appends a charset to JSON strings and the SDKs want the exact type.
+      return reply.send(Buffer.from(serializeJson(body)));
   }
 }
 

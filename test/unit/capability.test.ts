@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { parseCapability, permits, resourceMatches, stringifyCapability } from '../../src/auth/capability.js';
+import { ServiceError } from '../../src/errors.js';
+
+describe('capabilities (spec: Authentication rules 5 and 6)', () => {
+  it('"*" matches every regular channel but no metachannel', () => {
+    expect(resourceMatches('*', 'news')).toBe(true);
+    expect(resourceMatches('*', 'ns:news')).toBe(true);
+    expect(resourceMatches('*', '[meta]channel.lifecycle')).toBe(false);
+  });
+
+  it('"[meta]*" matches every metachannel and "[*]*" matches everything', () => {
+    expect(resourceMatches('[meta]*', '[meta]log')).toBe(true);
+    expect(resourceMatches('[meta]*', 'news')).toBe(false);
+    expect(resourceMatches('[*]*', '[meta]log')).toBe(true);
+    expect(resourceMatches('[*]*', 'news')).toBe(true);
+  });
+
+  it('"prefix:*" matches channels in that namespace only', () => {
+    expect(resourceMatches('canpublish:*', 'canpublish:x')).toBe(true);
+    expect(resourceMatches('canpublish:*', 'canpublishx')).toBe(false);
+    expect(resourceMatches('canpublish:*', 'other:x')).toBe(false);
+  });
+
+  it('an exact resource matches only that channel', () => {
+    expect(resourceMatches('channel0', 'channel0')).toBe(true);
+    expect(resourceMatches('channel0', 'channel01')).toBe(false);
+  });
+
+  it('operations are checked per resource, "*" granting all', () => {
+    const cap = parseCapability('{"channel0":["publish"],"channel6":["*"],"cansubscribe:*":["subscribe"]}');
+    expect(permits(cap, 'channel0', 'publish')).toBe(true);
+    expect(permits(cap, 'channel0', 'history')).toBe(false);
+    expect(permits(cap, 'channel6', 'history')).toBe(true);
+    expect(permits(cap, 'cansubscribe:a', 'publish')).toBe(false);
+  });
+
+  it('refuses malformed capabilities with a 400', () => {
+    for (const bad of ['not json', '[]', '{}', '{"a":[]}', '{"a":["fly"]}', '{"a":"publish"}', '{"":["*"]}']) {
+      expect(() => parseCapability(bad), bad).toThrow(ServiceError);
+      try {
+        parseCapability(bad);
+      } catch (err) {
+        expect((err as ServiceError).statusCode).toBe(400);
+      }
+    }
+  });
+
+  it('stringifies canonically (sorted), as the SDKs do', () => {
+    expect(stringifyCapability(parseCapability({ b: ['subscribe', 'publish'], a: ['*'] }))).toBe('{"a":["*"],"b":["publish","subscribe"]}');
+  });
+});

@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { checkChannelName, isMetachannel, namespaceOf } from '../../src/channels/channel-name.js';
+
+describe('channel names', () => {
+  it('accepts ordinary names, namespaces and metachannels', () => {
+    for (const ok of ['a', 'news', 'persisted:presence_fixtures', '[meta]channel.lifecycle', 'with space', 'ü/slash', '[?rewind=1]news']) {
+      expect(checkChannelName(ok)).toBe(ok);
+    }
+  });
+
+  it('refuses empty names, control characters, leading colons and unknown qualifiers with 40010', () => {
+    for (const bad of ['', 'a\nb', ':x', '[foo]bar', '[meta]', '[meta', 'x'.repeat(3000)]) {
+      expect(() => checkChannelName(bad), JSON.stringify(bad.slice(0, 20))).toThrowError(expect.objectContaining({ code: 40010 }));
+    }
+  });
+
+  it('knows metachannels and namespaces', () => {
+    expect(isMetachannel('[meta]log')).toBe(true);
+    expect(isMetachannel('meta')).toBe(false);
+    expect(namespaceOf('persisted:x:y')).toBe('persisted');
+    expect(namespaceOf('plain')).toBeUndefined();
+    expect(namespaceOf('[?rewind=1]ns:x')).toBe('ns');
+  });
+});

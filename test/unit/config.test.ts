@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, modeOf, parseConfig } from '../../src/config.js';
+
+describe('configuration', () => {
+  it('defaults to the embedded mode on port 8080 with data in ./data', () => {
+    const c = parseConfig({});
+    expect(c.port).toBe(8080);
+    expect(c.dataDir.endsWith('/data')).toBe(true);
+    expect(modeOf(c)).toBe('embedded');
+    expect(c.maxMessageSize).toBe(65536);
+  });
+
+  it('is production mode when both KAFKA_BROKERS and CLICKHOUSE_URL are set', () => {
+    const c = parseConfig({ KAFKA_BROKERS: '127.0.0.1:9092', CLICKHOUSE_URL: 'http://127.0.0.1:8123' });
+    expect(modeOf(c)).toBe('production');
+    expect(c.kafkaBrokers).toEqual(['127.0.0.1:9092']);
+  });
+
+  it('command-line flags override the environment', () => {
+    const c = parseConfig({ PORT: '1' }, ['--port', '9000', '--sandbox', '--data-dir=/tmp/x']);
+    expect(c.port).toBe(9000);
+    expect(c.sandbox).toBe(true);
+    expect(c.dataDir).toBe('/tmp/x');
+  });
+
+  it.each([
+    [{ PORT: 'abc' }, /PORT="abc" must be a whole number/],
+    [{ KAFKA_BROKERS: 'localhost:9092' }, /set both KAFKA_BROKERS and CLICKHOUSE_URL/],
+    [{ KAFKA_BROKERS: 'nope', CLICKHOUSE_URL: 'http://x:1' }, /must look like host:port/],
+    [{ KAFKA_BROKERS: 'a:1', CLICKHOUSE_URL: 'ftp://x' }, /must be an http\(s\) URL/],
+    [{ SANDBOX: 'maybe' }, /SANDBOX="maybe" must be 1 or 0/],
+    [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL="loud"/],
+    [{ PERSISTED_RETENTION_HOURS: '12' }, /from 24 to 72/],
+  ])('bad configuration %j fails with a message that says what to fix', (env, message) => {
+    expect(() => parseConfig(env)).toThrowError(ConfigError);
+    expect(() => parseConfig(env)).toThrowError(message);
+  });
+
+  it('refuses unknown flags', () => {
+    expect(() => parseConfig({}, ['--prot', '1'])).toThrowError(/unknown flag --prot/);
+  });
+});

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { parsePublishBody } from '../../src/messages/message.js';
+
+const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10 };
+const parse = (body: unknown, clientId?: string) => parsePublishBody(body, limits, clientId);
+const code = (fn: () => unknown): number | undefined => {
+  try {
+    fn();
+  } catch (err) {
+    return (err as { code: number }).code;
+  }
+  return undefined;
+};
+
+describe('publish body (spec: Message)', () => {
+  it('accepts one message or an array and assigns ids "<base>:<index>" to messages without one', () => {
+    const [one] = parse({ name: 'n', data: 'd' });
+    expect(one.id).toMatch(/^[\w-]{12}:0$/);
+    const many = parse([{ data: 'a' }, { data: 'b' }]);
+    expect(many[1].id).toBe(`${many[0].id.split(':')[0]}:1`);
+  });
+
+  it('keeps a client-supplied id (idempotent publishing)', () => {
+    expect(parse({ id: 'mine:0', data: 'x' })[0].id).toBe('mine:0');
+  });
+
+  it('takes data as a string, JSON object or array, or bytes', () => {
+    expect(parse({ data: { a: 1 } })[0].data).toEqual({ a: 1 });
+    expect(parse({ data: [1, 2] })[0].data).toEqual([1, 2]);
+    expect(parse({ data: new Uint8Array([1, 2]) })[0].data).toEqual(new Uint8Array([1, 2]));
+    expect(code(() => parse({ data: 42 }))).toBe(40013);
+    expect(code(() => parse({ data: true }))).toBe(40013);
+  });
+
+  it('ignores the fields the SDKs add (action, size)', () => {
+    const [m] = parse({ data: 'x', action: 0, size: 1 });
+    expect(m).not.toHaveProperty('action');
+    expect(m).not.toHaveProperty('size');
+  });
+
+  it('refuses data that does not match its encoding (40013)', () => {
+    expect(code(() => parse({ data: 'not base64!', encoding: 'base64' }))).toBe(40013);
+    expect(code(() => parse({ data: '{bad', encoding: 'json' }))).toBe(40013);
+    expect(code(() => parse({ data: 'x', encoding: 'utf-8//base64' }))).toBe(40013);
+    expect(parse({ data: 'AAH/', encoding: 'base64' })[0].encoding).toBe('base64');
+    expect(parse({ data: 'opaque', encoding: 'json/utf-8/cipher+aes-128-cbc' })[0].encoding).toBe('json/utf-8/cipher+aes-128-cbc');
+  });
+
+  it('extras may only hold a push object (40032)', () => {
+    expect(parse({ extras: { push: { notification: { title: 't' } } } })[0].extras).toBeDefined();
+    expect(code(() => parse({ extras: { headers: {} } }))).toBe(40032);
+    expect(code(() => parse({ extras: { push: 'x' } }))).toBe(40032);
+    expect(code(() => parse({ extras: [1] }))).toBe(40032);
+  });
+
+  it('refuses messages over the size limit (40009)', () => {
+    expect(code(() => parse({ data: 'x'.repeat(1025) }))).toBe(40009);
+    expect(parse({ data: 'x'.repeat(1024) })).toHaveLength(1);
+  });
+
+  it('refuses a connectionKey while no realtime connection can exist', () => {
+    expect(code(() => parse({ data: 'x', connectionKey: 'abc' }))).toBe(40030);
+  });
+
+  it('refuses malformed bodies: empty, empty array, non-objects, too many messages', () => {
+    expect(code(() => parse(undefined))).toBe(40001);
+    expect(code(() => parse([]))).toBe(40001);
+    expect(code(() => parse(['x']))).toBe(40001);
+    expect(code(() => parse(Array.from({ length: 11 }, () => ({}))))).toBe(40034);
+    expect(code(() => parse({ name: 5 }))).toBe(40016);
+  });
+
+  it('a message clientId must match the credentials clientId', () => {
+    expect(parse({ data: 'x' }, 'bob')[0].clientId).toBe('bob');
+    expect(parse({ data: 'x', clientId: 'bob' }, 'bob')[0].clientId).toBe('bob');
+    expect(code(() => parse({ data: 'x', clientId: 'eve' }, 'bob'))).toBe(40012);
+    expect(parse({ data: 'x', clientId: 'eve' }, '*')[0].clientId).toBe('eve');
+    expect(code(() => parse({ clientId: '*' }))).toBe(40012);
+  });
+});
