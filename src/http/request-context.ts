@@ -33,8 +33,10 @@ export function resolveContext(request: FastifyRequest): RequestContext {
   // Set a JSON context first, so that an error below is itself answered.
   const ctx: RequestContext = { format: 'json', version: { value: '0.8', modern: false }, envelope: false };
   request.ctx = ctx;
-  ctx.format = negotiateFormat(header(request, 'accept'), query.format);
-  if (ctx.format === 'jsonp') ctx.callback = jsonpCallback(query.callback);
+  const format = negotiateFormat(header(request, 'accept'), query.format);
+  // A bad callback is answered in JSON: there is no safe callback to wrap the error in.
+  if (format === 'jsonp') ctx.callback = jsonpCallback(query.callback);
+  ctx.format = format;
   ctx.version = resolveVersion(header(request, 'x-service-version') ?? header(request, 'x-ably-version'), query.v);
   if (query.envelope !== undefined) {
     if (query.envelope !== 'json' && query.envelope !== 'true') {

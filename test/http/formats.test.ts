@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decode } from '@msgpack/msgpack';
+import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(() => t.close());
+
+const get = (url: string, headers: Record<string, string> = {}) =>
+  t.service.app.inject({ method: 'GET', url, headers: { authorization: t.auth, ...headers } });
+
+describe('GET /time (spec: Get the service time)', () => {
+  it('answers [ms since epoch] in JSON with no authentication', async () => {
+    const res = await t.service.app.inject({ url: '/time' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('application/json');
+    const [time] = res.json();
+    expect(Math.abs(time - Date.now())).toBeLessThan(5000);
+  });
+
+  it('answers in MessagePack and HTML', async () => {
+    const packed = await t.service.app.inject({ url: '/time', headers: { accept: 'application/x-msgpack' } });
+    expect(packed.headers['content-type']).toBe('application/x-msgpack');
+    expect((decode(packed.rawPayload) as number[])[0]).toBeGreaterThan(1e12);
+    const html = await t.service.app.inject({ url: '/time?format=html' });
+    expect(html.headers['content-type']).toMatch(/^text\/html/);
+    expect(html.body).toMatch(/<!doctype html>/);
+  });
+});
+
+describe('formats (spec: Common behaviour)', () => {
+  it('the format parameter selects msgpack; Accept wins over it', async () => {
+    expect((await get('/time?format=msgpack')).headers['content-type']).toBe('application/x-msgpack');
+    expect((await get('/time?format=msgpack', { accept: 'application/json' })).headers['content-type']).toBe('application/json');
+  });
+
+  it('JSONP wraps the body in the callback', async () => {
+    const res = await get('/time?format=jsonp&callback=handle');
+    expect(res.headers['content-type']).toBe('application/javascript');
+    expect(res.body).toMatch(/^handle\(\[\d+\]\);$/);
+  });
+
+  it('refuses a JSONP callback that is not an identifier', async () => {
+    const res = await get('/time?format=jsonp&callback=alert(1)');
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe(40003);
+  });
+
+  it('HTML shows history as a table a person can read', async () => {
+    const channel = uniqueChannel();
+    await t.service.app.inject({
+      method: 'POST',
+      url: `/channels/${channel}/messages`,
+      headers: { authorization: t.auth, 'content-type': 'application/json' },
+      payload: { name: '<script>', data: 'x' },
+    });
+    const res = await get(`/channels/${channel}/messages`, { accept: 'text/html' });
+    expect(res.body).toContain('<table>');
+    expect(res.body).toContain('&lt;script&gt;');
+    expect(res.body).not.toContain('<script>');
+  });
+});
+
+describe('envelope (spec: Envelope response)', () => {
+  it('envelope=json answers 200 with statusCode, response and rel', async () => {
+    const res = await get(`/channels/${uniqueChannel()}/messages?envelope=json`);
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ statusCode: 200, response: [], rel: { first: expect.stringMatching(/^\.\/messages\?/) } });
+  });
+
+  it('an error in an envelope is still status 200, with the real status inside', async () => {
+    const res = await get(`/channels/${uniqueChannel()}/messages?envelope=json&limit=5000`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400 } } });
+  });
+
+  it('an envelope is refused with MessagePack', async () => {
+    const res = await get('/time?envelope=json&format=msgpack');
+    expect(res.statusCode).toBe(400);
+  });
+});
+
+describe('versions (spec: Versioning)', () => {
+  it('accepts X-Service-Version, X-Ably-Version and the v parameter', async () => {
+    expect((await get('/time', { 'x-service-version': '0.8' })).statusCode).toBe(200);
+    expect((await get('/time', { 'x-ably-version': '6' })).statusCode).toBe(200);
+    expect((await get('/time?v=1.2')).statusCode).toBe(200);
+  });
+
+  it('an unknown version gets a clear error', async () => {
+    const res = await get('/time', { 'x-service-version': '42' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: 40017, message: expect.stringContaining('not supported') });
+  });
+});
+
+describe('routes', () => {
+  it('a known route with an unsupported method gets 405 (40500)', async () => {
+    const res = await t.service.app.inject({ method: 'DELETE', url: '/time' });
+    expect(res.statusCode).toBe(405);
+    expect(res.json().error.code).toBe(40500);
+    const put = await t.service.app.inject({ method: 'PUT', url: '/channels/x/messages', headers: { authorization: t.auth } });
+    expect(put.statusCode).toBe(405);
+  });
+
+  it('an unknown route gets 404 (40400), even without credentials', async () => {
+    const res = await t.service.app.inject({ url: '/no/such/route' });
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error.code).toBe(40400);
+    expect(res.headers['x-service-errorcode']).toBe('40400');
+  });
+
+  it('channel names with encoded slashes and unicode reach the route whole', async () => {
+    const channel = 'a/b ü';
+    const url = `/channels/${encodeURIComponent(channel)}/messages`;
+    const post = await t.service.app.inject({
+      method: 'POST',
+      url,
+      headers: { authorization: t.auth, 'content-type': 'application/json' },
+      payload: { data: 'slash' },
+    });
+    expect(post.statusCode).toBe(201);
+    expect((await get(url)).json()).toMatchObject([{ data: 'slash' }]);
+  });
+});
