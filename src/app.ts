@@ -1,7 +1,8 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { parse as parseQuery } from 'node:querystring';
 import { decode } from '@msgpack/msgpack';
-import { ServiceError, type ErrorBody } from './errors.js';
+import { ServiceError } from './errors.js';
+import { toErrorBody } from './http/error-body.js';
 import { resolveContext, headerOf } from './http/request-context.js';
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
@@ -11,10 +12,16 @@ import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
 import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
+import { requestTokenRoutes } from './routes/request-token.js';
+import { batchPublishRoutes } from './routes/batch-publish.js';
+import type { TokenService } from './auth/tokens.js';
+import type { AppRegistry } from '../projections/apps/app-registry.js';
 
 export interface AppDeps {
   clock: Clock;
   authenticator: Authenticator;
+  tokens: TokenService;
+  apps: AppRegistry;
   publisher: Publisher;
   history: HistoryReader;
   limits: PublishLimits;
@@ -69,31 +76,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   app.register(timeRoutes, { clock: deps.clock });
   app.register(channelMessagesRoutes, { publisher: deps.publisher, history: deps.history, limits: deps.limits });
+  app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
+  app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock });
   return app;
-}
-
-/** Maps anything thrown to the spec's error object; only real faults become 5xx. */
-export function toErrorBody(err: unknown): ErrorBody {
-  if (err instanceof ServiceError) return err.toJSON();
-  const e = err as { code?: string; statusCode?: number; message?: string };
-  const fastifyCode = typeof e.code === 'string' ? e.code : '';
-  if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return new ServiceError('payloadTooLarge', 'the request body is larger than this service accepts').toJSON();
-  }
-  if (fastifyCode === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-    return new ServiceError(
-      'unsupportedMediaType',
-      'unsupported Content-Type; use application/json, application/x-msgpack or application/x-www-form-urlencoded',
-    ).toJSON();
-  }
-  if (fastifyCode.startsWith('FST_ERR_CTP_') || fastifyCode === 'FST_ERR_VALIDATION' || (e.statusCode === 400 && e.message)) {
-    return new ServiceError('invalidRequestBody', `malformed request: ${e.message ?? 'invalid body'}`).toJSON();
-  }
-  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-    return { code: e.statusCode * 100, statusCode: e.statusCode, message: e.message ?? 'bad request' };
-  }
-  return new ServiceError('internal', 'internal error').toJSON();
 }
 
 function registerBodyParsers(app: FastifyInstance): void {

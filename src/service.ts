@@ -6,6 +6,7 @@ import { modeOf, type Config } from './config.js';
 import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
+import { TokenService } from './auth/tokens.js';
 import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
@@ -150,9 +151,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
   };
 
+  const tokens = new TokenService(registry);
   const app = buildApp({
     clock,
-    authenticator: new Authenticator(registry),
+    authenticator: new Authenticator(registry, tokens),
+    tokens,
+    apps: registry,
     publisher,
     history: {
       query: (q) => history.query(q),

@@ -70,3 +70,39 @@ export function permitsAnywhere(cap: Capability, operation: Operation): boolean 
   for (const ops of cap.values()) if (ops.has(operation) || ops.has('*')) return true;
   return false;
 }
+
+/** Does resource pattern `outer` cover every channel that pattern `inner` covers? */
+export function resourceCovers(outer: string, inner: string): boolean {
+  if (outer === inner || outer === '[*]*') return true;
+  if (!outer.endsWith('*')) return false;
+  const prefix = outer.slice(0, -1);
+  if (prefix === '') return !inner.startsWith('[');
+  return inner.startsWith(prefix);
+}
+
+function intersectOps(a: Set<string>, b: Set<string>): Set<string> {
+  if (a.has('*')) return new Set(b);
+  if (b.has('*')) return new Set(a);
+  return new Set([...a].filter((op) => b.has(op)));
+}
+
+/**
+ * A token's capability (issue 3): each requested resource keeps the operations that a covering
+ * held resource allows; a requested wildcard wider than a held resource narrows to that one.
+ */
+export function intersectCapabilities(held: Capability, requested: Capability): Capability {
+  const result: Capability = new Map();
+  const add = (resource: string, ops: Set<string>): void => {
+    if (ops.size === 0) return;
+    const existing = result.get(resource);
+    result.set(resource, existing ? new Set([...existing, ...ops]) : ops);
+  };
+  for (const [r, rOps] of requested) {
+    for (const [h, hOps] of held) {
+      if (resourceCovers(h, r)) add(r, intersectOps(rOps, hOps));
+      else if (resourceCovers(r, h)) add(h, intersectOps(rOps, hOps));
+    }
+  }
+  for (const [resource, ops] of result) if (ops.has('*')) result.set(resource, new Set(['*']));
+  return result;
+}

@@ -1,0 +1,127 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { ServiceError } from '../errors.js';
+import type { AppRegistry } from '../../projections/apps/app-registry.js';
+import { intersectCapabilities, parseCapability, stringifyCapability, type Capability } from './capability.js';
+import { secretsEqual } from './authenticate.js';
+import type { Credentials, TokenVerifier } from './credentials.js';
+
+export interface TokenPolicy {
+  defaultTtlMs: number;
+  maxTtlMs: number;
+  /** How far a token request's timestamp may be from the service time, either way. */
+  requestWindowMs: number;
+}
+
+export const DEFAULT_TOKEN_POLICY: TokenPolicy = {
+  defaultTtlMs: 60 * 60_000,
+  maxTtlMs: 24 * 3600_000,
+  requestWindowMs: 10 * 60_000,
+};
+
+export interface TokenDetails {
+  token: string;
+  keyName: string;
+  issued: number;
+  expires: number;
+  capability: string;
+  clientId?: string;
+}
+
+/** The signed part of a token. */
+interface TokenClaims {
+  k: string; // keyName
+  i: number; // issued
+  x: number; // expires
+  c: string; // capability (canonical JSON)
+  u?: string; // clientId
+  n: string; // nonce, so two tokens issued in the same millisecond differ
+}
+
+const b64url = (b: Buffer | string): string => Buffer.from(b).toString('base64url');
+const sign = (secret: string, payload: string): string => createHmac('sha256', secret).update(payload).digest('base64url');
+
+/**
+ * Token request mac (as the SDKs compute it): base64 HMAC-SHA256 with the key secret over
+ * `keyName\nttl\ncapability\nclientId\ntimestamp\nnonce\n`, absent fields as empty strings.
+ */
+export function tokenRequestMac(secret: string, r: Partial<Record<'keyName' | 'ttl' | 'capability' | 'clientId' | 'timestamp' | 'nonce', unknown>>): string {
+  const field = (v: unknown): string => (v === undefined || v === null ? '' : String(v));
+  const text = `${field(r.keyName)}\n${field(r.ttl)}\n${field(r.capability)}\n${field(r.clientId)}\n${field(r.timestamp)}\n${field(r.nonce)}\n`;
+  return createHmac('sha256', secret).update(text).digest('base64');
+}
+
+/**
+ * Self-verifying tokens: `<claims>.<signature>`, both base64url, signed with the issuing key's
+ * secret. Any instance that knows the key can check one with no shared state; revoking or
+ * deleting the key invalidates all its tokens.
+ */
+export class TokenService implements TokenVerifier {
+  /** nonce -> time it may be forgotten (after the request window has passed) */
+  private readonly nonces = new Map<string, number>();
+
+  constructor(
+    private readonly apps: AppRegistry,
+    readonly policy: TokenPolicy = DEFAULT_TOKEN_POLICY,
+  ) {}
+
+  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number): TokenDetails {
+    const claims: TokenClaims = { k: keyName, i: now, x: now + ttlMs, c: stringifyCapability(capability), n: randomBytes(6).toString('base64url') };
+    if (clientId !== undefined) claims.u = clientId;
+    const payload = b64url(JSON.stringify(claims));
+    const token = `${payload}.${sign(keySecret, payload)}`;
+    const details: TokenDetails = { token, keyName, issued: claims.i, expires: claims.x, capability: claims.c };
+    if (clientId !== undefined) details.clientId = clientId;
+    return details;
+  }
+
+  verify(token: string, now: number): Credentials {
+    const dot = token.lastIndexOf('.');
+    let claims: TokenClaims;
+    try {
+      if (dot <= 0) throw new Error('no signature');
+      claims = JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as TokenClaims;
+      if (typeof claims.k !== 'string' || typeof claims.x !== 'number' || typeof claims.c !== 'string') throw new Error('claims');
+    } catch {
+      throw new ServiceError('tokenUnrecognized', 'token not recognized');
+    }
+    const found = this.apps.key(claims.k);
+    const expected = found ? sign(found.key.keySecret, token.slice(0, dot)) : 'x';
+    if (!secretsEqual(expected, token.slice(dot + 1)) || !found) throw new ServiceError('tokenUnrecognized', 'token not recognized');
+    if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that issued this token has been revoked');
+    if (claims.x <= now) throw new ServiceError('tokenError', 'token expired');
+    return { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token' };
+  }
+
+  /** Refuses a timestamp outside the window and a nonce already used within it. */
+  checkReplay(keyName: string, timestamp: number, nonce: string, now: number): void {
+    if (Math.abs(now - timestamp) > this.policy.requestWindowMs) {
+      throw new ServiceError(
+        'tokenRequestTimestampOutsideWindow',
+        `token request timestamp is more than ${this.policy.requestWindowMs / 60_000} minutes from the service time; use GET /time`,
+      );
+    }
+    for (const [n, forgetAt] of this.nonces) {
+      if (forgetAt > now) break;
+      this.nonces.delete(n);
+    }
+    const id = `${keyName}\u0000${nonce}`;
+    if (this.nonces.has(id)) throw new ServiceError('nonceReplayed', 'this token request nonce has been used already');
+    this.nonces.set(id, now + 2 * this.policy.requestWindowMs);
+  }
+
+  /** The token capability: what was asked for, within what the key (or token) may do. */
+  capabilityFor(held: Capability, requested: unknown): Capability {
+    if (requested === undefined || requested === null || requested === '') return held;
+    const result = intersectCapabilities(held, parseCapability(requested));
+    if (result.size === 0) throw new ServiceError('capabilityDenied', 'the requested capability is not within the key capability');
+    return result;
+  }
+
+  ttlFor(ttl: unknown): number {
+    if (ttl === undefined || ttl === null || ttl === '') return this.policy.defaultTtlMs;
+    const n = Number(ttl);
+    if (!Number.isInteger(n) || n <= 0) throw new ServiceError('invalidParameterValue', 'ttl must be a positive whole number of milliseconds');
+    if (n > this.policy.maxTtlMs) throw new ServiceError('invalidParameterValue', `ttl is above the maximum of ${this.policy.maxTtlMs} ms (24 hours)`);
+    return n;
+  }
+}

@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basic, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+let t: TestService;
+let restricted: string;
+beforeAll(async () => {
+  t = await startTestService();
+  const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability: '{"ok:*":["publish","history"]}' }] } })).json();
+  restricted = basic(created.keys[0].keyStr);
+});
+afterAll(() => t.close());
+
+const batch = (payload: unknown, headers: Record<string, string> = {}, authorization = t.auth) =>
+  t.service.app.inject({ method: 'POST', url: '/messages', headers: { authorization, 'content-type': 'application/json', ...headers }, payload: JSON.stringify(payload) });
+const history = async (channel: string, authorization = t.auth) =>
+  (await t.service.app.inject({ url: `/channels/${encodeURIComponent(channel)}/messages?direction=forwards`, headers: { authorization } })).json();
+
+describe('POST /messages (spec: Bulk publish)', () => {
+  it('all publishes succeed: 201 with results in request order', async () => {
+    const [a, b, c] = [uniqueChannel(), uniqueChannel(), uniqueChannel()];
+    const res = await batch([
+      { channels: [a, b], messages: [{ name: 'one' }, { name: 'two' }] },
+      { channels: c, messages: { name: 'three' } },
+    ]);
+    expect(res.statusCode).toBe(201);
+    const body = res.json();
+    expect(body.map((r: { channel: string }) => r.channel)).toEqual([a, b, c]);
+    for (const r of body) expect(r.messageId).toEqual(expect.any(String));
+    expect((await history(a)).map((m: { name: string }) => m.name)).toEqual(['one', 'two']);
+    expect((await history(c)).map((m: { name: string }) => m.name)).toEqual(['three']);
+  });
+
+  it('at least one failed: 400 with 40020 and batchResponse in request order; the others are published', async () => {
+    const good = `ok:${uniqueChannel()}`;
+    const res = await batch({ channels: [good, 'forbidden', '[meta]log'], messages: { data: 'x' } }, {}, restricted);
+    expect(res.statusCode).toBe(400);
+    const body = res.json();
+    expect(body.error).toMatchObject({ code: 40020, statusCode: 400, message: expect.stringContaining('batch') });
+    expect(res.headers['x-service-errorcode']).toBe('40020');
+    expect(body.batchResponse).toEqual([
+      { channel: good, messageId: expect.any(String) },
+      { channel: 'forbidden', error: expect.objectContaining({ code: 40160, statusCode: 401 }) },
+      { channel: '[meta]log', error: expect.objectContaining({ code: 40160 }) },
+    ]);
+    expect(await history(good, restricted)).toHaveLength(1);
+  });
+
+  it('a validation failure of one message set fails only that publish', async () => {
+    const [a, b] = [uniqueChannel(), uniqueChannel()];
+    const res = await batch([
+      { channels: a, messages: { data: 'fine' } },
+      { channels: b, messages: { data: 42 } },
+    ]);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().batchResponse[1].error.code).toBe(40013);
+    expect(await history(a)).toHaveLength(1);
+    expect(await history(b)).toHaveLength(0);
+  });
+
+  it('at most 100 distinct channels; a name repeated across specs counts once', async () => {
+    const names = Array.from({ length: 100 }, () => uniqueChannel());
+    expect((await batch([{ channels: names, messages: { data: 'a' } }, { channels: names[0], messages: { data: 'b' } }])).statusCode).toBe(201);
+    const res = await batch({ channels: [...names, uniqueChannel()], messages: { data: 'x' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe(40001);
+    expect(res.json().batchResponse).toBeUndefined();
+  });
+
+  it.each([
+    ['an empty array', []],
+    ['a spec without channels', { messages: { data: 'x' } }],
+    ['a spec without messages', { channels: 'a' }],
+    ['channels of the wrong type', { channels: [1], messages: {} }],
+    ['a non-object spec', ['x']],
+  ])('an invalid request (%s) fails before any publish is tried', async (_what, payload) => {
+    const res = await batch(payload);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe(40001);
+  });
+
+  it('authorisation failure before any publish: 401', async () => {
+    expect((await batch({ channels: 'a', messages: {} }, {}, 'Basic eDp5')).statusCode).toBe(401);
+  });
+
+  it('protocol version 2 and later: one {successCount, failureCount, results} per spec, status 201', async () => {
+    const good = `ok:${uniqueChannel()}`;
+    const res = await batch([{ channels: [good, 'nope'], messages: [{ data: 'x' }] }], { 'x-ably-version': '6' }, restricted);
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toEqual([
+      {
+        successCount: 1,
+        failureCount: 1,
+        results: [
+          { channel: good, messageId: expect.any(String), serials: [expect.any(String)] },
+          { channel: 'nope', error: expect.objectContaining({ code: 40160 }) },
+        ],
+      },
+    ]);
+  });
+});

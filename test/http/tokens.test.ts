@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { startTestService, uniqueChannel, basic, type TestService } from '../helpers/service.js';
+import { tokenRequestMac } from '../../src/auth/tokens.js';
+
+let t: TestService;
+let now = Date.now();
+const clock = { now: () => now };
+let keyName: string;
+let secret: string;
+
+beforeAll(async () => {
+  t = await startTestService({}, { clock });
+  [keyName, secret] = [t.key.slice(0, t.key.indexOf(':')), t.key.slice(t.key.indexOf(':') + 1)];
+});
+afterAll(() => t.close());
+
+const nonce = () => randomBytes(8).toString('hex');
+const signed = (fields: Record<string, unknown> = {}, key = keyName, sec = secret) => {
+  const req: Record<string, unknown> = { keyName: key, timestamp: now, nonce: nonce(), ...fields };
+  req.mac = tokenRequestMac(sec, req);
+  return req;
+};
+const requestToken = (body: unknown, headers: Record<string, string> = {}, key = keyName) =>
+  t.service.app.inject({ method: 'POST', url: `/keys/${key}/requestToken`, headers: { 'content-type': 'application/json', ...headers }, payload: JSON.stringify(body) });
+const bearer = (token: string) => `Bearer ${Buffer.from(token).toString('base64')}`;
+const publishWith = (authorization: string, channel = uniqueChannel(), payload: unknown = { data: 'x' }) =>
+  t.service.app.inject({
+    method: 'POST',
+    url: `/channels/${encodeURIComponent(channel)}/messages`,
+    headers: { authorization, 'content-type': 'application/json' },
+    payload: JSON.stringify(payload),
+  });
+
+describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', () => {
+  it('a signed token request needs no other credentials and returns token details', async () => {
+    const res = await requestToken(signed({ clientId: 'bob', ttl: 60_000 }));
+    expect(res.statusCode).toBe(200);
+    const details = res.json();
+    expect(details).toMatchObject({ keyName, issued: now, expires: now + 60_000, clientId: 'bob', token: expect.any(String) });
+    expect(JSON.parse(details.capability)).toEqual({ '[*]*': ['*'] });
+  });
+
+  it('the token works as Bearer base64(token) on authenticated routes', async () => {
+    const { token } = (await requestToken(signed())).json();
+    expect((await publishWith(bearer(token))).statusCode).toBe(201);
+  });
+
+  it('the default TTL is 60 minutes and the maximum 24 hours; invalid TTLs are refused', async () => {
+    expect((await requestToken(signed())).json().expires).toBe(now + 3600_000);
+    expect((await requestToken(signed({ ttl: 24 * 3600_000 }))).statusCode).toBe(200);
+    for (const ttl of [24 * 3600_000 + 1, -5, 0, 'abc', 1.5]) {
+      const res = await requestToken(signed({ ttl }));
+      expect(res.statusCode, String(ttl)).toBe(400);
+    }
+  });
+
+  it('an expired token gets 401 with 40140', async () => {
+    const { token } = (await requestToken(signed({ ttl: 1000 }))).json();
+    now += 1001;
+    const res = await publishWith(bearer(token));
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.code).toBe(40140);
+  });
+
+  it('a token with a wrong signature, or garbage, is not recognized (401, 4014x)', async () => {
+    const { token } = (await requestToken(signed())).json();
+    for (const bad of [`${token.slice(0, -2)}xx`, 'garbage', `${Buffer.from('{"k":"x"}').toString('base64url')}.sig`]) {
+      const res = await publishWith(bearer(bad));
+      expect(res.statusCode).toBe(401);
+      expect(res.json().error.code).toBeGreaterThanOrEqual(40140);
+      expect(res.json().error.code).toBeLessThan(40150);
+    }
+  });
+
+  it('the token capability is the intersection of the key capability and the requested one', async () => {
+    const res = await requestToken(signed({ capability: '{"only:*":["publish","subscribe"]}' }));
+    const { token, capability } = res.json();
+    expect(JSON.parse(capability)).toEqual({ 'only:*': ['publish', 'subscribe'] });
+    expect((await publishWith(bearer(token), 'only:a')).statusCode).toBe(201);
+    const refused = await publishWith(bearer(token), 'elsewhere');
+    expect(refused.statusCode).toBe(401);
+    expect(refused.json().error.code).toBe(40160);
+  });
+
+  it('an empty intersection is refused', async () => {
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability: '{"a":["subscribe"]}' }] } })).json();
+    const [name, sec] = created.keys[0].keyStr.split(/:(.*)/s);
+    const res = await requestToken(signed({ capability: '{"b":["publish"]}' }, name, sec), {}, name);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.code).toBe(40160);
+    const narrowed = await requestToken(signed({ capability: '{"*":["subscribe","publish"]}' }, name, sec), {}, name);
+    expect(JSON.parse(narrowed.json().capability)).toEqual({ a: ['subscribe'] });
+  });
+
+  it('a token clientId is enforced on published messages', async () => {
+    const { token } = (await requestToken(signed({ clientId: 'carol' }))).json();
+    const channel = uniqueChannel();
+    expect((await publishWith(bearer(token), channel, { data: 'x' })).statusCode).toBe(201);
+    expect((await publishWith(bearer(token), channel, { data: 'x', clientId: 'dave' })).json().error.code).toBe(40012);
+    const history = await t.service.app.inject({ url: `/channels/${channel}/messages`, headers: { authorization: t.auth } });
+    expect(history.json()).toMatchObject([{ clientId: 'carol' }]);
+  });
+
+  describe('replay defence', () => {
+    it('refuses a timestamp outside the 10-minute window (40104)', async () => {
+      for (const skew of [-11 * 60_000, 11 * 60_000]) {
+        const res = await requestToken(signed({ timestamp: now + skew }));
+        expect(res.statusCode).toBe(401);
+        expect(res.json().error.code).toBe(40104);
+      }
+    });
+
+    it('refuses a nonce seen before within the window (40105)', async () => {
+      const req = signed();
+      expect((await requestToken(req)).statusCode).toBe(200);
+      const again = await requestToken(req);
+      expect(again.statusCode).toBe(401);
+      expect(again.json().error.code).toBe(40105);
+    });
+  });
+
+  describe('refusals of malformed requests, never a 5xx', () => {
+    it.each([
+      ['a bad mac', () => ({ ...signed(), mac: 'AAAA' }), 401, 40101],
+      ['a mac over other fields', () => ({ ...signed(), ttl: 5000 }), 401, 40101],
+      ['a short nonce', () => signed({ nonce: '123' }), 400, 40001],
+      ['no timestamp', () => ({ keyName, nonce: nonce(), mac: 'x' }), 400, 40001],
+      ['a keyName that differs from the path', () => signed({}, 'other.key'), 400, 40001],
+      ['bad capability JSON', () => signed({ capability: '{nope' }), 400, 40003],
+      ['a non-object body', () => 'just a string', 400, 40001],
+    ])('%s', async (_what, body, status, code) => {
+      const res = await requestToken(body());
+      expect(res.statusCode).toBe(status);
+      expect(res.json().error.code).toBe(code);
+    });
+
+    it('an unknown key', async () => {
+      const res = await requestToken(signed({}, 'nokey.x', 'secret'), {}, 'nokey.x');
+      expect(res.statusCode).toBe(401);
+    });
+  });
+
+  describe('unsigned token requests', () => {
+    it('need basic or token credentials of the same key', async () => {
+      const body = { keyName, timestamp: now };
+      expect((await requestToken(body)).json().error.code).toBe(40106);
+      const withBasic = await requestToken(body, { authorization: t.auth });
+      expect(withBasic.statusCode).toBe(200);
+      const withToken = await requestToken({ keyName, timestamp: now, capability: '{"x":["publish"]}' }, { authorization: bearer(withBasic.json().token) });
+      expect(withToken.statusCode).toBe(200);
+      expect(JSON.parse(withToken.json().capability)).toEqual({ x: ['publish'] });
+    });
+
+    it('credentials of another key are refused', async () => {
+      const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+      const res = await requestToken({ keyName, timestamp: now }, { authorization: basic(created.keys[0].keyStr) });
+      expect(res.statusCode).toBe(401);
+    });
+  });
+});
