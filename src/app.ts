@@ -15,6 +15,8 @@ import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
 import { requestTokenRoutes } from './routes/request-token.js';
 import { batchPublishRoutes } from './routes/batch-publish.js';
 import type { TokenService } from './auth/tokens.js';
+import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
+import { batchPresenceRoutes } from './routes/batch-presence.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 
 export interface AppDeps {
@@ -24,6 +26,7 @@ export interface AppDeps {
   apps: AppRegistry;
   publisher: Publisher;
   history: HistoryReader;
+  presence: PresenceReader;
   limits: PublishLimits;
   /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
   sandbox?: AppAdmin;
@@ -77,6 +80,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(timeRoutes, { clock: deps.clock });
   app.register(channelMessagesRoutes, { publisher: deps.publisher, history: deps.history, limits: deps.limits });
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
+  app.register(channelPresenceRoutes, { presence: deps.presence });
+  app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock });
   return app;

@@ -21,11 +21,14 @@ import { AppRegistry } from '../projections/apps/app-registry.js';
 import { HistoryProjection } from '../projections/history/history-projection.js';
 import type { HistoryStore } from '../projections/history/history-store.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
+import { PresenceProjection } from '../projections/presence/presence-projection.js';
+import { PresenceProducer } from './presence/presence-producer.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
   log: Log;
   historyStore: HistoryStore;
+  presenceHistoryStore: HistoryStore;
 }
 
 export interface Service {
@@ -34,6 +37,8 @@ export interface Service {
   log: Log;
   registry: AppRegistry;
   history: HistoryProjection;
+  presence: PresenceProjection;
+  presenceProducer: PresenceProducer;
   batcher: AppendBatcher;
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
@@ -50,6 +55,7 @@ export function embeddedAdapters(config: Config): Adapters {
       retentionMs: (72 + 24) * 3600_000,
     }),
     historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
+    presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
   };
 }
 
@@ -65,7 +71,7 @@ export async function adaptersFor(config: Config, logger: Logger): Promise<Adapt
  * from its checkpoint, and builds the HTTP app. Read routes are ready when this resolves.
  */
 export async function startService(config: Config, logger: Logger, adapters: Adapters, clock: Clock = systemClock): Promise<Service> {
-  const { log, historyStore } = adapters;
+  const { log, historyStore, presenceHistoryStore } = adapters;
   const registry = new AppRegistry();
   let createdDefaultKey: string | undefined;
   if (config.appsFile) {
@@ -112,8 +118,21 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   await historySub.caughtUp;
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
+  // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf });
+  const presenceSub = log.consume({
+    topic: Topics.presence,
+    consumer: consumerName('presence'),
+    from: await presence.start(),
+    handle: (records) => presence.apply(records),
+    onError: (err) => logger.error({ err }, 'presence projection failed on a batch; retrying'),
+  });
+  subscriptions.push(presenceSub);
+  await presenceSub.caughtUp;
+
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
+  const presenceProducer = new PresenceProducer(batcher);
   const publisher = new Publisher(batcher, (appId, channel, id) => {
     const seen = history.tail.idSeenAt(appId, channel, id);
     return seen !== undefined && clock.now() - seen <= config.historyTailMs;
@@ -125,23 +144,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
 
   const admin: AppAdmin = {
-    create: async (app: AppDefinition, presence: PresenceFixture[]) => {
+    create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
       await batcher.append(Topics.apps, [{ key: app.appId, build: () => encodeEvent({ type: 'app.created', app }) }]);
       registry.put(app);
+      // Until the realtime gateway exists, fixture members share one connection.
       const connectionId = randomId(8);
-      for (const fixture of presence) {
-        await batcher.append(
-          Topics.presence,
-          fixture.members.map((m, i) => ({
-            key: channelKey(app.appId, fixture.channel),
-            build: (timestamp) =>
-              encodeEvent({
-                type: 'presence.changed',
-                appId: app.appId,
-                channel: fixture.channel,
-                event: { action: 'enter', id: `${connectionId}:0:${i}`, timestamp, connectionId, ...m },
-              }),
-          })),
+      for (const fixture of fixtures) {
+        await presenceProducer.append(
+          app.appId,
+          fixture.channel,
+          fixture.members.map((m) => ({ action: 'enter', connectionId, ...m })),
         );
       }
     },
@@ -167,15 +179,30 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           appendClock.fence(),
         ),
     },
+    presence: {
+      members: (q) => presence.query(q),
+      history: (q) => presence.historyQuery(q),
+      visibleUntil: () =>
+        presence.history.visibleUntil(
+          caughtUp(presence.history.applied(), presenceSub.highWatermarks()),
+          batcher.oldestInFlight(Topics.presence),
+          appendClock.fence(),
+        ),
+    },
     limits: { maxMessageSize: config.maxMessageSize, maxMessagesPerPublish: config.maxMessagesPerPublish },
     sandbox: config.sandbox ? admin : undefined,
     logger: logger,
   });
 
   const timers = [
-    setInterval(() => history.evict(), 5_000),
     setInterval(() => {
-      void historyStore.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
+      history.evict();
+      presence.history.evict();
+    }, 5_000),
+    setInterval(() => {
+      for (const store of [historyStore, presenceHistoryStore]) {
+        void store.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
+      }
       if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
     }, 3600_000),
   ];
@@ -188,9 +215,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await app.close();
       for (const s of subscriptions) await s.stop();
       await history.close();
+      await presence.close();
       await historyStore.close();
+      await presenceHistoryStore.close();
       await log.close();
     })());
 
-  return { app, config, log, registry, history, batcher, createdDefaultKey, close };
+  return { app, config, log, registry, history, presence, presenceProducer, batcher, createdDefaultKey, close };
 }

@@ -1,5 +1,6 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import { decodeEvent, type LogEvent, type MessagesPublished } from '../../src/log/events.js';
+import { decodeEvent, type LogEvent } from '../../src/log/events.js';
+import type { StoredMessage } from '../../src/messages/message.js';
 import type { Clock } from '../../src/clock.js';
 import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
 import { MemoryTail } from './memory-tail.js';
@@ -14,16 +15,29 @@ export interface HistoryOptions {
   retentionOf: (appId: string, channel: string) => number | undefined;
   /** Largest delay before persisted rows are written to the store. */
   flushIntervalMs?: number;
+  /**
+   * What an event adds to history, called once per record in log order. Defaults to the
+   * messages of `messages.published`; presence history passes its own (see projections/presence).
+   */
+  entriesOf?: (event: LogEvent) => ChannelEntries | undefined;
 }
 
+export interface ChannelEntries {
+  appId: string;
+  channel: string;
+  messages: StoredMessage[];
+}
+
+export const publishedMessages = (event: LogEvent): ChannelEntries | undefined =>
+  event.type === 'messages.published' ? event : undefined;
+
 /**
- * The history projection (ARCHITECTURE: history). evolve() applies `messages.published` events to
- * the in-memory tail of every channel and queues persisted channels' messages for the store;
+ * The history projection (ARCHITECTURE: history). evolve() applies `messages.published` events
+ * (or, for presence history, presence events) to the in-memory tail of every channel and queues persisted channels' messages for the store;
  * flush() writes them with the checkpoint. Deterministic: a message whose id was already seen on
  * the channel within the tail window is a repeat of an idempotent publish and is dropped.
  */
 export class HistoryProjection {
-  static readonly handles = ['messages.published'] as const;
   readonly tail: MemoryTail;
   private readonly store: HistoryStore;
   private readonly clock: Clock;
@@ -35,6 +49,7 @@ export class HistoryProjection {
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly flushIntervalMs: number;
+  private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
 
   constructor(private readonly options: HistoryOptions) {
@@ -42,10 +57,7 @@ export class HistoryProjection {
     this.store = options.store;
     this.clock = options.clock;
     this.flushIntervalMs = options.flushIntervalMs ?? 100;
-  }
-
-  canHandle(event: LogEvent): event is MessagesPublished {
-    return event.type === 'messages.published';
+    this.entriesOf = options.entriesOf ?? publishedMessages;
   }
 
   /**
@@ -72,8 +84,8 @@ export class HistoryProjection {
   /** Applies one batch of log records (one partition, in order). */
   apply(records: LogRecord[]): void {
     for (const record of records) {
-      const event = decodeEvent(record.value);
-      if (this.canHandle(event)) this.evolve(event, record);
+      const entries = this.entriesOf(decodeEvent(record.value));
+      if (entries) this.evolve(entries, record);
       this.checkpoint.set(record.partition, record.offset + 1);
     }
     const last = records[records.length - 1];
@@ -87,9 +99,10 @@ export class HistoryProjection {
     this.scheduleFlush();
   }
 
-  private evolve(event: MessagesPublished, record: LogRecord): void {
+  private evolve(event: ChannelEntries, record: LogRecord): void {
     const alreadyStored = record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
+    const horizon = this.tail.horizon(this.clock.now());
     event.messages.forEach((message, index) => {
       const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
       if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) return;
@@ -100,7 +113,8 @@ export class HistoryProjection {
         partition: record.partition,
         message,
       };
-      this.tail.add(entry);
+      // Replays from far back fill only the store, not the in-memory window.
+      if (message.timestamp >= horizon) this.tail.add(entry);
       if (retentionHours !== undefined && !alreadyStored) this.pending.push({ ...entry, retentionHours });
     });
   }

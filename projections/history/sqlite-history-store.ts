@@ -24,7 +24,12 @@ export class SqliteHistoryStore implements HistoryStore {
   private readonly db: Database.Database;
   private writeTx!: (rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]) => void;
 
-  constructor(path: string, private readonly consumer = 'history') {
+  private readonly table: string;
+
+  /** `name` keeps stores apart in one file: message history, presence history. */
+  constructor(path: string, private readonly consumer = 'history', name = 'history') {
+    if (!/^\w+$/.test(name)) throw new Error(`bad store name ${name}`);
+    this.table = `${name}_messages`;
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
     // The log is the source of truth; this state is rebuilt from it after a crash.
@@ -33,11 +38,11 @@ export class SqliteHistoryStore implements HistoryStore {
 
   async init(): Promise<void> {
     this.db.exec(`
-      CREATE TABLE IF NOT EXISTS history_messages (
+      CREATE TABLE IF NOT EXISTS ${this.table} (
         app_id TEXT NOT NULL, channel TEXT NOT NULL, serial INTEGER NOT NULL, partition INTEGER NOT NULL,
         ts INTEGER NOT NULL, expires_on TEXT NOT NULL, message BLOB NOT NULL,
         PRIMARY KEY (app_id, channel, serial)) WITHOUT ROWID;
-      CREATE INDEX IF NOT EXISTS history_messages_expiry ON history_messages (expires_on);
+      CREATE INDEX IF NOT EXISTS ${this.table}_expiry ON ${this.table} (expires_on);
       CREATE TABLE IF NOT EXISTS projection_checkpoints (
         consumer TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
         PRIMARY KEY (consumer, partition));
@@ -45,7 +50,7 @@ export class SqliteHistoryStore implements HistoryStore {
         consumer TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL, ts INTEGER NOT NULL,
         PRIMARY KEY (consumer, partition, offset));`);
     const insert = this.db.prepare(
-      'INSERT OR IGNORE INTO history_messages (app_id, channel, serial, partition, ts, expires_on, message) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      `INSERT OR IGNORE INTO ${this.table} (app_id, channel, serial, partition, ts, expires_on, message) VALUES (?, ?, ?, ?, ?, ?, ?)`,
     );
     const saveCheckpoint = this.db.prepare(
       'INSERT INTO projection_checkpoints (consumer, partition, next_offset) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET next_offset = excluded.next_offset',
@@ -85,7 +90,7 @@ export class SqliteHistoryStore implements HistoryStore {
     const after = q.after ?? (backwards ? Number.MAX_SAFE_INTEGER : -1);
     const rows = this.db
       .prepare(
-        `SELECT app_id, channel, serial, partition, message FROM history_messages
+        `SELECT app_id, channel, serial, partition, message FROM ${this.table}
          WHERE app_id = ? AND channel = ? AND ts >= ? AND ts <= ? AND serial ${backwards ? '<' : '>'} ?
          ORDER BY serial ${backwards ? 'DESC' : 'ASC'} LIMIT ?`,
       )
@@ -101,8 +106,8 @@ export class SqliteHistoryStore implements HistoryStore {
 
   async dropExpired(now: number): Promise<number> {
     const today = new Date(now).toISOString().slice(0, 10);
-    const days = this.db.prepare('SELECT DISTINCT expires_on FROM history_messages WHERE expires_on < ?').all(today);
-    this.db.prepare('DELETE FROM history_messages WHERE expires_on < ?').run(today);
+    const days = this.db.prepare(`SELECT DISTINCT expires_on FROM ${this.table} WHERE expires_on < ?`).all(today);
+    this.db.prepare(`DELETE FROM ${this.table} WHERE expires_on < ?`).run(today);
     return days.length;
   }
 

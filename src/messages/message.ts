@@ -14,6 +14,8 @@ export interface StoredMessage {
   clientId?: string;
   connectionId?: string;
   extras?: Record<string, unknown>;
+  /** Presence history entries only: 2 enter, 3 leave, 4 update (spec: PresenceMessage). */
+  action?: number;
 }
 
 /** A validated publish, before the log assigns its timestamp. */

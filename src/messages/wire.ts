@@ -2,7 +2,7 @@ import type { StoredMessage } from './message.js';
 import type { Format } from '../http/format.js';
 
 /**
- * Message as sent to a reader. MessagePack carries bytes as they are; the text formats carry them
+ * Message (or presence message) as sent to a reader. MessagePack carries bytes as they are; the text formats carry them
  * as base64 with `base64` appended to the encoding, which is how the SDKs decode them.
  */
 export function messageToWire(m: StoredMessage, format: Format): Record<string, unknown> {
@@ -19,5 +19,6 @@ export function messageToWire(m: StoredMessage, format: Format): Record<string, 
   if (data !== undefined) out.data = data;
   if (encoding !== undefined) out.encoding = encoding;
   if (m.extras !== undefined) out.extras = m.extras;
+  if (m.action !== undefined) out.action = m.action;
   return out;
 }

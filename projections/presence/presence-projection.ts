@@ -1,0 +1,131 @@
+import type { Checkpoint, LogRecord } from '../../src/log/port.js';
+import type { LogEvent, PresenceChanged } from '../../src/log/events.js';
+import type { StoredMessage } from '../../src/messages/message.js';
+import type { PresenceEvent } from '../../src/presence/presence-event.js';
+import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
+import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
+
+/** Presence action codes (spec: PresenceMessage). */
+export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
+
+/** A member now present, unique by (clientId, connectionId). */
+export interface PresenceMember {
+  id: string;
+  clientId?: string;
+  connectionId: string;
+  timestamp: number;
+  data?: StoredMessage['data'];
+  encoding?: string;
+  extras?: Record<string, unknown>;
+}
+
+export interface MembersQuery {
+  appId: string;
+  channel: string;
+  clientId?: string;
+  connectionId?: string;
+  limit: number;
+  /** continue after this member key (exclusive) */
+  after?: string;
+}
+
+const memberKey = (m: { clientId?: string; connectionId: string }): string => `${m.clientId ?? ''}\u0000${m.connectionId}`;
+const channelKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
+
+/**
+ * The presence projection (ARCHITECTURE: presence): the current members of every channel, and
+ * presence history through a HistoryProjection of its own. The member set is rebuilt by replaying
+ * the whole `presence` topic at start, so `start()` always resumes from offset 0; the history
+ * store skips what it already holds.
+ */
+export class PresenceProjection {
+  static readonly handles = ['presence.changed'] as const;
+  readonly history: HistoryProjection;
+  private readonly members = new Map<string, Map<string, PresenceMember>>();
+
+  constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
+    this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
+  }
+
+  canHandle(event: LogEvent): event is PresenceChanged {
+    return event.type === 'presence.changed';
+  }
+
+  async start(): Promise<Checkpoint> {
+    await this.history.start();
+    return new Map();
+  }
+
+  apply(records: LogRecord[]): void {
+    this.history.apply(records);
+  }
+
+  /** Applies one event to the member set; returns what it adds to presence history. */
+  private evolve(event: LogEvent): ChannelEntries | undefined {
+    if (!this.canHandle(event)) return undefined;
+    const key = channelKey(event.appId, event.channel);
+    let members = this.members.get(key);
+    if (!members) this.members.set(key, (members = new Map()));
+    const e = event.event;
+    const entry = (ev: PresenceEvent | PresenceMember, action: number, id = ev.id): StoredMessage => ({
+      id,
+      action,
+      timestamp: e.timestamp,
+      clientId: ev.clientId,
+      connectionId: ev.connectionId,
+      data: ev.data,
+      encoding: ev.encoding,
+      extras: ev.extras,
+    });
+    let messages: StoredMessage[];
+    switch (e.action) {
+      case 'enter':
+      case 'update': {
+        const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
+        members.set(memberKey(member), member);
+        messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
+        break;
+      }
+      case 'leave': {
+        const existed = members.get(memberKey(e));
+        members.delete(memberKey(e));
+        // A leave carries the member's last data when it sends none of its own.
+        messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
+        break;
+      }
+      case 'drop': {
+        // An abrupt disconnect not resumed within the resume window: each of its members leaves.
+        const gone = [...members.values()].filter((m) => m.connectionId === e.connectionId);
+        for (const m of gone) members.delete(memberKey(m));
+        messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
+        break;
+      }
+      default:
+        return undefined;
+    }
+    if (members.size === 0) this.members.delete(key);
+    return { appId: event.appId, channel: event.channel, messages };
+  }
+
+  /** Current members, ordered by member key, with the spec's optional filters. */
+  query(q: MembersQuery): { members: PresenceMember[]; next?: string } {
+    const all = this.members.get(channelKey(q.appId, q.channel));
+    if (!all) return { members: [] };
+    const sorted = [...all.entries()]
+      .filter(([, m]) => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const start = q.after === undefined ? 0 : sorted.findIndex(([k]) => k > q.after!);
+    const from = start < 0 ? sorted.length : start;
+    const page = sorted.slice(from, from + q.limit);
+    const more = from + q.limit < sorted.length;
+    return { members: page.map(([, m]) => m), next: more ? page[page.length - 1] && memberKey(page[page.length - 1][1]) : undefined };
+  }
+
+  historyQuery(q: HistoryQuery): Promise<HistoryEntry[]> {
+    return this.history.query(q);
+  }
+
+  close(): Promise<void> {
+    return this.history.close();
+  }
+}

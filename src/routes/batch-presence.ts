@@ -1,0 +1,64 @@
+import type { FastifyInstance } from 'fastify';
+import { ServiceError, type ErrorBody } from '../errors.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { permits } from '../auth/capability.js';
+import { credentialsOf } from '../http/request-context.js';
+import { sendError, sendResult } from '../http/reply.js';
+import { toErrorBody } from '../http/error-body.js';
+import { MAX_BATCH_CHANNELS } from './batch-publish.js';
+import { memberToWire, type PresenceReader } from './channel-presence.js';
+import { resource } from './route-table.js';
+
+type PresenceOutcome = { channel: string; presence: Record<string, unknown>[] } | { channel: string; error: ErrorBody };
+
+/** The channel names of a batch presence request: `channel` (or `channels`), split by `separator`. */
+export function batchChannels(query: Record<string, unknown>): string[] {
+  const raw = query.channel ?? query.channels;
+  if (typeof raw !== 'string' || raw.length === 0) {
+    throw new ServiceError('invalidParameterValue', 'channel must name one or more channels, separated by commas (or by separator)');
+  }
+  const separator = query.separator ?? ',';
+  if (typeof separator !== 'string' || separator.length === 0 || separator.length > 8) {
+    throw new ServiceError('invalidParameterValue', 'separator must be a string of 1 to 8 characters');
+  }
+  const names = raw.split(separator);
+  if (names.some((n) => n.length === 0)) throw new ServiceError('invalidParameterValue', 'channel holds an empty channel name');
+  if (new Set(names).size > MAX_BATCH_CHANNELS) {
+    throw new ServiceError('invalidParameterValue', `a batch may name at most ${MAX_BATCH_CHANNELS} distinct channels`);
+  }
+  return names;
+}
+
+/** GET /presence (spec: Batch presence): presence of many channels, read in parallel, in request order. */
+export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence: PresenceReader }): Promise<void> {
+  resource(app, '/presence', {
+    GET: {
+      handler: async (request, reply) => {
+        const credentials = credentialsOf(request);
+        const names = batchChannels(request.query as Record<string, unknown>);
+        const format = request.ctx?.format ?? 'json';
+        const results: PresenceOutcome[] = await Promise.all(
+          names.map(async (name): Promise<PresenceOutcome> => {
+            try {
+              const channel = checkChannelName(name);
+              if (!permits(credentials.capability, channel, 'subscribe')) {
+                throw new ServiceError('capabilityDenied', `the credentials lack the "subscribe" capability on channel "${channel}"`);
+              }
+              const { members } = opts.presence.members({ appId: credentials.app.appId, channel, limit: Number.MAX_SAFE_INTEGER });
+              return { channel, presence: members.map((m) => memberToWire(m, format)) };
+            } catch (err) {
+              return { channel: name, error: toErrorBody(err) };
+            }
+          }),
+        );
+        if (request.ctx?.version.modern) {
+          const failureCount = results.filter((r) => 'error' in r).length;
+          return sendResult(request, reply, 200, { successCount: results.length - failureCount, failureCount, results });
+        }
+        if (results.every((r) => !('error' in r))) return sendResult(request, reply, 200, results);
+        const error = new ServiceError('batchError', 'the batch includes errors; see batchResponse').toJSON();
+        return sendError(request, reply, error, { batchResponse: results });
+      },
+    },
+  });
+}
