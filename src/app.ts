@@ -7,7 +7,7 @@ import { resolveContext, headerOf } from './http/request-context.js';
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
-import type { PublishLimits } from './messages/message.js';
+import { dataSize, type PublishLimits } from './messages/message.js';
 import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
@@ -17,6 +17,8 @@ import { batchPublishRoutes } from './routes/batch-publish.js';
 import type { TokenService } from './auth/tokens.js';
 import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
 import { batchPresenceRoutes } from './routes/batch-presence.js';
+import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
+import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 
 export interface AppDeps {
@@ -27,6 +29,12 @@ export interface AppDeps {
   publisher: Publisher;
   history: HistoryReader;
   presence: PresenceReader;
+  stats: StatsReader;
+  usage: UsageMeter;
+  /** Whether a channel's history is persisted (for counting history reads). */
+  isPersisted: (appId: string, channel: string) => boolean;
+  /** Present when SANDBOX=1: POST /stats fixtures. */
+  statsFixtures?: StatsFixtureWriter;
   limits: PublishLimits;
   /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
   sandbox?: AppAdmin;
@@ -59,6 +67,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     );
   });
 
+  // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
+  app.addHook('onResponse', async (request, reply) => {
+    const tokenRequest = request.routeOptions.url === '/keys/:keyName/requestToken';
+    const appId =
+      request.ctx?.credentials?.app.appId ??
+      (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
+    if (appId && !request.is404) deps.usage.apiRequest(appId, reply.statusCode, tokenRequest);
+  });
+
   app.setErrorHandler((err, request, reply) => {
     const error = toErrorBody(err);
     if (error.statusCode >= 500) request.log.error({ err }, 'request failed');
@@ -78,7 +95,14 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   app.register(timeRoutes, { clock: deps.clock });
-  app.register(channelMessagesRoutes, { publisher: deps.publisher, history: deps.history, limits: deps.limits });
+  app.register(channelMessagesRoutes, {
+    publisher: deps.publisher,
+    history: deps.history,
+    limits: deps.limits,
+    onHistoryRead: (appId, channel, messages) =>
+      deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data), 0), deps.isPersisted(appId, channel)),
+  });
+  app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(batchPresenceRoutes, { presence: deps.presence });

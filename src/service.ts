@@ -23,12 +23,17 @@ import type { HistoryStore } from '../projections/history/history-store.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
 import { PresenceProducer } from './presence/presence-producer.js';
+import { StatsProjection } from '../projections/stats/stats-projection.js';
+import type { StatsStore } from '../projections/stats/stats-store.js';
+import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
+import { UsageMeter } from './stats/usage-meter.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
   log: Log;
   historyStore: HistoryStore;
   presenceHistoryStore: HistoryStore;
+  statsStore: StatsStore;
 }
 
 export interface Service {
@@ -39,6 +44,8 @@ export interface Service {
   history: HistoryProjection;
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
+  stats: StatsProjection;
+  usage: UsageMeter;
   batcher: AppendBatcher;
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
@@ -56,6 +63,7 @@ export function embeddedAdapters(config: Config): Adapters {
     }),
     historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
     presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
+    statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
   };
 }
 
@@ -71,7 +79,7 @@ export async function adaptersFor(config: Config, logger: Logger): Promise<Adapt
  * from its checkpoint, and builds the HTTP app. Read routes are ready when this resolves.
  */
 export async function startService(config: Config, logger: Logger, adapters: Adapters, clock: Clock = systemClock): Promise<Service> {
-  const { log, historyStore, presenceHistoryStore } = adapters;
+  const { log, historyStore, presenceHistoryStore, statsStore } = adapters;
   const registry = new AppRegistry();
   let createdDefaultKey: string | undefined;
   if (config.appsFile) {
@@ -130,9 +138,26 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   subscriptions.push(presenceSub);
   await presenceSub.caughtUp;
 
+  // Stats: one projection over everything that is counted: messages, presence and usage reports.
+  const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
+  const stats = new StatsProjection({ store: statsStore, isPersisted });
+  for (const topic of [Topics.messages, Topics.presence, Topics.usage]) {
+    const sub = log.consume({
+      topic,
+      consumer: consumerName(`stats-${topic}`),
+      from: await stats.start(topic),
+      handle: (records) => stats.apply(records),
+      onError: (err) => logger.error({ err, topic }, 'stats projection failed on a batch; retrying'),
+    });
+    subscriptions.push(sub);
+    await sub.caughtUp;
+  }
+
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
   const presenceProducer = new PresenceProducer(batcher);
+  const usage = new UsageMeter(batcher, clock, config.instanceId);
+  usage.start();
   const publisher = new Publisher(batcher, (appId, channel, id) => {
     const seen = history.tail.idSeenAt(appId, channel, id);
     return seen !== undefined && clock.now() - seen <= config.historyTailMs;
@@ -189,6 +214,20 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           appendClock.fence(),
         ),
     },
+    stats: { query: (q) => statsStore.query(q) },
+    usage,
+    isPersisted,
+    statsFixtures: config.sandbox
+      ? {
+          append: (appId, fixtures) =>
+            batcher
+              .append(
+                Topics.usage,
+                fixtures.map((f) => ({ key: appId, build: () => encodeEvent({ type: 'stats.fixture', appId, ...f }) })),
+              )
+              .then(() => undefined),
+        }
+      : undefined,
     limits: { maxMessageSize: config.maxMessageSize, maxMessagesPerPublish: config.maxMessagesPerPublish },
     sandbox: config.sandbox ? admin : undefined,
     logger: logger,
@@ -213,13 +252,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
       await app.close();
+      await usage.close();
       for (const s of subscriptions) await s.stop();
+      await stats.close();
       await history.close();
       await presence.close();
       await historyStore.close();
       await presenceHistoryStore.close();
+      await statsStore.close();
       await log.close();
     })());
 
-  return { app, config, log, registry, history, presence, presenceProducer, batcher, createdDefaultKey, close };
+  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, createdDefaultKey, close };
 }

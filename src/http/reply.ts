@@ -3,6 +3,7 @@ import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack } from '.
 import { renderHtml } from './html.js';
 import { linkHeader } from './pagination.js';
 import { errorHref, type ErrorBody } from '../errors.js';
+import { applyResponseControl } from './response-control.js';
 
 /**
  * Sends a result in the request's format (spec: Common behaviour), with Link headers for paged
@@ -18,6 +19,7 @@ export function sendResult(
   const format = request.ctx?.format ?? 'json';
   if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
   if (body === undefined) return reply.code(status).send();
+  if (request.ctx?.control && status < 300) body = applyResponseControl(body, request.ctx.control);
   if (request.ctx?.envelope) {
     const envelope: Record<string, unknown> = { statusCode: status, response: body };
     if (links) envelope.rel = links;

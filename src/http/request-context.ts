@@ -3,6 +3,7 @@ import { ServiceError } from '../errors.js';
 import { jsonpCallback, negotiateFormat, type Format } from './format.js';
 import { resolveVersion, type ApiVersion } from './version.js';
 import type { Credentials } from '../auth/credentials.js';
+import { parseResponseControl, type ResponseControl } from './response-control.js';
 
 export interface RequestContext {
   format: Format;
@@ -10,6 +11,8 @@ export interface RequestContext {
   envelope: boolean;
   callback?: string;
   credentials?: Credentials;
+  /** fields / flatten / select, on query (GET) routes */
+  control?: ResponseControl;
 }
 
 declare module 'fastify' {
@@ -47,6 +50,7 @@ export function resolveContext(request: FastifyRequest): RequestContext {
     }
     ctx.envelope = true;
   }
+  if (request.method === 'GET') ctx.control = parseResponseControl(query);
   return ctx;
 }
 

@@ -31,7 +31,29 @@ export interface AppDeleted {
   appId: string;
 }
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted;
+/**
+ * Usage an instance counted during one 6-second interval (API and token requests, messages read
+ * from history), appended every 6 seconds so that everything counted flows through the log.
+ * Counters use the base keys of projections/stats/stats-sample.ts.
+ */
+export interface UsageReported {
+  type: 'usage.reported';
+  appId: string;
+  intervalStart: number;
+  instanceId: string;
+  counters: Record<string, number>;
+}
+
+/** Sandbox stats fixtures (POST /stats), merged into an app's stats like any other usage. */
+export interface StatsFixture {
+  type: 'stats.fixture';
+  appId: string;
+  intervalStart: number;
+  counters: Record<string, number>;
+  channels?: number;
+}
+
+export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture;
 
 export const encodeEvent = (event: LogEvent): Uint8Array => encode(event, { ignoreUndefined: true });
 

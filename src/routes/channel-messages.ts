@@ -6,7 +6,7 @@ import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
 import { relativeUrl, type LinkParams } from '../http/pagination.js';
-import { parsePublishBody, type PublishLimits } from '../messages/message.js';
+import { parsePublishBody, type PublishLimits, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
@@ -23,6 +23,8 @@ export interface ChannelMessagesOptions {
   publisher: Publisher;
   history: HistoryReader;
   limits: PublishLimits;
+  /** Told of every history page served (messages read count as outbound, spec quota rules). */
+  onHistoryRead?: (appId: string, channel: string, messages: StoredMessage[]) => void;
 }
 
 interface ChannelParams {
@@ -103,6 +105,7 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
         const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
         const links = pageLinks('messages', query, { start, end, limit, direction }, cursor, nextCursor);
         const format = request.ctx?.format ?? 'json';
+        opts.onHistoryRead?.(credentials.app.appId, channel, page.map((e) => e.message));
         return sendResult(request, reply, 200, page.map((e) => messageToWire(e.message, format)), links);
       },
     },

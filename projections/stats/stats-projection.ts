@@ -1,0 +1,242 @@
+import type { Checkpoint, LogRecord } from '../../src/log/port.js';
+import { decodeEvent, type LogEvent } from '../../src/log/events.js';
+import { dataSize } from '../../src/messages/message.js';
+import { addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
+import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+
+/** A sample stays open (and rewritable) until its partition's newest record is this much later. */
+const KEEP_MS = 60_000;
+
+interface Sample {
+  interval: number;
+  firstOffset: number;
+  lastOffset: number;
+  apps: Map<string, { counters: Counters; channels: Set<string> }>;
+}
+
+interface PartitionState {
+  /** open samples by interval */
+  open: Map<number, Sample>;
+  /** closed samples not yet written */
+  unwritten: Sample[];
+  /** the newest closed sample that is written: context for the next one, never written again */
+  final?: Sample;
+  /** newest closed interval, written or not: older records join the sample after it */
+  closedThrough: number;
+  /** from the stored checkpoint: samples up to here are final in the store */
+  finalizedInStore: number;
+  dirty: Set<number>;
+  newest: number;
+  next: number;
+}
+
+export interface StatsProjectionOptions {
+  store: StatsStore;
+  /** whether a channel's messages are persisted (counted twice, spec quota rules) */
+  isPersisted: (appId: string, channel: string) => boolean;
+  flushIntervalMs?: number;
+}
+
+/**
+ * The stats projection (ARCHITECTURE: stats): rolls published messages, presence events and usage
+ * reports up into 6-second samples per app. Replay-safe by construction:
+ * - a sample is a function of one partition's records alone, keyed by (app, interval, topic,
+ *   partition) and versioned by its last offset, so rewriting it gives the same row;
+ * - samples close by record time (never by wall time or by when they were written);
+ * - the checkpoint goes back to the newest final sample, which a replay rebuilds as context
+ *   (for `channels.opened`) but does not write again.
+ */
+export class StatsProjection {
+  static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture'] as const;
+  private readonly partitions = new Map<string, Map<number, PartitionState>>();
+  private stored = new Map<string, StatsCheckpoint>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+
+  constructor(private readonly options: StatsProjectionOptions) {}
+
+  canHandle(event: LogEvent): boolean {
+    return (StatsProjection.handles as readonly string[]).includes(event.type);
+  }
+
+  async start(topic: string): Promise<Checkpoint> {
+    await this.options.store.init();
+    const stored = await this.options.store.loadCheckpoint(topic);
+    this.stored.set(topic, stored);
+    return new Map([...stored].map(([p, c]) => [p, c.from]));
+  }
+
+  private state(topic: string, partition: number, offset: number): PartitionState {
+    let byTopic = this.partitions.get(topic);
+    if (!byTopic) this.partitions.set(topic, (byTopic = new Map()));
+    let s = byTopic.get(partition);
+    if (!s) {
+      const finalized = this.stored.get(topic)?.get(partition)?.finalized ?? -Infinity;
+      s = { open: new Map(), unwritten: [], closedThrough: -Infinity, finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
+      byTopic.set(partition, s);
+    }
+    return s;
+  }
+
+  apply(records: LogRecord[]): void {
+    for (const record of records) {
+      const state = this.state(record.topic, record.partition, record.offset);
+      const event = decodeEvent(record.value);
+      if (this.canHandle(event)) this.evolve(state, event, record);
+      state.next = record.offset + 1;
+      state.newest = Math.max(state.newest, record.timestamp);
+      this.closeSamples(state);
+    }
+    this.scheduleFlush();
+  }
+
+  private sampleFor(state: PartitionState, timestamp: number, offset: number): Sample {
+    // A record for a closed interval joins the first open one: the result depends on the log alone.
+    const interval = Math.max(intervalOf(timestamp), state.closedThrough + SAMPLE_MS);
+    let sample = state.open.get(interval);
+    if (!sample) state.open.set(interval, (sample = { interval, firstOffset: offset, lastOffset: offset, apps: new Map() }));
+    sample.lastOffset = offset;
+    state.dirty.add(interval);
+    return sample;
+  }
+
+  private appOf(sample: Sample, appId: string): { counters: Counters; channels: Set<string> } {
+    let app = sample.apps.get(appId);
+    if (!app) sample.apps.set(appId, (app = { counters: {}, channels: new Set() }));
+    return app;
+  }
+
+  private evolve(state: PartitionState, event: LogEvent, record: LogRecord): void {
+    switch (event.type) {
+      case 'messages.published': {
+        const sample = this.sampleFor(state, record.timestamp, record.offset);
+        const app = this.appOf(sample, event.appId);
+        const count = event.messages.length;
+        const data = event.messages.reduce((n, m) => n + dataSize(m.data), 0);
+        const transport = event.transport === 'realtime' ? 'realtime' : 'rest';
+        const c: Counters = { [Base.inbound(transport, 'messages', 'count')]: count, [Base.inbound(transport, 'messages', 'data')]: data };
+        if (this.options.isPersisted(event.appId, event.channel)) {
+          c[Base.stored('messages', 'count')] = count;
+          c[Base.stored('messages', 'data')] = data;
+        }
+        addCounters(app.counters, c);
+        if (!app.channels.has(event.channel)) {
+          app.channels.add(event.channel);
+          if (!this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
+            addCounters(app.counters, { [Base.channelsOpened]: 1 });
+          }
+        }
+        break;
+      }
+      case 'presence.changed': {
+        const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
+        const data = dataSize(event.event.data);
+        const c: Counters = { [Base.inbound('realtime', 'presence', 'count')]: 1, [Base.inbound('realtime', 'presence', 'data')]: data };
+        if (this.options.isPersisted(event.appId, event.channel)) {
+          c[Base.stored('presence', 'count')] = 1;
+          c[Base.stored('presence', 'data')] = data;
+        }
+        addCounters(app.counters, c);
+        break;
+      }
+      case 'usage.reported':
+        addCounters(this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId).counters, event.counters);
+        break;
+      case 'stats.fixture': {
+        const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
+        addCounters(app.counters, event.counters);
+        for (let i = 0; i < (event.channels ?? 0); i++) app.channels.add(`\u0000fixture:${record.offset}:${i}`);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  /** Was the channel active in the sample of `interval` (same partition)? */
+  private activeIn(state: PartitionState, interval: number, appId: string, channel: string): boolean {
+    const sample =
+      state.open.get(interval) ?? state.unwritten.find((s) => s.interval === interval) ?? (state.final?.interval === interval ? state.final : undefined);
+    return sample?.apps.get(appId)?.channels.has(channel) ?? false;
+  }
+
+  /** Closes samples that the partition's newest record has left KEEP_MS behind. */
+  private closeSamples(state: PartitionState): void {
+    for (const interval of [...state.open.keys()].sort((a, b) => a - b)) {
+      if (interval + SAMPLE_MS + KEEP_MS > state.newest) break;
+      const sample = state.open.get(interval)!;
+      state.open.delete(interval);
+      state.closedThrough = interval;
+      if (state.dirty.has(interval)) {
+        state.dirty.delete(interval);
+        state.unwritten.push(sample);
+      } else {
+        state.final = sample;
+      }
+    }
+  }
+
+  private scheduleFlush(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush().catch(() => this.scheduleFlush());
+    }, this.options.flushIntervalMs ?? 250);
+  }
+
+  private rowsOf(topic: string, partition: number, sample: Sample, state: PartitionState): StatsRow[] {
+    if (sample.interval <= state.finalizedInStore) return []; // rebuilt for context only
+    return [...sample.apps].map(([appId, app]) => ({
+      appId,
+      interval: sample.interval,
+      topic,
+      partition,
+      version: sample.lastOffset,
+      counters: { ...app.counters },
+      channels: app.channels.size,
+    }));
+  }
+
+  /** Writes closed and changed open samples of every partition, then the checkpoints. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    this.flushing = (async () => {
+      for (const [topic, byPartition] of this.partitions) {
+        const rows: StatsRow[] = [];
+        const checkpoint: StatsCheckpoint = new Map();
+        const written: [PartitionState, Sample[], [number, number][]][] = [];
+        for (const [partition, state] of byPartition) {
+          const closed = [...state.unwritten];
+          const dirty: [number, number][] = [...state.dirty].map((i) => [i, state.open.get(i)!.lastOffset]);
+          for (const sample of closed) rows.push(...this.rowsOf(topic, partition, sample, state));
+          for (const [interval] of dirty) rows.push(...this.rowsOf(topic, partition, state.open.get(interval)!, state));
+          written.push([state, closed, dirty]);
+          const final = closed[closed.length - 1] ?? state.final;
+          const firstOffsets = [...state.open.values()].map((s) => s.firstOffset);
+          if (final) firstOffsets.push(final.firstOffset);
+          checkpoint.set(partition, {
+            from: firstOffsets.length > 0 ? Math.min(...firstOffsets) : state.next,
+            finalized: Math.max(final?.interval ?? -Infinity, state.finalizedInStore),
+          });
+        }
+        if (written.every(([, closed, dirty]) => closed.length === 0 && dirty.length === 0)) continue;
+        await this.options.store.write(topic, rows, checkpoint);
+        for (const [state, closed, dirty] of written) {
+          state.unwritten.splice(0, closed.length);
+          if (closed.length > 0) state.final = closed[closed.length - 1];
+          // Records applied while writing make a sample dirty again; only unchanged ones are clean.
+          for (const [interval, lastOffset] of dirty) if (state.open.get(interval)?.lastOffset === lastOffset) state.dirty.delete(interval);
+        }
+      }
+    })().finally(() => {
+      this.flushing = undefined;
+    });
+    await this.flushing;
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flush();
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * The stats model. A 6-second sample holds base counters (a flat map) and the number of active
+ * channels. Reads sum counters, take peak/min/mean of channel samples, and derive the `all` and
+ * `persisted` sections (spec: Limits, quota rules):
+ * - a published message in a persisted channel counts twice (inbound + persisted);
+ * - a message read from persisted history counts once more (outbound), and also shows in the
+ *   persisted section (persisted = stored + retrieved) without being counted twice in `all`.
+ */
+
+export const SAMPLE_MS = 6000;
+
+/** Base counter keys written by the projection. */
+export const Base = {
+  inbound: (transport: 'rest' | 'realtime', type: 'messages' | 'presence', what: 'count' | 'data') =>
+    `messages.inbound.${transport}.${type}.${what}`,
+  outbound: (transport: 'rest' | 'realtime', type: 'messages' | 'presence', what: 'count' | 'data') =>
+    `messages.outbound.${transport}.${type}.${what}`,
+  stored: (type: 'messages' | 'presence', what: 'count' | 'data') => `persisted.stored.${type}.${what}`,
+  retrieved: (what: 'count' | 'data') => `persisted.retrieved.messages.${what}`,
+  channelsOpened: 'channels.opened',
+  api: (kind: 'all' | 'tokenRequests', outcome: 'succeeded' | 'failed' | 'refused') => `apiRequests.${kind}.${outcome}`,
+} as const;
+
+export type Counters = Record<string, number>;
+
+export function addCounters(into: Counters, from: Counters): Counters {
+  for (const [k, v] of Object.entries(from)) if (v) into[k] = (into[k] ?? 0) + v;
+  return into;
+}
+
+export const intervalOf = (timestamp: number): number => timestamp - (((timestamp % SAMPLE_MS) + SAMPLE_MS) % SAMPLE_MS);
+
+/** A unit bucket of samples, as the stores return it. */
+export interface StatsBucket {
+  /** start of the bucket (ms, UTC) */
+  start: number;
+  counters: Counters;
+  /** channel samples in the bucket: how many samples had data, their sum, max and min */
+  channelSamples: number;
+  channelSum: number;
+  channelMax: number;
+  channelMin: number;
+  /** start of the newest 6-second sample included */
+  lastSample: number;
+}
+
+export type Unit = 'minute' | 'hour' | 'day' | 'month';
+
+export function bucketStart(ms: number, unit: Unit): number {
+  const d = new Date(ms);
+  switch (unit) {
+    case 'minute':
+      return ms - (ms % 60_000);
+    case 'hour':
+      return ms - (ms % 3600_000);
+    case 'day':
+      return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+    case 'month':
+      return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+  }
+}
+
+export function bucketEnd(start: number, unit: Unit): number {
+  const d = new Date(start);
+  switch (unit) {
+    case 'minute':
+      return start + 60_000;
+    case 'hour':
+      return start + 3600_000;
+    case 'day':
+      return start + 86_400_000;
+    case 'month':
+      return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  }
+}
+
+const pad = (n: number): string => String(n).padStart(2, '0');
+
+/** Interval ids (spec: stats): yyyy-mm-dd:hh:mm, yyyy-mm-dd:hh, yyyy-mm-dd, yyyy-mm. */
+export function intervalId(ms: number, unit: Unit | 'second'): string {
+  const d = new Date(ms);
+  const day = `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+  switch (unit) {
+    case 'month':
+      return day.slice(0, 7);
+    case 'day':
+      return day;
+    case 'hour':
+      return `${day}:${pad(d.getUTCHours())}`;
+    case 'minute':
+      return `${day}:${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`;
+    case 'second':
+      return `${day}:${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
+  }
+}
+
+/** Parses an interval id of any unit (or undefined if it is not one). */
+export function parseIntervalId(id: string): number | undefined {
+  const m = /^(\d{4})-(\d{2})(?:-(\d{2})(?::(\d{2})(?::(\d{2})(?::(\d{2}))?)?)?)?$/.exec(id);
+  if (!m) return undefined;
+  const [, y, mo, d = '01', h = '00', mi = '00', s = '00'] = m;
+  const ms = Date.UTC(+y, +mo - 1, +d, +h, +mi, +s);
+  const back = new Date(ms);
+  if (Number.isNaN(ms) || back.getUTCMonth() !== +mo - 1 || back.getUTCDate() !== +d || +h > 23 || +mi > 59 || +s > 59) return undefined;
+  return ms;
+}
+
+const get = (c: Counters, k: string): number => c[k] ?? 0;
+
+/** The flat `entries` of a bucket (protocol 2+; schema app-stats-0.0.5), zeros left out. */
+export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSamples: number): Record<string, number> {
+  const c = bucket.counters;
+  const out: Record<string, number> = {};
+  const put = (k: string, v: number): void => {
+    if (v) out[k] = v;
+  };
+  const sumOf = (keys: string[]): number => keys.reduce((a, k) => a + get(c, k), 0);
+  for (const what of ['count', 'data'] as const) {
+    const dirAll: Record<string, Record<string, number>> = {};
+    for (const dir of ['inbound', 'outbound'] as const) {
+      dirAll[dir] = { messages: 0, presence: 0 };
+      for (const transport of ['rest', 'realtime'] as const) {
+        const msgs = get(c, `messages.${dir}.${transport}.messages.${what}`);
+        const pres = get(c, `messages.${dir}.${transport}.presence.${what}`);
+        put(`messages.${dir}.${transport}.messages.${what}`, msgs);
+        put(`messages.${dir}.${transport}.presence.${what}`, pres);
+        put(`messages.${dir}.${transport}.all.${what}`, msgs + pres);
+        dirAll[dir].messages += msgs;
+        dirAll[dir].presence += pres;
+      }
+      put(`messages.${dir}.all.messages.${what}`, dirAll[dir].messages);
+      put(`messages.${dir}.all.presence.${what}`, dirAll[dir].presence);
+      put(`messages.${dir}.all.all.${what}`, dirAll[dir].messages + dirAll[dir].presence);
+    }
+    const storedMsgs = get(c, Base.stored('messages', what));
+    const storedPres = get(c, Base.stored('presence', what));
+    const retrieved = get(c, Base.retrieved(what));
+    put(`messages.persisted.messages.${what}`, storedMsgs + retrieved);
+    put(`messages.persisted.presence.${what}`, storedPres);
+    put(`messages.persisted.all.${what}`, storedMsgs + retrieved + storedPres);
+    const allMsgs = dirAll.inbound.messages + dirAll.outbound.messages + storedMsgs;
+    const allPres = dirAll.inbound.presence + dirAll.outbound.presence + storedPres;
+    put(`messages.all.messages.${what}`, allMsgs);
+    put(`messages.all.presence.${what}`, allPres);
+    put(`messages.all.all.${what}`, allMsgs + allPres);
+  }
+  if (bucket.channelSamples > 0) {
+    put('channels.peak', bucket.channelMax);
+    // A sample with no data had no active channel.
+    put('channels.min', bucket.channelSamples >= totalSamples ? bucket.channelMin : 0);
+    put('channels.mean', Math.round((bucket.channelSum / Math.max(1, elapsedSamples)) * 1000) / 1000);
+  }
+  put('channels.opened', get(c, Base.channelsOpened));
+  for (const kind of ['all', 'tokenRequests'] as const) {
+    for (const outcome of ['succeeded', 'failed', 'refused'] as const) put(Base.api(kind, outcome), sumOf([Base.api(kind, outcome)]));
+  }
+  return out;
+}
+
+/** The spec's nested record (version 0.8) from flat entries; sections with nothing are left out. */
+export function nestedSections(entries: Record<string, number>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(entries)) {
+    let path: string[];
+    if (key.startsWith('messages.')) path = key.slice('messages.'.length).split('.');
+    else if (key.startsWith('apiRequests.tokenRequests.')) path = ['tokenRequests', key.split('.')[2]];
+    else if (key.startsWith('apiRequests.all.')) path = ['apiRequests', key.split('.')[2]];
+    else path = key.split('.');
+    let node = out as Record<string, unknown>;
+    for (const part of path.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
+    node[path[path.length - 1]] = value;
+  }
+  return out;
+}
+
+/** Base counters from a nested fixture record (sandbox POST /stats); derived sections are ignored. */
+export function countersFromNested(record: Record<string, unknown>): { counters: Counters; channels?: number } {
+  const counters: Counters = {};
+  const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
+  const section = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' ? (v as Record<string, unknown>) : {});
+  for (const dir of ['inbound', 'outbound'] as const) {
+    for (const transport of ['rest', 'realtime'] as const) {
+      for (const type of ['messages', 'presence'] as const) {
+        const s = section(section(section(record[dir])[transport])[type]);
+        for (const what of ['count', 'data'] as const) if (num(s[what])) counters[`messages.${dir}.${transport}.${type}.${what}`] = num(s[what]);
+      }
+    }
+  }
+  for (const type of ['messages', 'presence'] as const) {
+    const s = section(section(record.persisted)[type]);
+    for (const what of ['count', 'data'] as const) if (num(s[what])) counters[Base.stored(type, what)] = num(s[what]);
+  }
+  for (const [section_, kind] of [['apiRequests', 'all'], ['tokenRequests', 'tokenRequests']] as const) {
+    const s = section(record[section_]);
+    for (const outcome of ['succeeded', 'failed', 'refused'] as const) if (num(s[outcome])) counters[Base.api(kind, outcome)] = num(s[outcome]);
+  }
+  const channels = section(record.channels);
+  if (num(channels.opened)) counters[Base.channelsOpened] = num(channels.opened);
+  return { counters, channels: num(channels.peak) || undefined };
+}

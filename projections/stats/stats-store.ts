@@ -1,0 +1,43 @@
+import type { Counters, StatsBucket, Unit } from './stats-sample.js';
+
+/**
+ * One 6-second sample of one app from one log partition. `version` is the offset of the last
+ * record folded into it: a replay rewrites the same row with the same version and values, and a
+ * later, fuller write of the same sample replaces an earlier one (ReplacingMergeTree semantics).
+ */
+export interface StatsRow {
+  appId: string;
+  interval: number;
+  topic: string;
+  partition: number;
+  version: number;
+  counters: Counters;
+  /** channels active in this sample (messages topic) */
+  channels: number;
+}
+
+export interface StatsQuery {
+  appId: string;
+  unit: Unit;
+  /** inclusive, 6-second aligned */
+  start: number;
+  end: number;
+}
+
+/**
+ * Where a partition's stats resume: `from` is the next offset to read (far enough back to rebuild
+ * the sample before the oldest unwritten one); samples at or before `finalized` are already final
+ * in the store, so a replay rebuilds them for context but never writes them again.
+ */
+export type StatsCheckpoint = Map<number, { from: number; finalized: number }>;
+
+export interface StatsStore {
+  readonly kind: string;
+  init(): Promise<void>;
+  /** Writes rows, then the checkpoint of the topic they came from. */
+  write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void>;
+  loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
+  /** Buckets of the unit with any sample in [start, end], oldest first. */
+  query(q: StatsQuery): Promise<StatsBucket[]>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,92 @@
+import { ServiceError } from '../errors.js';
+
+/**
+ * Control of response content (spec: Common behaviour): `fields`, `flatten=true`, `select`.
+ * On an array result, paths apply to each element unless they start with an index or `*`.
+ */
+export interface ResponseControl {
+  fields?: string[][];
+  flatten: boolean;
+  select?: string[];
+}
+
+const splitPath = (spec: string, name: string): string[] => {
+  const parts = spec.split('.');
+  if (parts.some((p) => p.length === 0)) throw new ServiceError('invalidParameterValue', `${name} "${spec}" has an empty path element`);
+  return parts;
+};
+
+export function parseResponseControl(query: Record<string, unknown>): ResponseControl | undefined {
+  const { fields, flatten, select } = query;
+  if (fields === undefined && flatten === undefined && select === undefined) return undefined;
+  const control: ResponseControl = { flatten: false };
+  if (fields !== undefined) {
+    if (typeof fields !== 'string' || fields.length === 0) throw new ServiceError('invalidParameterValue', 'fields must list one or more field paths');
+    control.fields = fields.split(',').map((f) => splitPath(f, 'fields'));
+    if (control.fields.some((f) => f.includes('*'))) throw new ServiceError('invalidParameterValue', 'fields takes no wildcards; use select');
+  }
+  if (flatten !== undefined) {
+    if (flatten !== 'true' && flatten !== 'false') throw new ServiceError('invalidParameterValue', 'flatten must be true or false');
+    control.flatten = flatten === 'true';
+  }
+  if (select !== undefined) {
+    if (typeof select !== 'string' || select.length === 0) throw new ServiceError('invalidParameterValue', 'select must be a path');
+    control.select = splitPath(select, 'select');
+  }
+  return control;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Keeps only fields on the given paths; a path that ends at a field keeps all below it. */
+export function pickFields(value: unknown, paths: string[][]): unknown {
+  if (Array.isArray(value)) {
+    const indexed = paths.every((p) => /^\d+$/.test(p[0]));
+    if (!indexed) return value.map((v) => pickFields(v, paths));
+  }
+  if (!isObject(value) && !Array.isArray(value)) return value;
+  const entries: [string, unknown][] = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+  const out: Record<string, unknown> = {};
+  for (const [key, child] of entries) {
+    const matching = paths.filter((p) => p[0] === key);
+    if (matching.length === 0) continue;
+    out[key] = matching.some((p) => p.length === 1) ? child : pickFields(child, matching.map((p) => p.slice(1)));
+  }
+  return out;
+}
+
+/** One level of dot-joined keys, array indexes as key components. */
+export function flattenValue(value: unknown, prefix = '', out: Record<string, unknown> = {}): Record<string, unknown> {
+  if (Array.isArray(value) || isObject(value)) {
+    const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v] as const) : Object.entries(value);
+    if (entries.length === 0 && prefix) out[prefix] = value;
+    for (const [k, v] of entries) flattenValue(v, prefix ? `${prefix}.${k}` : k, out);
+  } else if (prefix) {
+    out[prefix] = value;
+  }
+  return out;
+}
+
+/** Every field matching a path with `*` wildcards, as long key -> value. */
+export function selectPaths(value: unknown, path: string[]): Record<string, unknown> {
+  const effective = Array.isArray(value) && !(path[0] === '*' || /^\d+$/.test(path[0])) ? ['*', ...path] : path;
+  const out: Record<string, unknown> = {};
+  const walk = (node: unknown, rest: string[], key: string): void => {
+    if (rest.length === 0) {
+      out[key] = node;
+      return;
+    }
+    if (!Array.isArray(node) && !isObject(node)) return;
+    const entries = Array.isArray(node) ? node.map((v, i) => [String(i), v] as const) : Object.entries(node);
+    for (const [k, v] of entries) if (rest[0] === '*' || rest[0] === k) walk(v, rest.slice(1), key ? `${key}.${k}` : k);
+  };
+  walk(value, effective, '');
+  return out;
+}
+
+export function applyResponseControl(body: unknown, control: ResponseControl): unknown {
+  if (control.select) return selectPaths(control.fields ? pickFields(body, control.fields) : body, control.select);
+  let result = control.fields ? pickFields(body, control.fields) : body;
+  if (control.flatten) result = flattenValue(result);
+  return result;
+}

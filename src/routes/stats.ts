@@ -1,0 +1,142 @@
+import type { FastifyInstance } from 'fastify';
+import { ServiceError } from '../errors.js';
+import { permitsAnywhere } from '../auth/capability.js';
+import { credentialsOf } from '../http/request-context.js';
+import { sendResult } from '../http/reply.js';
+import { directionParam, integerParam, limitParam } from '../http/query-params.js';
+import { relativeUrl, type LinkParams } from '../http/pagination.js';
+import type { Clock } from '../clock.js';
+import {
+  bucketEnd,
+  countersFromNested,
+  flatEntries,
+  intervalId,
+  intervalOf,
+  nestedSections,
+  parseIntervalId,
+  SAMPLE_MS,
+  type StatsBucket,
+  type Unit,
+} from '../../projections/stats/stats-sample.js';
+import type { StatsQuery } from '../../projections/stats/stats-store.js';
+import { resource } from './route-table.js';
+
+export const STATS_SCHEMA = 'https://schemas.ably.com/json/app-stats-0.0.5.json';
+const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
+
+export interface StatsReader {
+  query(q: StatsQuery): Promise<StatsBucket[]>;
+}
+
+export interface StatsFixtureWriter {
+  /** Appends fixture samples for an app to the log (sandbox only). */
+  append(appId: string, fixtures: { intervalStart: number; counters: Record<string, number>; channels?: number }[]): Promise<void>;
+}
+
+/** `start` / `end`: ms since the epoch or an interval id, rounded down to the 6-second boundary. */
+function statsTime(query: Record<string, unknown>, name: string): number | undefined {
+  const v = query[name];
+  if (v === undefined || v === '') return undefined;
+  if (typeof v !== 'string') throw new ServiceError('invalidParameterValue', `${name} must be given once`);
+  const ms = /^\d{1,16}$/.test(v) ? Number(v) : parseIntervalId(v);
+  if (ms === undefined) {
+    throw new ServiceError('invalidParameterValue', `${name} must be ms since the epoch or an interval id such as 2024-01-31:23:59`);
+  }
+  return intervalOf(ms);
+}
+
+function unitParam(query: Record<string, unknown>): Unit {
+  const v = query.unit ?? query.by;
+  if (v === undefined || v === '') return 'minute';
+  if (!UNITS.includes(v as Unit)) throw new ServiceError('invalidParameterValue', 'unit must be minute, hour, day or month');
+  return v as Unit;
+}
+
+/** A bucket as the spec's record (0.8: nested sections) or the SDK's (2+: flat entries). */
+function toRecord(bucket: StatsBucket, unit: Unit, now: number, appId: string, modern: boolean): Record<string, unknown> {
+  const end = bucketEnd(bucket.start, unit);
+  const total = (end - bucket.start) / SAMPLE_MS;
+  const nowSample = intervalOf(now);
+  const inProgress = end > nowSample + SAMPLE_MS;
+  const elapsed = inProgress ? Math.max(1, (nowSample + SAMPLE_MS - bucket.start) / SAMPLE_MS) : total;
+  const entries = flatEntries(bucket, elapsed, total);
+  const record: Record<string, unknown> = { intervalId: intervalId(bucket.start, unit), unit };
+  if (modern) {
+    record.schema = STATS_SCHEMA;
+    record.appId = appId;
+    record.entries = entries;
+  } else {
+    Object.assign(record, nestedSections(entries));
+  }
+  if (inProgress) record.inProgress = intervalId(bucket.lastSample, 'second');
+  return record;
+}
+
+export async function statsRoutes(
+  app: FastifyInstance,
+  opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter },
+): Promise<void> {
+  resource(app, '/stats', {
+    // spec: Retrieve usage statistics
+    GET: {
+      handler: async (request, reply) => {
+        const credentials = credentialsOf(request);
+        if (!permitsAnywhere(credentials.capability, 'stats')) {
+          throw new ServiceError('capabilityDenied', 'the credentials lack the "stats" capability');
+        }
+        const query = request.query as Record<string, unknown>;
+        const now = opts.clock.now();
+        const start = statsTime(query, 'start');
+        const givenEnd = statsTime(query, 'end');
+        const unit = unitParam(query);
+        const limit = limitParam(query);
+        const direction = directionParam(query);
+        const cursor = integerParam(query, 'cursor');
+        if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
+          throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
+        }
+        const end = givenEnd ?? intervalOf(now);
+        let from = start ?? 0;
+        let to = end;
+        if (cursor !== undefined) {
+          if (direction === 'backwards') to = Math.min(to, cursor - 1);
+          else from = Math.max(from, bucketEnd(cursor, unit));
+        }
+        const buckets = from > to ? [] : await opts.stats.query({ appId: credentials.app.appId, unit, start: from, end: to });
+        if (direction === 'backwards') buckets.reverse();
+        const page = buckets.slice(0, limit);
+        const base: LinkParams = { start, end, unit, limit, direction };
+        for (const k of ['format', 'callback', 'envelope', 'v', 'fields', 'flatten', 'select']) {
+          if (typeof query[k] === 'string') base[k] = query[k] as string;
+        }
+        const links: Record<string, string> = {
+          first: relativeUrl('stats', base),
+          current: relativeUrl('stats', { ...base, cursor }),
+        };
+        if (buckets.length > limit) links.next = relativeUrl('stats', { ...base, cursor: page[page.length - 1].start });
+        const modern = request.ctx?.version.modern ?? false;
+        return sendResult(request, reply, 200, page.map((b) => toRecord(b, unit, now, credentials.app.appId, modern)), links);
+      },
+    },
+    // Sandbox only: merge fixture records (nested form, each with its intervalId) into the app's stats.
+    ...(opts.fixtures
+      ? {
+          POST: {
+            handler: async (request, reply) => {
+              const credentials = credentialsOf(request);
+              const body = Array.isArray(request.body) ? request.body : [request.body];
+              const fixtures = body.map((record, i) => {
+                if (typeof record !== 'object' || record === null) throw new ServiceError('invalidRequestBody', `stats record ${i} is not an object`);
+                const id = (record as { intervalId?: unknown }).intervalId;
+                const start = typeof id === 'string' ? parseIntervalId(id) : undefined;
+                if (start === undefined) throw new ServiceError('invalidRequestBody', `stats record ${i} needs an intervalId such as 2024-01-31:23:59`);
+                return { intervalStart: start, ...countersFromNested(record as Record<string, unknown>) };
+              });
+              await opts.fixtures!.append(credentials.app.appId, fixtures);
+              return sendResult(request, reply, 201, { accepted: fixtures.length });
+            },
+          },
+        }
+      : {}),
+  });
+}

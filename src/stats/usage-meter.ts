@@ -1,0 +1,80 @@
+import type { AppendBatcher } from '../log/append-batcher.js';
+import { Topics } from '../log/port.js';
+import { encodeEvent } from '../log/events.js';
+import type { Clock } from '../clock.js';
+import { addCounters, Base, intervalOf, type Counters } from '../../projections/stats/stats-sample.js';
+
+export type RequestOutcome = 'succeeded' | 'failed' | 'refused';
+
+/** succeeded: 2xx/3xx; refused: authentication, capability, rate limits; failed: the rest. */
+export const outcomeOf = (status: number): RequestOutcome =>
+  status < 400 ? 'succeeded' : status === 401 || status === 403 || status === 429 ? 'refused' : 'failed';
+
+/**
+ * Counts this instance's usage per app and 6-second interval, and appends it to the `usage`
+ * topic every 6 seconds (and on close), so the stats projection counts it from the log like
+ * everything else.
+ */
+export class UsageMeter {
+  /** interval -> appId -> counters */
+  private readonly pending = new Map<number, Map<string, Counters>>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly batcher: AppendBatcher,
+    private readonly clock: Clock,
+    private readonly instanceId: string,
+  ) {}
+
+  private add(appId: string, counters: Counters): void {
+    const interval = intervalOf(this.clock.now());
+    let apps = this.pending.get(interval);
+    if (!apps) this.pending.set(interval, (apps = new Map()));
+    addCounters(apps.get(appId) ?? apps.set(appId, {}).get(appId)!, counters);
+  }
+
+  apiRequest(appId: string, status: number, tokenRequest: boolean): void {
+    const outcome = outcomeOf(status);
+    const c: Counters = { [Base.api('all', outcome)]: 1 };
+    if (tokenRequest) c[Base.api('tokenRequests', outcome)] = 1;
+    this.add(appId, c);
+  }
+
+  /** Messages read from history go out over REST; persisted ones show in the persisted section too. */
+  historyRead(appId: string, count: number, data: number, persisted: boolean): void {
+    if (count === 0) return;
+    const c: Counters = { [Base.outbound('rest', 'messages', 'count')]: count, [Base.outbound('rest', 'messages', 'data')]: data };
+    if (persisted) {
+      c[Base.retrieved('count')] = count;
+      c[Base.retrieved('data')] = data;
+    }
+    this.add(appId, c);
+  }
+
+  start(periodMs = 6000): void {
+    this.timer = setInterval(() => void this.flush(false), periodMs);
+    this.timer.unref();
+  }
+
+  /** Appends finished intervals (all of them when `all`). */
+  async flush(all = true): Promise<void> {
+    const current = intervalOf(this.clock.now());
+    const records = [];
+    for (const [interval, apps] of this.pending) {
+      if (!all && interval >= current) continue;
+      this.pending.delete(interval);
+      for (const [appId, counters] of apps) {
+        records.push({
+          key: appId,
+          build: () => encodeEvent({ type: 'usage.reported', appId, intervalStart: interval, instanceId: this.instanceId, counters }),
+        });
+      }
+    }
+    if (records.length > 0) await this.batcher.append(Topics.usage, records);
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush(true);
+  }
+}
