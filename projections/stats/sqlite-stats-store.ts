@@ -24,14 +24,14 @@ export class SqliteStatsStore implements StatsStore {
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS stats_samples (
         app_id TEXT NOT NULL, interval INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-        version INTEGER NOT NULL, counters TEXT NOT NULL, channels INTEGER NOT NULL,
-        PRIMARY KEY (app_id, interval, topic, partition)) WITHOUT ROWID;
+        slot INTEGER NOT NULL, version INTEGER NOT NULL, counters TEXT NOT NULL, channels INTEGER NOT NULL,
+        PRIMARY KEY (app_id, interval, topic, partition, slot)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS stats_checkpoints (
         topic TEXT NOT NULL, partition INTEGER NOT NULL, from_offset INTEGER NOT NULL, finalized INTEGER NOT NULL,
         PRIMARY KEY (topic, partition));`);
     const upsert = this.db.prepare(`
-      INSERT INTO stats_samples (app_id, interval, topic, partition, version, counters, channels) VALUES (?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (app_id, interval, topic, partition) DO UPDATE SET
+      INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, counters, channels) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (app_id, interval, topic, partition, slot) DO UPDATE SET
         version = excluded.version, counters = excluded.counters, channels = excluded.channels
       WHERE excluded.version >= stats_samples.version`);
     const saveCheckpoint = this.db.prepare(
@@ -39,7 +39,7 @@ export class SqliteStatsStore implements StatsStore {
        ON CONFLICT (topic, partition) DO UPDATE SET from_offset = excluded.from_offset, finalized = excluded.finalized`,
     );
     this.writeTx = this.db.transaction((topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint) => {
-      for (const r of rows) upsert.run(r.appId, r.interval, r.topic, r.partition, r.version, JSON.stringify(r.counters), r.channels);
+      for (const r of rows) upsert.run(r.appId, r.interval, r.topic, r.partition, r.slot, r.version, JSON.stringify(r.counters), r.channels);
       for (const [partition, c] of checkpoint) {
         saveCheckpoint.run(topic, partition, c.from, Number.isFinite(c.finalized) ? c.finalized : -1);
       }

@@ -9,6 +9,8 @@ const KEEP_MS = 60_000;
 
 interface Sample {
   interval: number;
+  /** 0 for the sample itself; offset + 1 for a record that arrived after its interval closed */
+  slot: number;
   firstOffset: number;
   lastOffset: number;
   apps: Map<string, { counters: Counters; channels: Set<string> }>;
@@ -21,8 +23,6 @@ interface PartitionState {
   unwritten: Sample[];
   /** the newest closed sample that is written: context for the next one, never written again */
   final?: Sample;
-  /** newest closed interval, written or not: older records join the sample after it */
-  closedThrough: number;
   /** from the stored checkpoint: samples up to here are final in the store */
   finalizedInStore: number;
   dirty: Set<number>;
@@ -42,7 +42,8 @@ export interface StatsProjectionOptions {
  * reports up into 6-second samples per app. Replay-safe by construction:
  * - a sample is a function of one partition's records alone, keyed by (app, interval, topic,
  *   partition) and versioned by its last offset, so rewriting it gives the same row;
- * - samples close by record time (never by wall time or by when they were written);
+ * - samples close by record time (never by wall time or by when they were written); a record
+ *   for a closed interval gets a row of its own, keyed by its offset (its `slot`);
  * - the checkpoint goes back to the newest final sample, which a replay rebuilds as context
  *   (for `channels.opened`) but does not write again.
  */
@@ -72,7 +73,7 @@ export class StatsProjection {
     let s = byTopic.get(partition);
     if (!s) {
       const finalized = this.stored.get(topic)?.get(partition)?.finalized ?? -Infinity;
-      s = { open: new Map(), unwritten: [], closedThrough: -Infinity, finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
+      s = { open: new Map(), unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
       byTopic.set(partition, s);
     }
     return s;
@@ -90,14 +91,26 @@ export class StatsProjection {
     this.scheduleFlush();
   }
 
+  /**
+   * The sample a record counts in: its interval's open sample; or, when that interval has closed
+   * (by record time, so the same for every replay), a row of its own keyed by the record's offset.
+   */
   private sampleFor(state: PartitionState, timestamp: number, offset: number): Sample {
-    // A record for a closed interval joins the first open one: the result depends on the log alone.
-    const interval = Math.max(intervalOf(timestamp), state.closedThrough + SAMPLE_MS);
+    const interval = intervalOf(timestamp);
     let sample = state.open.get(interval);
-    if (!sample) state.open.set(interval, (sample = { interval, firstOffset: offset, lastOffset: offset, apps: new Map() }));
+    if (!sample && this.closable(interval, state)) {
+      sample = { interval, slot: offset + 1, firstOffset: offset, lastOffset: offset, apps: new Map() };
+      state.unwritten.push(sample);
+      return sample;
+    }
+    if (!sample) state.open.set(interval, (sample = { interval, slot: 0, firstOffset: offset, lastOffset: offset, apps: new Map() }));
     sample.lastOffset = offset;
     state.dirty.add(interval);
     return sample;
+  }
+
+  private closable(interval: number, state: PartitionState): boolean {
+    return interval + SAMPLE_MS + KEEP_MS <= state.newest;
   }
 
   private appOf(sample: Sample, appId: string): { counters: Counters; channels: Set<string> } {
@@ -122,7 +135,7 @@ export class StatsProjection {
         addCounters(app.counters, c);
         if (!app.channels.has(event.channel)) {
           app.channels.add(event.channel);
-          if (!this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
+          if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
             addCounters(app.counters, { [Base.channelsOpened]: 1 });
           }
         }
@@ -156,17 +169,18 @@ export class StatsProjection {
   /** Was the channel active in the sample of `interval` (same partition)? */
   private activeIn(state: PartitionState, interval: number, appId: string, channel: string): boolean {
     const sample =
-      state.open.get(interval) ?? state.unwritten.find((s) => s.interval === interval) ?? (state.final?.interval === interval ? state.final : undefined);
+      state.open.get(interval) ??
+      state.unwritten.find((s) => s.interval === interval && s.slot === 0) ??
+      (state.final?.interval === interval ? state.final : undefined);
     return sample?.apps.get(appId)?.channels.has(channel) ?? false;
   }
 
   /** Closes samples that the partition's newest record has left KEEP_MS behind. */
   private closeSamples(state: PartitionState): void {
     for (const interval of [...state.open.keys()].sort((a, b) => a - b)) {
-      if (interval + SAMPLE_MS + KEEP_MS > state.newest) break;
+      if (!this.closable(interval, state)) break;
       const sample = state.open.get(interval)!;
       state.open.delete(interval);
-      state.closedThrough = interval;
       if (state.dirty.has(interval)) {
         state.dirty.delete(interval);
         state.unwritten.push(sample);
@@ -191,6 +205,7 @@ export class StatsProjection {
       interval: sample.interval,
       topic,
       partition,
+      slot: sample.slot,
       version: sample.lastOffset,
       counters: { ...app.counters },
       channels: app.channels.size,
@@ -211,8 +226,8 @@ export class StatsProjection {
           for (const sample of closed) rows.push(...this.rowsOf(topic, partition, sample, state));
           for (const [interval] of dirty) rows.push(...this.rowsOf(topic, partition, state.open.get(interval)!, state));
           written.push([state, closed, dirty]);
-          const final = closed[closed.length - 1] ?? state.final;
-          const firstOffsets = [...state.open.values()].map((s) => s.firstOffset);
+          const final = closed.filter((s) => s.slot === 0).pop() ?? state.final;
+          const firstOffsets = [...state.open.values(), ...state.unwritten.slice(closed.length)].map((s) => s.firstOffset);
           if (final) firstOffsets.push(final.firstOffset);
           checkpoint.set(partition, {
             from: firstOffsets.length > 0 ? Math.min(...firstOffsets) : state.next,
@@ -223,7 +238,8 @@ export class StatsProjection {
         await this.options.store.write(topic, rows, checkpoint);
         for (const [state, closed, dirty] of written) {
           state.unwritten.splice(0, closed.length);
-          if (closed.length > 0) state.final = closed[closed.length - 1];
+          const newestFinal = closed.filter((s) => s.slot === 0).pop();
+          if (newestFinal) state.final = newestFinal;
           // Records applied while writing make a sample dirty again; only unchanged ones are clean.
           for (const [interval, lastOffset] of dirty) if (state.open.get(interval)?.lastOffset === lastOffset) state.dirty.delete(interval);
         }

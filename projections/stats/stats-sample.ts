@@ -145,10 +145,10 @@ export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSa
     put(`messages.all.all.${what}`, allMsgs + allPres);
   }
   if (bucket.channelSamples > 0) {
-    put('channels.peak', bucket.channelMax);
+    out['channels.peak'] = bucket.channelMax;
     // A sample with no data had no active channel.
-    put('channels.min', bucket.channelSamples >= totalSamples ? bucket.channelMin : 0);
-    put('channels.mean', Math.round((bucket.channelSum / Math.max(1, elapsedSamples)) * 1000) / 1000);
+    out['channels.min'] = bucket.channelSamples >= totalSamples ? bucket.channelMin : 0;
+    out['channels.mean'] = Math.round((bucket.channelSum / Math.max(1, elapsedSamples)) * 1000) / 1000;
   }
   put('channels.opened', get(c, Base.channelsOpened));
   for (const kind of ['all', 'tokenRequests'] as const) {

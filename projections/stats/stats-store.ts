@@ -1,7 +1,7 @@
 import type { Counters, StatsBucket, Unit } from './stats-sample.js';
 
 /**
- * One 6-second sample of one app from one log partition. `version` is the offset of the last
+ * One 6-second sample of one app from one log partition (or one late record, see `slot`). `version` is the offset of the last
  * record folded into it: a replay rewrites the same row with the same version and values, and a
  * later, fuller write of the same sample replaces an earlier one (ReplacingMergeTree semantics).
  */
@@ -10,6 +10,8 @@ export interface StatsRow {
   interval: number;
   topic: string;
   partition: number;
+  /** 0 for the sample; offset + 1 of a record that came after its interval had closed */
+  slot: number;
   version: number;
   counters: Counters;
   /** channels active in this sample (messages topic) */

@@ -1,0 +1,246 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encode } from '@msgpack/msgpack';
+import { basic, startTestService, type TestService } from '../helpers/service.js';
+
+// A fixed, 6-second-aligned clock: 2030-01-15 10:20:00 UTC.
+const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);
+let now = T0;
+const clock = { now: () => now };
+let t: TestService;
+let appKey: string;
+let auth: string;
+
+const inject = (opts: Parameters<TestService['service']['app']['inject']>[0]) => t.service.app.inject(opts);
+
+/** Lets usage reports and the projection catch up, then writes the stats. */
+async function settle(): Promise<void> {
+  await t.service.usage.flush();
+  await new Promise((r) => setImmediate(r));
+  await t.service.stats.flush();
+}
+
+async function stats(query = '', headers: Record<string, string> = {}) {
+  const res = await inject({ url: `/stats${query ? `?${query}` : ''}`, headers: { authorization: auth, ...headers } });
+  return res;
+}
+
+beforeAll(async () => {
+  t = await startTestService({}, { clock });
+  // A fresh app per file, so counts are exact.
+  const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{}, { capability: '{"*":["publish"]}' }], namespaces: [{ id: 'persisted', persisted: true }] } })).json();
+  appKey = created.keys[0].keyStr;
+  auth = basic(appKey);
+});
+afterAll(() => t.close());
+
+describe('GET /stats (spec: Retrieve usage statistics)', () => {
+  it('counts published messages exactly: JSON, MessagePack and batch, with data bytes; persisted ones twice', async () => {
+    now = T0 + 1000;
+    const publish = (channel: string, payload: unknown, contentType = 'application/json') =>
+      inject({
+        method: 'POST',
+        url: `/channels/${encodeURIComponent(channel)}/messages`,
+        headers: { authorization: auth, 'content-type': contentType },
+        payload: contentType === 'application/json' ? JSON.stringify(payload) : Buffer.from(encode(payload)),
+      });
+    expect((await publish('plain', [{ data: 'abcde' }, { data: 'xyz' }])).statusCode).toBe(201); // 2 msgs, 8 bytes
+    expect((await publish('plain', { data: new Uint8Array(10) }, 'application/x-msgpack')).statusCode).toBe(201); // 1 msg, 10 bytes
+    expect((await publish('persisted:p', { data: 'hello' })).statusCode).toBe(201); // 1 msg, 5 bytes, persisted
+    const batch = await inject({
+      method: 'POST',
+      url: '/messages',
+      headers: { authorization: auth, 'content-type': 'application/json' },
+      payload: { channels: ['b1', 'b2'], messages: { data: '1234' } }, // 2 msgs, 8 bytes
+    });
+    expect(batch.statusCode).toBe(201);
+    now = T0 + 2000;
+    await settle();
+    const res = await stats(`start=${T0}&end=${T0 + 5999}`, { 'x-ably-version': '6' });
+    expect(res.statusCode).toBe(200);
+    const [record] = res.json();
+    expect(record).toMatchObject({ intervalId: '2030-01-15:10:20', unit: 'minute', schema: expect.stringContaining('app-stats') });
+    const e = record.entries;
+    expect(e['messages.inbound.rest.messages.count']).toBe(6);
+    expect(e['messages.inbound.rest.messages.data']).toBe(31);
+    expect(e['messages.inbound.all.all.count']).toBe(6);
+    expect(e['messages.persisted.messages.count']).toBe(1);
+    expect(e['messages.persisted.messages.data']).toBe(5);
+    expect(e['messages.all.messages.count']).toBe(7); // the persisted message counts twice
+    expect(e['channels.peak']).toBe(4); // plain, persisted:p, b1, b2
+    expect(e['channels.opened']).toBe(4);
+    expect(e['apiRequests.all.succeeded']).toBe(4); // 3 publishes and 1 batch
+  });
+
+  it('counts messages read from history as outbound REST; persisted reads also in the persisted section', async () => {
+    now = T0 + 60_000; // next minute
+    const read = await inject({ url: '/channels/persisted%3Ap/messages', headers: { authorization: auth } });
+    expect(read.json()).toHaveLength(1);
+    await inject({ url: '/channels/plain/messages', headers: { authorization: auth } }); // 3 msgs
+    now = T0 + 61_000;
+    await settle();
+    const [record] = (await stats(`start=${T0 + 60_000}&end=${T0 + 60_000}&unit=minute`, { 'x-ably-version': '6' })).json();
+    expect(record.entries['messages.outbound.rest.messages.count']).toBe(4);
+    expect(record.entries['messages.persisted.messages.count']).toBe(1);
+    expect(record.entries['messages.all.messages.count']).toBe(4); // a persisted read counts once more, not twice
+  });
+
+  it('counts refused and failed API requests, and token requests', async () => {
+    now = T0 + 120_000;
+    const publishOnly = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    void publishOnly;
+    await inject({ url: '/channels/x/messages?limit=99999', headers: { authorization: auth } }); // failed (400)
+    await inject({ method: 'POST', url: `/keys/${appKey.split(':')[0]}/requestToken`, headers: { authorization: auth, 'content-type': 'application/json' }, payload: { keyName: appKey.split(':')[0], timestamp: now } });
+    now = T0 + 121_000;
+    await settle();
+    const [record] = (await stats(`start=${T0 + 120_000}&end=${T0 + 120_000}`, { 'x-ably-version': '6' })).json();
+    expect(record.entries['apiRequests.all.failed']).toBe(1);
+    expect(record.entries['apiRequests.tokenRequests.succeeded']).toBe(1);
+    expect(record.entries['apiRequests.all.succeeded']).toBe(1);
+  });
+
+  it('version 0.8 (no version stated) gets the nested record; empty sections are left out', async () => {
+    const [record] = (await stats(`start=${T0}&end=${T0 + 5999}`)).json();
+    expect(record.intervalId).toBe('2030-01-15:10:20');
+    expect(record.inbound.rest.messages).toEqual({ count: 6, data: 31 });
+    expect(record.all.messages.count).toBe(7);
+    expect(record.persisted.messages.count).toBe(1);
+    expect(record.channels).toMatchObject({ peak: 4, opened: 4 });
+    expect(record.apiRequests.succeeded).toBe(5); // now also the first GET /stats, made in this sample
+    expect(record).not.toHaveProperty('outbound');
+    expect(record).not.toHaveProperty('entries');
+  });
+
+  it('start and end are rounded down to the 6-second boundary and may be interval ids', async () => {
+    expect((await stats(`start=${T0 + 5999}&end=${T0 + 5999}`)).json()).toHaveLength(1); // rounds to T0
+    expect((await stats(`start=${T0 + 6000}&end=${T0 + 11_999}`)).json()).toHaveLength(0);
+    expect((await stats('start=2030-01-15:10:20&end=2030-01-15:10:20')).json()).toHaveLength(1);
+    expect((await stats('start=2030-01-15:10&end=2030-01-15:10:21&direction=forwards')).json().map((r: { intervalId: string }) => r.intervalId)).toEqual([
+      '2030-01-15:10:20',
+      '2030-01-15:10:21',
+    ]);
+  });
+
+  it.each([
+    ['unit=week', 40003],
+    ['start=tomorrow', 40003],
+    ['start=2030-02-30', 40003],
+    ['limit=1001', 40003],
+    ['direction=up', 40003],
+    [`start=${T0 + 6000}&end=${T0}`, 40003],
+    ['flatten=maybe', 40003],
+    ['select=a..b', 40003],
+  ])('refuses %s', async (query, code) => {
+    const res = await stats(query);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe(code);
+  });
+
+  it('needs the stats capability (40160)', async () => {
+    const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability: '{"*":["publish"]}' }] } })).json();
+    const res = await inject({ url: '/stats', headers: { authorization: basic(created.keys[0].keyStr) } });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.code).toBe(40160);
+  });
+});
+
+describe('stats units, peaks and paging (sandbox fixtures)', () => {
+  let fixtureAuth: string;
+  beforeAll(async () => {
+    fixtureAuth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    const fixtures = [
+      { intervalId: '2030-03-01:10:00', inbound: { realtime: { messages: { count: 50, data: 5000 } } }, channels: { peak: 3, opened: 3 } },
+      { intervalId: '2030-03-01:10:01', inbound: { realtime: { messages: { count: 60, data: 6000 } } }, channels: { peak: 7, opened: 1 } },
+      { intervalId: '2030-03-01:11:00', outbound: { realtime: { messages: { count: 20, data: 2000 } } }, channels: { peak: 2 } },
+      { intervalId: '2030-03-02:00:00', persisted: { messages: { count: 5, data: 50 } } },
+      { intervalId: '2030-04-01:00:00', apiRequests: { succeeded: 9 }, tokenRequests: { refused: 2 } },
+    ];
+    const res = await inject({ method: 'POST', url: '/stats', headers: { authorization: fixtureAuth, 'content-type': 'application/json' }, payload: fixtures });
+    expect(res.statusCode).toBe(201);
+    now = Date.UTC(2030, 5, 1);
+    await settle();
+  });
+
+  const fixtureStats = async (query: string) =>
+    (await inject({ url: `/stats?${query}`, headers: { authorization: fixtureAuth } })).json() as Record<string, any>[];
+
+  it('minute: one record per minute with data, intervalId yyyy-mm-dd:hh:mm', async () => {
+    const records = await fixtureStats('unit=minute&direction=forwards&start=2030-03-01:10:00&end=2030-03-01:10:01');
+    expect(records.map((r) => r.intervalId)).toEqual(['2030-03-01:10:00', '2030-03-01:10:01']);
+    expect(records[0].inbound.realtime.messages.count).toBe(50);
+  });
+
+  it('hour: counters add up and the peak is the largest sample, not a sum', async () => {
+    const records = await fixtureStats('unit=hour&direction=forwards&start=2030-03-01:10&end=2030-03-01:11:59');
+    expect(records.map((r) => r.intervalId)).toEqual(['2030-03-01:10', '2030-03-01:11']);
+    expect(records[0].inbound.realtime.messages).toEqual({ count: 110, data: 11_000 });
+    expect(records[0].inbound.realtime.all.count).toBe(110);
+    expect(records[0].channels.peak).toBe(7);
+    expect(records[0].channels.opened).toBe(4);
+    expect(records[0].channels.min).toBe(0); // most 6-second samples of the hour had no channel
+    expect(records[0].channels.mean).toBeCloseTo(10 / 600, 3);
+  });
+
+  it('day and month: yyyy-mm-dd and yyyy-mm', async () => {
+    const days = await fixtureStats('unit=day&direction=forwards&start=2030-03-01&end=2030-03-02:23:59');
+    expect(days.map((r) => r.intervalId)).toEqual(['2030-03-01', '2030-03-02']);
+    expect(days[0].all.messages.count).toBe(130);
+    expect(days[1].persisted.messages.count).toBe(5);
+    const months = await fixtureStats('unit=month&direction=forwards&start=2030-03&end=2030-04-30:23:59');
+    expect(months.map((r) => r.intervalId)).toEqual(['2030-03', '2030-04']);
+    expect(months[0].all.messages.count).toBe(135);
+    expect(months[1].apiRequests.succeeded).toBe(9);
+    expect(months[1].tokenRequests.refused).toBe(2);
+  });
+
+  it('accepts `by` as a synonym of unit', async () => {
+    expect((await fixtureStats('by=month&start=2030-03&end=2030-03-31:23:59')).map((r) => r.intervalId)).toEqual(['2030-03']);
+  });
+
+  it('pages with Link headers in both directions, each record once', async () => {
+    for (const direction of ['forwards', 'backwards']) {
+      const seen: string[] = [];
+      let url = `/stats?unit=minute&limit=2&direction=${direction}&start=2030-03-01&end=2030-04-30`;
+      for (;;) {
+        const res = await inject({ url, headers: { authorization: fixtureAuth } });
+        seen.push(...res.json().map((r: { intervalId: string }) => r.intervalId));
+        const next = /<\.\/stats\?([^>]+)>; rel="next"/.exec(String(res.headers.link))?.[1];
+        if (!next) break;
+        url = `/stats?${next}`;
+      }
+      const expected = ['2030-03-01:10:00', '2030-03-01:10:01', '2030-03-01:11:00', '2030-03-02:00:00', '2030-04-01:00:00'];
+      expect(seen).toEqual(direction === 'forwards' ? expected : [...expected].reverse());
+    }
+  });
+
+  it('marks the current interval as in progress', async () => {
+    now = Date.UTC(2030, 3, 1, 0, 0, 30);
+    const [month] = await fixtureStats('unit=month&start=2030-04&end=2030-04-01:00:00');
+    expect(month.inProgress).toBe('2030-04-01:00:00:00');
+    now = Date.UTC(2030, 5, 1);
+  });
+
+  describe('response control (spec: fields, flatten, select)', () => {
+    const q = 'unit=hour&direction=forwards&start=2030-03-01:10&end=2030-03-01:11:59';
+    it('fields keeps only the listed paths', async () => {
+      const records = await fixtureStats(`${q}&fields=intervalId,channels.peak`);
+      expect(records).toEqual([
+        { intervalId: '2030-03-01:10', channels: { peak: 7 } },
+        { intervalId: '2030-03-01:11', channels: { peak: 2 } },
+      ]);
+    });
+
+    it('flatten=true gives one object with dot-joined keys and array indexes', async () => {
+      const flat = await fixtureStats(`${q}&flatten=true&fields=intervalId,inbound.realtime.messages.count`);
+      expect(flat).toEqual({ '0.intervalId': '2030-03-01:10', '0.inbound.realtime.messages.count': 110, '1.intervalId': '2030-03-01:11' });
+    });
+
+    it('select matches wildcards and array indexes', async () => {
+      expect(await fixtureStats(`${q}&select=channels.peak`)).toEqual({ '0.channels.peak': 7, '1.channels.peak': 2 });
+      expect(await fixtureStats(`${q}&select=1.channels.*`)).toEqual({ '1.channels.peak': 2, '1.channels.min': 0, '1.channels.mean': expect.any(Number) });
+      expect(await fixtureStats(`${q}&select=*.inbound.*.messages.count`)).toEqual({
+        '0.inbound.realtime.messages.count': 110,
+        '0.inbound.all.messages.count': 110,
+      });
+    });
+  });
+});
