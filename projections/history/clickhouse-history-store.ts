@@ -1,0 +1,204 @@
+import { decode, encode } from '@msgpack/msgpack';
+import type { Checkpoint } from '../../src/log/port.js';
+import type { StoredMessage } from '../../src/messages/message.js';
+import { systemClock, type Clock } from '../../src/clock.js';
+import { createClickHouseClient, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { sql, sqlDate, sqlIdentifier, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import type { HistoryEntry, HistoryQuery } from './history-entry.js';
+import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
+import { expiryDay } from './retention.js';
+
+export interface ClickHouseHistoryStoreOptions {
+  /** A client the caller owns (and closes), or a URL for a client this store owns. */
+  client?: ClickHouseClient;
+  url?: string;
+  database?: string;
+  /** Prepended to table names; tests use a unique prefix each. */
+  tablePrefix?: string;
+  /** Whose checkpoint this is (one projection, one name). */
+  consumer?: string;
+  clock?: Clock;
+}
+
+interface MessageRow {
+  serial: string | number;
+  partition: number;
+  message: string;
+}
+
+// Aliases differ from column names: ClickHouse resolves a name to an alias first, even inside
+// another aggregate (18.16: "Aggregate function max(version) is found inside another").
+interface StateRow {
+  latest_checkpoint: string;
+  latest_marks: string;
+  latest_version: string | number;
+}
+
+/**
+ * Persisted history in ClickHouse, in the SQL that 18.16 and current releases share (ARCHITECTURE).
+ * Rows: a ReplacingMergeTree partitioned by expiry day, so retention drops whole partitions; a
+ * replayed row has the same sorting key, and reads drop duplicates with LIMIT 1 BY serial, which
+ * also holds for a row replayed into another day after a retention change (FINAL would not).
+ * Progress: one row per write holding the checkpoint and the marks, latest version wins; a single
+ * row is inserted atomically, so checkpoint and marks never disagree.
+ */
+export class ClickHouseHistoryStore implements HistoryStore {
+  readonly kind = 'clickhouse';
+  private readonly client: ClickHouseClient;
+  private readonly ownsClient: boolean;
+  private readonly database: string;
+  private readonly messagesTable: string;
+  private readonly stateTable: string;
+  private readonly messages: Sql;
+  private readonly state: Sql;
+  private readonly consumer: string;
+  private readonly clock: Clock;
+  private checkpoint: Checkpoint = new Map();
+  private version = 0;
+
+  constructor(options: ClickHouseHistoryStoreOptions) {
+    if (options.client) {
+      this.client = options.client;
+      this.ownsClient = false;
+    } else if (options.url) {
+      this.client = createClickHouseClient({ url: options.url });
+      this.ownsClient = true;
+    } else {
+      throw new Error('ClickHouseHistoryStore needs a client or a url');
+    }
+    this.database = options.database ?? 'default';
+    const prefix = options.tablePrefix ?? '';
+    this.messagesTable = `${prefix}history_messages`;
+    this.stateTable = `${prefix}projection_state`;
+    this.messages = sqlTable(this.database, this.messagesTable);
+    this.state = sqlTable(this.database, this.stateTable);
+    this.consumer = options.consumer ?? 'history';
+    this.clock = options.clock ?? systemClock;
+  }
+
+  async init(): Promise<void> {
+    if (this.database !== 'default') {
+      await this.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
+    }
+    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.messages} (
+        app_id String, channel String, serial UInt64, partition UInt32, ts UInt64, expires_on Date, message String
+      ) ENGINE = ReplacingMergeTree()
+      PARTITION BY expires_on
+      ORDER BY (app_id, channel, ts, serial)`);
+    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.state} (
+        consumer String, version UInt64, checkpoint String, marks String
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY consumer`);
+    const state = await this.loadState();
+    this.checkpoint = state.checkpoint;
+    this.version = state.version;
+  }
+
+  async write(rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]): Promise<void> {
+    // Rows first: a crash in between replays rows the table already has, and never loses any.
+    if (rows.length > 0) {
+      await this.client.insert({
+        table: this.messages.text,
+        format: 'JSONEachRow',
+        values: rows.map((r) => ({
+          app_id: r.appId,
+          channel: r.channel,
+          serial: r.serial,
+          partition: r.partition,
+          ts: r.message.timestamp,
+          expires_on: expiryDay(r.message.timestamp, r.retentionHours),
+          message: Buffer.from(encode(r.message, { ignoreUndefined: true })).toString('base64'),
+        })),
+      });
+    }
+    // Partitions missing from this checkpoint keep their stored offsets, as in the SQLite store.
+    const merged = new Map([...this.checkpoint, ...checkpoint]);
+    const version = Math.max(this.version + 1, this.clock.now() * 1000);
+    await this.client.insert({
+      table: this.state.text,
+      format: 'JSONEachRow',
+      values: [
+        {
+          consumer: this.consumer,
+          version,
+          checkpoint: JSON.stringify([...merged]),
+          marks: JSON.stringify(marks.map((m) => [m.partition, m.offset, m.timestamp])),
+        },
+      ],
+    });
+    this.checkpoint = merged;
+    this.version = version;
+  }
+
+  async loadCheckpoint(): Promise<Checkpoint> {
+    return (await this.loadState()).checkpoint;
+  }
+
+  async loadMarks(): Promise<LogMark[]> {
+    return (await this.loadState()).marks;
+  }
+
+  private async loadState(): Promise<{ checkpoint: Checkpoint; marks: LogMark[]; version: number }> {
+    const rows = await this.select<StateRow>(sql`
+      SELECT argMax(checkpoint, version) AS latest_checkpoint, argMax(marks, version) AS latest_marks, max(version) AS latest_version
+      FROM ${this.state} WHERE consumer = ${this.consumer}`);
+    const row = rows[0];
+    if (!row || Number(row.latest_version) === 0) return { checkpoint: new Map(), marks: [], version: 0 };
+    const checkpoint = new Map(JSON.parse(row.latest_checkpoint) as [number, number][]);
+    const marks = (JSON.parse(row.latest_marks) as [number, number, number][])
+      .map(([partition, offset, timestamp]) => ({ partition, offset, timestamp }))
+      .sort((a, b) => a.offset - b.offset);
+    return { checkpoint, marks, version: Number(row.latest_version) };
+  }
+
+  async query(q: HistoryQuery): Promise<HistoryEntry[]> {
+    const backwards = q.direction === 'backwards';
+    const where = [
+      sql`app_id = ${q.appId}`,
+      sql`channel = ${q.channel}`,
+      // Always a time lower bound: 18.16 would otherwise scan the whole channel.
+      sql`ts >= ${Math.max(0, Math.ceil(q.start))}`,
+      sql`ts <= ${Math.max(0, Math.floor(q.end))}`,
+    ];
+    if (q.after !== undefined) where.push(backwards ? sql`serial < ${q.after}` : sql`serial > ${q.after}`);
+    const rows = await this.select<MessageRow>(sql`
+      SELECT serial, partition, message FROM ${this.messages}
+      WHERE ${sqlJoin(where, sql` AND `)}
+      ORDER BY serial ${backwards ? sql`DESC` : sql`ASC`}
+      LIMIT 1 BY serial
+      LIMIT ${q.limit}`);
+    return rows.map((r) => ({
+      appId: q.appId,
+      channel: q.channel,
+      serial: Number(r.serial),
+      partition: Number(r.partition),
+      message: decode(Buffer.from(r.message, 'base64')) as StoredMessage,
+    }));
+  }
+
+  async dropExpired(now: number): Promise<number> {
+    const today = new Date(now).toISOString().slice(0, 10);
+    const parts = await this.select<{ partition: string }>(sql`
+      SELECT DISTINCT partition FROM system.parts
+      WHERE database = ${this.database} AND table = ${this.messagesTable} AND active AND partition < ${today}
+      ORDER BY partition`);
+    for (const { partition } of parts) {
+      // 18.16 and current releases both take the partition key's value as a literal.
+      await this.command(sql`ALTER TABLE ${this.messages} DROP PARTITION ${sqlDate(partition)}`);
+    }
+    return parts.length;
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) await this.client.close();
+  }
+
+  private async command(statement: Sql): Promise<void> {
+    await this.client.command({ query: statement.text });
+  }
+
+  private async select<T>(statement: Sql): Promise<T[]> {
+    const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
+    return result.json<T>();
+  }
+}

@@ -1,0 +1,207 @@
+import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { ConsumeOptions, LogRecord, Subscription } from '../port.js';
+import type { LoggerLike } from './kafka-logger.js';
+
+export interface PartitionOffsets {
+  /** first offset still kept */
+  low: number;
+  /** next offset to be written */
+  high: number;
+}
+
+export interface SubscriptionContext {
+  kafka: Kafka;
+  /** the Kafka topic (with the adapter's prefix) */
+  kafkaTopic: string;
+  /** the topic as the caller named it; records carry this name */
+  topic: string;
+  ensureTopic: (kafkaTopic: string) => Promise<number>;
+  offsets: (kafkaTopic: string) => Promise<Map<number, PartitionOffsets>>;
+  logger?: LoggerLike;
+  fetchMaxWaitMs: number;
+  sessionTimeoutMs?: number;
+  retryDelayMs: number;
+  onStopped: (subscription: KafkaSubscription) => void;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export function toLogRecord(topic: string, partition: number, m: KafkaMessage): LogRecord {
+  return {
+    topic,
+    partition,
+    offset: Number(m.offset),
+    key: m.key ? m.key.toString('utf8') : '',
+    value: m.value ?? Buffer.alloc(0),
+    timestamp: Number(m.timestamp),
+  };
+}
+
+/**
+ * One consumer of one topic. Positions come from the caller's checkpoint, never from the group's
+ * committed offsets: nothing is committed, and on every group join each assigned partition is
+ * sought to the next offset this subscription has not yet delivered (PostHog's habit: resolve an
+ * offset only after the batch is applied, heartbeat, and bail out on rebalance).
+ */
+export class KafkaSubscription implements Subscription {
+  readonly caughtUp: Promise<void>;
+  readonly kafkaTopic: string;
+  private markCaughtUp!: () => void;
+  private readonly next = new Map<number, number>();
+  private readonly ends = new Map<number, number>();
+  private startOffsets: Map<number, PartitionOffsets> | undefined;
+  private consumer: Consumer | undefined;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private stopping: Promise<void> | undefined;
+
+  private constructor(
+    private readonly ctx: SubscriptionContext,
+    private readonly options: ConsumeOptions,
+  ) {
+    this.kafkaTopic = ctx.kafkaTopic;
+    this.caughtUp = new Promise((resolve) => (this.markCaughtUp = resolve));
+    for (const [p, offset] of options.from) this.next.set(p, offset);
+  }
+
+  static start(ctx: SubscriptionContext, options: ConsumeOptions): KafkaSubscription {
+    const subscription = new KafkaSubscription(ctx, options);
+    subscription.running = subscription.runUntilStarted();
+    return subscription;
+  }
+
+  highWatermarks(): Map<number, number> {
+    return new Map(this.ends);
+  }
+
+  /** An end offset seen elsewhere (a batch, or an append by this process). */
+  observe(partition: number, end: number): void {
+    if (end > (this.ends.get(partition) ?? 0)) this.ends.set(partition, end);
+  }
+
+  stop(): Promise<void> {
+    return (this.stopping ??= (async () => {
+      this.stopped = true;
+      await this.running;
+      await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
+      this.consumer = undefined;
+      this.ctx.onStopped(this);
+      // Like the embedded log: nobody waits forever on a stopped subscription.
+      this.markCaughtUp();
+    })());
+  }
+
+  private position(partition: number): number {
+    return this.next.get(partition) ?? 0;
+  }
+
+  private async runUntilStarted(): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.startConsumer();
+        return;
+      } catch (err) {
+        this.options.onError?.(err);
+        this.ctx.logger?.error({ err, topic: this.kafkaTopic, consumer: this.options.consumer, attempt }, 'kafka consumer failed to start; retrying');
+        const consumer = this.consumer;
+        this.consumer = undefined;
+        await consumer?.disconnect().catch(() => undefined);
+        await sleep(Math.min(5_000, 250 * attempt));
+      }
+    }
+  }
+
+  private async startConsumer(): Promise<void> {
+    const { kafka, kafkaTopic } = this.ctx;
+    await this.ctx.ensureTopic(kafkaTopic);
+    // caughtUp is measured against the log as it was when the subscription began, restarts included.
+    this.startOffsets ??= await this.ctx.offsets(kafkaTopic);
+    for (const [p, { high }] of this.startOffsets) this.observe(p, high);
+    this.checkCaughtUp();
+    if (this.stopped) return;
+
+    const consumer = kafka.consumer({
+      groupId: this.options.consumer,
+      maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
+      allowAutoTopicCreation: false,
+      ...(this.ctx.sessionTimeoutMs
+        ? { sessionTimeout: this.ctx.sessionTimeoutMs, heartbeatInterval: Math.min(3_000, Math.floor(this.ctx.sessionTimeoutMs / 3)) }
+        : {}),
+    });
+    this.consumer = consumer;
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      // Emitted synchronously after the join, before the first fetch of the new generation.
+      for (const partition of payload.memberAssignment[kafkaTopic] ?? []) {
+        consumer.seek({ topic: kafkaTopic, partition, offset: String(this.position(partition)) });
+      }
+    });
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.ctx.logger?.error({ err: payload.error, restart: payload.restart, topic: kafkaTopic }, 'kafka consumer crashed');
+      if (!payload.restart && !this.stopped) this.restart(consumer, payload.error);
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [kafkaTopic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
+  }
+
+  /** kafkajs gave up on this consumer; start a fresh one from the delivered positions. */
+  private restart(crashed: Consumer, err: unknown): void {
+    this.options.onError?.(err);
+    const previous = this.running;
+    this.running = (async () => {
+      await previous;
+      await crashed.disconnect().catch(() => undefined);
+      if (this.consumer === crashed) this.consumer = undefined;
+      if (this.stopped) return;
+      await sleep(this.ctx.retryDelayMs);
+      await this.runUntilStarted();
+    })();
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const partition = batch.partition;
+    this.observe(partition, Number(batch.highWatermark));
+    const from = this.position(partition);
+    const records = batch.messages
+      .filter((m) => Number(m.offset) >= from)
+      .map((m) => toLogRecord(this.ctx.topic, partition, m));
+    if (records.length === 0) {
+      resolveOffset(batch.lastOffset());
+      return;
+    }
+    if (records[0].offset > from) {
+      this.ctx.logger?.warn({ topic: this.kafkaTopic, partition, expected: from, got: records[0].offset }, 'kafka log skipped offsets (retention?)');
+    }
+
+    // A failed batch is applied again, never skipped; heartbeats keep the group membership meanwhile.
+    for (;;) {
+      if (this.stopped || !isRunning() || isStale()) return;
+      try {
+        await this.options.handle(records);
+        break;
+      } catch (err) {
+        this.options.onError?.(err);
+        await sleep(this.ctx.retryDelayMs);
+        await heartbeat();
+      }
+    }
+    const last = records[records.length - 1].offset;
+    this.next.set(partition, last + 1);
+    resolveOffset(String(last));
+    this.checkCaughtUp();
+    await heartbeat();
+  }
+
+  private checkCaughtUp(): void {
+    const start = this.startOffsets;
+    if (!start) return;
+    for (const [p, { low, high }] of start) {
+      if (Math.max(this.position(p), low) < high) return;
+    }
+    this.markCaughtUp();
+  }
+}

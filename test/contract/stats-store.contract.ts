@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
+import { StatsProjection } from '../../projections/stats/stats-projection.js';
+import { T0, TOPICS, allRecords, buildLog, isPersisted, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
+
+export interface StatsStoreFactory {
+  /** A new, empty store of its own. */
+  open: () => Promise<StatsStore>;
+  cleanup: () => Promise<void>;
+}
+
+const row = (over: Partial<StatsRow>): StatsRow => ({
+  appId: 'a',
+  interval: T0,
+  topic: 'messages',
+  partition: 0,
+  slot: 0,
+  version: 1,
+  counters: { 'messages.inbound.rest.messages.count': 1 },
+  channels: 1,
+  ...over,
+});
+
+/** One contract, every stats store (STYLE: one port, one contract suite, several adapters). */
+export function statsStoreContract(name: string, factory: () => Promise<StatsStoreFactory>, options: { replayRuns: number }): void {
+  describe(`StatsStore contract: ${name}`, () => {
+    const withStore = async (fn: (store: StatsStore, f: StatsStoreFactory) => Promise<void>): Promise<void> => {
+      const f = await factory();
+      try {
+        const store = await f.open();
+        await store.init();
+        await fn(store, f);
+      } finally {
+        await f.cleanup();
+      }
+    };
+
+    it('folds samples into minute, hour, day and month buckets: counters add, peaks are the largest sample', async () => {
+      await withStore(async (store) => {
+        await store.write('messages', [
+          row({ interval: T0, channels: 2, counters: { c: 1 } }),
+          row({ interval: T0, partition: 1, channels: 3, counters: { c: 2 } }), // same sample, another partition
+          row({ interval: T0 + 6000, channels: 1, counters: { c: 4 } }),
+          row({ interval: T0 + 3600_000, channels: 7, counters: { c: 8 } }),
+          row({ interval: Date.UTC(2030, 1, 1), channels: 1, counters: { c: 16 } }),
+          row({ appId: 'other', counters: { c: 100 } }),
+        ], new Map([[0, { from: 5, finalized: -Infinity }]]));
+        const minutes = await store.query({ appId: 'a', unit: 'minute', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect(minutes.map((b) => [b.start, b.counters.c, b.channelMax, b.channelSamples, b.channelSum])).toEqual([
+          [T0, 7, 5, 2, 6],
+          [T0 + 3600_000, 8, 7, 1, 7],
+          [Date.UTC(2030, 1, 1), 16, 1, 1, 1],
+        ]);
+        const hours = await store.query({ appId: 'a', unit: 'hour', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect(hours.map((b) => b.start)).toEqual([T0, T0 + 3600_000, Date.UTC(2030, 1, 1)]);
+        const days = await store.query({ appId: 'a', unit: 'day', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect(days.map((b) => [b.counters.c, b.channelMax, b.channelMin])).toEqual([[15, 7, 1], [16, 1, 1]]);
+        const months = await store.query({ appId: 'a', unit: 'month', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect(months.map((b) => [b.start, b.counters.c, b.lastSample])).toEqual([
+          [Date.UTC(2030, 0, 1), 15, T0 + 3600_000],
+          [Date.UTC(2030, 1, 1), 16, Date.UTC(2030, 1, 1)],
+        ]);
+        expect(await store.query({ appId: 'a', unit: 'minute', start: T0 + 6000, end: T0 + 6000 })).toHaveLength(1);
+      });
+    });
+
+    it('a sample written again replaces the earlier one only with the same or a newer version; slots are separate rows', async () => {
+      await withStore(async (store) => {
+        await store.write('usage', [row({ version: 5, counters: { c: 5 } })], new Map());
+        await store.write('usage', [row({ version: 3, counters: { c: 3 } })], new Map());
+        await store.write('usage', [row({ version: 5, counters: { c: 5 } })], new Map());
+        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters.c).toBe(5);
+        await store.write('usage', [row({ version: 7, counters: { c: 7 } }), row({ slot: 99, version: 98, counters: { c: 1 } })], new Map());
+        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters.c).toBe(8);
+      });
+    });
+
+    it('keeps a checkpoint per topic and partition; the latest wins', async () => {
+      await withStore(async (store) => {
+        expect(await store.loadCheckpoint('messages')).toEqual(new Map());
+        await store.write('messages', [], new Map([[0, { from: 3, finalized: -Infinity }], [1, { from: 9, finalized: T0 }]]));
+        await store.write('messages', [], new Map([[0, { from: 4, finalized: T0 + 6000 }]]));
+        await store.write('usage', [], new Map([[0, { from: 1, finalized: -Infinity }]]));
+        expect(await store.loadCheckpoint('messages')).toEqual(new Map([[0, { from: 4, finalized: T0 + 6000 }], [1, { from: 9, finalized: T0 }]]));
+        expect(await store.loadCheckpoint('usage')).toEqual(new Map([[0, { from: 1, finalized: -Infinity }]]));
+      });
+    });
+
+    it('the projection over this store gives identical numbers after crashes and replays', async () => {
+      const log = await buildLog(1200);
+      const f = await factory();
+      try {
+        const reference = await f.open();
+        await runToEnd(log, reference, () => 500);
+        const expected = await snapshot(reference);
+        const random = rng(11);
+        for (let run = 0; run < options.replayRuns; run++) {
+          const store = await f.open();
+          const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });
+          const stopAfter = Math.floor(random() * 1200);
+          let applied = 0;
+          for (const topic of TOPICS) {
+            await projection.start(topic);
+            for (const records of await allRecords(log, topic)) {
+              for (let i = 0; i < records.length && applied < stopAfter; ) {
+                const n = 1 + Math.floor(random() * 80);
+                projection.apply(records.slice(i, i + n));
+                applied += n;
+                i += n;
+                if (random() < 0.2) await projection.flush();
+              }
+            }
+          }
+          await runToEnd(log, store, () => 1 + Math.floor(random() * 300));
+          expect(await snapshot(store), `run ${run}, crash after ${stopAfter}`).toEqual(expected);
+        }
+        expect(Object.values(expected as Record<string, unknown[]>).flat().length).toBeGreaterThan(5);
+        void T0;
+      } finally {
+        await f.cleanup();
+        await log.close();
+      }
+    }, 120_000);
+  });
+}
