@@ -34,6 +34,10 @@ export interface Adapters {
   historyStore: HistoryStore;
   presenceHistoryStore: HistoryStore;
   statsStore: StatsStore;
+  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
+  projectionFlushMs?: number;
+  /** Releases what the adapters share (a ClickHouse client). */
+  close?: () => Promise<void>;
 }
 
 export interface Service {
@@ -113,7 +117,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     const rule = registry.rule(appId, channel);
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf });
+  const flushIntervalMs = adapters.projectionFlushMs;
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -127,7 +132,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf });
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),
@@ -140,7 +145,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   // Stats: one projection over everything that is counted: messages, presence and usage reports.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  const stats = new StatsProjection({ store: statsStore, isPersisted });
+  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs });
   for (const topic of [Topics.messages, Topics.presence, Topics.usage]) {
     const sub = log.consume({
       topic,
@@ -260,6 +265,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await historyStore.close();
       await presenceHistoryStore.close();
       await statsStore.close();
+      await adapters.close?.();
       await log.close();
     })());
 

@@ -23,6 +23,23 @@ export const Base = {
 
 export type Counters = Record<string, number>;
 
+/**
+ * Every base counter, in a fixed order: a store may keep a counter by its position + 1
+ * (ClickHouse 18.16's sumMap takes numeric keys only). Append new counters; never reorder.
+ */
+export const BASE_COUNTERS: readonly string[] = [
+  ...(['inbound', 'outbound'] as const).flatMap((dir) =>
+    (['rest', 'realtime'] as const).flatMap((transport) =>
+      (['messages', 'presence'] as const).flatMap((type) => (['count', 'data'] as const).map((what) => `messages.${dir}.${transport}.${type}.${what}`)),
+    ),
+  ),
+  ...(['messages', 'presence'] as const).flatMap((type) => (['count', 'data'] as const).map((what) => Base.stored(type, what))),
+  Base.retrieved('count'),
+  Base.retrieved('data'),
+  Base.channelsOpened,
+  ...(['all', 'tokenRequests'] as const).flatMap((kind) => (['succeeded', 'failed', 'refused'] as const).map((o) => Base.api(kind, o))),
+];
+
 export function addCounters(into: Counters, from: Counters): Counters {
   for (const [k, v] of Object.entries(from)) if (v) into[k] = (into[k] ?? 0) + v;
   return into;

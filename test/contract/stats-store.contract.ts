@@ -9,6 +9,9 @@ export interface StatsStoreFactory {
   cleanup: () => Promise<void>;
 }
 
+/** A real counter: stores may keep only the known ones (BASE_COUNTERS). */
+const C = 'messages.inbound.rest.messages.count';
+
 const row = (over: Partial<StatsRow>): StatsRow => ({
   appId: 'a',
   interval: T0,
@@ -38,15 +41,15 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
     it('folds samples into minute, hour, day and month buckets: counters add, peaks are the largest sample', async () => {
       await withStore(async (store) => {
         await store.write('messages', [
-          row({ interval: T0, channels: 2, counters: { c: 1 } }),
-          row({ interval: T0, partition: 1, channels: 3, counters: { c: 2 } }), // same sample, another partition
-          row({ interval: T0 + 6000, channels: 1, counters: { c: 4 } }),
-          row({ interval: T0 + 3600_000, channels: 7, counters: { c: 8 } }),
-          row({ interval: Date.UTC(2030, 1, 1), channels: 1, counters: { c: 16 } }),
-          row({ appId: 'other', counters: { c: 100 } }),
+          row({ interval: T0, channels: 2, counters: { [C]: 1 } }),
+          row({ interval: T0, partition: 1, channels: 3, counters: { [C]: 2 } }), // same sample, another partition
+          row({ interval: T0 + 6000, channels: 1, counters: { [C]: 4 } }),
+          row({ interval: T0 + 3600_000, channels: 7, counters: { [C]: 8 } }),
+          row({ interval: Date.UTC(2030, 1, 1), channels: 1, counters: { [C]: 16 } }),
+          row({ appId: 'other', counters: { [C]: 100 } }),
         ], new Map([[0, { from: 5, finalized: -Infinity }]]));
         const minutes = await store.query({ appId: 'a', unit: 'minute', start: 0, end: Date.UTC(2031, 0, 1) });
-        expect(minutes.map((b) => [b.start, b.counters.c, b.channelMax, b.channelSamples, b.channelSum])).toEqual([
+        expect(minutes.map((b) => [b.start, b.counters[C], b.channelMax, b.channelSamples, b.channelSum])).toEqual([
           [T0, 7, 5, 2, 6],
           [T0 + 3600_000, 8, 7, 1, 7],
           [Date.UTC(2030, 1, 1), 16, 1, 1, 1],
@@ -54,9 +57,9 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
         const hours = await store.query({ appId: 'a', unit: 'hour', start: 0, end: Date.UTC(2031, 0, 1) });
         expect(hours.map((b) => b.start)).toEqual([T0, T0 + 3600_000, Date.UTC(2030, 1, 1)]);
         const days = await store.query({ appId: 'a', unit: 'day', start: 0, end: Date.UTC(2031, 0, 1) });
-        expect(days.map((b) => [b.counters.c, b.channelMax, b.channelMin])).toEqual([[15, 7, 1], [16, 1, 1]]);
+        expect(days.map((b) => [b.counters[C], b.channelMax, b.channelMin])).toEqual([[15, 7, 1], [16, 1, 1]]);
         const months = await store.query({ appId: 'a', unit: 'month', start: 0, end: Date.UTC(2031, 0, 1) });
-        expect(months.map((b) => [b.start, b.counters.c, b.lastSample])).toEqual([
+        expect(months.map((b) => [b.start, b.counters[C], b.lastSample])).toEqual([
           [Date.UTC(2030, 0, 1), 15, T0 + 3600_000],
           [Date.UTC(2030, 1, 1), 16, Date.UTC(2030, 1, 1)],
         ]);
@@ -66,12 +69,12 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
 
     it('a sample written again replaces the earlier one only with the same or a newer version; slots are separate rows', async () => {
       await withStore(async (store) => {
-        await store.write('usage', [row({ version: 5, counters: { c: 5 } })], new Map());
-        await store.write('usage', [row({ version: 3, counters: { c: 3 } })], new Map());
-        await store.write('usage', [row({ version: 5, counters: { c: 5 } })], new Map());
-        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters.c).toBe(5);
-        await store.write('usage', [row({ version: 7, counters: { c: 7 } }), row({ slot: 99, version: 98, counters: { c: 1 } })], new Map());
-        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters.c).toBe(8);
+        await store.write('usage', [row({ version: 5, counters: { [C]: 5 } })], new Map());
+        await store.write('usage', [row({ version: 3, counters: { [C]: 3 } })], new Map());
+        await store.write('usage', [row({ version: 5, counters: { [C]: 5 } })], new Map());
+        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters[C]).toBe(5);
+        await store.write('usage', [row({ version: 7, counters: { [C]: 7 } }), row({ slot: 99, version: 98, counters: { [C]: 1 } })], new Map());
+        expect((await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 }))[0].counters[C]).toBe(8);
       });
     });
 

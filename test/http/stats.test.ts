@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
+import type { InjectOptions } from 'fastify';
 import { basic, startTestService, type TestService } from '../helpers/service.js';
 
 // A fixed, 6-second-aligned clock: 2030-01-15 10:20:00 UTC.
@@ -10,7 +11,7 @@ let t: TestService;
 let appKey: string;
 let auth: string;
 
-const inject = (opts: Parameters<TestService['service']['app']['inject']>[0]) => t.service.app.inject(opts);
+const inject = (opts: InjectOptions) => t.service.app.inject(opts);
 
 /** Lets usage reports and the projection catch up, then writes the stats. */
 async function settle(): Promise<void> {

@@ -1,0 +1,57 @@
+// The bench's own settings, from BENCH_* variables (the service children get their own env).
+
+export interface BenchOptions {
+  /** seconds of each measured publish run */
+  durationS: number;
+  /** seconds of unmeasured load before measuring, so the JIT is warm */
+  warmupS: number;
+  connections: number;
+  pipelining: number;
+  /** publishes are spread over this many channels */
+  channels: number;
+  /** publish-to-visible samples per scenario */
+  samples: number;
+  /** background load while sampling visibility, as a fraction of the measured throughput (0: none) */
+  backgroundLoad: number;
+  /** run the server children with --cpu-prof and print their hot spots */
+  cpuProfile: boolean;
+}
+
+const DEFAULTS: Record<string, number> = {
+  BENCH_DURATION: 10,
+  BENCH_WARMUP: 3,
+  BENCH_CONNECTIONS: 50,
+  BENCH_CHANNELS: 100,
+  BENCH_SAMPLES: 300,
+  BENCH_BACKGROUND_LOAD: 0.5,
+  BENCH_CPU_PROF: 0,
+};
+
+function numberOf(env: Record<string, string | undefined>, name: string, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return DEFAULTS[name];
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name}="${raw}" must be a number from ${min} to ${max}`);
+  return n;
+}
+
+export function benchOptions(env: Record<string, string | undefined>): BenchOptions {
+  return {
+    durationS: numberOf(env, 'BENCH_DURATION', 1, 3600),
+    warmupS: numberOf(env, 'BENCH_WARMUP', 0, 600),
+    connections: Math.round(numberOf(env, 'BENCH_CONNECTIONS', 1, 10_000)),
+    pipelining: 1,
+    channels: Math.round(numberOf(env, 'BENCH_CHANNELS', 1, 100_000)),
+    samples: Math.round(numberOf(env, 'BENCH_SAMPLES', 10, 100_000)),
+    backgroundLoad: numberOf(env, 'BENCH_BACKGROUND_LOAD', 0, 1),
+    cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
+  };
+}
+
+/** The command that reproduces this run: `npm run bench` with the BENCH_* settings that were given. */
+export function commandLine(env: Record<string, string | undefined>): string {
+  const given = Object.keys(DEFAULTS)
+    .filter((name) => env[name] !== undefined && env[name] !== '')
+    .map((name) => `${name}=${env[name]}`);
+  return [...given, 'npm run bench'].join(' ');
+}

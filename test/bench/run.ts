@@ -1,0 +1,237 @@
+// `npm run bench`: publish throughput of a bare fastify baseline and of the service (embedded, and
+// production when its infrastructure is there), and publish-to-visible latency in history.
+// A measurement, never a test: it prints figures and fails only when requests failed.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { benchOptions, commandLine } from './options.js';
+import { killAllNow, startServer, StartError, ROOT, type ChildServer } from './servers.js';
+import { startServiceChild, PERSISTED_NAMESPACE } from './service-child.js';
+import { productionEnv } from './production-env.js';
+import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
+import { measureVisibility } from './visibility.js';
+import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
+import { machineLine, markdown, table, throughputTable, visibilityTable, type Report } from './report.js';
+
+const options = benchOptions(process.env);
+const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
+const BODY = JSON.stringify([{ name: 'bench', data: DATA }]);
+const RATIO_TARGET = 0.6;
+// Above this 1-minute load average, something besides the bench is using the CPUs.
+const BUSY_LOAD = 0.5;
+const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
+
+const loadAverage = (): number => loadavg()[0];
+const log = (line: string): void => console.log(`[bench] ${line}`);
+const fmt = (r: LoadResult): string =>
+  `${Math.round(r.reqPerSec)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.total} requests (${r.statusCodes || 'no responses'}), ` +
+  `${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`;
+const failuresOf = (r: LoadResult): number => r.non2xx + r.errors + r.timeouts;
+
+// Children die with the bench: on normal exit, on errors, and on Ctrl-C.
+const running = new Set<{ stop(): Promise<void> }>();
+process.on('exit', killAllNow);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping the servers`);
+    void Promise.allSettled([...running].map((r) => r.stop())).finally(() => process.exit(130));
+  });
+}
+
+async function using<T extends { stop(): Promise<void> }>(resource: T, use: (r: T) => Promise<void>): Promise<void> {
+  running.add(resource);
+  try {
+    await use(resource);
+  } finally {
+    running.delete(resource);
+    await resource.stop();
+  }
+}
+
+/** --cpu-prof arguments for a child when BENCH_CPU_PROF=1, and where its profile lands. */
+function profiling(name: string): { nodeArgs: string[]; dir?: string } {
+  if (!options.cpuProfile) return { nodeArgs: [] };
+  const dir = mkdtempSync(join(tmpdir(), `cm-bench-prof-${name}-`));
+  return { nodeArgs: ['--cpu-prof', '--cpu-prof-dir', dir], dir };
+}
+
+function printProfile(name: string, dir: string | undefined): void {
+  const file = dir && mainThreadProfile(dir);
+  if (!file) return;
+  const s = summarizeProfile(file, ROOT);
+  const rows = (spots: typeof s.functions): string[][] => spots.map((h) => [h.name, h.selfMs.toFixed(0), `${(h.share * 100).toFixed(1)}%`]);
+  log(`${name}: CPU profile ${file} (${(s.busyMs / 1000).toFixed(1)} s busy, whole process life)`);
+  console.log(table(['self time by function', 'ms', 'share'], rows(s.functions), [false, true, true]));
+  console.log(table(['self time by place', 'ms', 'share'], rows(s.places), [false, true, true]));
+}
+
+function loadSpec(label: string, url: string, paths: string[], headers: Record<string, string>, durationS: number): LoadSpec {
+  return {
+    label,
+    url,
+    paths,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: BODY,
+    connections: options.connections,
+    pipelining: options.pipelining,
+    durationS,
+    progressEveryS: 2,
+  };
+}
+
+/** Warm-up, then the measured run, with the server's CPU time per request. */
+async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{ result: LoadResult; cpuUsPerRequest?: number }> {
+  if (options.warmupS > 0) {
+    log(`${spec.label}: warming up for ${options.warmupS} s`);
+    const warm = await runLoad({ ...spec, durationS: options.warmupS, progressEveryS: 0 });
+    if (failuresOf(warm) > 0) log(`${spec.label}: warm-up had failures: ${fmt(warm)}`);
+  }
+  log(`${spec.label}: measuring for ${spec.durationS} s (${spec.connections} connections, pipelining ${spec.pipelining})`);
+  const cpuBefore = server.cpuMs();
+  const result = await runLoad(spec);
+  const cpuAfter = server.cpuMs();
+  const cpuUsPerRequest = cpuBefore !== undefined && cpuAfter !== undefined && result.total > 0 ? ((cpuAfter - cpuBefore) * 1000) / result.total : undefined;
+  log(`${spec.label}: ${fmt(result)}${cpuUsPerRequest === undefined ? '' : `; server CPU ${cpuUsPerRequest.toFixed(1)} µs per request`}`);
+  return { result, cpuUsPerRequest };
+}
+
+async function benchBare(report: Report): Promise<void> {
+  log('bare fastify: starting a child process');
+  const prof = profiling('bare');
+  const server = await startServer({ name: 'bare', entry: 'test/bench/bare-server.ts', env: {}, readyPath: '/bare', nodeArgs: prof.nodeArgs });
+  await using(server, async () => {
+    const measured = await publishThroughput(loadSpec('bare POST /bare', server.url, ['/bare'], {}, options.durationS), server);
+    report.throughput.push({ setup: 'bare fastify (`POST /bare` → 201)', ...measured });
+  });
+  printProfile('bare', prof.dir);
+}
+
+/** Throughput and visibility of the service in one mode; errors become "skipped" rows for production. */
+async function benchService(report: Report, mode: 'embedded' | 'production', modeEnv: Record<string, string>, setup: string): Promise<void> {
+  log(`service, ${mode}: starting src/main.ts in a child process`);
+  const prof = profiling(mode);
+  const service = await startServiceChild(`service-${mode}`, modeEnv, prof.nodeArgs);
+  const { url } = service.server;
+  const headers = { authorization: service.auth };
+  const paths = Array.from({ length: options.channels }, (_, i) => `/channels/bench-${i}/messages`);
+  const spec = loadSpec(`service ${mode} publish`, url, paths, headers, options.durationS);
+  const tag = randomBytes(3).toString('hex');
+  const channels = [
+    { channel: `vis-${tag}`, label: 'memory tail' },
+    { channel: `${PERSISTED_NAMESPACE}:vis-${tag}`, label: `persisted (${mode === 'production' ? 'ClickHouse' : 'SQLite'})` },
+  ];
+  const visibility = async (load: string, suffix: string): Promise<void> => {
+    for (const { channel, label } of channels) {
+      log(`service, ${mode}: publish → visible, ${label} channel, ${load}: ${options.samples} samples`);
+      const result = await measureVisibility({ url, auth: service.auth, channel: channel + suffix, samples: options.samples, data: DATA });
+      log(
+        `service, ${mode}: visible p50 ${result.visibleP50.toFixed(2)} ms, p99 ${result.visibleP99.toFixed(2)} ms, ` +
+          `max ${result.visibleMax.toFixed(1)} ms (ack p50 ${result.ackP50.toFixed(2)} ms, ${result.polls.toFixed(1)} polls per sample, ${result.failures} not visible)`,
+      );
+      report.visibility.push({ mode, channel: label, load, result });
+      if (result.failures > 0) report.failed = true;
+    }
+  };
+
+  await using(service, async () => {
+    if (options.warmupS > 0) {
+      log(`service, ${mode}: warming up for ${options.warmupS} s`);
+      await runLoad({ ...spec, durationS: options.warmupS, progressEveryS: 0 });
+    }
+    await visibility('idle', '');
+
+    const { result, cpuUsPerRequest } = await publishThroughput(spec, service.server);
+    report.throughput.push({ setup, result, cpuUsPerRequest });
+    if (failuresOf(result) > 0) report.failed = true;
+
+    if (options.backgroundLoad > 0) {
+      const rate = Math.max(1, Math.round(result.reqPerSec * options.backgroundLoad));
+      const load = `${rate} req/s`;
+      log(`service, ${mode}: background load of ${load} on the bench channels`);
+      const background = startLoad({ ...spec, label: `service ${mode} background`, overallRate: rate, durationS: 3600, progressEveryS: 0 });
+      try {
+        await sleep(1000);
+        await visibility(load, '-loaded');
+      } finally {
+        background.stop();
+        const bg = await background.done;
+        log(`service, ${mode}: background load: ${fmt(bg)}`);
+        if (failuresOf(bg) > 0) {
+          report.failed = true;
+          report.notes.push(`${mode}: the background load had ${failuresOf(bg)} failed requests (${bg.statusCodes}).`);
+        }
+      }
+    }
+  });
+  printProfile(`service-${mode}`, prof.dir);
+}
+
+async function main(): Promise<void> {
+  const report: Report = {
+    command: commandLine(process.env),
+    options,
+    body: BODY,
+    throughput: [],
+    visibility: [],
+    notes: [],
+  };
+  log(`${machineLine(ROOT)}`);
+  const busyAtStart = loadAverage();
+  if (busyAtStart > BUSY_LOAD) log(`the machine is busy (1-minute load average ${busyAtStart.toFixed(2)}): req/s will be low`);
+  log(`${report.command}: ${options.durationS} s per run, ${options.connections} connections, ${options.channels} channels, ${options.samples} visibility samples`);
+
+  await benchBare(report);
+  await benchService(report, 'embedded', {}, 'service, embedded (SQLite log and store)');
+
+  const production = await productionEnv(process.env, ROOT);
+  const productionSetup = 'service, production (Kafka + ClickHouse)';
+  if ('skipped' in production) {
+    log(`production: skipped (${production.skipped})`);
+    report.throughput.push({ setup: productionSetup, skipped: production.skipped });
+    report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: production.skipped });
+  } else {
+    log(`production: infrastructure from ${production.source}: ${Object.entries(production.env).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    try {
+      await benchService(report, 'production', production.env, productionSetup);
+    } catch (err) {
+      const reason = err instanceof StartError ? err.reason : (err as Error).message;
+      log(`production: skipped (${reason})`);
+      if (!report.throughput.some((r) => r.setup === productionSetup)) report.throughput.push({ setup: productionSetup, skipped: reason });
+      report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: reason });
+    }
+  }
+
+  const [bare, embedded] = report.throughput.map((r) => r.result);
+  if (bare && embedded && embedded.reqPerSec / bare.reqPerSec < RATIO_TARGET) {
+    report.notes.push(`The embedded service reaches ${(embedded.reqPerSec / bare.reqPerSec).toFixed(2)} of the bare throughput; the target is ${RATIO_TARGET}.`);
+  }
+  if (busyAtStart > BUSY_LOAD) {
+    report.notes.push(`Other work was running (1-minute load average ${busyAtStart.toFixed(2)} when the bench started): req/s and latencies are pessimistic.`);
+  }
+  for (const mode of ['embedded', 'production']) {
+    const rows = report.visibility.filter((r) => r.mode === mode && r.result);
+    if (rows.length > 0 && rows.every((r) => r.result!.polls === 1)) {
+      report.notes.push(`${mode}: every message was in history on the first request after its publish's 201, so "visible" is the publish plus one history request.`);
+    }
+  }
+  report.notes.push(
+    'A persisted channel\'s newest messages are also in the memory tail; its history query merges the tail with the store, so "visible" there includes a store query.',
+  );
+
+  const md = markdown(report, ROOT);
+  console.log(`\n${throughputTable(report.throughput)}\n\n${visibilityTable(report.visibility)}\n`);
+  console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
+  console.log(md);
+  writeFileSync(RESULTS_FILE, md);
+  if (report.failed) {
+    log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
+    process.exitCode = 1;
+  }
+}
+
+main().catch((err) => {
+  console.error(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,82 @@
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
+import { channelKey, encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { StatsProjection } from '../../projections/stats/stats-projection.js';
+import type { StatsStore } from '../../projections/stats/stats-store.js';
+
+// A synthetic log for stats replay tests: seeded, so every run builds the same one.
+export const T0 = Date.UTC(2030, 0, 1);
+export const TOPICS: Topic[] = [Topics.messages, Topics.presence, Topics.usage];
+export const isPersisted = (_app: string, channel: string) => channel.startsWith('persisted:');
+
+/** A seeded pseudo-random generator, so every run builds the same log. */
+export function rng(seed: number): () => number {
+  return () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+}
+
+/** About 3,000 events over 10 minutes: messages, presence, usage reports (some late), fixtures. */
+export async function buildLog(events = 3000): Promise<EmbeddedLog> {
+  const log = new EmbeddedLog({ path: ':memory:', partitions: 3 });
+  const random = rng(42);
+  for (let i = 0; i < events; i++) {
+    const ts = T0 + i * 200 + Math.floor(random() * 150);
+    const app = `app${Math.floor(random() * 3)}`;
+    const channel = `${random() < 0.3 ? 'persisted:' : ''}ch${Math.floor(random() * 12)}`;
+    const kind = random();
+    let topic: Topic;
+    let event: LogEvent;
+    if (kind < 0.7) {
+      topic = Topics.messages;
+      const n = 1 + Math.floor(random() * 3);
+      event = {
+        type: 'messages.published',
+        appId: app,
+        channel,
+        transport: 'rest',
+        messages: Array.from({ length: n }, (_, j) => ({ id: `${i}:${j}`, timestamp: ts, data: 'x'.repeat(Math.floor(random() * 40)) })),
+      };
+    } else if (kind < 0.85) {
+      topic = Topics.presence;
+      event = { type: 'presence.changed', appId: app, channel, event: { action: 'enter', id: `p${i}`, timestamp: ts, clientId: 'c', connectionId: 'k', data: 'd' } };
+    } else {
+      topic = Topics.usage;
+      // Some reports arrive minutes late; they still count in their own interval.
+      const lag = random() < 0.2 ? 180_000 : 6000;
+      event = { type: 'usage.reported', appId: app, intervalStart: ts - lag - ((ts - lag) % 6000), instanceId: 'i1', counters: { 'apiRequests.all.succeeded': 1 + Math.floor(random() * 5) } };
+    }
+    await log.append(topic, [{ key: topic === Topics.usage ? app : channelKey(app, channel), timestamp: ts, value: encodeEvent(event) }]);
+  }
+  return log;
+}
+
+export async function allRecords(log: EmbeddedLog, topic: Topic, from = new Map<number, number>()): Promise<LogRecord[][]> {
+  const out: LogRecord[][] = [];
+  for (let p = 0; p < (await log.partitions(topic)); p++) out.push(await log.read(topic, p, from.get(p) ?? 0, 1e9));
+  return out;
+}
+
+/** Every minute bucket of every app, as numbers to compare. */
+export async function snapshot(store: StatsStore): Promise<unknown> {
+  const result: Record<string, unknown> = {};
+  for (const app of ['app0', 'app1', 'app2']) {
+    result[app] = await store.query({ appId: app, unit: 'minute', start: 0, end: T0 + 3600_000 });
+  }
+  return result;
+}
+
+/** Runs the projection over the whole log in batches; returns its store. */
+export async function runToEnd(log: EmbeddedLog, store: StatsStore, batch: () => number): Promise<void> {
+  const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });
+  for (const topic of TOPICS) {
+    const from = await projection.start(topic);
+    for (const records of await allRecords(log, topic, from)) {
+      for (let i = 0; i < records.length; ) {
+        const n = batch();
+        projection.apply(records.slice(i, i + n));
+        i += n;
+      }
+    }
+  }
+  await projection.close();
+}
+
