@@ -14,7 +14,17 @@ import { basic } from '../helpers/service.js';
 
 const kafka = await findKafka();
 const clickhouse = await findClickHouse();
-const infra = kafka && clickhouse ? { ...kafka, clickhouseUrl: clickhouse.url, stop: async () => { await kafka.stop(); await clickhouse.stop(); } } : undefined;
+const infra =
+  kafka && clickhouse
+    ? {
+        ...kafka,
+        clickhouseUrl: clickhouse.url,
+        stop: async () => {
+          await kafka.stop();
+          await clickhouse.stop();
+        },
+      }
+    : undefined;
 
 const KEY = 'e2eapp.k1:e2e-secret-e2e-secret';
 

@@ -146,7 +146,7 @@ export async function findClickHouse(): Promise<ClickHouseInfra | undefined> {
  */
 export function describeWithInfra<T extends { stop(): Promise<void>; source: Source }>(
   name: string,
-  kind: 'Kafka' | 'ClickHouse',
+  kind: 'Kafka' | 'ClickHouse' | 'Kafka and ClickHouse',
   infra: T | undefined,
   body: (infra: T) => void,
 ): void {
@@ -155,10 +155,8 @@ export function describeWithInfra<T extends { stop(): Promise<void>; source: Sou
     describe(`${name} [${kind} via ${infra.source}]`, () => body(infra));
     return;
   }
-  const hint =
-    kind === 'Kafka'
-      ? 'set KAFKA_BROKERS, start a Docker engine, or run `bash infra/local/start.sh`'
-      : 'set CLICKHOUSE_URL, start a Docker engine, or run `bash infra/local/start.sh`';
+  const variables = kind === 'Kafka' ? 'KAFKA_BROKERS' : kind === 'ClickHouse' ? 'CLICKHOUSE_URL' : 'KAFKA_BROKERS and CLICKHOUSE_URL';
+  const hint = `set ${variables}, start a Docker engine, or run \`bash infra/local/start.sh\``;
   if (requireInfra) {
     describe(name, () => {
       it(`needs ${kind}`, () => {
