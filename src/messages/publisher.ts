@@ -2,6 +2,7 @@ import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { channelKey, encodeEvent } from '../log/events.js';
 import type { OutgoingMessage } from './message.js';
+import { ServiceError } from '../errors.js';
 
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */
@@ -22,7 +23,8 @@ export class Publisher {
   async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: 'rest' | 'realtime' = 'rest'): Promise<PublishResult> {
     const fresh = messages.filter((m) => !this.recentlySeen(appId, channel, m.id));
     if (fresh.length === 0) return { appended: [] };
-    await this.batcher.append(Topics.messages, [
+    await this.batcher
+      .append(Topics.messages, [
       {
         key: channelKey(appId, channel),
         build: (timestamp) =>
@@ -34,7 +36,11 @@ export class Publisher {
             messages: fresh.map((m) => ({ ...m, timestamp })),
           }),
       },
-    ]);
+    ])
+      .catch((err: unknown) => {
+        // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
+        throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);
+      });
     return { appended: fresh.map((m) => m.id) };
   }
 }

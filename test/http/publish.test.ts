@@ -121,3 +121,36 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
     });
   });
 });
+
+describe('when the log cannot acknowledge a publish', () => {
+  it('answers 503 (50005), so the client retries; nothing is in history', async () => {
+    const { embeddedAdapters } = await import('../../src/service.js');
+    const { parseConfig } = await import('../../src/config.js');
+    const failing = await startTestService({}, {
+      adapters: (dataDir) => {
+        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+        const append = adapters.log.append.bind(adapters.log);
+        adapters.log.append = async (topic, records) => {
+          if (topic === 'messages') throw new Error('disk full');
+          return append(topic, records);
+        };
+        return adapters;
+      },
+    });
+    try {
+      const channel = uniqueChannel();
+      const res = await failing.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: failing.auth, 'content-type': 'application/json' },
+        payload: { data: 'x' },
+      });
+      expect(res.statusCode).toBe(503);
+      expect(res.json().error.code).toBe(50005);
+      const history = await failing.service.app.inject({ url: `/channels/${channel}/messages`, headers: { authorization: failing.auth } });
+      expect(history.json()).toEqual([]);
+    } finally {
+      await failing.close();
+    }
+  });
+});
