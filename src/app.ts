@@ -100,7 +100,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     history: deps.history,
     limits: deps.limits,
     onHistoryRead: (appId, channel, messages) =>
-      deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data), 0), deps.isPersisted(appId, channel)),
+      deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0), deps.isPersisted(appId, channel)),
   });
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });

@@ -125,7 +125,7 @@ export class StatsProjection {
         const sample = this.sampleFor(state, record.timestamp, record.offset);
         const app = this.appOf(sample, event.appId);
         const count = event.messages.length;
-        const data = event.messages.reduce((n, m) => n + dataSize(m.data), 0);
+        const data = event.messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0);
         const transport = event.transport === 'realtime' ? 'realtime' : 'rest';
         const c: Counters = { [Base.inbound(transport, 'messages', 'count')]: count, [Base.inbound(transport, 'messages', 'data')]: data };
         if (this.options.isPersisted(event.appId, event.channel)) {
@@ -143,7 +143,7 @@ export class StatsProjection {
       }
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
-        const data = dataSize(event.event.data);
+        const data = dataSize(event.event.data, event.event.encoding);
         const c: Counters = { [Base.inbound('realtime', 'presence', 'count')]: 1, [Base.inbound('realtime', 'presence', 'data')]: data };
         if (this.options.isPersisted(event.appId, event.channel)) {
           c[Base.stored('presence', 'count')] = 1;

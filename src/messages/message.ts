@@ -35,9 +35,14 @@ const BASE64URL = /^[A-Za-z0-9_-]*={0,2}$/;
 /** A fresh base for ids of one publish: 9 random bytes, like the SDKs' idempotent ids. */
 export const newIdBase = (): string => randomBytes(9).toString('base64url');
 
-export function dataSize(data: MessageData | undefined): number {
+/**
+ * The size of message data. Binary data that travels as base64 (outer encoding `base64`, as JSON
+ * clients send bytes) counts by its bytes, as the SDKs count it and as the same bytes sent in
+ * MessagePack count (spec TO3l8; ably-js sizes data before its wire base64).
+ */
+export function dataSize(data: MessageData | undefined, encoding?: string): number {
   if (data === undefined || data === null) return 0;
-  if (typeof data === 'string') return Buffer.byteLength(data);
+  if (typeof data === 'string') return encoding !== undefined && /(^|\/)base64$/.test(encoding) ? Buffer.byteLength(data, 'base64') : Buffer.byteLength(data);
   if (data instanceof Uint8Array) return data.byteLength;
   return Buffer.byteLength(JSON.stringify(data));
 }
@@ -45,7 +50,7 @@ export function dataSize(data: MessageData | undefined): number {
 /** Size as counted against the message size limit: name, clientId, data and extras. */
 export function messageSize(m: OutgoingMessage): number {
   return (
-    dataSize(m.data) +
+    dataSize(m.data, m.encoding) +
     (m.name ? Buffer.byteLength(m.name) : 0) +
     (m.clientId ? Buffer.byteLength(m.clientId) : 0) +
     (m.extras ? Buffer.byteLength(JSON.stringify(m.extras)) : 0)
