@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { parse as parseQuery } from 'node:querystring';
-import { decode } from '@msgpack/msgpack';
+import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
 import { resolveContext, headerOf } from './http/request-context.js';
@@ -114,7 +114,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 function registerBodyParsers(app: FastifyInstance): void {
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
-      done(null, (body as Buffer).length === 0 ? undefined : decode(body as Buffer));
+      done(null, (body as Buffer).length === 0 ? undefined : unpackValue(body as Buffer));
     } catch (err) {
       done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
     }

@@ -10,6 +10,8 @@ import type { LogEvent } from '../../src/log/events.js';
 export class AppRegistry {
   private readonly apps = new Map<string, AppDefinition>();
   private readonly keys = new Map<string, { app: AppDefinition; key: KeyDefinition }>();
+  /** Changes whenever an app or key changes, so caches of verified credentials can tell. */
+  version = 0;
 
   static readonly handles = ['app.created', 'app.deleted'] as const;
 
@@ -24,6 +26,7 @@ export class AppRegistry {
 
   put(app: AppDefinition): void {
     this.remove(app.appId);
+    this.version++;
     this.apps.set(app.appId, app);
     for (const key of app.keys) this.keys.set(key.keyName, { app, key });
   }
@@ -31,6 +34,7 @@ export class AppRegistry {
   remove(appId: string): void {
     const app = this.apps.get(appId);
     if (!app) return;
+    this.version++;
     for (const key of app.keys) this.keys.delete(key.keyName);
     this.apps.delete(appId);
   }

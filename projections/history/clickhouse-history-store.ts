@@ -1,4 +1,4 @@
-import { decode, encode } from '@msgpack/msgpack';
+import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import { systemClock, type Clock } from '../../src/clock.js';
@@ -107,7 +107,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
           partition: r.partition,
           ts: r.message.timestamp,
           expires_on: expiryDay(r.message.timestamp, r.retentionHours),
-          message: Buffer.from(encode(r.message, { ignoreUndefined: true })).toString('base64'),
+          message: Buffer.from(packValue(r.message)).toString('base64'),
         })),
       });
     }
@@ -172,7 +172,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
       channel: q.channel,
       serial: Number(r.serial),
       partition: Number(r.partition),
-      message: decode(Buffer.from(r.message, 'base64')) as StoredMessage,
+      message: unpackValue(Buffer.from(r.message, 'base64')) as StoredMessage,
     }));
   }
 

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import { decode, encode } from '@msgpack/msgpack';
+import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import type { HistoryEntry, HistoryQuery } from './history-entry.js';
@@ -59,7 +59,7 @@ export class SqliteHistoryStore implements HistoryStore {
     const saveMark = this.db.prepare('INSERT OR REPLACE INTO projection_marks (consumer, partition, offset, ts) VALUES (?, ?, ?, ?)');
     this.writeTx = this.db.transaction((rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]) => {
       for (const r of rows) {
-        insert.run(r.appId, r.channel, r.serial, r.partition, r.message.timestamp, expiryDay(r.message.timestamp, r.retentionHours), Buffer.from(encode(r.message, { ignoreUndefined: true })));
+        insert.run(r.appId, r.channel, r.serial, r.partition, r.message.timestamp, expiryDay(r.message.timestamp, r.retentionHours), Buffer.from(packValue(r.message)));
       }
       for (const [partition, offset] of checkpoint) saveCheckpoint.run(this.consumer, partition, offset);
       clearMarks.run(this.consumer);
@@ -100,7 +100,7 @@ export class SqliteHistoryStore implements HistoryStore {
       channel: r.channel,
       serial: r.serial,
       partition: r.partition,
-      message: decode(r.message) as StoredMessage,
+      message: unpackValue(r.message) as StoredMessage,
     }));
   }
 

@@ -22,12 +22,31 @@ const decodeBase64 = (value: string): string | undefined => {
  * because the SDKs answer those by requesting a token.
  */
 export class Authenticator {
+  /**
+   * Credentials already verified, by Authorization (+ clientId) header, while the registry is
+   * unchanged: a server publishing at high volume sends the same header every time.
+   */
+  private readonly verified = new Map<string, { credentials: Credentials; version: number; expires: number }>();
+  private static readonly CACHE_SIZE = 10_000;
+
   constructor(
     private readonly apps: AppRegistry,
     private readonly tokens?: TokenVerifier,
   ) {}
 
   authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
+    const cacheKey = authorization === undefined ? undefined : `${authorization}\u0000${clientIdHeader ?? ''}`;
+    const hit = cacheKey === undefined ? undefined : this.verified.get(cacheKey);
+    if (hit && hit.version === this.apps.version && hit.expires > now) return hit.credentials;
+    const credentials = this.check(authorization, clientIdHeader, now);
+    if (cacheKey !== undefined) {
+      if (this.verified.size >= Authenticator.CACHE_SIZE) this.verified.clear();
+      this.verified.set(cacheKey, { credentials, version: this.apps.version, expires: credentials.expires ?? Infinity });
+    }
+    return credentials;
+  }
+
+  private check(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
     if (!authorization) {
       throw new ServiceError('noAuthentication', 'no credentials: send Authorization: Basic base64(key) or Bearer base64(token)');
     }

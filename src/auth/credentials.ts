@@ -9,6 +9,8 @@ export interface Credentials {
   /** The identity the request may act as; `*` means any. */
   clientId?: string;
   method: 'basic' | 'token';
+  /** When token credentials stop being valid (ms since the epoch). */
+  expires?: number;
 }
 
 /** Verifies bearer tokens; the token issue plugs in here. */

@@ -89,7 +89,7 @@ export class TokenService implements TokenVerifier {
     if (!secretsEqual(expected, token.slice(dot + 1)) || !found) throw new ServiceError('tokenUnrecognized', 'token not recognized');
     if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that issued this token has been revoked');
     if (claims.x <= now) throw new ServiceError('tokenError', 'token expired');
-    return { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token' };
+    return { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x };
   }
 
   /** Refuses a timestamp outside the window and a nonce already used within it. */

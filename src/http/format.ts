@@ -1,4 +1,4 @@
-import { encode } from '@msgpack/msgpack';
+import { packValue } from '../codec/msgpack.js';
 import { ServiceError } from '../errors.js';
 
 export type Format = 'json' | 'jsonp' | 'msgpack' | 'html';
@@ -61,6 +61,6 @@ export function serializeJson(value: unknown): string {
 }
 
 export function serializeMsgpack(value: unknown): Buffer {
-  const bytes = encode(value, { ignoreUndefined: true });
+  const bytes = packValue(value);
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

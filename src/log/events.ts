@@ -1,4 +1,4 @@
-import { decode, encode } from '@msgpack/msgpack';
+import { packValue, unpackValue } from '../codec/msgpack.js';
 import type { StoredMessage } from '../messages/message.js';
 import type { PresenceEvent } from '../presence/presence-event.js';
 import type { AppDefinition } from '../apps/app.js';
@@ -55,9 +55,18 @@ export interface StatsFixture {
 
 export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture;
 
-export const encodeEvent = (event: LogEvent): Uint8Array => encode(event, { ignoreUndefined: true });
+export const encodeEvent = (event: LogEvent): Uint8Array => packValue(event);
 
-export const decodeEvent = (value: Uint8Array): LogEvent => decode(value) as LogEvent;
+/**
+ * Decodes a record's value. Several projections consume the same record objects, so the event is
+ * decoded once per value and shared: projections must treat events as read-only.
+ */
+const decoded = new WeakMap<Uint8Array, LogEvent>();
+export const decodeEvent = (value: Uint8Array): LogEvent => {
+  let event = decoded.get(value);
+  if (!event) decoded.set(value, (event = unpackValue(value) as LogEvent));
+  return event;
+};
 
 /** Log key that keeps one channel's events in one partition, in order. */
 export const channelKey = (appId: string, channel: string): string => `${appId}:${channel}`;

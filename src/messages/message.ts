@@ -32,8 +32,12 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const BASE64URL = /^[A-Za-z0-9_-]*={0,2}$/;
 
-/** A fresh base for ids of one publish: 9 random bytes, like the SDKs' idempotent ids. */
-export const newIdBase = (): string => randomBytes(9).toString('base64url');
+// Ids need to be unique, not unguessable: a random prefix per process and a counter.
+const ID_PREFIX = randomBytes(6).toString('base64url');
+let idCounter = 0;
+
+/** A fresh base for the ids of one publish (`<base>:<index>`, like the SDKs' idempotent ids). */
+export const newIdBase = (): string => `${ID_PREFIX}${(idCounter++).toString(36)}`;
 
 /**
  * The size of message data. Binary data that travels as base64 (outer encoding `base64`, as JSON

@@ -15,7 +15,7 @@ const code = (fn: () => unknown): number | undefined => {
 describe('publish body (spec: Message)', () => {
   it('accepts one message or an array and assigns ids "<base>:<index>" to messages without one', () => {
     const [one] = parse({ name: 'n', data: 'd' });
-    expect(one.id).toMatch(/^[\w-]{12}:0$/);
+    expect(one.id).toMatch(/^[\w-]{9,}:0$/);
     const many = parse([{ data: 'a' }, { data: 'b' }]);
     expect(many[1].id).toBe(`${many[0].id.split(':')[0]}:1`);
   });

@@ -37,7 +37,10 @@ export class EmbeddedLog implements Log {
   private readonly db: Database.Database;
   private readonly partitionCount: number;
   private readonly ends = new Map<string, number[]>();
-  private readonly waiters = new Set<() => void>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+  /** The newest records of each topic and partition, so consumers read them without SQLite. */
+  private readonly recent = new Map<string, { start: number; records: LogRecord[] }[]>();
+  private readonly recentMax = 20_000;
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly appendTx: (topic: Topic, records: AppendRecord[]) => LogPosition[];
@@ -107,18 +110,44 @@ export class EmbeddedLog implements Log {
       this.ends.set(topic, before);
       throw err;
     }
-    this.wake();
+    this.remember(topic, records, positions);
+    this.wake(topic);
     return positions;
   }
 
-  private wake(): void {
-    const waiters = [...this.waiters];
-    this.waiters.clear();
-    for (const w of waiters) w();
+  /** Keeps committed records in memory (a bounded window per partition) for consumers. */
+  private remember(topic: string, records: AppendRecord[], positions: LogPosition[]): void {
+    let partitions = this.recent.get(topic);
+    if (!partitions) this.recent.set(topic, (partitions = []));
+    records.forEach((r, i) => {
+      const { partition, offset } = positions[i];
+      let window = partitions[partition];
+      if (!window || window.start + window.records.length !== offset) window = partitions[partition] = { start: offset, records: [] };
+      window.records.push({ topic, partition, offset, key: r.key, timestamp: r.timestamp, value: r.value });
+      if (window.records.length > this.recentMax) {
+        const drop = window.records.length - this.recentMax / 2;
+        window.records.splice(0, drop);
+        window.start += drop;
+      }
+    });
   }
 
-  private nextAppend(): Promise<void> {
-    return new Promise((resolve) => this.waiters.add(resolve));
+  private wake(topic?: string): void {
+    const topics = topic === undefined ? [...this.waiters.keys()] : [topic];
+    for (const t of topics) {
+      const waiters = this.waiters.get(t);
+      if (!waiters) continue;
+      this.waiters.delete(t);
+      for (const w of waiters) w();
+    }
+  }
+
+  private nextAppend(topic: string): Promise<void> {
+    return new Promise((resolve) => {
+      let waiters = this.waiters.get(topic);
+      if (!waiters) this.waiters.set(topic, (waiters = new Set()));
+      waiters.add(resolve);
+    });
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
@@ -126,6 +155,11 @@ export class EmbeddedLog implements Log {
   }
 
   private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number): LogRecord[] {
+    const window = this.recent.get(topic)?.[partition];
+    if (window && fromOffset >= window.start) {
+      const from = fromOffset - window.start;
+      return window.records.slice(from, from + maxRecords);
+    }
     const rows = this.select.all(topic, partition, fromOffset, maxRecords) as Row[];
     return rows.map((r) => ({
       topic,
@@ -175,7 +209,7 @@ export class EmbeddedLog implements Log {
           reportedCaughtUp = true;
           markCaughtUp();
         }
-        if (!delivered && !stopped) await this.nextAppend();
+        if (!delivered && !stopped) await this.nextAppend(topic);
       }
       markCaughtUp();
     };
