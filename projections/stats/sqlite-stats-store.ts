@@ -1,8 +1,20 @@
 import Database from 'better-sqlite3';
-import { addCounters } from './stats-sample.js';
-import { toBuckets, type SampleTotal } from './bucketing.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
-import type { StatsBucket } from './stats-sample.js';
+import { BASE_COUNTERS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+
+/** One column per known counter, c1..cN by position in BASE_COUNTERS (as ClickHouse keeps ids). */
+const COLUMNS = BASE_COUNTERS.map((_, i) => `c${i + 1}`);
+
+/** SQL giving a bucket key per unit: ms of the bucket start (UTC), or 'yyyy-mm' for months. */
+const BUCKET_SQL: Record<Unit, string> = {
+  minute: '(interval / 60000) * 60000',
+  hour: '(interval / 3600000) * 3600000',
+  day: '(interval / 86400000) * 86400000',
+  month: "strftime('%Y-%m', interval / 1000, 'unixepoch')",
+};
+
+const bucketStartOf = (unit: Unit, key: number | string): number =>
+  unit === 'month' ? Date.UTC(Number(String(key).slice(0, 4)), Number(String(key).slice(5, 7)) - 1, 1) : Number(key);
 
 /**
  * Stats in the embedded mode: one row per (app, 6-second interval, topic, partition), replaced
@@ -24,22 +36,26 @@ export class SqliteStatsStore implements StatsStore {
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS stats_samples (
         app_id TEXT NOT NULL, interval INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
-        slot INTEGER NOT NULL, version INTEGER NOT NULL, counters TEXT NOT NULL, channels INTEGER NOT NULL,
+        slot INTEGER NOT NULL, version INTEGER NOT NULL, channels INTEGER NOT NULL,
+        ${COLUMNS.map((c) => `${c} REAL NOT NULL DEFAULT 0`).join(', ')},
         PRIMARY KEY (app_id, interval, topic, partition, slot)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS stats_checkpoints (
         topic TEXT NOT NULL, partition INTEGER NOT NULL, from_offset INTEGER NOT NULL, finalized INTEGER NOT NULL,
         PRIMARY KEY (topic, partition));`);
     const upsert = this.db.prepare(`
-      INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, counters, channels) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, channels, ${COLUMNS.join(', ')})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ${COLUMNS.map(() => '?').join(', ')})
       ON CONFLICT (app_id, interval, topic, partition, slot) DO UPDATE SET
-        version = excluded.version, counters = excluded.counters, channels = excluded.channels
+        version = excluded.version, channels = excluded.channels, ${COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}
       WHERE excluded.version >= stats_samples.version`);
     const saveCheckpoint = this.db.prepare(
       `INSERT INTO stats_checkpoints (topic, partition, from_offset, finalized) VALUES (?, ?, ?, ?)
        ON CONFLICT (topic, partition) DO UPDATE SET from_offset = excluded.from_offset, finalized = excluded.finalized`,
     );
     this.writeTx = this.db.transaction((topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint) => {
-      for (const r of rows) upsert.run(r.appId, r.interval, r.topic, r.partition, r.slot, r.version, JSON.stringify(r.counters), r.channels);
+      for (const r of rows) {
+        upsert.run(r.appId, r.interval, r.topic, r.partition, r.slot, r.version, r.channels, ...BASE_COUNTERS.map((name) => r.counters[name] ?? 0));
+      }
       for (const [partition, c] of checkpoint) {
         saveCheckpoint.run(topic, partition, c.from, Number.isFinite(c.finalized) ? c.finalized : -1);
       }
@@ -60,23 +76,47 @@ export class SqliteStatsStore implements StatsStore {
   }
 
   async query(q: StatsQuery): Promise<StatsBucket[]> {
-    const rows = this.db
-      .prepare('SELECT interval, counters, channels FROM stats_samples WHERE app_id = ? AND interval >= ? AND interval <= ? ORDER BY interval')
-      .iterate(q.appId, q.start, q.end) as IterableIterator<{ interval: number; counters: string; channels: number }>;
-    function* samples(): Generator<SampleTotal> {
-      let current: SampleTotal | undefined;
-      for (const r of rows) {
-        if (current && current.interval !== r.interval) {
-          yield current;
-          current = undefined;
-        }
-        current ??= { interval: r.interval, counters: {}, channels: 0 };
-        addCounters(current.counters, JSON.parse(r.counters));
-        current.channels += r.channels;
-      }
-      if (current) yield current;
+    const bucket = BUCKET_SQL[q.unit];
+    // Counters add up per bucket directly; channel figures need per-sample totals first.
+    const counters = this.db
+      .prepare(
+        `SELECT ${bucket} AS bucket, ${COLUMNS.map((c) => `SUM(${c}) AS ${c}`).join(', ')}
+         FROM stats_samples WHERE app_id = ? AND interval >= ? AND interval <= ? GROUP BY bucket`,
+      )
+      .all(q.appId, q.start, q.end) as ({ bucket: number | string } & Record<string, number>)[];
+    const byBucket = new Map<string, Counters>();
+    for (const row of counters) {
+      const into: Counters = {};
+      BASE_COUNTERS.forEach((name, i) => {
+        if (row[COLUMNS[i]]) into[name] = row[COLUMNS[i]];
+      });
+      byBucket.set(String(row.bucket), into);
     }
-    return toBuckets(samples(), q.unit);
+    const samples = this.db
+      .prepare(
+        `SELECT ${bucket} AS bucket, SUM(ch > 0) AS channel_samples, SUM(ch) AS channel_sum, MAX(ch) AS channel_max,
+                MIN(CASE WHEN ch > 0 THEN ch END) AS channel_min, MAX(interval) AS last_sample
+         FROM (SELECT interval, SUM(channels) AS ch FROM stats_samples
+               WHERE app_id = ? AND interval >= ? AND interval <= ? GROUP BY interval)
+         GROUP BY bucket ORDER BY bucket`,
+      )
+      .all(q.appId, q.start, q.end) as {
+      bucket: number | string;
+      channel_samples: number;
+      channel_sum: number;
+      channel_max: number;
+      channel_min: number | null;
+      last_sample: number;
+    }[];
+    return samples.map((r) => ({
+      start: bucketStartOf(q.unit, r.bucket),
+      counters: byBucket.get(String(r.bucket)) ?? {},
+      channelSamples: r.channel_samples,
+      channelSum: r.channel_sum,
+      channelMax: r.channel_samples > 0 ? r.channel_max : 0,
+      channelMin: r.channel_min ?? 0,
+      lastSample: r.last_sample,
+    }));
   }
 
   async close(): Promise<void> {

@@ -72,6 +72,27 @@ function toRecord(bucket: StatsBucket, unit: Unit, now: number, appId: string, m
   return record;
 }
 
+const UNIT_MS: Record<Unit, number> = { minute: 60_000, hour: 3600_000, day: 86_400_000, month: 31 * 86_400_000 };
+
+/**
+ * At least `wanted` buckets from the end of the range where the page starts (or all there are),
+ * oldest first. Asks the store for a window just wide enough for a full page and widens it only
+ * when buckets without data leave the page short, so a page of minutes does not read 30 days.
+ */
+async function pageOfBuckets(stats: StatsReader, q: StatsQuery, direction: 'forwards' | 'backwards', wanted: number): Promise<StatsBucket[]> {
+  let span = wanted * UNIT_MS[q.unit];
+  for (;;) {
+    const window: StatsQuery =
+      direction === 'backwards' ? { ...q, start: Math.max(q.start, q.end - span) } : { ...q, end: Math.min(q.end, q.start + span) };
+    const whole = window.start === q.start && window.end === q.end;
+    const buckets = await stats.query(window);
+    // A window edge may cut a bucket; it is complete once the window moves past it.
+    const complete = direction === 'backwards' ? buckets.filter((b) => whole || b.start >= window.start) : buckets.filter((b) => whole || bucketEnd(b.start, q.unit) <= window.end + 1);
+    if (whole || complete.length >= wanted) return direction === 'backwards' ? complete.slice(-wanted) : complete.slice(0, wanted);
+    span *= 4;
+  }
+}
+
 export async function statsRoutes(
   app: FastifyInstance,
   opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter },
@@ -102,7 +123,7 @@ export async function statsRoutes(
           if (direction === 'backwards') to = Math.min(to, cursor - 1);
           else from = Math.max(from, bucketEnd(cursor, unit));
         }
-        const buckets = from > to ? [] : await opts.stats.query({ appId: credentials.app.appId, unit, start: from, end: to });
+        const buckets = from > to ? [] : await pageOfBuckets(opts.stats, { appId: credentials.app.appId, unit, start: from, end: to }, direction, limit + 1);
         if (direction === 'backwards') buckets.reverse();
         const page = buckets.slice(0, limit);
         const base: LinkParams = { start, end, unit, limit, direction };

@@ -1,0 +1,176 @@
+// Stats benchmarks (issue 4): GET /stats over 30 days of 6-second rollups for each unit, and the
+// stats projection's replay rate beside the raw log read rate, measured in the same run.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { parseConfig } from '../../src/config.js';
+import { embeddedAdapters, startService, type Adapters } from '../../src/service.js';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { Topics } from '../../src/log/port.js';
+import { channelKey, encodeEvent } from '../../src/log/events.js';
+import { StatsProjection } from '../../projections/stats/stats-projection.js';
+import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
+import { Base, SAMPLE_MS, type Unit } from '../../projections/stats/stats-sample.js';
+import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
+
+const DAY = 86_400_000;
+const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
+
+const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0));
+const rate = (n: number): string => Math.round(n).toLocaleString('en-US');
+
+/** 30 days of samples for one app, every 6 seconds, written in large batches. */
+async function seed(store: StatsStore, appId: string, end: number, progress: (s: string) => void): Promise<number> {
+  await store.init();
+  const start = end - 30 * DAY;
+  const total = (30 * DAY) / SAMPLE_MS;
+  let rows: StatsRow[] = [];
+  let written = 0;
+  for (let t = start, i = 0; t < end; t += SAMPLE_MS, i++) {
+    rows.push({
+      appId,
+      interval: t,
+      topic: 'messages',
+      partition: 0,
+      slot: 0,
+      version: i,
+      counters: { [Base.inbound('rest', 'messages', 'count')]: 10 + (i % 7), [Base.inbound('rest', 'messages', 'data')]: 1000 + i, [Base.api('all', 'succeeded')]: 3 },
+      channels: 1 + (i % 13),
+    });
+    if (rows.length === 20_000) {
+      await store.write('messages', rows, new Map());
+      written += rows.length;
+      rows = [];
+      progress(`  seeding ${store.kind}: ${Math.round((written / total) * 100)}%`);
+    }
+  }
+  await store.write('messages', rows, new Map());
+  return written + rows.length;
+}
+
+export interface StatsBenchResult {
+  markdown: string;
+}
+
+/**
+ * GET /stats latency per unit (p50, p99 over `samples` requests, each for the newest 100 records
+ * of the unit across 30 days) on the embedded store and, when given, ClickHouse.
+ */
+export async function statsQueryBench(options: {
+  samples: number;
+  clickhouse?: (tablePrefix: string) => Promise<Adapters>;
+  progress: (s: string) => void;
+}): Promise<string> {
+  const lines = [
+    '| GET /stats over 30 days of 6-second rollups (432,000 samples) | unit | p50 ms | p99 ms | records |',
+    '|---|---|---:|---:|---:|',
+  ];
+  const end = Math.floor(Date.now() / SAMPLE_MS) * SAMPLE_MS;
+  const targets: { name: string; adapters: (dataDir: string) => Promise<Adapters> }[] = [
+    { name: 'embedded (SQLite)', adapters: async (dataDir) => embeddedAdapters(parseConfig({ DATA_DIR: dataDir })) },
+  ];
+  if (options.clickhouse) targets.push({ name: 'production (ClickHouse)', adapters: () => options.clickhouse!(`bench_${Date.now()}_`) });
+  for (const target of targets) {
+    const dataDir = mkdtempSync(join(tmpdir(), 'bench-stats-'));
+    const adapters = await target.adapters(dataDir);
+    const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' });
+    const service = await startService(config, pino({ level: 'silent' }), adapters);
+    try {
+      const app = service.registry.all()[0];
+      const auth = `Basic ${Buffer.from(`${app.keys[0].keyName}:${app.keys[0].keySecret}`).toString('base64')}`;
+      const t0 = performance.now();
+      const rows = await seed(adapters.statsStore, app.appId, end, options.progress);
+      options.progress(`  ${target.name}: ${rows} samples seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      for (const unit of UNITS) {
+        const times: number[] = [];
+        let records = 0;
+        for (let i = 0; i < options.samples; i++) {
+          const started = performance.now();
+          const res = await service.app.inject({ url: `/stats?unit=${unit}&start=${end - 30 * DAY}&end=${end}`, headers: { authorization: auth } });
+          times.push(performance.now() - started);
+          if (res.statusCode !== 200) throw new Error(`GET /stats answered ${res.statusCode}: ${res.body}`);
+          records = (res.json() as unknown[]).length;
+        }
+        times.sort((a, b) => a - b);
+        lines.push(`| ${target.name} | ${unit} | ${ms(percentile(times, 50))} | ${ms(percentile(times, 99))} | ${records} |`);
+        options.progress(`  ${target.name} ${unit}: p50 ${ms(percentile(times, 50))} ms`);
+      }
+    } finally {
+      await service.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+  return lines.join('\n');
+}
+
+/** Replay rate of the stats projection beside the raw read rate of the same embedded log. */
+export async function replayBench(options: { events: number; progress: (s: string) => void }): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-replay-'));
+  const log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
+  try {
+    const start = Date.now() - DAY;
+    const batch = [];
+    for (let i = 0; i < options.events; i++) {
+      const appId = `app${i % 5}`;
+      const channel = `ch${i % 200}`;
+      const timestamp = start + i * 10;
+      batch.push({
+        key: channelKey(appId, channel),
+        timestamp,
+        value: encodeEvent({ type: 'messages.published', appId, channel, transport: 'rest', messages: [{ id: `m${i}:0`, timestamp, data: 'x'.repeat(100) }] }),
+      });
+      if (batch.length === 10_000) {
+        await log.append(Topics.messages, batch.splice(0));
+        options.progress(`  writing the log: ${Math.round((i / options.events) * 100)}%`);
+      }
+    }
+    await log.append(Topics.messages, batch.splice(0));
+    await log.close();
+
+    // A fresh handle, so both reads start from SQLite rather than from the log's memory window.
+    const reader = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
+    let t0 = performance.now();
+    let read = 0;
+    for (let p = 0; p < 4; p++) {
+      for (let from = 0; ; ) {
+        const records = await reader.read(Topics.messages, p, from, 10_000);
+        if (records.length === 0) break;
+        read += records.length;
+        from = records[records.length - 1].offset + 1;
+      }
+    }
+    const rawRate = read / ((performance.now() - t0) / 1000);
+    options.progress(`  raw log read: ${rate(rawRate)} events/s`);
+
+    const store = new SqliteStatsStore(join(dir, 'stats.db'));
+    const projection = new StatsProjection({ store, isPersisted: () => false, flushIntervalMs: 1e9 });
+    t0 = performance.now();
+    await projection.start(Topics.messages);
+    let applied = 0;
+    for (let p = 0; p < 4; p++) {
+      for (let from = 0; ; ) {
+        const records = await reader.read(Topics.messages, p, from, 10_000);
+        if (records.length === 0) break;
+        projection.apply(records);
+        await projection.flush();
+        applied += records.length;
+        from = records[records.length - 1].offset + 1;
+      }
+    }
+    await projection.close();
+    const replayRate = applied / ((performance.now() - t0) / 1000);
+    options.progress(`  stats projection replay: ${rate(replayRate)} events/s`);
+    await reader.close();
+    await store.close();
+    return [
+      `| Replay of ${rate(options.events)} publish events (embedded log, 4 partitions) | events/s | vs raw read |`,
+      '|---|---:|---:|',
+      `| raw log read (SQLite, 10,000 a batch) | ${rate(rawRate)} | 1.00 |`,
+      `| stats projection replay (read + decode + roll up + write samples) | ${rate(replayRate)} | ${(replayRate / rawRate).toFixed(2)} |`,
+    ].join('\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
