@@ -102,6 +102,18 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
     expect(history.json()).toMatchObject([{ clientId: 'carol' }]);
   });
 
+  it("removing a key (deleting its app) invalidates the key's tokens at once", async () => {
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+    const [name, sec] = created.keys[0].keyStr.split(/:(.*)/s);
+    const { token } = (await requestToken(signed({}, name, sec), {}, name)).json();
+    expect((await publishWith(bearer(token))).statusCode).toBe(201);
+    const deleted = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: basic(created.keys[0].keyStr) } });
+    expect(deleted.statusCode).toBe(204);
+    const refused = await publishWith(bearer(token));
+    expect(refused.statusCode).toBe(401);
+    expect(refused.json().error.code).toBe(40143);
+  });
+
   describe('replay defence', () => {
     it('refuses a timestamp outside the 10-minute window (40104)', async () => {
       for (const skew of [-11 * 60_000, 11 * 60_000]) {
