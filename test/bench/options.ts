@@ -48,10 +48,15 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
   };
 }
 
-/** The command that reproduces this run: `npm run bench` with the BENCH_* settings that were given. */
-export function commandLine(env: Record<string, string | undefined>): string {
+/**
+ * The command that reproduces this run: `npm run bench` with the BENCH_* settings that were given,
+ * after starting the local infrastructure when production mode ran on it.
+ */
+export function commandLine(env: Record<string, string | undefined>, production?: 'local infrastructure' | 'environment'): string {
   const given = Object.keys(DEFAULTS)
     .filter((name) => env[name] !== undefined && env[name] !== '')
     .map((name) => `${name}=${env[name]}`);
-  return [...given, 'npm run bench'].join(' ');
+  if (production === 'environment') given.unshift('KAFKA_BROKERS=… CLICKHOUSE_URL=…');
+  const bench = [...given, 'npm run bench'].join(' ');
+  return production === 'local infrastructure' ? `bash infra/local/start.sh && ${bench}` : bench;
 }

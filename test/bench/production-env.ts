@@ -6,7 +6,15 @@ import { join } from 'node:path';
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]', '::1']);
 
-export type ProductionEnv = { env: Record<string, string>; source: string } | { skipped: string };
+export interface FoundProduction {
+  env: Record<string, string>;
+  /** the env file it came from, or undefined for this process's environment */
+  file?: string;
+  /** librdkafka's mock broker (infra/local), not a real Kafka */
+  kafkaMock: boolean;
+}
+
+export type ProductionEnv = FoundProduction | { skipped: string };
 
 /** Reads `export NAME=value` lines. */
 export function parseEnvFile(text: string): Record<string, string> {
@@ -20,14 +28,13 @@ export function parseEnvFile(text: string): Record<string, string> {
 
 export async function productionEnv(env: Record<string, string | undefined>, root: string): Promise<ProductionEnv> {
   let found: Record<string, string | undefined> = env;
-  let source = 'environment';
+  let file: string | undefined;
   if (!(env.KAFKA_BROKERS && env.CLICKHOUSE_URL)) {
-    const file = join(env.INFRA_STATE_DIR ?? join(root, 'infra/.state'), 'env');
+    file = join(env.INFRA_STATE_DIR ?? join(root, 'infra/.state'), 'env');
     if (!existsSync(file)) {
       return { skipped: 'no KAFKA_BROKERS + CLICKHOUSE_URL and no infra/.state/env; `bash infra/local/start.sh` starts local infrastructure' };
     }
     found = parseEnvFile(readFileSync(file, 'utf8'));
-    source = file;
     if (!(found.KAFKA_BROKERS && found.CLICKHOUSE_URL)) return { skipped: `${file} lacks KAFKA_BROKERS or CLICKHOUSE_URL` };
   }
   const brokers = found.KAFKA_BROKERS!;
@@ -47,13 +54,15 @@ export async function productionEnv(env: Record<string, string | undefined>, roo
   const broker = brokers.split(',')[0].trim();
   if (!(await reachable(broker))) return { skipped: `Kafka broker ${broker} does not accept connections` };
 
+  const kafkaMock = found.KAFKA_MOCK === '1';
   return {
-    source,
+    file,
+    kafkaMock,
     env: {
       KAFKA_BROKERS: brokers,
       CLICKHOUSE_URL: clickhouse,
       // librdkafka's mock broker cannot take idempotent producers.
-      ...(found.KAFKA_MOCK === '1' ? { KAFKA_IDEMPOTENT: '0' } : {}),
+      ...(kafkaMock ? { KAFKA_IDEMPOTENT: '0' } : {}),
     },
   };
 }
@@ -80,4 +89,16 @@ function reachable(hostPort: string): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** Drops the ClickHouse tables a bench run created (its Kafka topics stay: the mock broker forgets them on restart). */
+export async function dropTables(clickhouseUrl: string, prefix: string): Promise<void> {
+  const query = async (sql: string): Promise<string> => {
+    const res = await fetch(clickhouseUrl, { method: 'POST', body: sql, signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`ClickHouse: ${text.slice(0, 200)}`);
+    return text;
+  };
+  const names = await query(`SELECT name FROM system.tables WHERE database = currentDatabase() AND startsWith(name, '${prefix}')`);
+  for (const name of names.split('\n').filter((n) => n !== '')) await query(`DROP TABLE IF EXISTS \`${name}\``);
 }

@@ -12,6 +12,8 @@ export interface ThroughputRow {
   result?: LoadResult;
   /** the server process's CPU time (user + system) per request during the measured run */
   cpuUsPerRequest?: number;
+  /** the server process's resident memory at the end of the measured run */
+  rssMiB?: number;
   /** why there is no result */
   skipped?: string;
 }
@@ -50,16 +52,17 @@ const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 export function throughputTable(rows: ThroughputRow[]): string {
   const bare = rows[0]?.result?.reqPerSec;
   const cells = rows.map((r) => {
-    if (!r.result) return [r.setup, 'skipped', '', '', '', '', ''];
+    if (!r.result) return [r.setup, 'skipped', '', '', '', '', '', ''];
     const { reqPerSec, p50, p99, non2xx, errors, timeouts } = r.result;
     const failures = non2xx + errors + timeouts;
     const cpu = r.cpuUsPerRequest === undefined ? '–' : r.cpuUsPerRequest.toFixed(0);
-    return [r.setup, int(reqPerSec), String(p50), String(p99), failures === 0 ? '0' : `**${failures}**`, bare ? (reqPerSec / bare).toFixed(2) : '–', cpu];
+    const rss = r.rssMiB === undefined ? '–' : r.rssMiB.toFixed(0);
+    return [r.setup, int(reqPerSec), String(p50), String(p99), failures === 0 ? '0' : `**${failures}**`, bare ? (reqPerSec / bare).toFixed(2) : '–', cpu, rss];
   });
   return table(
-    ['Publish (POST)', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'vs bare', 'server CPU µs/req'],
+    ['Publish (POST)', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'vs bare', 'server CPU µs/req', 'server RSS MiB'],
     cells,
-    [false, true, true, true, true, true, true],
+    [false, true, true, true, true, true, true, true],
   );
 }
 
@@ -103,7 +106,7 @@ export function markdown(report: Report, root: string): string {
     `**Publish throughput.** autocannon, ${o.connections} connections, pipelining ${o.pipelining}, ${o.durationS} s after ${o.warmupS} s of warm-up; ` +
       `each request publishes one message (a ${report.body.length}-byte JSON body) to one of ${o.channels} channels with Basic auth. ` +
       `Latencies are autocannon's, in whole milliseconds. "server CPU" is the server process's user + system time per request: ` +
-      `it depends less than req/s on what else the machine runs.`,
+      `it depends less than req/s on what else the machine runs. "server RSS" is its resident memory after the run.`,
     '',
     throughputTable(report.throughput),
     '',

@@ -21,6 +21,7 @@ const BODY = JSON.stringify([{ name: 'bench', data: DATA }]);
 const RATIO_TARGET = 0.6;
 // Above this 1-minute load average, something besides the bench is using the CPUs.
 const BUSY_LOAD = 0.5;
+const SETTLE_MS = 2000;
 const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
 
 const loadAverage = (): number => loadavg()[0];
@@ -82,7 +83,7 @@ function loadSpec(label: string, url: string, paths: string[], headers: Record<s
 }
 
 /** Warm-up, then the measured run, with the server's CPU time per request. */
-async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{ result: LoadResult; cpuUsPerRequest?: number }> {
+async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{ result: LoadResult; cpuUsPerRequest?: number; rssMiB?: number }> {
   if (options.warmupS > 0) {
     log(`${spec.label}: warming up for ${options.warmupS} s`);
     const warm = await runLoad({ ...spec, durationS: options.warmupS, progressEveryS: 0 });
@@ -92,9 +93,14 @@ async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{
   const cpuBefore = server.cpuMs();
   const result = await runLoad(spec);
   const cpuAfter = server.cpuMs();
+  const rssMiB = server.rssMiB();
   const cpuUsPerRequest = cpuBefore !== undefined && cpuAfter !== undefined && result.total > 0 ? ((cpuAfter - cpuBefore) * 1000) / result.total : undefined;
-  log(`${spec.label}: ${fmt(result)}${cpuUsPerRequest === undefined ? '' : `; server CPU ${cpuUsPerRequest.toFixed(1)} µs per request`}`);
-  return { result, cpuUsPerRequest };
+  const extra = [
+    cpuUsPerRequest === undefined ? undefined : `server CPU ${cpuUsPerRequest.toFixed(1)} µs per request`,
+    rssMiB === undefined ? undefined : `RSS ${rssMiB.toFixed(0)} MiB`,
+  ].filter((x) => x !== undefined);
+  log(`${spec.label}: ${fmt(result)}${extra.length > 0 ? `; ${extra.join(', ')}` : ''}`);
+  return { result, cpuUsPerRequest, rssMiB };
 }
 
 async function benchBare(report: Report): Promise<void> {
@@ -110,7 +116,7 @@ async function benchBare(report: Report): Promise<void> {
 
 /** Throughput and visibility of the service in one mode; errors become "skipped" rows for production. */
 async function benchService(report: Report, mode: 'embedded' | 'production', modeEnv: Record<string, string>, setup: string): Promise<void> {
-  log(`service, ${mode}: starting src/main.ts in a child process`);
+  log(`service, ${mode}: starting the service in a child process`);
   const prof = profiling(mode);
   const service = await startServiceChild(`service-${mode}`, modeEnv, prof.nodeArgs);
   const { url } = service.server;
@@ -139,11 +145,13 @@ async function benchService(report: Report, mode: 'embedded' | 'production', mod
     if (options.warmupS > 0) {
       log(`service, ${mode}: warming up for ${options.warmupS} s`);
       await runLoad({ ...spec, durationS: options.warmupS, progressEveryS: 0 });
+      // Idle means idle: let the projections finish the warm-up's messages first.
+      await sleep(SETTLE_MS);
     }
     await visibility('idle', '');
 
-    const { result, cpuUsPerRequest } = await publishThroughput(spec, service.server);
-    report.throughput.push({ setup, result, cpuUsPerRequest });
+    const { result, ...server } = await publishThroughput(spec, service.server);
+    report.throughput.push({ setup, result, ...server });
     if (failuresOf(result) > 0) report.failed = true;
 
     if (options.backgroundLoad > 0) {
@@ -169,8 +177,9 @@ async function benchService(report: Report, mode: 'embedded' | 'production', mod
 }
 
 async function main(): Promise<void> {
+  const production = await productionEnv(process.env, ROOT);
   const report: Report = {
-    command: commandLine(process.env),
+    command: commandLine(process.env, 'skipped' in production ? undefined : production.file ? 'local infrastructure' : 'environment'),
     options,
     body: BODY,
     throughput: [],
@@ -185,14 +194,20 @@ async function main(): Promise<void> {
   await benchBare(report);
   await benchService(report, 'embedded', {}, 'service, embedded (SQLite log and store)');
 
-  const production = await productionEnv(process.env, ROOT);
   const productionSetup = 'service, production (Kafka + ClickHouse)';
   if ('skipped' in production) {
     log(`production: skipped (${production.skipped})`);
     report.throughput.push({ setup: productionSetup, skipped: production.skipped });
     report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: production.skipped });
   } else {
-    log(`production: infrastructure from ${production.source}: ${Object.entries(production.env).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    log(`production: infrastructure from ${production.file ?? 'the environment'}: ${Object.entries(production.env).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    if (production.kafkaMock) {
+      report.notes.push(
+        "production ran on librdkafka's mock broker (infra/local), which answers a consumer's fetch only when the fetch's max wait " +
+          `(KafkaLog's fetchMaxWaitMs, set in src/production-adapters.ts) runs out, even when records arrive meanwhile; so "visible" there is mostly that wait. ` +
+          'A real broker answers a waiting fetch as soon as records arrive.',
+      );
+    }
     try {
       await benchService(report, 'production', production.env, productionSetup);
     } catch (err) {

@@ -34,6 +34,8 @@ export interface ChildServer {
   output(): string[];
   /** CPU time the child has used so far (user + system), ms; undefined where /proc is missing. */
   cpuMs(): number | undefined;
+  /** The child's resident memory now, MiB; undefined where /proc is missing. */
+  rssMiB(): number | undefined;
   /** SIGTERM (graceful close), then SIGKILL if it has not exited in time. */
   stop(): Promise<void>;
 }
@@ -98,7 +100,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
     }
   }
   const pid = child.pid!;
-  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), stop };
+  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), rssMiB: () => rssMiBOf(pid), stop };
 }
 
 /** utime + stime from /proc/<pid>/stat, in ms (the kernel counts in ticks of 10 ms). */
@@ -108,6 +110,15 @@ function cpuMsOf(pid: number): number | undefined {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+  } catch {
+    return undefined;
+  }
+}
+
+function rssMiBOf(pid: number): number | undefined {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? undefined : Number(kb) / 1024;
   } catch {
     return undefined;
   }

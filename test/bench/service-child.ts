@@ -1,10 +1,12 @@
-// The real service in a child process: src/main.ts, the composition root, with a fresh DATA_DIR
-// and an APPS_FILE that holds one known key and a persisted namespace.
+// The real service in a child process (service-server.ts) with a fresh DATA_DIR, an APPS_FILE
+// that holds one known key and a persisted namespace, and, in production mode, Kafka topics and
+// ClickHouse tables of its own.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type ChildServer } from './servers.js';
+import { dropTables } from './production-env.js';
 
 export const PERSISTED_NAMESPACE = 'persisted';
 
@@ -12,7 +14,7 @@ export interface ServiceChild {
   server: ChildServer;
   /** Authorization header value for the app's key */
   auth: string;
-  /** Stops the child and removes its DATA_DIR. */
+  /** Stops the child and removes its DATA_DIR and ClickHouse tables. */
   stop(): Promise<void>;
 }
 
@@ -24,18 +26,23 @@ export async function startServiceChild(name: string, modeEnv: Record<string, st
     appsFile,
     JSON.stringify({ apps: [{ appId: 'bench', keys: [{ key }], namespaces: [{ id: PERSISTED_NAMESPACE, persisted: true }] }] }),
   );
-  const removeDir = (): void => rmSync(dir, { recursive: true, force: true });
+  const prefix = `bench_${randomBytes(4).toString('hex')}_`;
+  const cleanUp = async (): Promise<void> => {
+    rmSync(dir, { recursive: true, force: true });
+    if (!modeEnv.CLICKHOUSE_URL) return;
+    await dropTables(modeEnv.CLICKHOUSE_URL, prefix).catch((err: Error) => console.log(`[bench] could not drop ${prefix}* tables: ${err.message}`));
+  };
   let server: ChildServer;
   try {
     server = await startServer({
       name,
-      entry: 'src/main.ts',
-      env: { DATA_DIR: join(dir, 'data'), APPS_FILE: appsFile, LOG_LEVEL: 'warn', ...modeEnv },
+      entry: 'test/bench/service-server.ts',
+      env: { DATA_DIR: join(dir, 'data'), APPS_FILE: appsFile, LOG_LEVEL: 'warn', BENCH_RUN_PREFIX: prefix, ...modeEnv },
       readyPath: '/time',
       nodeArgs,
     });
   } catch (err) {
-    removeDir();
+    await cleanUp();
     throw err;
   }
   return {
@@ -43,7 +50,7 @@ export async function startServiceChild(name: string, modeEnv: Record<string, st
     auth: `Basic ${Buffer.from(key).toString('base64')}`,
     stop: async () => {
       await server.stop();
-      removeDir();
+      await cleanUp();
     },
   };
 }

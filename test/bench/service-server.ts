@@ -1,0 +1,34 @@
+// The service in a bench child, composed as src/main.ts composes it (parseConfig, adapters,
+// startService, listen, close on SIGTERM), except that in production mode its Kafka topics and
+// ClickHouse tables carry a prefix unique to the run (BENCH_RUN_PREFIX): runs on the same
+// infrastructure never replay each other's data.
+import pino from 'pino';
+import { modeOf, parseConfig } from '../../src/config.js';
+import { embeddedAdapters, startService, type Adapters } from '../../src/service.js';
+
+try {
+  const config = parseConfig(process.env);
+  const logger = pino({ level: config.logLevel });
+  const prefix = process.env.BENCH_RUN_PREFIX ?? '';
+  let adapters: Adapters;
+  if (modeOf(config) === 'embedded') {
+    adapters = embeddedAdapters(config);
+  } else {
+    const { productionAdapters } = await import('../../src/production-adapters.js');
+    adapters = await productionAdapters(config, logger, { topicPrefix: prefix.replaceAll('_', '-'), tablePrefix: prefix });
+  }
+  const service = await startService(config, logger, adapters);
+  await service.app.listen({ port: config.port, host: config.host });
+  process.once('SIGTERM', () => {
+    service.close().then(
+      () => process.exit(0),
+      (err) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  });
+} catch (err) {
+  process.stderr.write(`failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+}
