@@ -26,6 +26,8 @@ export interface ChannelEntries {
   appId: string;
   channel: string;
   messages: StoredMessage[];
+  /** ids supplied by clients: checked against (and added to) the idempotency index */
+  clientIds?: boolean;
 }
 
 export const publishedMessages = (event: LogEvent): ChannelEntries | undefined =>
@@ -104,8 +106,10 @@ export class HistoryProjection {
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
     const horizon = this.tail.horizon(this.clock.now());
     event.messages.forEach((message, index) => {
-      const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
-      if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) return;
+      if (event.clientIds) {
+        const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
+        if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) return;
+      }
       const entry: HistoryEntry = {
         appId: event.appId,
         channel: event.channel,
@@ -114,7 +118,7 @@ export class HistoryProjection {
         message,
       };
       // Replays from far back fill only the store, not the in-memory window.
-      if (message.timestamp >= horizon) this.tail.add(entry);
+      if (message.timestamp >= horizon) this.tail.add(entry, event.clientIds);
       if (retentionHours !== undefined && !alreadyStored) this.pending.push({ ...entry, retentionHours });
     });
   }

@@ -1,42 +1,46 @@
 import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 
+interface ChannelTail {
+  entries: HistoryEntry[];
+  /** client-supplied message id -> timestamp, for idempotent publishing */
+  ids: Map<string, number>;
+}
+
 /**
  * The last few minutes of every channel, in memory (spec: Limits, history without persistence).
- * Entries arrive in serial order per channel, so each channel is an append-only array.
+ * Entries arrive in serial order per channel, so each channel is an append-only array; channels
+ * are found through app then channel name, with no key string built per call.
  */
 export class MemoryTail {
-  private readonly channels = new Map<string, HistoryEntry[]>();
-  private readonly ids = new Map<string, Map<string, number>>();
+  private readonly apps = new Map<string, Map<string, ChannelTail>>();
   private size = 0;
 
   constructor(readonly windowMs: number) {}
 
-  private static key(appId: string, channel: string): string {
-    return `${appId}\u0000${channel}`;
+  private channel(appId: string, channel: string): ChannelTail | undefined {
+    return this.apps.get(appId)?.get(channel);
   }
 
-  add(entry: HistoryEntry): void {
-    const key = MemoryTail.key(entry.appId, entry.channel);
-    let list = this.channels.get(key);
-    if (!list) {
-      list = [];
-      this.channels.set(key, list);
-      this.ids.set(key, new Map());
-    }
-    const last = list[list.length - 1];
+  /** Adds an entry; `indexId` records its id for idempotent publishing (client-supplied ids). */
+  add(entry: HistoryEntry, indexId = false): void {
+    let channels = this.apps.get(entry.appId);
+    if (!channels) this.apps.set(entry.appId, (channels = new Map()));
+    let tail = channels.get(entry.channel);
+    if (!tail) channels.set(entry.channel, (tail = { entries: [], ids: new Map() }));
+    const last = tail.entries[tail.entries.length - 1];
     if (last && last.serial >= entry.serial) return; // replayed: already here
-    list.push(entry);
-    this.ids.get(key)!.set(entry.message.id, entry.message.timestamp);
+    tail.entries.push(entry);
+    if (indexId) tail.ids.set(entry.message.id, entry.message.timestamp);
     this.size++;
   }
 
-  /** Timestamp of a message with this id on the channel, if one is in the tail. */
+  /** Timestamp of a message with this (client-supplied) id on the channel, if one is in the tail. */
   idSeenAt(appId: string, channel: string, id: string): number | undefined {
-    return this.ids.get(MemoryTail.key(appId, channel))?.get(id);
+    return this.channel(appId, channel)?.ids.get(id);
   }
 
   query(q: HistoryQuery): HistoryEntry[] {
-    const list = this.channels.get(MemoryTail.key(q.appId, q.channel));
+    const list = this.channel(q.appId, q.channel)?.entries;
     if (!list) return [];
     const out: HistoryEntry[] = [];
     if (q.direction === 'backwards') {
@@ -68,19 +72,18 @@ export class MemoryTail {
   evict(now: number): number {
     const cutoff = this.horizon(now);
     let removed = 0;
-    for (const [key, list] of this.channels) {
-      let n = 0;
-      while (n < list.length && list[n].message.timestamp < cutoff) n++;
-      if (n === 0) continue;
-      const ids = this.ids.get(key)!;
-      for (let i = 0; i < n; i++) ids.delete(list[i].message.id);
-      if (n === list.length) {
-        this.channels.delete(key);
-        this.ids.delete(key);
-      } else {
-        list.splice(0, n);
+    for (const [appId, channels] of this.apps) {
+      for (const [name, tail] of channels) {
+        const list = tail.entries;
+        let n = 0;
+        while (n < list.length && list[n].message.timestamp < cutoff) n++;
+        if (n === 0) continue;
+        if (tail.ids.size > 0) for (let i = 0; i < n; i++) tail.ids.delete(list[i].message.id);
+        if (n === list.length) channels.delete(name);
+        else list.splice(0, n);
+        removed += n;
       }
-      removed += n;
+      if (channels.size === 0) this.apps.delete(appId);
     }
     this.size -= removed;
     return removed;

@@ -12,6 +12,8 @@ export interface MessagesPublished {
   channel: string;
   transport: 'rest' | 'realtime';
   messages: StoredMessage[];
+  /** Some ids were supplied by the client: only then can a message repeat an earlier one. */
+  clientIds?: boolean;
 }
 
 export interface PresenceChanged {

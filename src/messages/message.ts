@@ -39,6 +39,9 @@ let idCounter = 0;
 /** A fresh base for the ids of one publish (`<base>:<index>`, like the SDKs' idempotent ids). */
 export const newIdBase = (): string => `${ID_PREFIX}${(idCounter++).toString(36)}`;
 
+/** Whether this process assigned the id: such ids never repeat, so they need no duplicate check. */
+export const isAssignedId = (id: string): boolean => id.startsWith(ID_PREFIX);
+
 /**
  * The size of message data. Binary data that travels as base64 (outer encoding `base64`, as JSON
  * clients send bytes) counts by its bytes, as the SDKs count it and as the same bytes sent in

@@ -1,7 +1,7 @@
 import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { channelKey, encodeEvent } from '../log/events.js';
-import type { OutgoingMessage } from './message.js';
+import { isAssignedId, type OutgoingMessage } from './message.js';
 import { ServiceError } from '../errors.js';
 
 export interface PublishResult {
@@ -21,8 +21,9 @@ export class Publisher {
   ) {}
 
   async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: 'rest' | 'realtime' = 'rest'): Promise<PublishResult> {
-    const fresh = messages.filter((m) => !this.recentlySeen(appId, channel, m.id));
+    const fresh = messages.filter((m) => isAssignedId(m.id) || !this.recentlySeen(appId, channel, m.id));
     if (fresh.length === 0) return { appended: [] };
+    const clientIds = fresh.some((m) => !isAssignedId(m.id));
     await this.batcher
       .append(Topics.messages, [
       {
@@ -34,6 +35,7 @@ export class Publisher {
             channel,
             transport,
             messages: fresh.map((m) => ({ ...m, timestamp })),
+            ...(clientIds ? { clientIds } : {}),
           }),
       },
     ])

@@ -33,6 +33,8 @@ export interface Report {
   throughput: ThroughputRow[];
   visibility: VisibilityRow[];
   notes: string[];
+  /** Further sections (markdown), printed after the publish tables: the stats benchmarks. */
+  sections: string[];
   /** Some request failed or some message never became visible: the figures are not valid. */
   failed?: boolean;
 }
@@ -116,6 +118,7 @@ export function markdown(report: Report, root: string): string {
     '',
     visibilityTable(report.visibility),
     ...(notes.length > 0 ? ['', ...notes] : []),
+    ...report.sections.flatMap((section) => ['', section]),
     '',
   ].join('\n');
 }

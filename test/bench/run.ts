@@ -10,6 +10,7 @@ import { benchOptions, commandLine } from './options.js';
 import { killAllNow, startServer, StartError, ROOT, type ChildServer } from './servers.js';
 import { startServiceChild, PERSISTED_NAMESPACE } from './service-child.js';
 import { productionEnv } from './production-env.js';
+import { replayBench, statsQueryBench } from './stats-bench.js';
 import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
 import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
@@ -185,6 +186,7 @@ async function main(): Promise<void> {
     throughput: [],
     visibility: [],
     notes: [],
+    sections: [],
   };
   log(`${machineLine(ROOT)}`);
   const busyAtStart = loadAverage();
@@ -217,6 +219,15 @@ async function main(): Promise<void> {
       report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: reason });
     }
   }
+
+  log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
+  const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 20);
+  report.sections.push(
+    `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
+    await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
+    `**Replay.** Reading a log of publish events from a fresh handle, raw, beside the stats projection replaying the same log (roll up and write samples), in the same run.`,
+    await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
+  );
 
   const [bare, embedded] = report.throughput.map((r) => r.result);
   if (bare && embedded && embedded.reqPerSec / bare.reqPerSec < RATIO_TARGET) {

@@ -6,6 +6,9 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { embeddedAdapters, startService, type Adapters } from '../../src/service.js';
+import { productionAdapters } from '../../src/production-adapters.js';
+import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { Topics } from '../../src/log/port.js';
 import { channelKey, encodeEvent } from '../../src/log/events.js';
@@ -60,7 +63,8 @@ export interface StatsBenchResult {
  */
 export async function statsQueryBench(options: {
   samples: number;
-  clickhouse?: (tablePrefix: string) => Promise<Adapters>;
+  /** Production infrastructure (the environment of production-env.ts), to measure ClickHouse too. */
+  production?: Record<string, string>;
   progress: (s: string) => void;
 }): Promise<string> {
   const lines = [
@@ -68,14 +72,23 @@ export async function statsQueryBench(options: {
     '|---|---|---:|---:|---:|',
   ];
   const end = Math.floor(Date.now() / SAMPLE_MS) * SAMPLE_MS;
-  const targets: { name: string; adapters: (dataDir: string) => Promise<Adapters> }[] = [
-    { name: 'embedded (SQLite)', adapters: async (dataDir) => embeddedAdapters(parseConfig({ DATA_DIR: dataDir })) },
+  const prefix = `bench_stats_${Date.now()}_`;
+  const targets: { name: string; env: Record<string, string>; adapters: (dataDir: string) => Promise<Adapters> }[] = [
+    { name: 'embedded (SQLite)', env: {}, adapters: async (dataDir) => embeddedAdapters(parseConfig({ DATA_DIR: dataDir })) },
   ];
-  if (options.clickhouse) targets.push({ name: 'production (ClickHouse)', adapters: () => options.clickhouse!(`bench_${Date.now()}_`) });
+  const production = options.production;
+  if (production) {
+    targets.push({
+      name: 'production (ClickHouse)',
+      env: production,
+      adapters: (dataDir) =>
+        productionAdapters(parseConfig({ ...production, DATA_DIR: dataDir }), pino({ level: 'silent' }), { topicPrefix: `${prefix}-`, tablePrefix: prefix }),
+    });
+  }
   for (const target of targets) {
     const dataDir = mkdtempSync(join(tmpdir(), 'bench-stats-'));
     const adapters = await target.adapters(dataDir);
-    const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' });
+    const config = parseConfig({ ...target.env, DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' });
     const service = await startService(config, pino({ level: 'silent' }), adapters);
     try {
       const app = service.registry.all()[0];
@@ -101,6 +114,13 @@ export async function statsQueryBench(options: {
       await service.close();
       rmSync(dataDir, { recursive: true, force: true });
     }
+  }
+  if (production) {
+    const client = createClickHouseClient({ url: production.CLICKHOUSE_URL });
+    for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints']) {
+      await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
+    }
+    await client.close();
   }
   return lines.join('\n');
 }

@@ -23,8 +23,8 @@ describe('in-memory history tail (spec: history without persistence, two minutes
 
   it('ignores a replayed entry and remembers ids for idempotent publishing', () => {
     const tail = new MemoryTail(120_000);
-    tail.add(entry(1, 1000));
-    tail.add(entry(1, 1000));
+    tail.add(entry(1, 1000), true);
+    tail.add(entry(1, 1000), true);
     expect(tail.count).toBe(1);
     expect(tail.idSeenAt('a', 'c', 'm1')).toBe(1000);
     expect(tail.idSeenAt('a', 'other', 'm1')).toBeUndefined();
@@ -32,7 +32,7 @@ describe('in-memory history tail (spec: history without persistence, two minutes
 
   it('evicts what is older than the window', () => {
     const tail = new MemoryTail(120_000);
-    tail.add(entry(1, 0));
+    tail.add(entry(1, 0), true);
     tail.add(entry(2, 100_000));
     tail.add(entry(3, 0, 'd'));
     expect(tail.evict(130_000)).toBe(2);
