@@ -9,6 +9,7 @@ import type {
   Topic,
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
+import { SqliteWriter, type LogRow } from './sqlite-writer.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -30,7 +31,10 @@ interface Row {
 /**
  * The embedded log: one SQLite table in WAL mode with synchronous=FULL, so a committed append
  * survives kill -9 and power loss. An append is one transaction, so a batch is all-or-nothing.
- * Consumers run in-process, read committed rows and are woken after every commit.
+ * For a file, a writer thread commits while the event loop goes on; offsets are assigned here,
+ * in call order. A failed commit fails the log: later appends are refused until a restart, so
+ * offsets never have gaps. Consumers run in-process, are woken after every commit and read the
+ * newest records from memory.
  */
 export class EmbeddedLog implements Log {
   readonly kind = 'embedded' as const;
@@ -44,6 +48,9 @@ export class EmbeddedLog implements Log {
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly appendTx: (topic: Topic, records: AppendRecord[]) => LogPosition[];
+  /** the writer thread (file logs); in-memory logs commit inline */
+  private readonly writer: SqliteWriter | undefined;
+  private failure: Error | undefined;
   private readonly retentionMs: number;
   private readonly batchSize: number;
   private closed = false;
@@ -52,6 +59,7 @@ export class EmbeddedLog implements Log {
     this.db = new Database(options.path);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
+    this.db.pragma('busy_timeout = 5000');
     this.db.exec(`CREATE TABLE IF NOT EXISTS log_records (
       topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
       key TEXT NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL,
@@ -78,6 +86,7 @@ export class EmbeddedLog implements Log {
       }
       return positions;
     });
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path);
   }
 
   private endsOf(topic: string): number[] {
@@ -99,7 +108,9 @@ export class EmbeddedLog implements Log {
 
   async append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
     if (this.closed) throw new Error('log is closed');
+    if (this.failure) throw new Error(`the embedded log failed earlier (${this.failure.message}); restart the service`);
     if (records.length === 0) return [];
+    if (this.writer) return this.appendThroughWriter(this.writer, topic, records);
     const ends = this.endsOf(topic);
     const before = [...ends];
     let positions: LogPosition[];
@@ -108,6 +119,27 @@ export class EmbeddedLog implements Log {
     } catch (err) {
       // The transaction rolled back; so must the in-memory end offsets.
       this.ends.set(topic, before);
+      throw err;
+    }
+    this.remember(topic, records, positions);
+    this.wake(topic);
+    return positions;
+  }
+
+  private async appendThroughWriter(writer: SqliteWriter, topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
+    const ends = this.endsOf(topic);
+    const positions: LogPosition[] = [];
+    const rows: LogRow[] = [];
+    for (const r of records) {
+      const partition = partitionFor(r.key, ends.length);
+      const offset = ends[partition]++;
+      positions.push({ partition, offset });
+      rows.push([topic, partition, offset, r.key, r.timestamp, r.value]);
+    }
+    try {
+      await writer.write(rows);
+    } catch (err) {
+      this.failure ??= err as Error;
       throw err;
     }
     this.remember(topic, records, positions);
@@ -241,6 +273,7 @@ export class EmbeddedLog implements Log {
     if (this.closed) return;
     this.closed = true;
     this.wake();
+    await this.writer?.close();
     this.db.close();
   }
 }
