@@ -19,7 +19,8 @@ export class SqliteWriter {
   private failure: Error | undefined;
 
   constructor(path: string) {
-    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path } });
+    // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
+    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path }, execArgv: [] });
     this.worker.on('message', (m: { id: number; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
