@@ -2,7 +2,7 @@ import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import { systemClock, type Clock } from '../../src/clock.js';
-import { createClickHouseClient, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlDate, sqlIdentifier, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
 import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
@@ -44,8 +44,7 @@ interface StateRow {
  */
 export class ClickHouseHistoryStore implements HistoryStore {
   readonly kind = 'clickhouse';
-  private readonly client: ClickHouseClient;
-  private readonly ownsClient: boolean;
+  private readonly ch: ClickHouseSession;
   private readonly database: string;
   private readonly messagesTable: string;
   private readonly stateTable: string;
@@ -57,15 +56,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
   private version = 0;
 
   constructor(options: ClickHouseHistoryStoreOptions) {
-    if (options.client) {
-      this.client = options.client;
-      this.ownsClient = false;
-    } else if (options.url) {
-      this.client = createClickHouseClient({ url: options.url });
-      this.ownsClient = true;
-    } else {
-      throw new Error('ClickHouseHistoryStore needs a client or a url');
-    }
+    this.ch = new ClickHouseSession(options, 'ClickHouseHistoryStore');
     this.database = options.database ?? 'default';
     const prefix = options.tablePrefix ?? '';
     this.messagesTable = `${prefix}history_messages`;
@@ -78,14 +69,14 @@ export class ClickHouseHistoryStore implements HistoryStore {
 
   async init(): Promise<void> {
     if (this.database !== 'default') {
-      await this.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
+      await this.ch.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
     }
-    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.messages} (
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.messages} (
         app_id String, channel String, serial UInt64, partition UInt32, ts UInt64, expires_on Date, message String
       ) ENGINE = ReplacingMergeTree()
       PARTITION BY expires_on
       ORDER BY (app_id, channel, ts, serial)`);
-    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.state} (
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.state} (
         consumer String, version UInt64, checkpoint String, marks String
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY consumer`);
@@ -97,7 +88,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
   async write(rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]): Promise<void> {
     // Rows first: a crash in between replays rows the table already has, and never loses any.
     if (rows.length > 0) {
-      await this.client.insert({
+      await this.ch.client.insert({
         table: this.messages.text,
         format: 'JSONEachRow',
         values: rows.map((r) => ({
@@ -114,7 +105,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
     // Partitions missing from this checkpoint keep their stored offsets, as in the SQLite store.
     const merged = new Map([...this.checkpoint, ...checkpoint]);
     const version = Math.max(this.version + 1, this.clock.now() * 1000);
-    await this.client.insert({
+    await this.ch.client.insert({
       table: this.state.text,
       format: 'JSONEachRow',
       values: [
@@ -139,7 +130,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
   }
 
   private async loadState(): Promise<{ checkpoint: Checkpoint; marks: LogMark[]; version: number }> {
-    const rows = await this.select<StateRow>(sql`
+    const rows = await this.ch.select<StateRow>(sql`
       SELECT argMax(checkpoint, version) AS latest_checkpoint, argMax(marks, version) AS latest_marks, max(version) AS latest_version
       FROM ${this.state} WHERE consumer = ${this.consumer}`);
     const row = rows[0];
@@ -161,7 +152,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
       sql`ts <= ${Math.max(0, Math.floor(q.end))}`,
     ];
     if (q.after !== undefined) where.push(backwards ? sql`serial < ${q.after}` : sql`serial > ${q.after}`);
-    const rows = await this.select<MessageRow>(sql`
+    const rows = await this.ch.select<MessageRow>(sql`
       SELECT serial, partition, message FROM ${this.messages}
       WHERE ${sqlJoin(where, sql` AND `)}
       ORDER BY serial ${backwards ? sql`DESC` : sql`ASC`}
@@ -178,27 +169,18 @@ export class ClickHouseHistoryStore implements HistoryStore {
 
   async dropExpired(now: number): Promise<number> {
     const today = new Date(now).toISOString().slice(0, 10);
-    const parts = await this.select<{ partition: string }>(sql`
+    const parts = await this.ch.select<{ partition: string }>(sql`
       SELECT DISTINCT partition FROM system.parts
       WHERE database = ${this.database} AND table = ${this.messagesTable} AND active AND partition < ${today}
       ORDER BY partition`);
     for (const { partition } of parts) {
       // 18.16 and current releases both take the partition key's value as a literal.
-      await this.command(sql`ALTER TABLE ${this.messages} DROP PARTITION ${sqlDate(partition)}`);
+      await this.ch.command(sql`ALTER TABLE ${this.messages} DROP PARTITION ${sqlDate(partition)}`);
     }
     return parts.length;
   }
 
   async close(): Promise<void> {
-    if (this.ownsClient) await this.client.close();
-  }
-
-  private async command(statement: Sql): Promise<void> {
-    await this.client.command({ query: statement.text });
-  }
-
-  private async select<T>(statement: Sql): Promise<T[]> {
-    const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
-    return result.json<T>();
+    await this.ch.close();
   }
 }

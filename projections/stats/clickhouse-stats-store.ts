@@ -1,4 +1,4 @@
-import { createClickHouseClient, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlIdentifier, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
@@ -49,8 +49,7 @@ const bucketStartOf = (unit: Unit, key: number): number =>
  */
 export class ClickHouseStatsStore implements StatsStore {
   readonly kind = 'clickhouse';
-  private readonly client: ClickHouseClient;
-  private readonly ownsClient: boolean;
+  private readonly ch: ClickHouseSession;
   private readonly database: string;
   private readonly samples: Sql;
   private readonly checkpoints: Sql;
@@ -58,15 +57,7 @@ export class ClickHouseStatsStore implements StatsStore {
   private version = 0;
 
   constructor(options: ClickHouseStatsStoreOptions) {
-    if (options.client) {
-      this.client = options.client;
-      this.ownsClient = false;
-    } else if (options.url) {
-      this.client = createClickHouseClient({ url: options.url });
-      this.ownsClient = true;
-    } else {
-      throw new Error('ClickHouseStatsStore needs a client or a url');
-    }
+    this.ch = new ClickHouseSession(options, 'ClickHouseStatsStore');
     this.database = options.database ?? 'default';
     const prefix = options.tablePrefix ?? '';
     this.samples = sqlTable(this.database, `${prefix}stats_samples`);
@@ -75,14 +66,14 @@ export class ClickHouseStatsStore implements StatsStore {
   }
 
   async init(): Promise<void> {
-    if (this.database !== 'default') await this.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
-    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.samples} (
+    if (this.database !== 'default') await this.ch.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.samples} (
         app_id String, sample_start UInt64, topic String, partition UInt32, slot UInt64, version UInt64,
         counter_ids Array(UInt16), counter_values Array(Float64), channels UInt32, day Date
       ) ENGINE = ReplacingMergeTree(version)
       PARTITION BY toYYYYMM(day)
       ORDER BY (app_id, sample_start, topic, partition, slot)`);
-    await this.command(sql`CREATE TABLE IF NOT EXISTS ${this.checkpoints} (
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.checkpoints} (
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
@@ -91,7 +82,7 @@ export class ClickHouseStatsStore implements StatsStore {
   async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
     // Samples first: a crash in between replays samples the table already has, and loses none.
     if (rows.length > 0) {
-      await this.client.insert({
+      await this.ch.client.insert({
         table: this.samples.text,
         format: 'JSONEachRow',
         values: rows.map((r) => {
@@ -112,7 +103,7 @@ export class ClickHouseStatsStore implements StatsStore {
       });
     }
     this.version = Math.max(this.version + 1, this.clock.now() * 1000);
-    await this.client.insert({
+    await this.ch.client.insert({
       table: this.checkpoints.text,
       format: 'JSONEachRow',
       values: [...checkpoint].map(([partition, c]) => ({
@@ -126,7 +117,7 @@ export class ClickHouseStatsStore implements StatsStore {
   }
 
   async loadCheckpoint(topic: string): Promise<StatsCheckpoint> {
-    const rows = await this.select<{ partition: number; from_offset: string | number; finalized: string | number; latest: string | number }>(sql`
+    const rows = await this.ch.select<{ partition: number; from_offset: string | number; finalized: string | number; latest: string | number }>(sql`
       SELECT partition, argMax(from_offset, version) AS from_offset, argMax(finalized, version) AS finalized, max(version) AS latest
       FROM ${this.checkpoints} WHERE topic = ${topic} GROUP BY partition`);
     for (const r of rows) this.version = Math.max(this.version, Number(r.latest));
@@ -137,7 +128,7 @@ export class ClickHouseStatsStore implements StatsStore {
 
   async query(q: StatsQuery): Promise<StatsBucket[]> {
     // Inner: one total per 6-second sample (FINAL drops replayed rows); outer: unit buckets.
-    const rows = await this.select<BucketRow>(sql`
+    const rows = await this.ch.select<BucketRow>(sql`
       SELECT ${BUCKET[q.unit]} AS bucket,
         sumMap(tupleElement(m, 1), tupleElement(m, 2)) AS counters,
         countIf(ch > 0) AS channel_samples, sum(ch) AS channel_sum, max(ch) AS channel_max, minIf(ch, ch > 0) AS channel_min,
@@ -170,15 +161,6 @@ export class ClickHouseStatsStore implements StatsStore {
   }
 
   async close(): Promise<void> {
-    if (this.ownsClient) await this.client.close();
-  }
-
-  private async command(statement: Sql): Promise<void> {
-    await this.client.command({ query: statement.text });
-  }
-
-  private async select<T>(statement: Sql): Promise<T[]> {
-    const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
-    return result.json<T>();
+    await this.ch.close();
   }
 }

@@ -6,9 +6,9 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
+import { allPages, rejection, type ErrorLike } from '../helpers/sdk.js';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
-type ErrorLike = { code?: number; statusCode?: number };
 
 const FIXTURES = 'persisted:presence_fixtures';
 const postApps: unknown = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
@@ -45,27 +45,6 @@ function rest(auth: Ably.ClientOptions, useBinaryProtocol: boolean): Ably.Rest {
   });
 }
 
-/** Collects every item of a paginated result, page by page, following `next` links. */
-async function allPages<T>(first: Ably.PaginatedResult<T>): Promise<{ items: T[]; pages: number }> {
-  const items: T[] = [];
-  let page: Ably.PaginatedResult<T> | null = first;
-  let pages = 0;
-  while (page) {
-    pages++;
-    items.push(...page.items);
-    page = page.hasNext() ? await page.next() : null;
-  }
-  return { items, pages };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ErrorLike> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as ErrorLike;
-  }
-  throw new Error('expected the SDK to reject');
-}
 
 /** One request the server answered: `auth` is the scheme, `token` the bearer token if any. */
 type Exchange = { method: string; path: string; auth: string; token: string | undefined; status: number };

@@ -5,9 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
+import { allPages, rejection } from '../helpers/sdk.js';
 import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
-type ErrorLike = { code?: number; statusCode?: number };
 /** The SDK's Stats also carries the record's `unit`, which its typings leave out. */
 type SdkStats = Ably.Stats & { unit?: string };
 
@@ -47,27 +47,6 @@ function freshMinute(): number {
 /** yyyy-mm-dd:hh:mm of a time (UTC). */
 const minuteId = (ms: number): string => new Date(ms).toISOString().slice(0, 16).replace('T', ':');
 
-/** Collects every item of a paginated result, page by page, following `next` links. */
-async function allPages<T>(first: Ably.PaginatedResult<T>): Promise<{ items: T[]; pages: number }> {
-  const items: T[] = [];
-  let page: Ably.PaginatedResult<T> | null = first;
-  let pages = 0;
-  while (page) {
-    pages++;
-    items.push(...page.items);
-    page = page.hasNext() ? await page.next() : null;
-  }
-  return { items, pages };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ErrorLike> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as ErrorLike;
-  }
-  throw new Error('expected the SDK to reject');
-}
 
 /**
  * The fixtures of ably-js's test/rest/stats.test.js (three consecutive minutes, the last with

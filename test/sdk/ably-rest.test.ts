@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
+import { allPages, rejection } from '../helpers/sdk.js';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
-type ErrorLike = { code?: number; statusCode?: number };
 
 let ts: TestService;
 let port: number;
@@ -22,27 +22,6 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-/** Collects every item of a paginated result, page by page, following `next` links. */
-async function allPages<T>(first: Ably.PaginatedResult<T>): Promise<{ items: T[]; pages: number }> {
-  const items: T[] = [];
-  let page: Ably.PaginatedResult<T> | null = first;
-  let pages = 0;
-  while (page) {
-    pages++;
-    items.push(...page.items);
-    page = page.hasNext() ? await page.next() : null;
-  }
-  return { items, pages };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<ErrorLike> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as ErrorLike;
-  }
-  throw new Error('expected the SDK to reject');
-}
 
 describe.each([
   { format: 'json', useBinaryProtocol: false },

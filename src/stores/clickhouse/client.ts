@@ -1,3 +1,4 @@
+import type { Sql } from './sql.js';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
 
 export type { ClickHouseClient };
@@ -36,5 +37,39 @@ export async function waitForClickHouse(client: ClickHouseClient, timeoutMs = 30
       throw new Error(`ClickHouse did not answer within ${timeoutMs} ms: ${last instanceof Error ? last.message : String(last)}`);
     }
     await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
+ * A store's way to ClickHouse: a client it was given (and leaves open) or one it made from a URL
+ * (and closes), with the two calls every store makes. Statements come from the `sql` tag only.
+ */
+export class ClickHouseSession {
+  readonly client: ClickHouseClient;
+  private readonly owned: boolean;
+
+  constructor(options: { client?: ClickHouseClient; url?: string }, owner: string) {
+    if (options.client) {
+      this.client = options.client;
+      this.owned = false;
+    } else if (options.url) {
+      this.client = createClickHouseClient({ url: options.url });
+      this.owned = true;
+    } else {
+      throw new Error(`${owner} needs a client or a url`);
+    }
+  }
+
+  async command(statement: Sql): Promise<void> {
+    await this.client.command({ query: statement.text });
+  }
+
+  async select<T>(statement: Sql): Promise<T[]> {
+    const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
+    return result.json<T>();
+  }
+
+  async close(): Promise<void> {
+    if (this.owned) await this.client.close();
   }
 }
