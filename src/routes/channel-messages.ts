@@ -65,6 +65,33 @@ export function pageLinks(
   return links;
 }
 
+/**
+ * One page of a channel's history (spec: Retrieve message history; presence history follows the
+ * same rules): parameters checked, `end` resolved when absent, one extra entry read to know
+ * whether there is a next page, and the Link relations.
+ */
+export async function historyPage(
+  query: Record<string, unknown>,
+  resourceName: string,
+  appId: string,
+  channel: string,
+  reader: HistoryReader,
+): Promise<{ page: HistoryEntry[]; links: Record<string, string> }> {
+  const start = timeParam(query, 'start');
+  const givenEnd = timeParam(query, 'end');
+  const limit = limitParam(query);
+  const direction = directionParam(query);
+  const cursor = integerParam(query, 'cursor');
+  if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
+    throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
+  }
+  const end = givenEnd ?? reader.visibleUntil();
+  const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after: cursor });
+  const page = found.slice(0, limit);
+  const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
+  return { page, links: pageLinks(resourceName, query, { start, end, limit, direction }, cursor, nextCursor) };
+}
+
 export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelMessagesOptions): Promise<void> {
   resource(app, '/channels/:channelId/messages', {
     // spec: Publish messages to a channel
@@ -82,28 +109,7 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
     GET: {
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'history');
-        const query = request.query as Record<string, unknown>;
-        const start = timeParam(query, 'start');
-        const givenEnd = timeParam(query, 'end');
-        const limit = limitParam(query);
-        const direction = directionParam(query);
-        const cursor = integerParam(query, 'cursor');
-        if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
-          throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
-        }
-        const end = givenEnd ?? opts.history.visibleUntil();
-        const found = await opts.history.query({
-          appId: credentials.app.appId,
-          channel,
-          start: start ?? 0,
-          end,
-          limit: limit + 1,
-          direction,
-          after: cursor,
-        });
-        const page = found.slice(0, limit);
-        const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
-        const links = pageLinks('messages', query, { start, end, limit, direction }, cursor, nextCursor);
+        const { page, links } = await historyPage(request.query as Record<string, unknown>, 'messages', credentials.app.appId, channel, opts.history);
         const format = request.ctx?.format ?? 'json';
         opts.onHistoryRead?.(credentials.app.appId, channel, page.map((e) => e.message));
         return sendResult(request, reply, 200, page.map((e) => messageToWire(e.message, format)), links);

@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
 import { sendResult } from '../http/reply.js';
-import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
+import { limitParam } from '../http/query-params.js';
 import { relativeUrl, type LinkParams } from '../http/pagination.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Format } from '../http/format.js';
-import { channelFor, pageLinks } from './channel-messages.js';
+import { channelFor, historyPage } from './channel-messages.js';
 import type { PresenceMember, MembersQuery } from '../../projections/presence/presence-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
 import { resource } from './route-table.js';
@@ -59,27 +59,12 @@ export async function channelPresenceRoutes(app: FastifyInstance, opts: { presen
     GET: {
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: { channelId: string } }>, 'history');
-        const query = request.query as Record<string, unknown>;
-        const start = timeParam(query, 'start');
-        const givenEnd = timeParam(query, 'end');
-        const limit = limitParam(query);
-        const direction = directionParam(query);
-        const cursor = integerParam(query, 'cursor');
-        if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
-          throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
-        }
-        const end = givenEnd ?? opts.presence.visibleUntil();
-        const found = await opts.presence.history({ appId: credentials.app.appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after: cursor });
-        const page = found.slice(0, limit);
-        const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
+        const { page, links } = await historyPage(request.query as Record<string, unknown>, 'history', credentials.app.appId, channel, {
+          query: (q) => opts.presence.history(q),
+          visibleUntil: () => opts.presence.visibleUntil(),
+        });
         const format = request.ctx?.format ?? 'json';
-        return sendResult(
-          request,
-          reply,
-          200,
-          page.map((e) => messageToWire(e.message, format)),
-          pageLinks('history', query, { start, end, limit, direction }, cursor, nextCursor),
-        );
+        return sendResult(request, reply, 200, page.map((e) => messageToWire(e.message, format)), links);
       },
     },
   });
