@@ -11,7 +11,7 @@ import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { channelKey, decodeEvent, encodeEvent } from './log/events.js';
+import { decodeEvent, encodeEvent } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
 import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';

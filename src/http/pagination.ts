@@ -18,5 +18,14 @@ export function linkHeader(links: Record<string, string>): string {
     .join(', ');
 }
 
+/** Request parameters a link keeps, so following it answers in the same format and version. */
+const FORMAT_PARAMS = ['format', 'callback', 'envelope', 'v'];
+
+export function keptParams(query: Record<string, unknown>, extra: string[] = []): LinkParams {
+  const kept: LinkParams = {};
+  for (const k of [...FORMAT_PARAMS, ...extra]) if (typeof query[k] === 'string') kept[k] = query[k] as string;
+  return kept;
+}
+
 /** The last path segment of a route, for `./messages?...` style links. */
 export const resourceOf = (path: string): string => path.split('?')[0].split('/').filter(Boolean).pop() ?? '';

@@ -5,7 +5,7 @@ import { permits, type Operation } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
-import { relativeUrl, type LinkParams } from '../http/pagination.js';
+import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import { parsePublishBody, type PublishLimits, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
@@ -44,9 +44,6 @@ export function channelFor(request: FastifyRequest<{ Params: ChannelParams }>, o
   return { channel, credentials };
 }
 
-/** Link parameters kept from the request so that following a link keeps its format. */
-const KEPT_PARAMS = ['format', 'callback', 'envelope', 'v'];
-
 /** Paging for time-ordered results (spec: Pagination): first (times resolved), current, next. */
 export function pageLinks(
   resourceName: string,
@@ -55,8 +52,7 @@ export function pageLinks(
   cursor: number | undefined,
   nextCursor: number | undefined,
 ): Record<string, string> {
-  const base: LinkParams = { ...resolved };
-  for (const k of KEPT_PARAMS) if (typeof query[k] === 'string') base[k] = query[k] as string;
+  const base: LinkParams = { ...resolved, ...keptParams(query) };
   const links: Record<string, string> = {
     first: relativeUrl(resourceName, base),
     current: relativeUrl(resourceName, { ...base, cursor }),

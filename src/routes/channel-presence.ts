@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
 import { sendResult } from '../http/reply.js';
 import { limitParam } from '../http/query-params.js';
-import { relativeUrl, type LinkParams } from '../http/pagination.js';
+import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Format } from '../http/format.js';
 import { channelFor, historyPage } from './channel-messages.js';
@@ -41,8 +41,7 @@ export async function channelPresenceRoutes(app: FastifyInstance, opts: { presen
         const limit = limitParam(query);
         const cursor = stringParam(query, 'cursor');
         const { members, next } = opts.presence.members({ appId: credentials.app.appId, channel, clientId, connectionId, limit, after: cursor });
-        const base: LinkParams = { clientId, connectionId, limit };
-        for (const k of ['format', 'callback', 'envelope', 'v']) if (typeof query[k] === 'string') base[k] = query[k] as string;
+        const base: LinkParams = { clientId, connectionId, limit, ...keptParams(query) };
         const links: Record<string, string> = {
           first: relativeUrl('presence', base),
           current: relativeUrl('presence', { ...base, cursor }),

@@ -4,7 +4,7 @@ import { permitsAnywhere } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam } from '../http/query-params.js';
-import { relativeUrl, type LinkParams } from '../http/pagination.js';
+import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import type { Clock } from '../clock.js';
 import {
   bucketEnd,
@@ -126,10 +126,7 @@ export async function statsRoutes(
         const buckets = from > to ? [] : await pageOfBuckets(opts.stats, { appId: credentials.app.appId, unit, start: from, end: to }, direction, limit + 1);
         if (direction === 'backwards') buckets.reverse();
         const page = buckets.slice(0, limit);
-        const base: LinkParams = { start, end, unit, limit, direction };
-        for (const k of ['format', 'callback', 'envelope', 'v', 'fields', 'flatten', 'select']) {
-          if (typeof query[k] === 'string') base[k] = query[k] as string;
-        }
+        const base: LinkParams = { start, end, unit, limit, direction, ...keptParams(query, ['fields', 'flatten', 'select']) };
         const links: Record<string, string> = {
           first: relativeUrl('stats', base),
           current: relativeUrl('stats', { ...base, cursor }),
