@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
-import { StatsProjection } from '../../projections/stats/stats-projection.js';
-import { T0, TOPICS, allRecords, buildLog, isPersisted, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
+import { T0, buildLog, crashAfter, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
 
 export interface StatsStoreFactory {
   /** A new, empty store of its own. */
@@ -99,21 +98,8 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
         const random = rng(11);
         for (let run = 0; run < options.replayRuns; run++) {
           const store = await f.open();
-          const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });
           const stopAfter = Math.floor(random() * 1200);
-          let applied = 0;
-          for (const topic of TOPICS) {
-            await projection.start(topic);
-            for (const records of await allRecords(log, topic)) {
-              for (let i = 0; i < records.length && applied < stopAfter; ) {
-                const n = 1 + Math.floor(random() * 80);
-                projection.apply(records.slice(i, i + n));
-                applied += n;
-                i += n;
-                if (random() < 0.2) await projection.flush();
-              }
-            }
-          }
+          await crashAfter(log, store, stopAfter, random, 80, 0.2);
           await runToEnd(log, store, () => 1 + Math.floor(random() * 300));
           expect(await snapshot(store), `run ${run}, crash after ${stopAfter}`).toEqual(expected);
         }

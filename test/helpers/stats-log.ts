@@ -64,6 +64,34 @@ export async function snapshot(store: StatsStore): Promise<unknown> {
   return result;
 }
 
+/**
+ * A first life that crashes: applies the log in random batches (up to maxBatch records), flushing
+ * now and then (with the given chance), and stops without a final flush after `stopAfter` records.
+ */
+export async function crashAfter(
+  log: EmbeddedLog,
+  store: StatsStore,
+  stopAfter: number,
+  random: () => number,
+  maxBatch: number,
+  flushChance: number,
+): Promise<void> {
+  const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });
+  let applied = 0;
+  for (const topic of TOPICS) {
+    await projection.start(topic);
+    for (const records of await allRecords(log, topic)) {
+      for (let i = 0; i < records.length && applied < stopAfter; ) {
+        const n = 1 + Math.floor(random() * maxBatch);
+        projection.apply(records.slice(i, i + n));
+        applied += n;
+        i += n;
+        if (random() < flushChance) await projection.flush();
+      }
+    }
+  }
+}
+
 /** Runs the projection over the whole log in batches; returns its store. */
 export async function runToEnd(log: EmbeddedLog, store: StatsStore, batch: () => number): Promise<void> {
   const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });

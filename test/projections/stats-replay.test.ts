@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { decodeEvent } from '../../src/log/events.js';
-import { T0, TOPICS, allRecords, buildLog, isPersisted, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
+import { T0, TOPICS, allRecords, buildLog, crashAfter, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
 
 describe('stats projection replay safety (issue: never lost, never counted twice)', () => {
   it('crashing at any moment and resuming, or rebuilding from offset 0, gives identical numbers', async () => {
@@ -17,21 +16,8 @@ describe('stats projection replay safety (issue: never lost, never counted twice
     for (let run = 0; run < 8; run++) {
       const store = new SqliteStatsStore(':memory:');
       // First life: random batches and random flushes, then a crash (no final flush).
-      const projection = new StatsProjection({ store, isPersisted, flushIntervalMs: 1e9 });
       const stopAfter = Math.floor(random() * 3000);
-      let applied = 0;
-      for (const topic of TOPICS) {
-        await projection.start(topic);
-        for (const records of await allRecords(log, topic)) {
-          for (let i = 0; i < records.length && applied < stopAfter; ) {
-            const n = 1 + Math.floor(random() * 50);
-            projection.apply(records.slice(i, i + n));
-            applied += n;
-            i += n;
-            if (random() < 0.3) await projection.flush();
-          }
-        }
-      }
+      await crashAfter(log, store, stopAfter, random, 50, 0.3);
       // Second life: resume from the stored checkpoints.
       await runToEnd(log, store, () => 1 + Math.floor(random() * 200));
       expect(await snapshot(store), `run ${run}, crash after ${stopAfter} records`).toEqual(expected);
