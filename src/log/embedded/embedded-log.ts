@@ -9,7 +9,8 @@ import type {
   Topic,
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
-import { SqliteWriter, type LogRow } from './sqlite-writer.js';
+import { packValue, packValueOwned, unpackValue } from '../../codec/msgpack.js';
+import { SqliteWriter, type Segment } from './sqlite-writer.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -20,17 +21,27 @@ export interface EmbeddedLogOptions {
   batchSize?: number;
 }
 
-interface Row {
-  partition: number;
-  offset: number;
-  key: string;
-  ts: number;
-  value: Buffer;
+/** The records of a segment: MessagePack, an array of [key, timestamp, value] in offset order. */
+type SegmentRecords = [string, number, Uint8Array][];
+
+interface SegmentRow {
+  first_offset: number;
+  records: Buffer;
 }
 
+const SCHEMA = `CREATE TABLE IF NOT EXISTS log_segments (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
+    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL,
+    PRIMARY KEY (topic, partition, first_offset)) WITHOUT ROWID`;
+
+export const INSERT_SEGMENT =
+  'INSERT INTO log_segments (topic, partition, first_offset, count, last_ts, records) VALUES (?, ?, ?, ?, ?, ?)';
+
 /**
- * The embedded log: one SQLite table in WAL mode with synchronous=FULL, so a committed append
- * survives kill -9 and power loss. An append is one transaction, so a batch is all-or-nothing.
+ * The embedded log: SQLite in WAL mode with synchronous=FULL, so a committed append survives
+ * kill -9 and power loss. An append is one transaction, so a batch is all-or-nothing. It stores
+ * one row per partition per append (a segment: the consecutive records of that append, packed
+ * with MessagePack), so the cost of a commit grows with appends rather than with records.
  * For a file, a writer thread commits while the event loop goes on; offsets are assigned here,
  * in call order. A failed commit fails the log: later appends are refused until a restart, so
  * offsets never have gaps. Consumers run in-process, are woken after every commit and read the
@@ -47,7 +58,7 @@ export class EmbeddedLog implements Log {
   private readonly recentMax = 20_000;
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
-  private readonly appendTx: (topic: Topic, records: AppendRecord[]) => LogPosition[];
+  private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
   /** the writer thread (file logs); in-memory logs commit inline */
   private readonly writer: SqliteWriter | undefined;
   private failure: Error | undefined;
@@ -60,33 +71,44 @@ export class EmbeddedLog implements Log {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS log_records (
-      topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
-      key TEXT NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL,
-      PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID`);
+    this.db.exec(SCHEMA);
     this.db.exec(`CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`);
+    this.migrateRecordRows();
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
-    this.insert = this.db.prepare(
-      'INSERT INTO log_records (topic, partition, offset, key, ts, value) VALUES (?, ?, ?, ?, ?, ?)',
-    );
+    this.insert = this.db.prepare(INSERT_SEGMENT);
+    // From the segment that holds the offset (the newest starting at or before it) onwards.
     this.select = this.db.prepare(
-      'SELECT partition, offset, key, ts, value FROM log_records WHERE topic = ? AND partition = ? AND offset >= ? ORDER BY offset LIMIT ?',
+      `SELECT first_offset, records FROM log_segments WHERE topic = @topic AND partition = @partition AND first_offset >= COALESCE(
+         (SELECT MAX(first_offset) FROM log_segments WHERE topic = @topic AND partition = @partition AND first_offset <= @from), 0)
+       ORDER BY first_offset`,
     );
-    this.appendTx = this.db.transaction((topic: Topic, records: AppendRecord[]) => {
-      const ends = this.endsOf(topic);
-      const positions: LogPosition[] = [];
-      for (const r of records) {
-        const partition = partitionFor(r.key, ends.length);
-        const offset = ends[partition];
-        this.insert.run(topic, partition, offset, r.key, r.timestamp, r.value);
-        ends[partition] = offset + 1;
-        positions.push({ partition, offset });
-      }
-      return positions;
+    this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
+      for (const s of segments) this.insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
     });
     this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path);
+  }
+
+  /** Logs written before segments kept one row per record (table log_records): one segment each. */
+  private migrateRecordRows(): void {
+    const old = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'log_records'`).get();
+    if (!old) return;
+    const insert = this.db.prepare(INSERT_SEGMENT);
+    const select = this.db.prepare(
+      'SELECT topic, partition, offset, key, ts, value FROM log_records WHERE (topic, partition, offset) > (?, ?, ?) ORDER BY topic, partition, offset LIMIT 10000',
+    );
+    this.db.transaction(() => {
+      let after: [string, number, number] = ['', -1, -1];
+      for (;;) {
+        const rows = select.all(...after) as { topic: string; partition: number; offset: number; key: string; ts: number; value: Buffer }[];
+        if (rows.length === 0) break;
+        for (const r of rows) insert.run(r.topic, r.partition, r.offset, 1, r.ts, packValue([[r.key, r.ts, r.value]]));
+        const last = rows[rows.length - 1];
+        after = [last.topic, last.partition, last.offset];
+      }
+      this.db.exec('DROP TABLE log_records');
+    })();
   }
 
   private endsOf(topic: string): number[] {
@@ -99,9 +121,9 @@ export class EmbeddedLog implements Log {
     if (!meta) this.db.prepare('INSERT INTO log_meta (topic, partitions) VALUES (?, ?)').run(topic, count);
     ends = new Array<number>(count).fill(0);
     const rows = this.db
-      .prepare('SELECT partition, MAX(offset) AS last FROM log_records WHERE topic = ? GROUP BY partition')
-      .all(topic) as { partition: number; last: number }[];
-    for (const row of rows) ends[row.partition] = row.last + 1;
+      .prepare('SELECT partition, MAX(first_offset + count) AS end FROM log_segments WHERE topic = ? GROUP BY partition')
+      .all(topic) as { partition: number; end: number }[];
+    for (const row of rows) ends[row.partition] = row.end;
     this.ends.set(topic, ends);
     return ends;
   }
@@ -110,15 +132,16 @@ export class EmbeddedLog implements Log {
     if (this.closed) throw new Error('log is closed');
     if (this.failure) throw new Error(`the embedded log failed earlier (${this.failure.message}); restart the service`);
     if (records.length === 0) return [];
-    if (this.writer) return this.appendThroughWriter(this.writer, topic, records);
     const ends = this.endsOf(topic);
     const before = [...ends];
-    let positions: LogPosition[];
+    const { positions, segments } = this.segmentsOf(ends, records);
     try {
-      positions = this.appendTx(topic, records);
+      if (this.writer) await this.writer.write(topic, segments);
+      else this.insertTx(topic, segments);
     } catch (err) {
-      // The transaction rolled back; so must the in-memory end offsets.
-      this.ends.set(topic, before);
+      if (this.writer) this.failure ??= err as Error;
+      // In-memory logs: the transaction rolled back; so must the end offsets.
+      else this.ends.set(topic, before);
       throw err;
     }
     this.remember(topic, records, positions);
@@ -126,25 +149,24 @@ export class EmbeddedLog implements Log {
     return positions;
   }
 
-  private async appendThroughWriter(writer: SqliteWriter, topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    const ends = this.endsOf(topic);
+  /** Offsets for the records (advancing `ends`), and one segment per partition they go to. */
+  private segmentsOf(ends: number[], records: AppendRecord[]): { positions: LogPosition[]; segments: Segment[] } {
     const positions: LogPosition[] = [];
-    const rows: LogRow[] = [];
+    const byPartition = new Map<number, { firstOffset: number; lastTs: number; records: SegmentRecords }>();
     for (const r of records) {
       const partition = partitionFor(r.key, ends.length);
       const offset = ends[partition]++;
       positions.push({ partition, offset });
-      rows.push([topic, partition, offset, r.key, r.timestamp, r.value]);
+      let segment = byPartition.get(partition);
+      if (!segment) byPartition.set(partition, (segment = { firstOffset: offset, lastTs: r.timestamp, records: [] }));
+      segment.records.push([r.key, r.timestamp, r.value]);
+      segment.lastTs = Math.max(segment.lastTs, r.timestamp);
     }
-    try {
-      await writer.write(rows);
-    } catch (err) {
-      this.failure ??= err as Error;
-      throw err;
+    const segments: Segment[] = [];
+    for (const [partition, s] of byPartition) {
+      segments.push({ partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packValueOwned(s.records) });
     }
-    this.remember(topic, records, positions);
-    this.wake(topic);
-    return positions;
+    return { positions, segments };
   }
 
   /** Keeps committed records in memory (a bounded window per partition) for consumers. */
@@ -192,15 +214,17 @@ export class EmbeddedLog implements Log {
       const from = fromOffset - window.start;
       return window.records.slice(from, from + maxRecords);
     }
-    const rows = this.select.all(topic, partition, fromOffset, maxRecords) as Row[];
-    return rows.map((r) => ({
-      topic,
-      partition: r.partition,
-      offset: r.offset,
-      key: r.key,
-      timestamp: r.ts,
-      value: r.value,
-    }));
+    const out: LogRecord[] = [];
+    if (maxRecords <= 0) return out;
+    for (const row of this.select.iterate({ topic, partition, from: fromOffset }) as IterableIterator<SegmentRow>) {
+      const records = unpackValue(row.records) as SegmentRecords;
+      for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
+        const [key, timestamp, value] = records[i];
+        out.push({ topic, partition, offset: row.first_offset + i, key, timestamp, value });
+        if (out.length === maxRecords) return out;
+      }
+    }
+    return out;
   }
 
   async partitions(topic: Topic): Promise<number> {
@@ -258,13 +282,16 @@ export class EmbeddedLog implements Log {
     };
   }
 
-  /** Deletes records past retention; the log must keep at least the longest history retention. */
+  /**
+   * Deletes segments whose records are all past retention; the log must keep at least the longest
+   * history retention. Returns how many segments went.
+   */
   enforceRetention(now: number): number {
-    // The newest record of each partition stays, so end offsets survive a restart.
+    // The newest segment of each partition stays, so end offsets survive a restart.
     return this.db
       .prepare(
-        `DELETE FROM log_records WHERE topic <> 'apps' AND ts < ? AND offset < (
-           SELECT MAX(l.offset) FROM log_records l WHERE l.topic = log_records.topic AND l.partition = log_records.partition)`,
+        `DELETE FROM log_segments WHERE topic <> 'apps' AND last_ts < ? AND first_offset < (
+           SELECT MAX(s.first_offset) FROM log_segments s WHERE s.topic = log_segments.topic AND s.partition = log_segments.partition)`,
       )
       .run(now - this.retentionMs).changes;
   }

@@ -1,7 +1,15 @@
 import { Worker } from 'node:worker_threads';
 
-/** A row of log_records: topic, partition, offset, key, ts, value. */
-export type LogRow = [string, number, number, string, number, Uint8Array];
+/** A row of log_segments: the consecutive records of one append in one partition. */
+export interface Segment {
+  partition: number;
+  firstOffset: number;
+  count: number;
+  /** newest timestamp among the records (retention) */
+  lastTs: number;
+  /** MessagePack array of [key, timestamp, value]; its own ArrayBuffer, moved to the writer */
+  records: Uint8Array;
+}
 
 interface Pending {
   resolve: () => void;
@@ -39,18 +47,25 @@ export class SqliteWriter {
     });
   }
 
-  private send(message: object): Promise<void> {
+  private send(message: object, transfer: ArrayBuffer[] = []): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
     return new Promise<void>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, ...message });
+      this.worker.postMessage({ id, ...message }, transfer);
     });
   }
 
-  /** Resolves once the rows are committed and synced to disk. */
-  write(rows: LogRow[]): Promise<void> {
-    return this.send({ rows });
+  /**
+   * Resolves once the segments are committed and synced to disk. Their buffers move to the writer
+   * thread (no copy) when each is a whole ArrayBuffer; the caller must not use them afterwards.
+   */
+  write(topic: string, segments: Segment[]): Promise<void> {
+    const transfer = segments
+      .map((s) => s.records)
+      .filter((b) => b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer)
+      .map((b) => b.buffer as ArrayBuffer);
+    return this.send({ topic, segments }, transfer);
   }
 
   async close(): Promise<void> {

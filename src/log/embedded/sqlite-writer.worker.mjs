@@ -1,4 +1,4 @@
-// The embedded log's writer thread: owns one SQLite connection and commits each batch of rows in
+// The embedded log's writer thread: owns one SQLite connection and commits each append (its segments) in
 // one transaction with synchronous=FULL, so the event loop never waits on an fsync.
 // Plain JavaScript: a worker starts outside the TypeScript loader (tsx, vitest).
 import { parentPort, workerData } from 'node:worker_threads';
@@ -8,9 +8,10 @@ const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('busy_timeout = 5000');
-const insert = db.prepare('INSERT INTO log_records (topic, partition, offset, key, ts, value) VALUES (?, ?, ?, ?, ?, ?)');
-const commit = db.transaction((rows) => {
-  for (const r of rows) insert.run(r[0], r[1], r[2], r[3], r[4], r[5]);
+// The table is created by the main thread (embedded-log.ts) before this thread starts.
+const insert = db.prepare('INSERT INTO log_segments (topic, partition, first_offset, count, last_ts, records) VALUES (?, ?, ?, ?, ?, ?)');
+const commit = db.transaction((topic, segments) => {
+  for (const s of segments) insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
 });
 
 parentPort.on('message', (message) => {
@@ -20,7 +21,7 @@ parentPort.on('message', (message) => {
     return;
   }
   try {
-    commit(message.rows);
+    commit(message.topic, message.segments);
     parentPort.postMessage({ id: message.id });
   } catch (err) {
     parentPort.postMessage({ id: message.id, error: err instanceof Error ? err.message : String(err) });

@@ -1,0 +1,96 @@
+// The embedded log stores one SQLite row per partition per append (a segment). These tests reopen
+// the file, so every read comes from SQLite rather than from the in-memory window.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { Topics, type AppendRecord } from '../../src/log/port.js';
+
+const records = (from: number, count: number, key = 'k'): AppendRecord[] =>
+  Array.from({ length: count }, (_, i) => ({ key, timestamp: 1000 + from + i, value: Buffer.from(`v${from + i}`) }));
+
+describe('embedded log segments (one row per partition per append)', () => {
+  let dir: string;
+  let path: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'log-segments-'));
+    path = join(dir, 'log.db');
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('after a reopen, read() starts inside a segment and crosses into the next ones', async () => {
+    const log = new EmbeddedLog({ path });
+    await log.append(Topics.messages, records(0, 5));
+    await log.append(Topics.messages, records(5, 5));
+    await log.append(Topics.messages, records(10, 5));
+    await log.close();
+
+    const reopened = new EmbeddedLog({ path });
+    const read = await reopened.read(Topics.messages, 0, 3, 9);
+    expect(read.map((r) => r.offset)).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    expect(read.map((r) => Buffer.from(r.value).toString())).toEqual(['v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9', 'v10', 'v11']);
+    expect(read[0]).toMatchObject({ topic: Topics.messages, partition: 0, key: 'k', timestamp: 1003 });
+    expect(await reopened.read(Topics.messages, 0, 15, 10)).toEqual([]);
+    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 15]]));
+    // Appends continue at the end offset the segments give.
+    expect(await reopened.append(Topics.messages, records(15, 1))).toEqual([{ partition: 0, offset: 15 }]);
+    await reopened.close();
+  });
+
+  it('one append to several partitions is one segment per partition, and a consumer sees every record once', async () => {
+    const log = new EmbeddedLog({ path, partitions: 3 });
+    const batch = ['a', 'b', 'c', 'd', 'e', 'f'].flatMap((key, k) => records(k * 10, 4, key));
+    const positions = await log.append(Topics.messages, batch);
+    await log.close();
+
+    const db = new Database(path, { readonly: true });
+    const segments = db.prepare('SELECT partition, first_offset, count FROM log_segments ORDER BY partition').all() as { partition: number; count: number }[];
+    db.close();
+    expect(segments.length).toBe(new Set(positions.map((p) => p.partition)).size);
+    expect(segments.reduce((n, s) => n + s.count, 0)).toBe(batch.length);
+
+    const reopened = new EmbeddedLog({ path, partitions: 3 });
+    const seen: string[] = [];
+    const sub = reopened.consume({ topic: Topics.messages, consumer: 't', from: new Map(), handle: (rs) => void seen.push(...rs.map((r) => Buffer.from(r.value).toString())) });
+    await sub.caughtUp;
+    await sub.stop();
+    await reopened.close();
+    expect(seen.sort()).toEqual(batch.map((r) => Buffer.from(r.value).toString()).sort());
+  });
+
+  it('retention deletes whole segments past it but keeps the newest of each partition', async () => {
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    await log.append(Topics.messages, records(0, 3)); // timestamps 1000..1002
+    await log.append(Topics.messages, records(100, 3)); // 1100..1102
+    expect(log.enforceRetention(2101)).toBe(1);
+    expect(log.enforceRetention(1_000_000)).toBe(0); // the newest segment stays
+    await log.close();
+    const reopened = new EmbeddedLog({ path });
+    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 6]]));
+    expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([3, 4, 5]);
+    await reopened.close();
+  });
+
+  it('a log written one row per record (before segments) is migrated on open', async () => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE log_records (topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+      key TEXT NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (topic, partition, offset)) WITHOUT ROWID`);
+    db.exec(`CREATE TABLE log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`);
+    db.prepare(`INSERT INTO log_meta VALUES ('messages', 1)`).run();
+    const insert = db.prepare('INSERT INTO log_records VALUES (?, ?, ?, ?, ?, ?)');
+    for (let i = 0; i < 4; i++) insert.run('messages', 0, i, `key${i}`, 500 + i, Buffer.from(`old${i}`));
+    db.close();
+
+    const log = new EmbeddedLog({ path });
+    const read = await log.read(Topics.messages, 0, 1, 10);
+    expect(read.map((r) => [r.offset, r.key, r.timestamp, Buffer.from(r.value).toString()])).toEqual([
+      [1, 'key1', 501, 'old1'],
+      [2, 'key2', 502, 'old2'],
+      [3, 'key3', 503, 'old3'],
+    ]);
+    expect(await log.append(Topics.messages, records(0, 1))).toEqual([{ partition: 0, offset: 4 }]);
+    await log.close();
+  });
+});
