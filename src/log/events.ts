@@ -57,17 +57,24 @@ export interface StatsFixture {
 
 export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture;
 
-export const encodeEvent = (event: LogEvent): Uint8Array => packValue(event);
-
 /**
- * Decodes a record's value. Several projections consume the same record objects, so the event is
- * decoded once per value and shared: projections must treat events as read-only.
+ * The event a value holds, kept on the value itself: a value is decoded at most once however many
+ * projections consume it, and a value this process encoded is never decoded at all (its event is
+ * the one it was encoded from, which decodes to an equal object). Events are therefore shared:
+ * projections must treat them as read-only.
  */
-const decoded = new WeakMap<Uint8Array, LogEvent>();
+const EVENT = Symbol('decoded event');
+type EventBytes = Uint8Array & { [EVENT]?: LogEvent };
+
+export const encodeEvent = (event: LogEvent): Uint8Array => {
+  const bytes: EventBytes = packValue(event);
+  bytes[EVENT] = event;
+  return bytes;
+};
+
 export const decodeEvent = (value: Uint8Array): LogEvent => {
-  let event = decoded.get(value);
-  if (!event) decoded.set(value, (event = unpackValue(value) as LogEvent));
-  return event;
+  const bytes = value as EventBytes;
+  return (bytes[EVENT] ??= unpackValue(value) as LogEvent);
 };
 
 /** Log key that keeps one channel's events in one partition, in order. */
