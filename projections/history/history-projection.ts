@@ -53,13 +53,17 @@ export class HistoryProjection {
   private readonly flushIntervalMs: number;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
+  private readonly byReference: boolean;
 
   constructor(private readonly options: HistoryOptions) {
-    this.tail = new MemoryTail(options.tailMs);
     this.store = options.store;
     this.clock = options.clock;
     this.flushIntervalMs = options.flushIntervalMs ?? 100;
     this.entriesOf = options.entriesOf ?? publishedMessages;
+    // Published messages follow from their record alone, so the tail keeps them by reference to
+    // the record's bytes; entries that depend on projection state (presence) are kept as objects.
+    this.byReference = options.entriesOf === undefined;
+    this.tail = new MemoryTail(options.tailMs, this.byReference ? (value) => publishedMessages(decodeEvent(value))?.messages ?? [] : undefined);
   }
 
   /**
@@ -105,22 +109,28 @@ export class HistoryProjection {
     const alreadyStored = record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
     const horizon = this.tail.horizon(this.clock.now());
-    event.messages.forEach((message, index) => {
+    const messages = event.messages;
+    for (let index = 0; index < messages.length; index++) {
+      const message = messages[index];
       if (event.clientIds) {
         const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
-        if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) return;
+        if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) continue;
       }
-      const entry: HistoryEntry = {
-        appId: event.appId,
-        channel: event.channel,
-        serial: serialOf(record.offset, index),
-        partition: record.partition,
-        message,
-      };
+      const serial = serialOf(record.offset, index);
+      const persist = retentionHours !== undefined && !alreadyStored;
+      const entry: HistoryEntry | undefined =
+        persist || !this.byReference ? { appId: event.appId, channel: event.channel, serial, partition: record.partition, message } : undefined;
       // Replays from far back fill only the store, not the in-memory window.
-      if (message.timestamp >= horizon) this.tail.add(entry, event.clientIds);
-      if (retentionHours !== undefined && !alreadyStored) this.pending.push({ ...entry, retentionHours });
-    });
+      if (message.timestamp >= horizon) {
+        if (this.byReference) {
+          const id = event.clientIds ? message.id : undefined;
+          this.tail.addRecord(event.appId, event.channel, serial, record.partition, message.timestamp, record.value, index, id);
+        } else {
+          this.tail.add(entry!, event.clientIds);
+        }
+      }
+      if (persist) this.pending.push({ ...entry!, retentionHours });
+    }
   }
 
   private scheduleFlush(): void {
