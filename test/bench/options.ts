@@ -15,6 +15,8 @@ export interface BenchOptions {
   backgroundLoad: number;
   /** run the server children with --cpu-prof and print their hot spots */
   cpuProfile: boolean;
+  /** BENCH_ONLY=publish: publish throughput only (bare and embedded), for quick comparisons */
+  publishOnly: boolean;
 }
 
 const DEFAULTS: Record<string, number> = {
@@ -35,6 +37,13 @@ function numberOf(env: Record<string, string | undefined>, name: string, min: nu
   return n;
 }
 
+function onlyOf(env: Record<string, string | undefined>): string | undefined {
+  const raw = env.BENCH_ONLY;
+  if (raw === undefined || raw === '') return undefined;
+  if (raw !== 'publish') throw new Error(`BENCH_ONLY="${raw}" must be "publish" (or unset for everything)`);
+  return raw;
+}
+
 export function benchOptions(env: Record<string, string | undefined>): BenchOptions {
   return {
     durationS: numberOf(env, 'BENCH_DURATION', 1, 3600),
@@ -45,6 +54,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     samples: Math.round(numberOf(env, 'BENCH_SAMPLES', 10, 100_000)),
     backgroundLoad: numberOf(env, 'BENCH_BACKGROUND_LOAD', 0, 1),
     cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
+    publishOnly: onlyOf(env) === 'publish',
   };
 }
 
@@ -53,7 +63,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
  * after starting the local infrastructure when production mode ran on it.
  */
 export function commandLine(env: Record<string, string | undefined>, production?: 'local infrastructure' | 'environment'): string {
-  const given = Object.keys(DEFAULTS)
+  const given = [...Object.keys(DEFAULTS), 'BENCH_ONLY']
     .filter((name) => env[name] !== undefined && env[name] !== '')
     .map((name) => `${name}=${env[name]}`);
   if (production === 'environment') given.unshift('KAFKA_BROKERS=… CLICKHOUSE_URL=…');

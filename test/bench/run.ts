@@ -92,8 +92,10 @@ async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{
   }
   log(`${spec.label}: measuring for ${spec.durationS} s (${spec.connections} connections, pipelining ${spec.pipelining})`);
   const cpuBefore = server.cpuMs();
+  const threadsBefore = server.cpuMsByThread();
   const result = await runLoad(spec);
   const cpuAfter = server.cpuMs();
+  const threadsAfter = server.cpuMsByThread();
   const rssMiB = server.rssMiB();
   const cpuUsPerRequest = cpuBefore !== undefined && cpuAfter !== undefined && result.total > 0 ? ((cpuAfter - cpuBefore) * 1000) / result.total : undefined;
   const extra = [
@@ -101,6 +103,12 @@ async function publishThroughput(spec: LoadSpec, server: ChildServer): Promise<{
     rssMiB === undefined ? undefined : `RSS ${rssMiB.toFixed(0)} MiB`,
   ].filter((x) => x !== undefined);
   log(`${spec.label}: ${fmt(result)}${extra.length > 0 ? `; ${extra.join(', ')}` : ''}`);
+  const threads = [...threadsAfter]
+    .map(([name, ms]) => [name, ms - (threadsBefore.get(name) ?? 0)] as const)
+    .filter(([, ms]) => ms > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, ms]) => `${name} ${((ms * 1000) / Math.max(1, result.total)).toFixed(1)} µs (${((ms / 1000 / spec.durationS) * 100).toFixed(0)}% of a core)`);
+  if (threads.length > 0) log(`${spec.label}: server CPU per request by thread: ${threads.join(', ')}`);
   return { result, cpuUsPerRequest, rssMiB };
 }
 
@@ -149,13 +157,13 @@ async function benchService(report: Report, mode: 'embedded' | 'production', mod
       // Idle means idle: let the projections finish the warm-up's messages first.
       await sleep(SETTLE_MS);
     }
-    await visibility('idle', '');
+    if (!options.publishOnly) await visibility('idle', '');
 
     const { result, ...server } = await publishThroughput(spec, service.server);
     report.throughput.push({ setup, result, ...server });
     if (failuresOf(result) > 0) report.failed = true;
 
-    if (options.backgroundLoad > 0) {
+    if (options.backgroundLoad > 0 && !options.publishOnly) {
       const rate = Math.max(1, Math.round(result.reqPerSec * options.backgroundLoad));
       const load = `${rate} req/s`;
       log(`service, ${mode}: background load of ${load} on the bench channels`);
@@ -197,7 +205,9 @@ async function main(): Promise<void> {
   await benchService(report, 'embedded', {}, 'service, embedded (SQLite log and store)');
 
   const productionSetup = 'service, production (Kafka + ClickHouse)';
-  if ('skipped' in production) {
+  if (options.publishOnly) {
+    log('BENCH_ONLY=publish: production mode, visibility, stats and replay skipped');
+  } else if ('skipped' in production) {
     log(`production: skipped (${production.skipped})`);
     report.throughput.push({ setup: productionSetup, skipped: production.skipped });
     report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: production.skipped });
@@ -220,14 +230,16 @@ async function main(): Promise<void> {
     }
   }
 
-  log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
   const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 20);
-  report.sections.push(
-    `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
-    await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
-    `**Replay.** Reading a log of publish events from a fresh handle, raw, beside the stats projection replaying the same log (roll up and write samples), in the same run.`,
-    await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
-  );
+  if (!options.publishOnly) {
+    log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
+    report.sections.push(
+      `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
+      await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
+      `**Replay.** Reading a log of publish events from a fresh handle, raw, beside the stats projection replaying the same log (roll up and write samples), in the same run.`,
+      await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
+    );
+  }
 
   const [bare, embedded] = report.throughput.map((r) => r.result);
   if (bare && embedded && embedded.reqPerSec / bare.reqPerSec < RATIO_TARGET) {
@@ -250,7 +262,7 @@ async function main(): Promise<void> {
   console.log(`\n${throughputTable(report.throughput)}\n\n${visibilityTable(report.visibility)}\n`);
   console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
   console.log(md);
-  writeFileSync(RESULTS_FILE, md);
+  if (!options.publishOnly) writeFileSync(RESULTS_FILE, md);
   if (report.failed) {
     log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
     process.exitCode = 1;

@@ -1,7 +1,7 @@
 // Servers under test run in child processes, so that the load generator (this process) and the
 // server are separate processes sharing the machine's cores like real clients and servers.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +34,8 @@ export interface ChildServer {
   output(): string[];
   /** CPU time the child has used so far (user + system), ms; undefined where /proc is missing. */
   cpuMs(): number | undefined;
+  /** CPU time so far of the main thread ("main") and of all other threads ("others": the log writer, GC helpers, libuv), ms. */
+  cpuMsByThread(): Map<string, number>;
   /** The child's resident memory now, MiB; undefined where /proc is missing. */
   rssMiB(): number | undefined;
   /** SIGTERM (graceful close), then SIGKILL if it has not exited in time. */
@@ -100,7 +102,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
     }
   }
   const pid = child.pid!;
-  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), rssMiB: () => rssMiBOf(pid), stop };
+  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), stop };
 }
 
 /** utime + stime from /proc/<pid>/stat, in ms (the kernel counts in ticks of 10 ms). */
@@ -113,6 +115,29 @@ function cpuMsOf(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** utime + stime of the main thread and of the others together (/proc/<pid>/task), in ms. */
+function cpuMsByThreadOf(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tasks) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = tid === String(pid) ? 'main' : 'others';
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+      byName.set(name, (byName.get(name) ?? 0) + ms);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return byName;
 }
 
 function rssMiBOf(pid: number): number | undefined {
