@@ -45,41 +45,55 @@ export interface AppDeps {
 
 /** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
 export function buildApp(deps: AppDeps): FastifyInstance {
+  // Per-request log lines, and a child logger per request that binds its id, only at debug level:
+  // at thousands of publishes a second they would cost more than the publishes. Above it, request
+  // logs name the request id themselves.
+  const perRequestLogs = deps.logger !== undefined && ['debug', 'trace'].includes(deps.logger.level);
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: deps.bodyLimit ?? 16 * 1024 * 1024,
     // Channel names may be long and may contain encoded slashes.
     routerOptions: { maxParamLength: 4096 },
-    // Per-request log lines only at debug level: at thousands of publishes a second they would
-    // cost more than the publishes.
-    logController: new LogController({ disableRequestLogging: (req) => !['debug', 'trace'].includes(req.log.level) }),
+    logController: new LogController({
+      disableRequestLogging: !perRequestLogs,
+      ...(perRequestLogs ? {} : { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
+    }),
   });
 
   registerBodyParsers(app);
 
-  app.addHook('onRequest', async (request) => {
-    resolveContext(request);
-    if (request.is404 || request.routeOptions.config?.auth === 'none') return;
-    request.ctx!.credentials = deps.authenticator.authenticate(
-      headerOf(request, 'authorization'),
-      headerOf(request, 'x-ably-clientid'),
-      deps.clock.now(),
-    );
+  // Hooks in callback style: no promise per request and hook.
+  app.addHook('onRequest', (request, _reply, done) => {
+    try {
+      resolveContext(request);
+      if (!request.is404 && request.routeOptions.config?.auth !== 'none') {
+        request.ctx!.credentials = deps.authenticator.authenticate(
+          headerOf(request, 'authorization'),
+          headerOf(request, 'x-ably-clientid'),
+          deps.clock.now(),
+        );
+      }
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
   });
 
   // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const tokenRequest = request.routeOptions.url === '/keys/:keyName/requestToken';
     const appId =
       request.ctx?.credentials?.app.appId ??
       (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
     if (appId && !request.is404) deps.usage.apiRequest(appId, reply.statusCode, tokenRequest);
+    done();
   });
 
   app.setErrorHandler((err, request, reply) => {
     const error = toErrorBody(err);
-    if (error.statusCode >= 500) request.log.error({ err }, 'request failed');
-    else request.log.debug({ code: error.code, message: error.message }, 'request refused');
+    if (error.statusCode >= 500) request.log.error({ err, reqId: request.id }, 'request failed');
+    else request.log.debug({ code: error.code, message: error.message, reqId: request.id }, 'request refused');
     return sendError(request, reply, error);
   });
 

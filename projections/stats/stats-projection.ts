@@ -1,8 +1,17 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import { decodeEvent, type LogEvent } from '../../src/log/events.js';
 import { dataSize } from '../../src/messages/message.js';
-import { addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
+import { addCounter, addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+
+// Counter keys of the per-record path, built once.
+const INBOUND = {
+  rest: { count: Base.inbound('rest', 'messages', 'count'), data: Base.inbound('rest', 'messages', 'data') },
+  realtime: { count: Base.inbound('realtime', 'messages', 'count'), data: Base.inbound('realtime', 'messages', 'data') },
+};
+const INBOUND_PRESENCE = { count: Base.inbound('realtime', 'presence', 'count'), data: Base.inbound('realtime', 'presence', 'data') };
+const STORED = { count: Base.stored('messages', 'count'), data: Base.stored('messages', 'data') };
+const STORED_PRESENCE = { count: Base.stored('presence', 'count'), data: Base.stored('presence', 'data') };
 
 /** A sample stays open (and rewritable) until its partition's newest record is this much later. */
 const KEEP_MS = 60_000;
@@ -125,18 +134,19 @@ export class StatsProjection {
         const sample = this.sampleFor(state, record.timestamp, record.offset);
         const app = this.appOf(sample, event.appId);
         const count = event.messages.length;
-        const data = event.messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0);
-        const transport = event.transport === 'realtime' ? 'realtime' : 'rest';
-        const c: Counters = { [Base.inbound(transport, 'messages', 'count')]: count, [Base.inbound(transport, 'messages', 'data')]: data };
+        let data = 0;
+        for (const m of event.messages) data += dataSize(m.data, m.encoding);
+        const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
+        addCounter(app.counters, keys.count, count);
+        addCounter(app.counters, keys.data, data);
         if (this.options.isPersisted(event.appId, event.channel)) {
-          c[Base.stored('messages', 'count')] = count;
-          c[Base.stored('messages', 'data')] = data;
+          addCounter(app.counters, STORED.count, count);
+          addCounter(app.counters, STORED.data, data);
         }
-        addCounters(app.counters, c);
         if (!app.channels.has(event.channel)) {
           app.channels.add(event.channel);
           if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
-            addCounters(app.counters, { [Base.channelsOpened]: 1 });
+            addCounter(app.counters, Base.channelsOpened, 1);
           }
         }
         break;
@@ -144,12 +154,12 @@ export class StatsProjection {
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
-        const c: Counters = { [Base.inbound('realtime', 'presence', 'count')]: 1, [Base.inbound('realtime', 'presence', 'data')]: data };
+        addCounter(app.counters, INBOUND_PRESENCE.count, 1);
+        addCounter(app.counters, INBOUND_PRESENCE.data, data);
         if (this.options.isPersisted(event.appId, event.channel)) {
-          c[Base.stored('presence', 'count')] = 1;
-          c[Base.stored('presence', 'data')] = data;
+          addCounter(app.counters, STORED_PRESENCE.count, 1);
+          addCounter(app.counters, STORED_PRESENCE.data, data);
         }
-        addCounters(app.counters, c);
         break;
       }
       case 'usage.reported':
@@ -177,6 +187,11 @@ export class StatsProjection {
 
   /** Closes samples that the partition's newest record has left KEEP_MS behind. */
   private closeSamples(state: PartitionState): void {
+    if (state.open.size === 0) return;
+    // Open intervals are few (KEEP_MS / SAMPLE_MS); most records close none of them.
+    let oldest = Infinity;
+    for (const interval of state.open.keys()) if (interval < oldest) oldest = interval;
+    if (!this.closable(oldest, state)) return;
     for (const interval of [...state.open.keys()].sort((a, b) => a - b)) {
       if (!this.closable(interval, state)) break;
       const sample = state.open.get(interval)!;

@@ -40,6 +40,11 @@ export const BASE_COUNTERS: readonly string[] = [
   ...(['all', 'tokenRequests'] as const).flatMap((kind) => (['succeeded', 'failed', 'refused'] as const).map((o) => Base.api(kind, o))),
 ];
 
+/** Adds n to one counter (no object built per call: this runs for every publish). */
+export function addCounter(into: Counters, key: string, n: number): void {
+  if (n) into[key] = (into[key] ?? 0) + n;
+}
+
 export function addCounters(into: Counters, from: Counters): Counters {
   for (const [k, v] of Object.entries(from)) if (v) into[k] = (into[k] ?? 0) + v;
   return into;

@@ -2,9 +2,20 @@ import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { encodeEvent } from '../log/events.js';
 import type { Clock } from '../clock.js';
-import { addCounters, Base, intervalOf, type Counters } from '../../projections/stats/stats-sample.js';
+import { addCounter, addCounters, Base, intervalOf, type Counters } from '../../projections/stats/stats-sample.js';
 
 export type RequestOutcome = 'succeeded' | 'failed' | 'refused';
+
+const API_ALL: Record<RequestOutcome, string> = {
+  succeeded: Base.api('all', 'succeeded'),
+  failed: Base.api('all', 'failed'),
+  refused: Base.api('all', 'refused'),
+};
+const API_TOKEN: Record<RequestOutcome, string> = {
+  succeeded: Base.api('tokenRequests', 'succeeded'),
+  failed: Base.api('tokenRequests', 'failed'),
+  refused: Base.api('tokenRequests', 'refused'),
+};
 
 /** succeeded: 2xx/3xx; refused: authentication, capability, rate limits; failed: the rest. */
 export const outcomeOf = (status: number): RequestOutcome =>
@@ -26,18 +37,25 @@ export class UsageMeter {
     private readonly instanceId: string,
   ) {}
 
-  private add(appId: string, counters: Counters): void {
+  /** The counters of the app in the current interval. */
+  private countersOf(appId: string): Counters {
     const interval = intervalOf(this.clock.now());
     let apps = this.pending.get(interval);
     if (!apps) this.pending.set(interval, (apps = new Map()));
-    addCounters(apps.get(appId) ?? apps.set(appId, {}).get(appId)!, counters);
+    let counters = apps.get(appId);
+    if (!counters) apps.set(appId, (counters = {}));
+    return counters;
+  }
+
+  private add(appId: string, counters: Counters): void {
+    addCounters(this.countersOf(appId), counters);
   }
 
   apiRequest(appId: string, status: number, tokenRequest: boolean): void {
     const outcome = outcomeOf(status);
-    const c: Counters = { [Base.api('all', outcome)]: 1 };
-    if (tokenRequest) c[Base.api('tokenRequests', outcome)] = 1;
-    this.add(appId, c);
+    const counters = this.countersOf(appId);
+    addCounter(counters, API_ALL[outcome], 1);
+    if (tokenRequest) addCounter(counters, API_TOKEN[outcome], 1);
   }
 
   /** Messages read from history go out over REST; persisted ones show in the persisted section too. */
