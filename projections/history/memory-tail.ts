@@ -43,6 +43,7 @@ class ChannelTail {
 
   /** Drops evicted slots once they are the larger part of the arrays. */
   compact(): void {
+    if (this.start <= 1024 && this.idStart <= 1024) return;
     if (this.start > 1024 && this.start * 2 > this.serials.length) {
       for (const list of [this.serials, this.timestamps, this.partitions, this.refs, this.offsets, this.lengths, this.indexes] as unknown[][]) {
         list.splice(0, this.start);

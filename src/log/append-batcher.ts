@@ -15,20 +15,26 @@ interface Waiting {
 
 /**
  * Group commit: every append made in the same event-loop turn shares one log append
- * (one SQLite transaction, one Kafka produce request). While a flush is in flight the next
- * batch accumulates, so throughput grows with concurrency instead of with fsyncs.
+ * (one SQLite transaction, one Kafka produce request). While the log's limit of appends are in
+ * flight (Log.maxAppendsInFlight: 1 for Kafka, 2 for the embedded log, whose writer then starts
+ * the next commit the moment one ends) the next batch accumulates, so throughput grows with
+ * concurrency instead of with fsyncs.
  */
 export class AppendBatcher {
   private readonly queues = new Map<Topic, Waiting[]>();
-  private readonly inFlight = new Set<Topic>();
+  private readonly inFlight = new Map<Topic, number>();
   private scheduled = new Set<Topic>();
-  private readonly inFlightSince = new Map<Topic, number>();
+  /** first timestamp of each append in flight, oldest first */
+  private readonly inFlightSince = new Map<Topic, number[]>();
+  private readonly maxInFlight: number;
 
   constructor(
     private readonly log: Log,
     private readonly clock: MonotonicClock,
     private readonly maxBatch = 5000,
-  ) {}
+  ) {
+    this.maxInFlight = Math.max(1, log.maxAppendsInFlight ?? 1);
+  }
 
   append(topic: Topic, records: PendingRecord[]): Promise<LogPosition[]> {
     return new Promise((resolve, reject) => {
@@ -41,11 +47,11 @@ export class AppendBatcher {
 
   /** Timestamp of the oldest record being appended right now, if any. */
   oldestInFlight(topic: Topic): number | undefined {
-    return this.inFlightSince.get(topic);
+    return this.inFlightSince.get(topic)?.[0];
   }
 
   private schedule(topic: Topic): void {
-    if (this.scheduled.has(topic) || this.inFlight.has(topic)) return;
+    if (this.scheduled.has(topic) || (this.inFlight.get(topic) ?? 0) >= this.maxInFlight) return;
     this.scheduled.add(topic);
     setImmediate(() => {
       this.scheduled.delete(topic);
@@ -63,13 +69,18 @@ export class AppendBatcher {
       batch.push(w);
       count += w.records.length;
     }
-    this.inFlight.add(topic);
+    // A batch larger than maxBatch left some behind: they may go now if the log takes more.
+    if (queue.length > 0) queueMicrotask(() => this.schedule(topic));
+    this.inFlight.set(topic, (this.inFlight.get(topic) ?? 0) + 1);
+    let since: number[] | undefined = this.inFlightSince.get(topic);
+    if (!since) this.inFlightSince.set(topic, (since = []));
+    let first: number | undefined;
     try {
       const built = [];
       for (const w of batch) {
         for (const r of w.records) {
           const timestamp = this.clock.next();
-          if (!this.inFlightSince.has(topic)) this.inFlightSince.set(topic, timestamp);
+          if (first === undefined) since.push((first = timestamp));
           built.push({ key: r.key, timestamp, value: r.build(timestamp) });
         }
       }
@@ -82,8 +93,8 @@ export class AppendBatcher {
     } catch (err) {
       for (const w of batch) w.reject(err);
     } finally {
-      this.inFlight.delete(topic);
-      this.inFlightSince.delete(topic);
+      this.inFlight.set(topic, this.inFlight.get(topic)! - 1);
+      if (first !== undefined) since.splice(since.indexOf(first), 1);
       if (queue.length > 0) this.schedule(topic);
     }
   }

@@ -54,6 +54,11 @@ export interface Subscription {
 
 export interface Log {
   readonly kind: 'embedded' | 'kafka';
+  /**
+   * How many appends may be in flight at once with their records still landing in call order and
+   * an append failing whenever an earlier one failed (1 when absent).
+   */
+  readonly maxAppendsInFlight?: number;
   /** Appends and resolves only once every record is durable; positions in input order. */
   append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]>;
   consume(options: ConsumeOptions): Subscription;

@@ -18,8 +18,11 @@ export interface StoredMessage {
   action?: number;
 }
 
-/** A validated publish, before the log assigns its timestamp. */
-export type OutgoingMessage = Omit<StoredMessage, 'timestamp'>;
+/**
+ * A validated message of a publish. Its `timestamp` is 0 until the log assigns it (Publisher), so
+ * that every message has the same fields in the same order from the start.
+ */
+export type OutgoingMessage = StoredMessage;
 
 export interface PublishLimits {
   maxMessageSize: number;
@@ -112,7 +115,7 @@ export function parsePublishBody(
         `message ${index}: connectionKey does not identify a realtime connection on this service (there is none yet); omit it`,
       );
     }
-    const m: OutgoingMessage = { id: '' };
+    const m: OutgoingMessage = { id: '', timestamp: 0 };
     if (item.name !== undefined && item.name !== null) {
       if (typeof item.name !== 'string') throw new ServiceError('invalidMessageName', `message ${index}: name must be a string`);
       m.name = item.name;

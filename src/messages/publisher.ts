@@ -1,6 +1,6 @@
 import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
-import { channelKey, encodeEvent } from '../log/events.js';
+import { channelKey, encodeEvent, type MessagesPublished } from '../log/events.js';
 import { isAssignedId, type OutgoingMessage } from './message.js';
 import { ServiceError } from '../errors.js';
 
@@ -28,15 +28,13 @@ export class Publisher {
       .append(Topics.messages, [
       {
         key: channelKey(appId, channel),
-        build: (timestamp) =>
-          encodeEvent({
-            type: 'messages.published',
-            appId,
-            channel,
-            transport,
-            messages: fresh.map((m) => ({ ...m, timestamp })),
-            ...(clientIds ? { clientIds } : {}),
-          }),
+        build: (timestamp) => {
+          // The messages are this publish's own objects: they get their timestamp in place.
+          for (const m of fresh) m.timestamp = timestamp;
+          const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages: fresh };
+          if (clientIds) event.clientIds = true;
+          return encodeEvent(event);
+        },
       },
     ])
       .catch((err: unknown) => {

@@ -93,4 +93,22 @@ describe('embedded log segments (one row per partition per append)', () => {
     expect(await log.append(Topics.messages, records(0, 1))).toEqual([{ partition: 0, offset: 4 }]);
     await log.close();
   });
+
+  it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap', async () => {
+    const a = new EmbeddedLog({ path });
+    await a.append(Topics.messages, records(0, 1));
+    const b = new EmbeddedLog({ path });
+    expect(await b.endOffsets(Topics.messages)).toEqual(new Map([[0, 1]]));
+    await a.append(Topics.messages, records(1, 1)); // offset 1, which b believes is free
+    const failing = b.append(Topics.messages, records(2, 1)); // offset 1 again: the commit fails
+    const after = b.append(Topics.messages, records(3, 1)); // offset 2: must not commit
+    await expect(failing).rejects.toThrow(/UNIQUE|constraint/i);
+    await expect(after).rejects.toThrow();
+    await expect(b.append(Topics.messages, records(4, 1))).rejects.toThrow(/failed earlier/);
+    await a.close();
+    await b.close();
+    const reopened = new EmbeddedLog({ path });
+    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 2]]));
+    await reopened.close();
+  });
 });

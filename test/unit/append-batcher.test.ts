@@ -48,3 +48,57 @@ describe('group commit (issue: many concurrent publishes share one append)', () 
     expect(stamps).toEqual([...stamps].sort((a, b) => a - b));
   });
 });
+
+/** A log whose appends stay in flight until the test settles them. */
+function manualLog(maxAppendsInFlight: number) {
+  const pending: { records: AppendRecord[]; settle: (err?: Error) => void }[] = [];
+  let next = 0;
+  const log = {
+    kind: 'embedded',
+    maxAppendsInFlight,
+    append: (_topic: Topic, records: AppendRecord[]) =>
+      new Promise<LogPosition[]>((resolve, reject) => {
+        const positions = records.map(() => ({ partition: 0, offset: next++ }));
+        pending.push({ records, settle: (err) => (err ? reject(err) : resolve(positions)) });
+      }),
+  } as unknown as Log;
+  return { log, pending };
+}
+
+const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+describe('group commit with appends in flight at once (the embedded log takes two)', () => {
+  it('sends the next batch while one is in flight, up to the log limit, and oldestInFlight is the oldest', async () => {
+    const { log, pending } = manualLog(2);
+    const batcher = new AppendBatcher(log, new MonotonicClock());
+    const first = batcher.append('messages', [record(0)]);
+    await turn();
+    const second = batcher.append('messages', [record(1)]);
+    await turn();
+    const third = batcher.append('messages', [record(2)]);
+    await turn();
+    expect(pending.map((p) => p.records.length)).toEqual([1, 1]); // the third waits for room
+    const oldest = batcher.oldestInFlight('messages');
+    expect(oldest).toBe(pending[0].records[0].timestamp);
+    pending[0].settle();
+    await first;
+    await turn();
+    expect(pending).toHaveLength(3);
+    expect(batcher.oldestInFlight('messages')).toBe(pending[1].records[0].timestamp);
+    pending[1].settle();
+    pending[2].settle();
+    expect((await second)[0].offset).toBe(1);
+    expect((await third)[0].offset).toBe(2);
+    expect(batcher.oldestInFlight('messages')).toBeUndefined();
+  });
+
+  it('a log without the property gets one append at a time', async () => {
+    const { log, pending } = manualLog(1);
+    const batcher = new AppendBatcher(log, new MonotonicClock());
+    void batcher.append('messages', [record(0)]);
+    await turn();
+    void batcher.append('messages', [record(1)]);
+    await turn();
+    expect(pending).toHaveLength(1);
+  });
+});

@@ -49,6 +49,8 @@ export const INSERT_SEGMENT =
  */
 export class EmbeddedLog implements Log {
   readonly kind = 'embedded' as const;
+  /** Offsets are assigned at the call and the writer commits in order, failing everything after a failure. */
+  readonly maxAppendsInFlight = 2;
   private readonly db: Database.Database;
   private readonly partitionCount: number;
   private readonly ends = new Map<string, number[]>();

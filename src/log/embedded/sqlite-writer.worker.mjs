@@ -14,16 +14,25 @@ const commit = db.transaction((topic, segments) => {
   for (const s of segments) insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
 });
 
+// After a failed commit every later one fails too: the main thread has already assigned offsets
+// after the failed ones, and committing them would leave a gap.
+let failure;
+
 parentPort.on('message', (message) => {
   if (message.close) {
     db.close();
     parentPort.postMessage({ id: message.id });
     return;
   }
+  if (failure !== undefined) {
+    parentPort.postMessage({ id: message.id, error: `an earlier commit failed (${failure})` });
+    return;
+  }
   try {
     commit(message.topic, message.segments);
     parentPort.postMessage({ id: message.id });
   } catch (err) {
-    parentPort.postMessage({ id: message.id, error: err instanceof Error ? err.message : String(err) });
+    failure = err instanceof Error ? err.message : String(err);
+    parentPort.postMessage({ id: message.id, error: failure });
   }
 });
