@@ -61,6 +61,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   registerBodyParsers(app);
+  // Declared up front, so requests keep one object shape (fastify: decorateRequest).
+  app.decorateRequest('ctx', undefined);
 
   // Hooks in callback style: no promise per request and hook.
   app.addHook('onRequest', (request, _reply, done) => {

@@ -30,11 +30,21 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
   return Array.isArray(v) ? v[0] : v;
 };
 
+const DEFAULT_VERSION: ApiVersion = { value: '0.8', modern: false };
+
 /** Format, version and envelope of a request; errors here still answer in a usable format. */
 export function resolveContext(request: FastifyRequest): RequestContext {
   const query = (request.query ?? {}) as Record<string, unknown>;
-  // Set a JSON context first, so that an error below is itself answered.
-  const ctx: RequestContext = { format: 'json', version: { value: '0.8', modern: false }, envelope: false };
+  // Set a JSON context first, so that an error below is itself answered. Every field is there
+  // from the start, so that all contexts share one shape.
+  const ctx: RequestContext = {
+    format: 'json',
+    version: DEFAULT_VERSION,
+    envelope: false,
+    callback: undefined,
+    credentials: undefined,
+    control: undefined,
+  };
   request.ctx = ctx;
   const format = negotiateFormat(header(request, 'accept'), query.format);
   // A bad callback is answered in JSON: there is no safe callback to wrap the error in.
