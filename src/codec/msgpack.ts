@@ -17,7 +17,7 @@ let slabUsed = 0;
 /**
  * MessagePack bytes of a value (undefined fields left out): a view that is safe to keep and never
  * overwritten. Small values share their ArrayBuffer with others, so never transfer `.buffer` to
- * another thread; use packValueOwned for that.
+ * another thread.
  */
 export function packValue(value: unknown): Uint8Array {
   const bytes = encoder.encodeSharedRef(value);
@@ -31,11 +31,6 @@ export function packValue(value: unknown): Uint8Array {
   // 8-byte alignment keeps every view's offset a multiple of 8, as allocations are.
   slabUsed += (bytes.byteLength + 7) & ~7;
   return out;
-}
-
-/** MessagePack bytes of a value in an ArrayBuffer of their own (which may be transferred). */
-export function packValueOwned(value: unknown): Uint8Array {
-  return encoder.encode(value);
 }
 
 export function unpackValue(bytes: Uint8Array): unknown {

@@ -1,4 +1,4 @@
-import type { AppendBatcher } from '../log/append-batcher.js';
+import type { AppendBatcher, PendingRecord } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { channelKey, encodeEvent, type MessagesPublished } from '../log/events.js';
 import { isAssignedId, type OutgoingMessage } from './message.js';
@@ -7,6 +7,30 @@ import { ServiceError } from '../errors.js';
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */
   appended: string[];
+}
+
+/** One publish as a record for the batcher: its event is built once the timestamp is known. */
+class PublishRecord implements PendingRecord {
+  readonly key: string;
+
+  constructor(
+    private readonly appId: string,
+    private readonly channel: string,
+    private readonly transport: 'rest' | 'realtime',
+    private readonly messages: OutgoingMessage[],
+    private readonly clientIds: boolean,
+  ) {
+    this.key = channelKey(appId, channel);
+  }
+
+  build(timestamp: number): Uint8Array {
+    // The messages are this publish's own objects: they get their timestamp in place.
+    for (const m of this.messages) m.timestamp = timestamp;
+    const { appId, channel, transport, messages } = this;
+    const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages };
+    if (this.clientIds) event.clientIds = true;
+    return encodeEvent(event);
+  }
 }
 
 /**
@@ -25,18 +49,7 @@ export class Publisher {
     if (fresh.length === 0) return { appended: [] };
     const clientIds = fresh.some((m) => !isAssignedId(m.id));
     await this.batcher
-      .append(Topics.messages, [
-      {
-        key: channelKey(appId, channel),
-        build: (timestamp) => {
-          // The messages are this publish's own objects: they get their timestamp in place.
-          for (const m of fresh) m.timestamp = timestamp;
-          const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages: fresh };
-          if (clientIds) event.clientIds = true;
-          return encodeEvent(event);
-        },
-      },
-    ])
+      .append(Topics.messages, [new PublishRecord(appId, channel, transport, fresh, clientIds)])
       .catch((err: unknown) => {
         // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
         throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);

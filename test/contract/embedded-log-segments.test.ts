@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { EmbeddedLog, packSegment } from '../../src/log/embedded/embedded-log.js';
+import { unpackValue } from '../../src/codec/msgpack.js';
 import { Topics, type AppendRecord } from '../../src/log/port.js';
 
 const records = (from: number, count: number, key = 'k'): AppendRecord[] =>
@@ -19,6 +20,21 @@ describe('embedded log segments (one row per partition per append)', () => {
     path = join(dir, 'log.db');
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a segment is MessagePack [key, timestamp, value] triples, in an ArrayBuffer of its own (moved to the writer thread)', () => {
+    const segment = packSegment([
+      { key: 'app:chän', timestamp: 1_795_271_006_361, value: new Uint8Array([1, 2, 3]) },
+      { key: '', timestamp: 0, value: new Uint8Array(70_000).fill(7) },
+    ]);
+    expect(segment.byteOffset).toBe(0);
+    expect(segment.buffer.byteLength).toBe(segment.byteLength);
+    const decoded = unpackValue(segment) as [string, number, Uint8Array][];
+    expect(decoded.map(([k, ts, v]) => [k, ts, v.byteLength, v[0]])).toEqual([
+      ['app:chän', 1_795_271_006_361, 3, 1],
+      ['', 0, 70_000, 7],
+    ]);
+    expect(() => packSegment([{ key: 'k', timestamp: 1.5, value: new Uint8Array(0) }])).toThrow(/whole number/);
+  });
 
   it('after a reopen, read() starts inside a segment and crosses into the next ones', async () => {
     const log = new EmbeddedLog({ path });

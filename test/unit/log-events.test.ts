@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeEvent, encodeEvent, type MessagesPublished } from '../../src/log/events.js';
-import { packValue, packValueOwned, unpackValue } from '../../src/codec/msgpack.js';
+import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 
 const published = (i: number): MessagesPublished => ({
   type: 'messages.published',
@@ -37,11 +37,5 @@ describe('log events (MessagePack on the log)', () => {
     const big = packValue({ text: 'y'.repeat(10_000) });
     expect(big.byteOffset).toBe(0);
     expect(big.buffer.byteLength).toBe(big.byteLength);
-  });
-
-  it('an owned value is the whole of its ArrayBuffer, so it can be transferred to another thread', () => {
-    const owned = packValueOwned([['key', 1, new Uint8Array([1, 2, 3])]]);
-    expect(owned.byteOffset).toBe(0);
-    expect(owned.buffer.byteLength).toBe(owned.byteLength);
   });
 });

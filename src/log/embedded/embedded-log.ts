@@ -9,7 +9,7 @@ import type {
   Topic,
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
-import { packValue, packValueOwned, unpackValue } from '../../codec/msgpack.js';
+import { packValue, unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter, type Segment } from './sqlite-writer.js';
 
 export interface EmbeddedLogOptions {
@@ -23,6 +23,41 @@ export interface EmbeddedLogOptions {
 
 /** The records of a segment: MessagePack, an array of [key, timestamp, value] in offset order. */
 type SegmentRecords = [string, number, Uint8Array][];
+
+/**
+ * A segment's MessagePack (SegmentRecords), written directly: the values are already encoded,
+ * so this is a copy of each with a few bytes of framing, in an ArrayBuffer of its own (which is
+ * moved to the writer thread). Always the 32-bit forms (array 32, str 32, uint 64, bin 32),
+ * which every MessagePack decoder reads.
+ */
+export function packSegment(records: AppendRecord[]): Uint8Array {
+  let size = 5;
+  const keyBytes: number[] = [];
+  for (const r of records) {
+    const k = Buffer.byteLength(r.key);
+    keyBytes.push(k);
+    size += 1 + 5 + k + 9 + 5 + r.value.byteLength;
+  }
+  const out = Buffer.allocUnsafeSlow(size);
+  let pos = 0;
+  out[pos++] = 0xdd;
+  pos = out.writeUInt32BE(records.length, pos);
+  records.forEach((r, i) => {
+    if (!Number.isSafeInteger(r.timestamp) || r.timestamp < 0) throw new Error(`log timestamp ${r.timestamp} is not a whole number of ms`);
+    out[pos++] = 0x93;
+    out[pos++] = 0xdb;
+    pos = out.writeUInt32BE(keyBytes[i], pos);
+    pos += out.write(r.key, pos, 'utf8');
+    out[pos++] = 0xcf;
+    pos = out.writeUInt32BE(Math.floor(r.timestamp / 0x1_0000_0000), pos);
+    pos = out.writeUInt32BE(r.timestamp >>> 0, pos);
+    out[pos++] = 0xc6;
+    pos = out.writeUInt32BE(r.value.byteLength, pos);
+    out.set(r.value, pos);
+    pos += r.value.byteLength;
+  });
+  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+}
 
 interface SegmentRow {
   first_offset: number;
@@ -154,19 +189,19 @@ export class EmbeddedLog implements Log {
   /** Offsets for the records (advancing `ends`), and one segment per partition they go to. */
   private segmentsOf(ends: number[], records: AppendRecord[]): { positions: LogPosition[]; segments: Segment[] } {
     const positions: LogPosition[] = [];
-    const byPartition = new Map<number, { firstOffset: number; lastTs: number; records: SegmentRecords }>();
+    const byPartition = new Map<number, { firstOffset: number; lastTs: number; records: AppendRecord[] }>();
     for (const r of records) {
       const partition = partitionFor(r.key, ends.length);
       const offset = ends[partition]++;
       positions.push({ partition, offset });
       let segment = byPartition.get(partition);
       if (!segment) byPartition.set(partition, (segment = { firstOffset: offset, lastTs: r.timestamp, records: [] }));
-      segment.records.push([r.key, r.timestamp, r.value]);
+      segment.records.push(r);
       segment.lastTs = Math.max(segment.lastTs, r.timestamp);
     }
     const segments: Segment[] = [];
     for (const [partition, s] of byPartition) {
-      segments.push({ partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packValueOwned(s.records) });
+      segments.push({ partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packSegment(s.records) });
     }
     return { positions, segments };
   }
