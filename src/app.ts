@@ -1,4 +1,4 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type onRequestHookHandler, type onResponseHookHandler } from 'fastify';
 import { parse as parseQuery } from 'node:querystring';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
@@ -64,17 +64,11 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // Declared up front, so requests keep one object shape (fastify: decorateRequest).
   app.decorateRequest('ctx', undefined);
 
-  // Hooks in callback style: no promise per request and hook.
+  // Hooks in callback style (no promise per request and hook). What a route needs is decided once,
+  // when it is added (onRoute), rather than read from request.routeOptions on every request.
   app.addHook('onRequest', (request, _reply, done) => {
     try {
       resolveContext(request);
-      if (!request.is404 && request.routeOptions.config?.auth !== 'none') {
-        request.ctx!.credentials = deps.authenticator.authenticate(
-          headerOf(request, 'authorization'),
-          headerOf(request, 'x-ably-clientid'),
-          deps.clock.now(),
-        );
-      }
     } catch (err) {
       done(err as Error);
       return;
@@ -82,14 +76,35 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     done();
   });
 
-  // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
-  app.addHook('onResponse', (request, reply, done) => {
-    const tokenRequest = request.routeOptions.url === '/keys/:keyName/requestToken';
-    const appId =
-      request.ctx?.credentials?.app.appId ??
-      (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
-    if (appId && !request.is404) deps.usage.apiRequest(appId, reply.statusCode, tokenRequest);
+  const authenticate: onRequestHookHandler = (request, _reply, done) => {
+    try {
+      request.ctx!.credentials = deps.authenticator.authenticate(
+        headerOf(request, 'authorization'),
+        headerOf(request, 'x-ably-clientid'),
+        deps.clock.now(),
+      );
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
     done();
+  };
+
+  // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
+  const countRequest =
+    (tokenRequest: boolean): onResponseHookHandler =>
+    (request, reply, done) => {
+      const appId =
+        request.ctx?.credentials?.app.appId ??
+        (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
+      if (appId) deps.usage.apiRequest(appId, reply.statusCode, tokenRequest);
+      done();
+    };
+
+  app.addHook('onRoute', (route) => {
+    const hooks = <T>(existing: T | T[] | undefined): T[] => (existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]);
+    if (route.config?.auth !== 'none') route.onRequest = [...hooks(route.onRequest), authenticate];
+    route.onResponse = [...hooks(route.onResponse), countRequest(route.url === '/keys/:keyName/requestToken')];
   });
 
   app.setErrorHandler((err, request, reply) => {
