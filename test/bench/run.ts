@@ -11,6 +11,7 @@ import { killAllNow, startServer, StartError, ROOT, type ChildServer } from './s
 import { startServiceChild, PERSISTED_NAMESPACE, type ServiceChild } from './service-child.js';
 import { productionEnv } from './production-env.js';
 import { replayBench, statsQueryBench } from './stats-bench.js';
+import { tailMemoryBench } from './tail-memory.js';
 import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
 import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
@@ -302,6 +303,8 @@ async function main(): Promise<void> {
       await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
       `**Replay.** Reading a log of publish events from a fresh handle, raw, beside the stats projection replaying the same log (roll up and write samples), in the same run.`,
       await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
+      `**Memory.** The in-memory history tail holds every channel's last two minutes; each message costs what this measures (the bench's message, one per publish).`,
+      await tailMemoryBench({ messages: 1_000_000, body: BODY, progress: log }),
     );
   }
 
