@@ -54,10 +54,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     bodyLimit: deps.bodyLimit ?? 16 * 1024 * 1024,
     // Channel names may be long and may contain encoded slashes.
     routerOptions: { maxParamLength: 4096 },
-    logController: new LogController({
-      disableRequestLogging: !perRequestLogs,
-      ...(perRequestLogs ? {} : { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
-    }),
+    logController: new LogController({ disableRequestLogging: !perRequestLogs }),
+    ...(perRequestLogs ? {} : { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
   });
 
   registerBodyParsers(app);

@@ -48,12 +48,12 @@ export class Publisher {
     const fresh = messages.filter((m) => isAssignedId(m.id) || !this.recentlySeen(appId, channel, m.id));
     if (fresh.length === 0) return { appended: [] };
     const clientIds = fresh.some((m) => !isAssignedId(m.id));
-    await this.batcher
-      .append(Topics.messages, [new PublishRecord(appId, channel, transport, fresh, clientIds)])
-      .catch((err: unknown) => {
-        // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
-        throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);
-      });
+    try {
+      await this.batcher.append(Topics.messages, [new PublishRecord(appId, channel, transport, fresh, clientIds)]);
+    } catch (err) {
+      // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
+      throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);
+    }
     return { appended: fresh.map((m) => m.id) };
   }
 }
