@@ -20,8 +20,13 @@ let slabUsed = 0;
  * another thread.
  */
 export function packValue(value: unknown): Uint8Array {
-  const bytes = encoder.encodeSharedRef(value);
-  if (bytes.byteLength > POOLED_MAX) return bytes.slice();
+  return pooled(encoder.encodeSharedRef(value));
+}
+
+/** A copy of bytes that are about to be overwritten: in the slab when small, else on its own. */
+function pooled(bytes: Uint8Array): Uint8Array {
+  // new Uint8Array(view) copies (a Buffer's slice() would not).
+  if (bytes.byteLength > POOLED_MAX) return new Uint8Array(bytes);
   if (slabUsed + bytes.byteLength > SLAB_BYTES) {
     slab = new Uint8Array(SLAB_BYTES);
     slabUsed = 0;
@@ -35,4 +40,124 @@ export function packValue(value: unknown): Uint8Array {
 
 export function unpackValue(bytes: Uint8Array): unknown {
   return decoder.decode(bytes);
+}
+
+/**
+ * Writes MessagePack field by field, for the hot event shapes whose fields are known (see
+ * src/log/events.ts): no generic walk over keys, direct property reads. Strings that are plain ASCII are written a byte a character; any other value goes
+ * through the shared encoder. The output uses the same forms as the shared encoder (smallest header that
+ * fits), so both give the same bytes for the same value.
+ */
+export class MsgpackWriter {
+  private buf = Buffer.allocUnsafeSlow(16 * 1024);
+  private pos = 0;
+
+  reset(): this {
+    this.pos = 0;
+    // One huge value must not keep its buffer for the life of the process.
+    if (this.buf.length > 1024 * 1024) this.buf = Buffer.allocUnsafeSlow(16 * 1024);
+    return this;
+  }
+
+  private room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafeSlow(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(bigger, 0, 0, this.pos);
+    this.buf = bigger;
+  }
+
+  private header(n: number, fix: number, fixMax: number, c8: number | undefined, c16: number, c32: number): void {
+    this.room(5);
+    const b = this.buf;
+    if (n < fixMax) b[this.pos++] = fix + n;
+    else if (c8 !== undefined && n < 0x100) {
+      b[this.pos++] = c8;
+      b[this.pos++] = n;
+    } else if (n < 0x10000) {
+      b[this.pos++] = c16;
+      this.pos = b.writeUInt16BE(n, this.pos);
+    } else {
+      b[this.pos++] = c32;
+      this.pos = b.writeUInt32BE(n, this.pos);
+    }
+  }
+
+  map(size: number): this {
+    this.header(size, 0x80, 16, undefined, 0xde, 0xdf);
+    return this;
+  }
+
+  array(size: number): this {
+    this.header(size, 0x90, 16, undefined, 0xdc, 0xdd);
+    return this;
+  }
+
+  /** A map key (the field names written this way are ASCII, so no encoding is needed). */
+  key(name: string): this {
+    return this.string(name);
+  }
+
+  string(s: string): this {
+    if (typeof s !== 'string') return this.value(s);
+    const n = s.length;
+    if (n < 0x10000) {
+      // ASCII: one byte a character (anything else goes through the shared encoder).
+      const start = this.pos;
+      this.header(n, 0xa0, 32, 0xd9, 0xda, 0xdb);
+      this.room(n);
+      const b = this.buf;
+      const at = this.pos;
+      for (let i = 0; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) {
+          this.pos = start;
+          return this.value(s);
+        }
+        b[at + i] = c;
+      }
+      this.pos = at + n;
+      return this;
+    }
+    return this.value(s);
+  }
+
+  /** A number: whole numbers from 0 to 2^53 in the smallest unsigned form, others as the shared encoder writes them. */
+  number(n: number): this {
+    if (!Number.isSafeInteger(n) || n < 0) return this.value(n);
+    this.room(9);
+    const b = this.buf;
+    if (n < 0x80) b[this.pos++] = n;
+    else if (n < 0x100) {
+      b[this.pos++] = 0xcc;
+      b[this.pos++] = n;
+    } else if (n < 0x10000) {
+      b[this.pos++] = 0xcd;
+      this.pos = b.writeUInt16BE(n, this.pos);
+    } else if (n < 0x1_0000_0000) {
+      b[this.pos++] = 0xce;
+      this.pos = b.writeUInt32BE(n, this.pos);
+    } else {
+      b[this.pos++] = 0xcf;
+      this.pos = b.writeUInt32BE(Math.floor(n / 0x1_0000_0000), this.pos);
+      this.pos = b.writeUInt32BE(n >>> 0, this.pos);
+    }
+    return this;
+  }
+
+  /** Any value, through the shared encoder. */
+  value(v: unknown): this {
+    return this.raw(encoder.encodeSharedRef(v));
+  }
+
+  raw(bytes: Uint8Array): this {
+    this.room(bytes.byteLength);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.byteLength;
+    return this;
+  }
+
+  /** The bytes written, as a value that is safe to keep (see packValue). */
+  done(): Uint8Array {
+    return pooled(this.buf.subarray(0, this.pos));
+  }
 }

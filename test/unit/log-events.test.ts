@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decodeEvent, encodeEvent, type MessagesPublished } from '../../src/log/events.js';
+import { decodeEvent, encodeEvent, encodePublished, type MessagesPublished } from '../../src/log/events.js';
+import type { StoredMessage } from '../../src/messages/message.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 
 const published = (i: number): MessagesPublished => ({
@@ -37,5 +38,44 @@ describe('log events (MessagePack on the log)', () => {
     const big = packValue({ text: 'y'.repeat(10_000) });
     expect(big.byteOffset).toBe(0);
     expect(big.buffer.byteLength).toBe(big.byteLength);
+  });
+
+  describe('publish events are written field by field, with the same bytes as the generic encoder', () => {
+    const strings = ['', 'a', 'bench', 'x'.repeat(31), 'y'.repeat(32), 'z'.repeat(255), 'w'.repeat(256), 'v'.repeat(70_000), 'chän', '日本語のチャンネル', 'emoji 🎉', 'lone \ud800 surrogate'];
+    const numbers = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32, 1_795_271_006_361, Number.MAX_SAFE_INTEGER, -1, -33, 1.5, -(2 ** 40)];
+    const datas: unknown[] = [...strings, { nested: [1, 'two', null, true, { three: 3.5 }] }, [], [1, 2], new Uint8Array([0, 1, 255])];
+    const pick = <T>(list: T[], i: number): T => list[i % list.length];
+
+    it('for every kind of field value', () => {
+      for (let i = 0; i < 400; i++) {
+        const message: Record<string, unknown> = { id: pick(strings, i) || 'id', timestamp: pick(numbers, i) };
+        if (i % 2 === 0) message.name = pick(strings, i + 3);
+        if (i % 3 !== 0) message.data = pick(datas, i);
+        if (i % 5 === 0) message.encoding = 'utf-8/base64';
+        if (i % 7 === 0) message.clientId = pick(strings, i + 1) || 'client';
+        if (i % 11 === 0) message.connectionId = 'conn';
+        if (i % 4 === 0) message.extras = { push: { notification: { title: pick(strings, i) } } };
+        if (i % 13 === 0) message.action = pick(numbers, i);
+        const event = {
+          type: 'messages.published',
+          appId: pick(strings, i + 5) || 'app',
+          channel: pick(strings, i + 7) || 'ch',
+          transport: i % 2 ? 'rest' : 'realtime',
+          messages: Array.from({ length: 1 + (i % 20) }, (_, k) => ({ ...message, id: `${String(message.id)}:${k}` })),
+          ...(i % 3 === 0 ? { clientIds: true } : {}),
+        } as MessagesPublished;
+        const fast = encodePublished(event);
+        expect(fast, `event ${i} takes the field-by-field path`).toBeDefined();
+        expect(Buffer.from(fast!).equals(Buffer.from(packValue(event))), `event ${i}`).toBe(true);
+      }
+    });
+
+    it('a shape it does not know goes through the generic encoder, so nothing is lost', () => {
+      const odd = { ...published(3), messages: [{ id: 'a', timestamp: 1, unknown: 'kept' } as unknown as StoredMessage] };
+      expect(encodePublished(odd)).toBeUndefined();
+      expect(unpackValue(encodeEvent(odd))).toStrictEqual(odd);
+      const undefinedField = { ...published(4), messages: [{ id: 'b', timestamp: 2, name: undefined }] };
+      expect(unpackValue(encodeEvent(undefinedField))).toStrictEqual({ ...undefinedField, messages: [{ id: 'b', timestamp: 2 }] });
+    });
   });
 });
