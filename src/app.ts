@@ -1,4 +1,11 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type onRequestHookHandler, type onResponseHookHandler } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+  type onRequestHookHandler,
+  type onResponseHookHandler,
+} from 'fastify';
 import { parse as parseQuery } from 'node:querystring';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
@@ -64,29 +71,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   // Hooks in callback style (no promise per request and hook). What a route needs is decided once,
   // when it is added (onRoute), rather than read from request.routeOptions on every request.
-  app.addHook('onRequest', (request, _reply, done) => {
-    try {
-      resolveContext(request);
-    } catch (err) {
-      done(err as Error);
-      return;
-    }
-    done();
-  });
+  app.addHook('onRequest', syncHook(resolveContext));
 
-  const authenticate: onRequestHookHandler = (request, _reply, done) => {
-    try {
-      request.ctx!.credentials = deps.authenticator.authenticate(
-        headerOf(request, 'authorization'),
-        headerOf(request, 'x-ably-clientid'),
-        deps.clock.now(),
-      );
-    } catch (err) {
-      done(err as Error);
-      return;
-    }
-    done();
-  };
+  const authenticate = syncHook((request) => {
+    request.ctx!.credentials = deps.authenticator.authenticate(
+      headerOf(request, 'authorization'),
+      headerOf(request, 'x-ably-clientid'),
+      deps.clock.now(),
+    );
+  });
 
   // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
   const countRequest =
@@ -138,6 +131,19 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock });
   return app;
+}
+
+/** An onRequest hook from a synchronous step: what it throws becomes the request's error. */
+function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler {
+  return (request, _reply, done) => {
+    try {
+      step(request);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
+  };
 }
 
 function registerBodyParsers(app: FastifyInstance): void {

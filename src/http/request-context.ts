@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
 import { jsonpCallback, negotiateFormat, type Format } from './format.js';
-import { resolveVersion, type ApiVersion } from './version.js';
+import { DEFAULT_VERSION, resolveVersion, type ApiVersion } from './version.js';
 import type { Credentials } from '../auth/credentials.js';
 import { parseResponseControl, type ResponseControl } from './response-control.js';
 
@@ -29,8 +29,6 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
   const v = request.headers[name];
   return Array.isArray(v) ? v[0] : v;
 };
-
-const DEFAULT_VERSION: ApiVersion = { value: '0.8', modern: false };
 
 /** Format, version and envelope of a request; errors here still answer in a usable format. */
 export function resolveContext(request: FastifyRequest): RequestContext {

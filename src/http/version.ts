@@ -13,9 +13,12 @@ export interface ApiVersion {
   modern: boolean;
 }
 
+/** What a request that states no version gets (shared: treat it as read-only). */
+export const DEFAULT_VERSION: ApiVersion = { value: SPEC_VERSION, modern: false };
+
 export function resolveVersion(header: string | undefined, param: unknown): ApiVersion {
   const raw = header ?? (typeof param === 'string' ? param : undefined);
-  if (raw === undefined || raw === '') return { value: SPEC_VERSION, modern: false };
+  if (raw === undefined || raw === '') return DEFAULT_VERSION;
   const value = raw.trim();
   if (!KNOWN.has(value)) {
     throw new ServiceError(
