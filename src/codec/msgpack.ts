@@ -44,9 +44,10 @@ export function unpackValue(bytes: Uint8Array): unknown {
 
 /**
  * Writes MessagePack field by field, for the hot event shapes whose fields are known (see
- * src/log/events.ts): no generic walk over keys, direct property reads. Strings that are plain ASCII are written a byte a character; any other value goes
- * through the shared encoder. The output uses the same forms as the shared encoder (smallest header that
- * fits), so both give the same bytes for the same value.
+ * src/log/events.ts): no generic walk over keys, direct property reads. Strings that are plain
+ * ASCII are written a byte a character; any other value goes through the shared encoder. The
+ * output uses the same forms as the shared encoder (smallest header that fits), so both give the
+ * same bytes for the same value.
  */
 export class MsgpackWriter {
   private buf = Buffer.allocUnsafeSlow(16 * 1024);
@@ -111,14 +112,14 @@ export class MsgpackWriter {
         const c = s.charCodeAt(i);
         if (c >= 0x80) {
           this.pos = start;
-          return this.value(s);
+          return this.raw(encoder.encodeSharedRef(s));
         }
         b[at + i] = c;
       }
       this.pos = at + n;
       return this;
     }
-    return this.value(s);
+    return this.raw(encoder.encodeSharedRef(s));
   }
 
   /** A number: whole numbers from 0 to 2^53 in the smallest unsigned form, others as the shared encoder writes them. */
@@ -144,9 +145,9 @@ export class MsgpackWriter {
     return this;
   }
 
-  /** Any value, through the shared encoder. */
+  /** Any value: a string as string() writes it, anything else through the shared encoder. */
   value(v: unknown): this {
-    return this.raw(encoder.encodeSharedRef(v));
+    return typeof v === 'string' ? this.string(v) : this.raw(encoder.encodeSharedRef(v));
   }
 
   raw(bytes: Uint8Array): this {

@@ -121,9 +121,7 @@ export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
     if (m.id !== undefined) w.key('id').string(m.id);
     if (m.timestamp !== undefined) w.key('timestamp').number(m.timestamp);
     if (m.name !== undefined) w.key('name').string(m.name);
-    if (m.data !== undefined) w.key('data');
-    if (typeof m.data === 'string') w.string(m.data);
-    else if (m.data !== undefined) w.value(m.data);
+    if (m.data !== undefined) w.key('data').value(m.data);
     if (m.encoding !== undefined) w.key('encoding').string(m.encoding);
     if (m.clientId !== undefined) w.key('clientId').string(m.clientId);
     if (m.connectionId !== undefined) w.key('connectionId').string(m.connectionId);

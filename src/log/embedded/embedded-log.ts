@@ -9,7 +9,7 @@ import type {
   Topic,
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
-import { packValue, unpackValue } from '../../codec/msgpack.js';
+import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter, type Segment } from './sqlite-writer.js';
 
 export interface EmbeddedLogOptions {
@@ -69,7 +69,7 @@ const SCHEMA = `CREATE TABLE IF NOT EXISTS log_segments (
     count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL,
     PRIMARY KEY (topic, partition, first_offset)) WITHOUT ROWID`;
 
-export const INSERT_SEGMENT =
+const INSERT_SEGMENT =
   'INSERT INTO log_segments (topic, partition, first_offset, count, last_ts, records) VALUES (?, ?, ?, ?, ?, ?)';
 
 /**
@@ -110,11 +110,11 @@ export class EmbeddedLog implements Log {
     this.db.pragma('busy_timeout = 5000');
     this.db.exec(SCHEMA);
     this.db.exec(`CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`);
+    this.insert = this.db.prepare(INSERT_SEGMENT);
     this.migrateRecordRows();
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
-    this.insert = this.db.prepare(INSERT_SEGMENT);
     // From the segment that holds the offset (the newest starting at or before it) onwards.
     this.select = this.db.prepare(
       `SELECT first_offset, records FROM log_segments WHERE topic = @topic AND partition = @partition AND first_offset >= COALESCE(
@@ -124,14 +124,13 @@ export class EmbeddedLog implements Log {
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
       for (const s of segments) this.insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT);
   }
 
   /** Logs written before segments kept one row per record (table log_records): one segment each. */
   private migrateRecordRows(): void {
     const old = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'log_records'`).get();
     if (!old) return;
-    const insert = this.db.prepare(INSERT_SEGMENT);
     const select = this.db.prepare(
       'SELECT topic, partition, offset, key, ts, value FROM log_records WHERE (topic, partition, offset) > (?, ?, ?) ORDER BY topic, partition, offset LIMIT 10000',
     );
@@ -140,7 +139,9 @@ export class EmbeddedLog implements Log {
       for (;;) {
         const rows = select.all(...after) as { topic: string; partition: number; offset: number; key: string; ts: number; value: Buffer }[];
         if (rows.length === 0) break;
-        for (const r of rows) insert.run(r.topic, r.partition, r.offset, 1, r.ts, packValue([[r.key, r.ts, r.value]]));
+        for (const r of rows) {
+          this.insert.run(r.topic, r.partition, r.offset, 1, r.ts, packSegment([{ key: r.key, timestamp: r.ts, value: r.value }]));
+        }
         const last = rows[rows.length - 1];
         after = [last.topic, last.partition, last.offset];
       }

@@ -26,9 +26,10 @@ export class SqliteWriter {
   private nextId = 0;
   private failure: Error | undefined;
 
-  constructor(path: string) {
+  /** `insertSegment`: the INSERT of one log_segments row (embedded-log.ts owns the schema). */
+  constructor(path: string, insertSegment: string) {
     // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
-    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path }, execArgv: [] });
+    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path, insertSegment }, execArgv: [] });
     this.worker.on('message', (m: { id: number; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;

@@ -8,8 +8,9 @@ const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('busy_timeout = 5000');
-// The table is created by the main thread (embedded-log.ts) before this thread starts.
-const insert = db.prepare('INSERT INTO log_segments (topic, partition, first_offset, count, last_ts, records) VALUES (?, ?, ?, ?, ?, ?)');
+// The table and its INSERT come from the main thread (embedded-log.ts), which creates the table
+// before this thread starts.
+const insert = db.prepare(workerData.insertSegment);
 const commit = db.transaction((topic, segments) => {
   for (const s of segments) insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
 });
