@@ -21,6 +21,8 @@ const options = benchOptions(process.env);
 const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
 const BODY = JSON.stringify([{ name: 'bench', data: DATA }]);
 const RATIO_TARGET = 0.6;
+/** Publishes are spread over these channels. */
+const BENCH_PATHS = Array.from({ length: options.channels }, (_, i) => `/channels/bench-${i}/messages`);
 // Above this 1-minute load average, something besides the bench is using the CPUs.
 const BUSY_LOAD = 0.5;
 const SETTLE_MS = 2000;
@@ -127,8 +129,7 @@ const median = (runs: Measured[]): Measured => [...runs].sort((a, b) => a.result
  */
 async function interleavedThroughput(report: Report, bare: ChildServer, embedded: ServiceChild): Promise<void> {
   const bareSpec = loadSpec('bare POST /bare', bare.url, ['/bare'], {}, options.durationS);
-  const paths = Array.from({ length: options.channels }, (_, i) => `/channels/bench-${i}/messages`);
-  const serviceSpec = loadSpec('service embedded publish', embedded.server.url, paths, { authorization: embedded.auth }, options.durationS);
+  const serviceSpec = loadSpec('service embedded publish', embedded.server.url, BENCH_PATHS, { authorization: embedded.auth }, options.durationS);
   await warmUp(bareSpec);
   await warmUp(serviceSpec);
   const bareRuns: Measured[] = [];
@@ -174,8 +175,7 @@ async function benchService(
   }
   const { url } = service.server;
   const headers = { authorization: service.auth };
-  const paths = Array.from({ length: options.channels }, (_, i) => `/channels/bench-${i}/messages`);
-  const spec = loadSpec(`service ${mode} publish`, url, paths, headers, options.durationS);
+  const spec = loadSpec(`service ${mode} publish`, url, BENCH_PATHS, headers, options.durationS);
   const tag = randomBytes(3).toString('hex');
   const channels = [
     { channel: `vis-${tag}`, label: 'memory tail' },
