@@ -127,4 +127,52 @@ describe('embedded log segments (one row per partition per append)', () => {
     expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 2]]));
     await reopened.close();
   });
+
+  // A record read from the in-memory window is the appended object itself; one read from SQLite
+  // is a new Buffer with the same bytes.
+  it('the in-memory window keeps a record until every running consumer has read it; later reads come from SQLite', async () => {
+    const log = new EmbeddedLog({ path });
+    const appended = records(0, 4);
+    const fast: string[] = [];
+    let releaseSlow!: () => void;
+    const slowGate = new Promise<void>((r) => (releaseSlow = r));
+    const slowSeen: string[] = [];
+    const fastSub = log.consume({ topic: Topics.messages, consumer: 'fast', from: new Map(), handle: (rs) => void fast.push(...rs.map((r) => Buffer.from(r.value).toString())) });
+    const slowSub = log.consume({
+      topic: Topics.messages,
+      consumer: 'slow',
+      from: new Map(),
+      handle: async (rs) => {
+        await slowGate;
+        slowSeen.push(...rs.map((r) => Buffer.from(r.value).toString()));
+      },
+    });
+    await log.append(Topics.messages, appended);
+    await expect.poll(() => fast.length).toBe(4);
+    // The slow consumer has not read them yet: they are still the appended objects.
+    expect((await log.read(Topics.messages, 0, 0, 4)).map((r) => r.value)).toEqual(appended.map((r) => r.value));
+    expect((await log.read(Topics.messages, 0, 0, 4)).every((r, i) => r.value === appended[i].value)).toBe(true);
+
+    releaseSlow();
+    await expect.poll(() => slowSeen.length).toBe(4);
+    await expect.poll(async () => (await log.read(Topics.messages, 0, 0, 1))[0].value === appended[0].value).toBe(false);
+    const fromSqlite = await log.read(Topics.messages, 0, 0, 4);
+    expect(fromSqlite.map((r) => [r.offset, r.key, r.timestamp, Buffer.from(r.value).toString()])).toEqual(
+      appended.map((r, i) => [i, r.key, r.timestamp, Buffer.from(r.value).toString()]),
+    );
+
+    // A consumer that starts now reads them (from SQLite), then the next append from the window.
+    const late: string[] = [];
+    const lateSub = log.consume({ topic: Topics.messages, consumer: 'late', from: new Map(), handle: (rs) => void late.push(...rs.map((r) => Buffer.from(r.value).toString())) });
+    await lateSub.caughtUp;
+    await log.append(Topics.messages, records(4, 1));
+    await expect.poll(() => late).toEqual(['v0', 'v1', 'v2', 'v3', 'v4']);
+
+    // With no consumer running, the window keeps what it has.
+    await Promise.all([fastSub.stop(), slowSub.stop(), lateSub.stop()]);
+    const kept = records(5, 1);
+    await log.append(Topics.messages, kept);
+    expect((await log.read(Topics.messages, 0, 5, 1))[0].value).toBe(kept[0].value);
+    await log.close();
+  });
 });

@@ -90,9 +90,17 @@ export class EmbeddedLog implements Log {
   private readonly partitionCount: number;
   private readonly ends = new Map<string, number[]>();
   private readonly waiters = new Map<string, Set<() => void>>();
-  /** The newest records of each topic and partition, so consumers read them without SQLite. */
+  /**
+   * The newest records of each topic and partition, so consumers read them without SQLite. A
+   * record leaves once every running consumer of its topic has read it (release), or when a
+   * partition holds more than recentMax (a consumer that lags reads from SQLite instead). Kept
+   * only for as long as consumers need them, records die young: kept longer, each one (and the
+   * event decoded with it) outlived a few scavenges and was copied into the old generation.
+   */
   private readonly recent = new Map<string, { start: number; records: LogRecord[] }[]>();
   private readonly recentMax = 20_000;
+  /** The next offset of each running consumer, per topic (its positions array, by partition). */
+  private readonly readers = new Map<string, Set<number[]>>();
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
@@ -224,6 +232,19 @@ export class EmbeddedLog implements Log {
     });
   }
 
+  /** Drops the records of a partition's window that every running consumer of the topic has read. */
+  private release(topic: string, partition: number): void {
+    const window = this.recent.get(topic)?.[partition];
+    const readers = this.readers.get(topic);
+    if (!window || !readers || readers.size === 0) return;
+    let read = Infinity;
+    for (const positions of readers) read = Math.min(read, positions[partition]);
+    const drop = Math.min(read - window.start, window.records.length);
+    if (drop <= 0) return;
+    window.records.splice(0, drop);
+    window.start += drop;
+  }
+
   private wake(topic?: string): void {
     const topics = topic === undefined ? [...this.waiters.keys()] : [topic];
     for (const t of topics) {
@@ -282,6 +303,10 @@ export class EmbeddedLog implements Log {
     let markCaughtUp!: () => void;
     const caughtUp = new Promise<void>((resolve) => (markCaughtUp = resolve));
 
+    const readers = this.readers.get(topic) ?? new Set<number[]>();
+    this.readers.set(topic, readers);
+    readers.add(positions);
+
     const loop = async (): Promise<void> => {
       let reportedCaughtUp = false;
       while (!stopped && !this.closed) {
@@ -292,6 +317,7 @@ export class EmbeddedLog implements Log {
           try {
             await options.handle(records);
             positions[p] = records[records.length - 1].offset + 1;
+            this.release(topic, p);
             delivered = true;
           } catch (err) {
             options.onError?.(err);
@@ -305,6 +331,7 @@ export class EmbeddedLog implements Log {
         }
         if (!delivered && !stopped) await this.nextAppend(topic);
       }
+      readers.delete(positions);
       markCaughtUp();
     };
     const running = loop();
