@@ -1,16 +1,9 @@
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyInstance,
-  type FastifyRequest,
-  type onRequestHookHandler,
-  type onResponseHookHandler,
-} from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler } from 'fastify';
 import { parse as parseQuery } from 'node:querystring';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
-import { resolveContext, headerOf } from './http/request-context.js';
+import { resolveContext, headerOf, type ReplyCounter } from './http/request-context.js';
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
@@ -52,56 +45,63 @@ export interface AppDeps {
 
 /** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
 export function buildApp(deps: AppDeps): FastifyInstance {
-  // Per-request log lines, and a child logger per request that binds its id, only at debug level:
-  // at thousands of publishes a second they would cost more than the publishes. Above it, request
-  // logs name the request id themselves.
+  // fastify's own logger only at debug level and below, for its per-request log lines (and a child
+  // logger per request that binds its id): with a logger, fastify times every response with two
+  // listeners on it, and at thousands of publishes a second that costs more than it tells. At every
+  // level, the service logs failures itself (the error handler below, with the request id).
   const perRequestLogs = deps.logger !== undefined && ['debug', 'trace'].includes(deps.logger.level);
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    ...(perRequestLogs ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: deps.bodyLimit ?? 16 * 1024 * 1024,
     // Channel names may be long and may contain encoded slashes.
     routerOptions: { maxParamLength: 4096 },
-    logController: new LogController({ disableRequestLogging: !perRequestLogs }),
-    ...(perRequestLogs ? {} : { childLoggerFactory: (logger: FastifyBaseLogger) => logger }),
   });
 
   registerBodyParsers(app);
   // Declared up front, so requests keep one object shape (fastify: decorateRequest).
   app.decorateRequest('ctx', undefined);
 
-  // Hooks in callback style (no promise per request and hook). What a route needs is decided once,
-  // when it is added (onRoute), rather than read from request.routeOptions on every request.
-  app.addHook('onRequest', syncHook(resolveContext));
-
-  const authenticate = syncHook((request) => {
+  const authenticate = (request: FastifyRequest): void => {
     request.ctx!.credentials = deps.authenticator.authenticate(
       headerOf(request, 'authorization'),
       headerOf(request, 'x-ably-clientid'),
       deps.clock.now(),
     );
-  });
+  };
 
-  // Every API request counts in the stats of the app it was made for (spec: stats apiRequests).
-  const countRequest =
-    (tokenRequest: boolean): onResponseHookHandler =>
-    (request, reply, done) => {
+  // Every API request counts in the stats of the app it was made for (spec: stats apiRequests),
+  // with the status its reply is sent with (src/http/reply.ts).
+  const countReply =
+    (tokenRequest: boolean): ReplyCounter =>
+    (request, status) => {
       const appId =
         request.ctx?.credentials?.app.appId ??
         (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
-      if (appId) deps.usage.apiRequest(appId, reply.statusCode, tokenRequest);
-      done();
+      if (appId) deps.usage.apiRequest(appId, status, tokenRequest);
     };
 
+  // One onRequest hook per route, in callback style (no promise per request): the request's context
+  // (format, version, envelope, how its reply counts), then its credentials where the route needs
+  // them. What a route needs is decided once, when it is added, rather than read from
+  // request.routeOptions on every request.
   app.addHook('onRoute', (route) => {
-    const hooks = <T>(existing: T | T[] | undefined): T[] => (existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]);
-    if (route.config?.auth !== 'none') route.onRequest = [...hooks(route.onRequest), authenticate];
-    route.onResponse = [...hooks(route.onResponse), countRequest(route.url === '/keys/:keyName/requestToken')];
+    const counter = countReply(route.url === '/keys/:keyName/requestToken');
+    const needsAuth = route.config?.auth !== 'none';
+    const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+    route.onRequest = [
+      syncHook((request) => {
+        resolveContext(request, counter);
+        if (needsAuth) authenticate(request);
+      }),
+      ...existing,
+    ];
   });
 
   app.setErrorHandler((err, request, reply) => {
     const error = toErrorBody(err);
-    if (error.statusCode >= 500) request.log.error({ err, reqId: request.id }, 'request failed');
-    else request.log.debug({ code: error.code, message: error.message, reqId: request.id }, 'request refused');
+    const fields = { reqId: request.id, method: request.method, url: request.url.split('?')[0] };
+    if (error.statusCode >= 500) deps.logger?.error({ err, ...fields }, 'request failed');
+    else deps.logger?.debug({ code: error.code, message: error.message, ...fields }, 'request refused');
     return sendError(request, reply, error);
   });
 

@@ -7,7 +7,8 @@ import { applyResponseControl } from './response-control.js';
 
 /**
  * Sends a result in the request's format (spec: Common behaviour), with Link headers for paged
- * results and the `envelope` form when asked for (status 200, real status inside).
+ * results and the `envelope` form when asked for (status 200, real status inside). Every reply
+ * of a route goes through here, and is counted here in the app's stats (with the status sent).
  */
 export function sendResult(
   request: FastifyRequest,
@@ -18,7 +19,10 @@ export function sendResult(
 ): FastifyReply {
   const format = request.ctx?.format ?? 'json';
   if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
-  if (body === undefined) return reply.code(status).send();
+  if (body === undefined) {
+    request.ctx?.countReply?.(request, status);
+    return reply.code(status).send();
+  }
   if (request.ctx?.control && status < 300) body = applyResponseControl(body, request.ctx.control);
   if (request.ctx?.envelope) {
     const envelope: Record<string, unknown> = { statusCode: status, response: body };
@@ -26,6 +30,7 @@ export function sendResult(
     body = envelope;
     status = 200;
   }
+  request.ctx?.countReply?.(request, status);
   reply.code(status).header('content-type', CONTENT_TYPES[format]);
   switch (format) {
     case 'msgpack':

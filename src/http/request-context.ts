@@ -13,7 +13,11 @@ export interface RequestContext {
   credentials?: Credentials;
   /** fields / flatten / select, on query (GET) routes */
   control?: ResponseControl;
+  /** Counts the reply in the app's stats, called with the status it is sent with (src/http/reply.ts). */
+  countReply?: ReplyCounter;
 }
+
+export type ReplyCounter = (request: FastifyRequest, status: number) => void;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -30,8 +34,11 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
   return Array.isArray(v) ? v[0] : v;
 };
 
-/** Format, version and envelope of a request; errors here still answer in a usable format. */
-export function resolveContext(request: FastifyRequest): RequestContext {
+/**
+ * Format, version and envelope of a request; errors here still answer in a usable format (and
+ * are counted by `countReply`, the route's).
+ */
+export function resolveContext(request: FastifyRequest, countReply?: ReplyCounter): RequestContext {
   const query = (request.query ?? {}) as Record<string, unknown>;
   // Set a JSON context first, so that an error below is itself answered. Every field is there
   // from the start, so that all contexts share one shape.
@@ -42,6 +49,7 @@ export function resolveContext(request: FastifyRequest): RequestContext {
     callback: undefined,
     credentials: undefined,
     control: undefined,
+    countReply,
   };
   request.ctx = ctx;
   const format = negotiateFormat(header(request, 'accept'), query.format);

@@ -108,7 +108,7 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
           throw new ServiceError('capabilityDenied', 'an app can only be deleted with one of its own keys');
         }
         await opts.admin.delete(appId);
-        return reply.code(204).send();
+        return sendResult(request, reply, 204, undefined);
       },
     },
   });

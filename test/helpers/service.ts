@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { startService, embeddedAdapters, type Adapters, type Service } from '../../src/service.js';
 import type { Clock } from '../../src/clock.js';
@@ -26,12 +26,12 @@ export const basic = (key: string): string => `Basic ${Buffer.from(key).toString
  */
 export async function startTestService(
   env: Record<string, string> = {},
-  options: { clock?: Clock; adapters?: (dataDir: string) => Adapters; dataDir?: string } = {},
+  options: { clock?: Clock; adapters?: (dataDir: string) => Adapters; dataDir?: string; logger?: Logger } = {},
 ): Promise<TestService> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'cm-test-'));
   const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent', ...env });
   const adapters = options.adapters ? options.adapters(dataDir) : embeddedAdapters(config);
-  const service = await startService(config, pino({ level: 'silent' }), adapters, options.clock);
+  const service = await startService(config, options.logger ?? pino({ level: 'silent' }), adapters, options.clock);
   const app = service.registry.all().find((a) => a.source === 'default') ?? service.registry.all()[0];
   const key = `${app.keys[0].keyName}:${app.keys[0].keySecret}`;
   const handle: TestService = {

@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode, encode } from '@msgpack/msgpack';
 import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
@@ -123,10 +124,13 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
 });
 
 describe('when the log cannot acknowledge a publish', () => {
-  it('answers 503 (50005), so the client retries; nothing is in history', async () => {
+  it('answers 503 (50005), so the client retries; nothing is in history; the failure is logged', async () => {
     const { embeddedAdapters } = await import('../../src/service.js');
     const { parseConfig } = await import('../../src/config.js');
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const failing = await startTestService({}, {
+      logger,
       adapters: (dataDir) => {
         const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
         const append = adapters.log.append.bind(adapters.log);
@@ -147,6 +151,12 @@ describe('when the log cannot acknowledge a publish', () => {
       });
       expect(res.statusCode).toBe(503);
       expect(res.json().error.code).toBe(50005);
+      // Logged at the default level, structured, with what identifies the request.
+      const failure = lines.find((l) => l.msg === 'request failed');
+      expect(failure).toMatchObject({ level: 50, method: 'POST', url: `/channels/${channel}/messages`, reqId: expect.any(String) });
+      expect((failure!.err as { message: string }).message).toMatch(/disk full/);
+      // No per-request lines above debug level.
+      expect(lines.filter((l) => l.reqId !== undefined && l.msg !== 'request failed')).toEqual([]);
       const history = await failing.service.app.inject({ url: `/channels/${channel}/messages`, headers: { authorization: failing.auth } });
       expect(history.json()).toEqual([]);
     } finally {
