@@ -4,56 +4,157 @@ import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 /** The messages a log record's value carries, in order (for entries kept by reference). */
 export type MessagesOf = (value: Uint8Array) => StoredMessage[];
 
+// The numbers of one entry, interleaved in a chunk (FIELDS doubles an entry).
+const SERIAL = 0;
+const TIMESTAMP = 1;
+const PARTITION = 2;
+/** byte offset of the record's value in refs[i] (an ArrayBuffer); -1: refs[i] is the message itself */
+const OFFSET = 3;
+const LENGTH = 4;
+/** the message's index among its record's messages */
+const INDEX = 5;
+const FIELDS = 6;
+const CHUNK_BITS = 10;
+/** entries a chunk holds */
+const CHUNK = 1 << CHUNK_BITS;
+
 /**
- * One channel's entries, oldest first, as parallel arrays of numbers and references: a message
- * kept by reference costs no JavaScript object of its own, only slots in these arrays and its
- * share of the log record bytes it came in (which it shares with the records around it). Two
- * minutes of a busy service are millions of messages; as objects they made the garbage collector
- * the largest cost of publishing.
+ * Chunks of entry numbers that evicted entries gave back, for the next ones: in a steady state
+ * the tail allocates nothing. Bounded, so a burst's memory goes back after it.
+ */
+class ChunkPool {
+  private readonly free: Float64Array[] = [];
+  constructor(private readonly max = 256) {}
+
+  take(): Float64Array {
+    return this.free.pop() ?? new Float64Array(CHUNK * FIELDS);
+  }
+
+  give(chunk: Float64Array): void {
+    if (chunk.length === CHUNK * FIELDS && this.free.length < this.max) this.free.push(chunk);
+  }
+}
+
+/**
+ * One channel's entries, oldest first. The numbers of an entry are interleaved in fixed-size
+ * Float64Array chunks (an entry's numbers share a cache line; writing them costs no write barrier
+ * and no growth of seven JavaScript arrays; evicted chunks are reused), and the references are in
+ * one array. A message kept by reference costs no JavaScript object of its own, only its slots
+ * here and its share of the log record bytes it came in (which it shares with the records around
+ * it). Two minutes of a busy service are millions of messages; as objects they made the garbage
+ * collector the largest cost of publishing.
  */
 class ChannelTail {
   /** index of the oldest live entry; entries before it are evicted */
   start = 0;
-  readonly serials: number[] = [];
-  readonly timestamps: number[] = [];
-  readonly partitions: number[] = [];
-  /** the ArrayBuffer holding the record's value, or the message itself (offsets[i] === -1) */
-  readonly refs: (ArrayBufferLike | StoredMessage)[] = [];
-  readonly offsets: number[] = [];
-  readonly lengths: number[] = [];
-  /** the message's index among its record's messages */
-  readonly indexes: number[] = [];
+  /** index of the next entry */
+  end = 0;
+  /** chunks[k] holds entries (base + k) * CHUNK onwards */
+  private readonly chunks: Float64Array[] = [];
+  private base = 0;
+  /** the ArrayBuffer holding the record's value, or the message itself (OFFSET -1), from index refsBase */
+  private refs: (ArrayBufferLike | StoredMessage | undefined)[] = [];
+  private refsBase = 0;
   /** client-supplied message id -> timestamp, for idempotent publishing */
   readonly ids = new Map<string, number>();
   /** the indexed ids in arrival order, for eviction */
   readonly idOrder: string[] = [];
   idStart = 0;
 
-  get end(): number {
-    return this.serials.length;
-  }
+  constructor(private readonly pool: ChunkPool) {}
 
   get size(): number {
-    return this.serials.length - this.start;
+    return this.end - this.start;
+  }
+
+  /** The entry's numbers: `chunk[at + FIELD]`. */
+  private slot(i: number): { chunk: Float64Array; at: number } {
+    return { chunk: this.chunks[(i >> CHUNK_BITS) - this.base], at: (i & (CHUNK - 1)) * FIELDS };
+  }
+
+  field(i: number, field: number): number {
+    return this.chunks[(i >> CHUNK_BITS) - this.base][(i & (CHUNK - 1)) * FIELDS + field];
+  }
+
+  serial(i: number): number {
+    return this.field(i, SERIAL);
+  }
+
+  timestamp(i: number): number {
+    return this.field(i, TIMESTAMP);
+  }
+
+  ref(i: number): ArrayBufferLike | StoredMessage | undefined {
+    return this.refs[i - this.refsBase];
   }
 
   lastSerial(): number | undefined {
-    return this.size > 0 ? this.serials[this.serials.length - 1] : undefined;
+    return this.size > 0 ? this.serial(this.end - 1) : undefined;
   }
 
-  /** Drops evicted slots once they are the larger part of the arrays. */
+  push(serial: number, timestamp: number, partition: number, ref: ArrayBufferLike | StoredMessage, offset: number, length: number, index: number): void {
+    const i = this.end;
+    const k = (i >> CHUNK_BITS) - this.base;
+    const at = (i & (CHUNK - 1)) * FIELDS;
+    let chunk = this.chunks[k];
+    // A new channel's first chunk starts small and doubles (most channels hold a few messages);
+    // later chunks are whole ones, from the pool.
+    if (chunk === undefined) this.chunks.push((chunk = i === 0 ? new Float64Array(8 * FIELDS) : this.pool.take()));
+    else if (at === chunk.length) {
+      const bigger = new Float64Array(Math.min(chunk.length * 2, CHUNK * FIELDS));
+      bigger.set(chunk);
+      this.chunks[k] = chunk = bigger;
+    }
+    chunk[at + SERIAL] = serial;
+    chunk[at + TIMESTAMP] = timestamp;
+    chunk[at + PARTITION] = partition;
+    chunk[at + OFFSET] = offset;
+    chunk[at + LENGTH] = length;
+    chunk[at + INDEX] = index;
+    this.refs.push(ref);
+    this.end = i + 1;
+  }
+
+  /** Evicts the oldest entry. */
+  shift(): void {
+    this.refs[this.start - this.refsBase] = undefined; // let go of the bytes now
+    this.start++;
+    // A chunk whose entries are all evicted goes back to the pool.
+    while ((this.start >> CHUNK_BITS) > this.base) {
+      this.pool.give(this.chunks.shift()!);
+      this.base++;
+    }
+  }
+
+  /** Gives its chunks back to the pool (the channel is gone from the tail). */
+  release(): void {
+    for (const chunk of this.chunks.splice(0)) this.pool.give(chunk);
+  }
+
+  /** Drops evicted slots once they are the larger part of the references and ids. */
   compact(): void {
-    if (this.start <= 1024 && this.idStart <= 1024) return;
-    if (this.start > 1024 && this.start * 2 > this.serials.length) {
-      for (const list of [this.serials, this.timestamps, this.partitions, this.refs, this.offsets, this.lengths, this.indexes] as unknown[][]) {
-        list.splice(0, this.start);
-      }
-      this.start = 0;
+    const evicted = this.start - this.refsBase;
+    if (evicted > 1024 && evicted * 2 > this.refs.length) {
+      this.refs = this.refs.slice(evicted);
+      this.refsBase = this.start;
     }
     if (this.idStart > 1024 && this.idStart * 2 > this.idOrder.length) {
       this.idOrder.splice(0, this.idStart);
       this.idStart = 0;
     }
+  }
+
+  /** The entry's numbers and reference, for reading: partition, offset, length, index. */
+  entry(i: number): { serial: number; partition: number; offset: number; length: number; index: number; ref: ArrayBufferLike | StoredMessage | undefined } {
+    const { chunk, at } = this.slot(i);
+    return {
+      serial: chunk[at + SERIAL],
+      partition: chunk[at + PARTITION],
+      offset: chunk[at + OFFSET],
+      length: chunk[at + LENGTH],
+      index: chunk[at + INDEX],
+      ref: this.ref(i),
+    };
   }
 }
 
@@ -66,6 +167,7 @@ class ChannelTail {
  */
 export class MemoryTail {
   private readonly apps = new Map<string, Map<string, ChannelTail>>();
+  private readonly pool = new ChunkPool();
   private size = 0;
 
   constructor(
@@ -81,7 +183,7 @@ export class MemoryTail {
     let channels = this.apps.get(appId);
     if (!channels) this.apps.set(appId, (channels = new Map()));
     let tail = channels.get(channel);
-    if (!tail) channels.set(channel, (tail = new ChannelTail()));
+    if (!tail) channels.set(channel, (tail = new ChannelTail(this.pool)));
     const last = tail.lastSerial();
     if (last !== undefined && last >= serial) return undefined; // replayed: already here
     return tail;
@@ -98,13 +200,7 @@ export class MemoryTail {
     index: number,
     indexedId: string | undefined,
   ): void {
-    tail.serials.push(serial);
-    tail.timestamps.push(timestamp);
-    tail.partitions.push(partition);
-    tail.refs.push(ref);
-    tail.offsets.push(offset);
-    tail.lengths.push(length);
-    tail.indexes.push(index);
+    tail.push(serial, timestamp, partition, ref, offset, length, index);
     if (indexedId !== undefined) {
       tail.ids.set(indexedId, timestamp);
       tail.idOrder.push(indexedId);
@@ -149,18 +245,17 @@ export class MemoryTail {
     const tail = this.channel(q.appId, q.channel);
     if (!tail) return [];
     const picked: number[] = [];
-    const { serials, timestamps } = tail;
     if (q.direction === 'backwards') {
       for (let i = tail.end - 1; i >= tail.start && picked.length < q.limit; i--) {
-        if (q.after !== undefined && serials[i] >= q.after) continue;
-        const ts = timestamps[i];
+        if (q.after !== undefined && tail.serial(i) >= q.after) continue;
+        const ts = tail.timestamp(i);
         if (ts > q.end || ts < q.start) continue;
         picked.push(i);
       }
     } else {
       for (let i = tail.start; i < tail.end && picked.length < q.limit; i++) {
-        if (q.after !== undefined && serials[i] <= q.after) continue;
-        const ts = timestamps[i];
+        if (q.after !== undefined && tail.serial(i) <= q.after) continue;
+        const ts = tail.timestamp(i);
         if (ts < q.start || ts > q.end) continue;
         picked.push(i);
       }
@@ -170,19 +265,19 @@ export class MemoryTail {
     let lastOffset = -1;
     let lastMessages: StoredMessage[] = [];
     return picked.map((i) => {
-      const ref = tail.refs[i];
+      const e = tail.entry(i);
       let message: StoredMessage;
-      if (tail.offsets[i] === -1) {
-        message = ref as StoredMessage;
+      if (e.offset === -1) {
+        message = e.ref as StoredMessage;
       } else {
-        if (ref !== lastRef || tail.offsets[i] !== lastOffset) {
-          lastRef = ref;
-          lastOffset = tail.offsets[i];
-          lastMessages = this.messagesOf!(new Uint8Array(ref as ArrayBufferLike, tail.offsets[i], tail.lengths[i]));
+        if (e.ref !== lastRef || e.offset !== lastOffset) {
+          lastRef = e.ref;
+          lastOffset = e.offset;
+          lastMessages = this.messagesOf!(new Uint8Array(e.ref as ArrayBufferLike, e.offset, e.length));
         }
-        message = lastMessages[tail.indexes[i]];
+        message = lastMessages[e.index];
       }
-      return { appId: q.appId, channel: q.channel, serial: serials[i], partition: tail.partitions[i], message };
+      return { appId: q.appId, channel: q.channel, serial: e.serial, partition: e.partition, message };
     });
   }
 
@@ -197,10 +292,7 @@ export class MemoryTail {
     for (const [appId, channels] of this.apps) {
       for (const [name, tail] of channels) {
         const before = tail.start;
-        while (tail.start < tail.end && tail.timestamps[tail.start] < cutoff) {
-          tail.refs[tail.start] = undefined as unknown as StoredMessage; // let go of the bytes now
-          tail.start++;
-        }
+        while (tail.start < tail.end && tail.timestamp(tail.start) < cutoff) tail.shift();
         while (tail.idStart < tail.idOrder.length) {
           const id = tail.idOrder[tail.idStart];
           const seen = tail.ids.get(id);
@@ -209,7 +301,10 @@ export class MemoryTail {
           tail.idStart++;
         }
         removed += tail.start - before;
-        if (tail.size === 0 && tail.ids.size === 0) channels.delete(name);
+        if (tail.size === 0 && tail.ids.size === 0) {
+          tail.release();
+          channels.delete(name);
+        }
         else tail.compact();
       }
       if (channels.size === 0) this.apps.delete(appId);

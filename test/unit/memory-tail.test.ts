@@ -85,5 +85,14 @@ describe('in-memory history tail: messages kept by reference to their log record
     const all = tail.query({ appId: 'app', channel: 'c', start: 0, end: 1e9, limit: 1000, direction: 'forwards' });
     expect(all.map((e) => e.serial)).toEqual(Array.from({ length: 100 }, (_, i) => 4900 + i));
     expect(all[0].message.id).toBe('m4900');
+    // New entries go into chunks the evicted ones gave back; the whole window still reads in order.
+    for (let i = 5000; i < 7000; i++) tail.addRecord('app', 'c', i, 0, i, record([`m${i}`], i), 0);
+    const back = tail.query({ appId: 'app', channel: 'c', start: 0, end: 1e9, limit: 5000, direction: 'backwards' });
+    expect(back.map((e) => e.serial)).toEqual(Array.from({ length: 2100 }, (_, i) => 6999 - i));
+    expect(back.map((e) => e.message.id)).toEqual(Array.from({ length: 2100 }, (_, i) => `m${6999 - i}`));
+    // A channel evicted whole is gone, and starts afresh.
+    expect(tail.evict(7000 + 1000)).toBe(2100);
+    tail.addRecord('app', 'c', 7000, 0, 7500, record(['m7000'], 7500), 0);
+    expect(tail.query({ appId: 'app', channel: 'c', start: 0, end: 1e9, limit: 10, direction: 'forwards' }).map((e) => e.message.id)).toEqual(['m7000']);
   });
 });
