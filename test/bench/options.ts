@@ -3,8 +3,12 @@
 export interface BenchOptions {
   /** seconds of each measured publish run */
   durationS: number;
-  /** bare and embedded throughput are measured in this many alternating rounds; the median round counts */
+  /**
+   * bare and embedded throughput are measured in this many alternating rounds of roundS seconds
+   * each; a setup's figures add its rounds up
+   */
   rounds: number;
+  roundS: number;
   /** seconds of unmeasured load before measuring, so the JIT is warm */
   warmupS: number;
   connections: number;
@@ -24,7 +28,8 @@ export interface BenchOptions {
 const DEFAULTS: Record<string, number> = {
   BENCH_DURATION: 10,
   BENCH_WARMUP: 3,
-  BENCH_ROUNDS: 3,
+  BENCH_ROUNDS: 10,
+  BENCH_ROUND_DURATION: 3,
   BENCH_CONNECTIONS: 50,
   BENCH_CHANNELS: 100,
   BENCH_SAMPLES: 300,
@@ -52,6 +57,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     durationS: numberOf(env, 'BENCH_DURATION', 1, 3600),
     warmupS: numberOf(env, 'BENCH_WARMUP', 0, 600),
     rounds: Math.round(numberOf(env, 'BENCH_ROUNDS', 1, 99)),
+    roundS: numberOf(env, 'BENCH_ROUND_DURATION', 1, 3600),
     connections: Math.round(numberOf(env, 'BENCH_CONNECTIONS', 1, 10_000)),
     pipelining: 1,
     channels: Math.round(numberOf(env, 'BENCH_CHANNELS', 1, 100_000)),

@@ -105,8 +105,9 @@ export function markdown(report: Report, root: string): string {
     `Measured ${new Date().toISOString().slice(0, 10)} with \`${report.command}\` on ${machineLine(root)}.`,
     `The load generator (autocannon, in the bench process) and the server (a child process) share the machine.`,
     '',
-    `**Publish throughput.** autocannon, ${o.connections} connections, pipelining ${o.pipelining}, runs of ${o.durationS} s after ${o.warmupS} s of warm-up; ` +
-      `bare and embedded alternate over ${o.rounds} round${o.rounds === 1 ? '' : 's'} and each shows its median run (production: one run); ` +
+    `**Publish throughput.** autocannon, ${o.connections} connections, pipelining ${o.pipelining}, after ${o.warmupS} s of warm-up; ` +
+      `bare and embedded alternate over ${o.rounds} round${o.rounds === 1 ? '' : 's'} of ${o.roundS} s, and each row adds its rounds up ` +
+      `(req/s and CPU over all of them, latencies of its median round), so "vs bare" is the ratio of the two totals; production: one run of ${o.durationS} s; ` +
       `each request publishes one message (a ${report.body.length}-byte JSON body) to one of ${o.channels} channels with Basic auth. ` +
       `Latencies are autocannon's, in whole milliseconds. "server CPU" is the server process's user + system time per request: ` +
       `it depends less than req/s on what else the machine runs. "server RSS" is its resident memory after the run.`,
