@@ -76,6 +76,7 @@ export const encodeEvent = (event: LogEvent): Uint8Array => {
 // as packValue gives for the shapes the service builds (test/unit/log-events.test.ts); any other
 // shape (a field it does not know, an undefined field) goes through packValue.
 const writer = new MsgpackWriter();
+const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds'] as const;
 const MESSAGE_FIELDS = ['id', 'timestamp', 'name', 'data', 'encoding', 'clientId', 'connectionId', 'extras', 'action'] as const;
 
 function definedFields(m: StoredMessage): number | undefined {
@@ -89,23 +90,26 @@ function definedFields(m: StoredMessage): number | undefined {
   if (m.connectionId !== undefined) n++;
   if (m.extras !== undefined) n++;
   if (m.action !== undefined) n++;
-  // Every own key must be one of the fields above, and defined, in that order.
-  const keys = Object.keys(m);
-  if (keys.length !== n) return undefined;
+  // Every own key must be one of the fields above, and defined, in that order (for...in: no
+  // array of keys per message; a message is a plain object, so it enumerates its own keys only).
+  let keys = 0;
   let at = 0;
-  for (const k of keys) {
+  for (const k in m) {
+    keys++;
     while (at < MESSAGE_FIELDS.length && MESSAGE_FIELDS[at] !== k) at++;
     if (at === MESSAGE_FIELDS.length) return undefined;
   }
-  return n;
+  return keys === n ? n : undefined;
 }
 
 export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
-  const keys = Object.keys(e);
   const expected = e.clientIds === undefined ? 5 : 6;
-  if (keys.length !== expected || keys[0] !== 'type' || keys[1] !== 'appId' || keys[2] !== 'channel' || keys[3] !== 'transport' || keys[4] !== 'messages') {
-    return undefined;
+  let at = 0;
+  for (const k in e) {
+    if (at >= expected || k !== EVENT_FIELDS[at]) return undefined;
+    at++;
   }
+  if (at !== expected) return undefined;
   if (typeof e.appId !== 'string' || typeof e.channel !== 'string' || typeof e.transport !== 'string' || !Array.isArray(e.messages)) return undefined;
   const counts: number[] = [];
   for (const m of e.messages) {
