@@ -22,24 +22,28 @@ const CHUNK = 1 << CHUNK_BITS;
  * Chunks of entry numbers that evicted entries gave back, for the next ones: in a steady state
  * the tail allocates nothing. Bounded, so a burst's memory goes back after it.
  */
+/** A chunk of entry numbers: a JavaScript array of doubles, on the heap (no external memory). */
+const newChunk = (length: number): number[] => new Array<number>(length).fill(0.5);
+
 class ChunkPool {
-  private readonly free: Float64Array[] = [];
+  private readonly free: number[][] = [];
   constructor(private readonly max = 256) {}
 
-  take(): Float64Array {
-    return this.free.pop() ?? new Float64Array(CHUNK * FIELDS);
+  take(): number[] {
+    return this.free.pop() ?? newChunk(CHUNK * FIELDS);
   }
 
-  give(chunk: Float64Array): void {
+  give(chunk: number[]): void {
     if (chunk.length === CHUNK * FIELDS && this.free.length < this.max) this.free.push(chunk);
   }
 }
 
 /**
  * One channel's entries, oldest first. The numbers of an entry are interleaved in fixed-size
- * Float64Array chunks (an entry's numbers share a cache line; writing them costs no write barrier
- * and no growth of seven JavaScript arrays; evicted chunks are reused), and the references are in
- * one array. A message kept by reference costs no JavaScript object of its own, only its slots
+ * chunks (an entry's numbers share a cache line; writing a double costs no write barrier and no
+ * growth of seven JavaScript arrays; evicted chunks are reused), and the references are in one
+ * array. The chunks are arrays of doubles rather than Float64Arrays: a Float64Array's memory is
+ * external to the JavaScript heap, and its growth made V8 run more full collections. A message kept by reference costs no JavaScript object of its own, only its slots
  * here and its share of the log record bytes it came in (which it shares with the records around
  * it). Two minutes of a busy service are millions of messages; as objects they made the garbage
  * collector the largest cost of publishing.
@@ -50,7 +54,7 @@ class ChannelTail {
   /** index of the next entry */
   end = 0;
   /** chunks[k] holds entries (base + k) * CHUNK onwards */
-  private readonly chunks: Float64Array[] = [];
+  private readonly chunks: number[][] = [];
   private base = 0;
   /** the ArrayBuffer holding the record's value, or the message itself (OFFSET -1), from index refsBase */
   private refs: (ArrayBufferLike | StoredMessage | undefined)[] = [];
@@ -68,7 +72,7 @@ class ChannelTail {
   }
 
   /** The entry's numbers: `chunk[at + FIELD]`. */
-  private slot(i: number): { chunk: Float64Array; at: number } {
+  private slot(i: number): { chunk: number[]; at: number } {
     return { chunk: this.chunks[(i >> CHUNK_BITS) - this.base], at: (i & (CHUNK - 1)) * FIELDS };
   }
 
@@ -99,10 +103,10 @@ class ChannelTail {
     let chunk = this.chunks[k];
     // A new channel's first chunk starts small and doubles (most channels hold a few messages);
     // later chunks are whole ones, from the pool.
-    if (chunk === undefined) this.chunks.push((chunk = i === 0 ? new Float64Array(8 * FIELDS) : this.pool.take()));
+    if (chunk === undefined) this.chunks.push((chunk = i === 0 ? newChunk(8 * FIELDS) : this.pool.take()));
     else if (at === chunk.length) {
-      const bigger = new Float64Array(Math.min(chunk.length * 2, CHUNK * FIELDS));
-      bigger.set(chunk);
+      const bigger = newChunk(Math.min(chunk.length * 2, CHUNK * FIELDS));
+      for (let j = 0; j < chunk.length; j++) bigger[j] = chunk[j];
       this.chunks[k] = chunk = bigger;
     }
     chunk[at + SERIAL] = serial;
