@@ -8,23 +8,25 @@ export type MessagesOf = (value: Uint8Array) => StoredMessage[];
 const SERIAL = 0;
 const TIMESTAMP = 1;
 const PARTITION = 2;
-/** byte offset of the record's value in refs[i] (an ArrayBuffer); -1: refs[i] is the message itself */
+/** byte offset of the record's value in the entry's reference (an ArrayBuffer); -1: the reference is the message itself */
 const OFFSET = 3;
 const LENGTH = 4;
 /** the message's index among its record's messages */
 const INDEX = 5;
-const FIELDS = 6;
+/** the entry's reference: refs[REF - refsBase] */
+const REF = 6;
+const FIELDS = 7;
 const CHUNK_BITS = 10;
 /** entries a chunk holds */
 const CHUNK = 1 << CHUNK_BITS;
+
+/** A chunk of entry numbers: a JavaScript array of doubles, on the heap (no external memory). */
+const newChunk = (length: number): number[] => new Array<number>(length).fill(0.5);
 
 /**
  * Chunks of entry numbers that evicted entries gave back, for the next ones: in a steady state
  * the tail allocates nothing. Bounded, so a burst's memory goes back after it.
  */
-/** A chunk of entry numbers: a JavaScript array of doubles, on the heap (no external memory). */
-const newChunk = (length: number): number[] => new Array<number>(length).fill(0.5);
-
 class ChunkPool {
   private readonly free: number[][] = [];
   constructor(private readonly max = 256) {}
@@ -43,10 +45,12 @@ class ChunkPool {
  * chunks (an entry's numbers share a cache line; writing a double costs no write barrier and no
  * growth of seven JavaScript arrays; evicted chunks are reused), and the references are in one
  * array. The chunks are arrays of doubles rather than Float64Arrays: a Float64Array's memory is
- * external to the JavaScript heap, and its growth made V8 run more full collections. A message kept by reference costs no JavaScript object of its own, only its slots
- * here and its share of the log record bytes it came in (which it shares with the records around
- * it). Two minutes of a busy service are millions of messages; as objects they made the garbage
- * collector the largest cost of publishing.
+ * external to the JavaScript heap, and its growth made V8 run more full collections.
+ *
+ * A message kept by reference costs no JavaScript object of its own, only its slots here and its
+ * share of the log record bytes it came in (which it shares with the records around it). Two
+ * minutes of a busy service are millions of messages; as objects they made the garbage collector
+ * the largest cost of publishing.
  */
 class ChannelTail {
   /** index of the oldest live entry; entries before it are evicted */
@@ -56,7 +60,11 @@ class ChannelTail {
   /** chunks[k] holds entries (base + k) * CHUNK onwards */
   private readonly chunks: number[][] = [];
   private base = 0;
-  /** the ArrayBuffer holding the record's value, or the message itself (OFFSET -1), from index refsBase */
+  /**
+   * The entries' references, each once: consecutive entries whose values share an ArrayBuffer
+   * (the log records of a few seconds do) share one slot. A reference is the ArrayBuffer holding
+   * the record's value, or the message itself (OFFSET -1). Slot r is refs[r - refsBase].
+   */
   private refs: (ArrayBufferLike | StoredMessage | undefined)[] = [];
   private refsBase = 0;
   /** client-supplied message id -> timestamp, for idempotent publishing */
@@ -89,7 +97,7 @@ class ChannelTail {
   }
 
   ref(i: number): ArrayBufferLike | StoredMessage | undefined {
-    return this.refs[i - this.refsBase];
+    return this.refs[this.field(i, REF) - this.refsBase];
   }
 
   lastSerial(): number | undefined {
@@ -115,14 +123,18 @@ class ChannelTail {
     chunk[at + OFFSET] = offset;
     chunk[at + LENGTH] = length;
     chunk[at + INDEX] = index;
-    this.refs.push(ref);
+    const refs = this.refs;
+    if (refs.length === 0 || refs[refs.length - 1] !== ref) refs.push(ref);
+    chunk[at + REF] = this.refsBase + refs.length - 1;
     this.end = i + 1;
   }
 
   /** Evicts the oldest entry. */
   shift(): void {
-    this.refs[this.start - this.refsBase] = undefined; // let go of the bytes now
+    const ref = this.field(this.start, REF);
     this.start++;
+    // Let go of the bytes now, unless the next entry shares them.
+    if (this.start === this.end || this.field(this.start, REF) !== ref) this.refs[ref - this.refsBase] = undefined;
     // A chunk whose entries are all evicted goes back to the pool.
     while ((this.start >> CHUNK_BITS) > this.base) {
       this.pool.give(this.chunks.shift()!);
@@ -137,10 +149,11 @@ class ChannelTail {
 
   /** Drops evicted slots once they are the larger part of the references and ids. */
   compact(): void {
-    const evicted = this.start - this.refsBase;
+    // References before the oldest entry's are all let go of.
+    const evicted = (this.start < this.end ? this.field(this.start, REF) : this.refsBase + this.refs.length) - this.refsBase;
     if (evicted > 1024 && evicted * 2 > this.refs.length) {
       this.refs = this.refs.slice(evicted);
-      this.refsBase = this.start;
+      this.refsBase += evicted;
     }
     if (this.idStart > 1024 && this.idStart * 2 > this.idOrder.length) {
       this.idOrder.splice(0, this.idStart);
