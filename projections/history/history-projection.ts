@@ -89,9 +89,11 @@ export class HistoryProjection {
 
   /** Applies one batch of log records (one partition, in order). */
   apply(records: LogRecord[]): void {
+    // One instant for the batch: which of its messages are too old for the in-memory window.
+    const horizon = this.tail.horizon(this.clock.now());
     for (const record of records) {
       const entries = this.entriesOf(decodeEvent(record.value));
-      if (entries) this.evolve(entries, record);
+      if (entries) this.evolve(entries, record, horizon);
       this.checkpoint.set(record.partition, record.offset + 1);
     }
     const last = records[records.length - 1];
@@ -105,10 +107,9 @@ export class HistoryProjection {
     this.scheduleFlush();
   }
 
-  private evolve(event: ChannelEntries, record: LogRecord): void {
+  private evolve(event: ChannelEntries, record: LogRecord, horizon: number): void {
     const alreadyStored = record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
-    const horizon = this.tail.horizon(this.clock.now());
     const messages = event.messages;
     for (let index = 0; index < messages.length; index++) {
       const message = messages[index];
