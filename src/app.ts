@@ -105,14 +105,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return sendError(request, reply, error);
   });
 
+  // An unknown route has no onRequest hook of its own: its context is resolved here, and a bad
+  // format or version parameter is answered (by the error handler) as on every route.
   app.setNotFoundHandler((request, reply) => {
-    if (!request.ctx) {
-      try {
-        resolveContext(request);
-      } catch {
-        // keep the JSON context set before the failure
-      }
-    }
+    resolveContext(request);
     return sendError(request, reply, new ServiceError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`).toJSON());
   });
 

@@ -111,6 +111,13 @@ describe('routes', () => {
     expect(res.statusCode).toBe(404);
     expect(res.json().error.code).toBe(40400);
     expect(res.headers['x-service-errorcode']).toBe('40400');
+    // In the format asked for; a bad format or version parameter is refused as on every route.
+    const msgpack = await t.service.app.inject({ url: '/no/such/route?format=msgpack' });
+    expect([msgpack.statusCode, msgpack.headers['content-type']]).toEqual([404, 'application/x-msgpack']);
+    const badVersion = await t.service.app.inject({ url: '/no/such/route?v=9.9' });
+    expect([badVersion.statusCode, badVersion.json().error.code]).toEqual([400, 40017]);
+    const badEnvelope = await t.service.app.inject({ url: '/no/such/route?envelope=bad' });
+    expect([badEnvelope.statusCode, badEnvelope.json().error.code]).toEqual([400, 40003]);
   });
 
   it('channel names with encoded slashes and unicode reach the route whole', async () => {
