@@ -19,6 +19,8 @@ const FIELDS = 7;
 const CHUNK_BITS = 10;
 /** entries a chunk holds */
 const CHUNK = 1 << CHUNK_BITS;
+/** Where entry i's numbers start in its chunk. */
+const atOf = (i: number): number => (i & (CHUNK - 1)) * FIELDS;
 
 /** A chunk of entry numbers: a JavaScript array of doubles, on the heap (no external memory). */
 const newChunk = (length: number): number[] => new Array<number>(length).fill(0.5);
@@ -79,13 +81,13 @@ class ChannelTail {
     return this.end - this.start;
   }
 
-  /** The entry's numbers: `chunk[at + FIELD]`. */
-  private slot(i: number): { chunk: number[]; at: number } {
-    return { chunk: this.chunks[(i >> CHUNK_BITS) - this.base], at: (i & (CHUNK - 1)) * FIELDS };
+  /** The chunk holding entry i (its numbers are at atOf(i) in it). */
+  private chunkOf(i: number): number[] {
+    return this.chunks[(i >> CHUNK_BITS) - this.base];
   }
 
   field(i: number, field: number): number {
-    return this.chunks[(i >> CHUNK_BITS) - this.base][(i & (CHUNK - 1)) * FIELDS + field];
+    return this.chunkOf(i)[atOf(i) + field];
   }
 
   serial(i: number): number {
@@ -106,16 +108,15 @@ class ChannelTail {
 
   push(serial: number, timestamp: number, partition: number, ref: ArrayBufferLike | StoredMessage, offset: number, length: number, index: number): void {
     const i = this.end;
-    const k = (i >> CHUNK_BITS) - this.base;
-    const at = (i & (CHUNK - 1)) * FIELDS;
-    let chunk = this.chunks[k];
+    const at = atOf(i);
+    let chunk = this.chunkOf(i);
     // A new channel's first chunk starts small and doubles (most channels hold a few messages);
     // later chunks are whole ones, from the pool.
     if (chunk === undefined) this.chunks.push((chunk = i === 0 ? newChunk(8 * FIELDS) : this.pool.take()));
     else if (at === chunk.length) {
       const bigger = newChunk(Math.min(chunk.length * 2, CHUNK * FIELDS));
       for (let j = 0; j < chunk.length; j++) bigger[j] = chunk[j];
-      this.chunks[k] = chunk = bigger;
+      this.chunks[this.chunks.length - 1] = chunk = bigger;
     }
     chunk[at + SERIAL] = serial;
     chunk[at + TIMESTAMP] = timestamp;
@@ -163,7 +164,8 @@ class ChannelTail {
 
   /** The entry's numbers and reference, for reading: partition, offset, length, index. */
   entry(i: number): { serial: number; partition: number; offset: number; length: number; index: number; ref: ArrayBufferLike | StoredMessage | undefined } {
-    const { chunk, at } = this.slot(i);
+    const chunk = this.chunkOf(i);
+    const at = atOf(i);
     return {
       serial: chunk[at + SERIAL],
       partition: chunk[at + PARTITION],
@@ -321,8 +323,9 @@ export class MemoryTail {
         if (tail.size === 0 && tail.ids.size === 0) {
           tail.release();
           channels.delete(name);
+        } else {
+          tail.compact();
         }
-        else tail.compact();
       }
       if (channels.size === 0) this.apps.delete(appId);
     }
