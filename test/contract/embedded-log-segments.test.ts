@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmbeddedLog, packSegment } from '../../src/log/embedded/embedded-log.js';
 import { unpackValue } from '../../src/codec/msgpack.js';
 import { Topics, type AppendRecord } from '../../src/log/port.js';
+import { partitionFor } from '../../src/log/partitioner.js';
 
 const records = (from: number, count: number, key = 'k'): AppendRecord[] =>
   Array.from({ length: count }, (_, i) => ({ key, timestamp: 1000 + from + i, value: Buffer.from(`v${from + i}`) }));
@@ -108,6 +109,72 @@ describe('embedded log segments (one row per partition per append)', () => {
     ]);
     expect(await log.append(Topics.messages, records(0, 1))).toEqual([{ partition: 0, offset: 4 }]);
     await log.close();
+  });
+
+  it('a log written with the first segment layout (keyed by topic, partition and first offset) is migrated on open', async () => {
+    const db = new Database(path);
+    db.exec(`CREATE TABLE log_segments (topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
+      count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL, PRIMARY KEY (topic, partition, first_offset)) WITHOUT ROWID`);
+    db.exec(`CREATE TABLE log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`);
+    db.prepare(`INSERT INTO log_meta VALUES ('messages', 2), ('presence', 1)`).run();
+    const insert = db.prepare('INSERT INTO log_segments VALUES (?, ?, ?, ?, ?, ?)');
+    const old = (topic: string, partition: number, from: number, count: number): void => {
+      const rs = records(from, count, `${topic}${partition}`);
+      insert.run(topic, partition, from, count, rs[rs.length - 1].timestamp, packSegment(rs));
+    };
+    old('messages', 0, 0, 3);
+    old('messages', 0, 3, 2);
+    old('messages', 1, 0, 4);
+    old('presence', 0, 0, 1);
+    db.close();
+
+    const log = new EmbeddedLog({ path, partitions: 2 });
+    expect(await log.endOffsets(Topics.messages)).toEqual(new Map([[0, 5], [1, 4]]));
+    expect(await log.endOffsets(Topics.presence)).toEqual(new Map([[0, 1]]));
+    const read = await log.read(Topics.messages, 0, 2, 10);
+    expect(read.map((r) => [r.offset, r.key, Buffer.from(r.value).toString()])).toEqual([
+      [2, 'messages0', 'v2'],
+      [3, 'messages0', 'v3'],
+      [4, 'messages0', 'v4'],
+    ]);
+    expect((await log.read(Topics.messages, 1, 0, 10)).map((r) => r.offset)).toEqual([0, 1, 2, 3]);
+    // Appends go on after the migrated segments, and survive a reopen.
+    const positions = await log.append(Topics.presence, records(1, 2, 'presence0'));
+    expect(positions).toEqual([{ partition: 0, offset: 1 }, { partition: 0, offset: 2 }]);
+    await log.close();
+
+    const reopened = new EmbeddedLog({ path, partitions: 2 });
+    expect((await reopened.read(Topics.presence, 0, 0, 10)).map((r) => Buffer.from(r.value).toString())).toEqual(['v0', 'v1', 'v2']);
+    await reopened.close();
+    const check = new Database(path, { readonly: true });
+    const tables = check.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).pluck().all();
+    check.close();
+    expect(tables).toEqual(['log_meta', 'log_segments', 'log_streams']);
+  });
+
+  it("a read stays within its stream: a partition's records never include another partition's or topic's", async () => {
+    const log = new EmbeddedLog({ path, partitions: 4 });
+    const keys = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+    for (let round = 0; round < 3; round++) {
+      await log.append(Topics.messages, keys.flatMap((key) => records(round * 100, 2, key)));
+      await log.append(Topics.presence, keys.flatMap((key) => records(round * 100 + 50, 1, key)));
+    }
+    await log.close();
+    const reopened = new EmbeddedLog({ path, partitions: 4 });
+    for (const topic of [Topics.messages, Topics.presence]) {
+      const ends = await reopened.endOffsets(topic);
+      let total = 0;
+      for (const [partition, end] of ends) {
+        const read = await reopened.read(topic, partition, 0, 1000);
+        expect(read.map((r) => r.offset)).toEqual(Array.from({ length: end }, (_, i) => i));
+        expect(read.every((r) => partitionFor(r.key, 4) === partition)).toBe(true);
+        // presence values are v50, v150, v250; messages values never end in 50
+        expect(read.every((r) => Buffer.from(r.value).toString().endsWith('50') === (topic === Topics.presence))).toBe(true);
+        total += read.length;
+      }
+      expect(total).toBe(topic === Topics.messages ? 48 : 24);
+    }
+    await reopened.close();
   });
 
   it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap', async () => {

@@ -64,13 +64,33 @@ interface SegmentRow {
   records: Buffer;
 }
 
-const SCHEMA = `CREATE TABLE IF NOT EXISTS log_segments (
-    topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
-    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL,
-    PRIMARY KEY (topic, partition, first_offset)) WITHOUT ROWID`;
+/**
+ * A stream is one partition of one topic (log_streams). Its segments are one range of row ids,
+ * id = (stream << STREAM_SHIFT) + first_offset, in offset order: an append adds a row at the end
+ * of its range of the table's own B-tree, and a read is a range of ids. A segment of up to about
+ * 4 KB sits in its leaf page, so a commit writes about three pages (leaf, parent, header), where
+ * the first layout (WITHOUT ROWID, keyed by topic, partition and first_offset) spilled anything
+ * over about 1 KB to overflow pages and wrote four or five: each page costs the writer thread a
+ * write and its share of the fsync.
+ */
+const STREAM_SHIFT = 44; // 2^44 offsets per partition; streams up to 2^19
 
-const INSERT_SEGMENT =
-  'INSERT INTO log_segments (topic, partition, first_offset, count, last_ts, records) VALUES (?, ?, ?, ?, ?, ?)';
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS log_streams (
+    stream INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, UNIQUE (topic, partition));
+  CREATE TABLE IF NOT EXISTS log_segments (
+    id INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
+    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL);
+  CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`;
+
+/** A segment's row: named parameters are a Segment's fields and `topic` (the writer thread binds the same). */
+const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records)
+  VALUES ((@stream << ${STREAM_SHIFT}) + CAST(@firstOffset AS INTEGER), @topic, @partition, @firstOffset, @count, @lastTs, @records)`;
+
+/** The ids of stream @stream, from the one of offset @from (CAST: numbers are bound as REAL). */
+const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
+const STREAM_START = `(@stream << ${STREAM_SHIFT})`;
+const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
 
 /**
  * The embedded log: SQLite in WAL mode with synchronous=FULL, so a committed append survives
@@ -89,6 +109,8 @@ export class EmbeddedLog implements Log {
   private readonly db: Database.Database;
   private readonly partitionCount: number;
   private readonly ends = new Map<string, number[]>();
+  /** each topic's stream numbers, by partition */
+  private readonly streams = new Map<string, number[]>();
   private readonly waiters = new Map<string, Set<() => void>>();
   /**
    * The newest records of each topic and partition, so consumers read them without SQLite. A
@@ -104,6 +126,9 @@ export class EmbeddedLog implements Log {
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
+  private readonly streamOfStmt: Database.Statement;
+  private readonly addStream: Database.Statement;
+  private readonly streamEnd: Database.Statement;
   /** the writer thread (file logs); in-memory logs commit inline */
   private readonly writer: SqliteWriter | undefined;
   private failure: Error | undefined;
@@ -116,23 +141,54 @@ export class EmbeddedLog implements Log {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
     this.db.pragma('busy_timeout = 5000');
+    this.migrateKeyedSegments();
     this.db.exec(SCHEMA);
-    this.db.exec(`CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`);
     this.insert = this.db.prepare(INSERT_SEGMENT);
+    this.streamOfStmt = this.db.prepare('SELECT stream FROM log_streams WHERE topic = ? AND partition = ?').pluck();
+    this.addStream = this.db.prepare('INSERT INTO log_streams (topic, partition) VALUES (?, ?)');
+    this.streamEnd = this.db
+      .prepare(`SELECT first_offset + count FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id DESC LIMIT 1`)
+      .pluck();
     this.migrateRecordRows();
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
     // From the segment that holds the offset (the newest starting at or before it) onwards.
     this.select = this.db.prepare(
-      `SELECT first_offset, records FROM log_segments WHERE topic = @topic AND partition = @partition AND first_offset >= COALESCE(
-         (SELECT MAX(first_offset) FROM log_segments WHERE topic = @topic AND partition = @partition AND first_offset <= @from), 0)
-       ORDER BY first_offset`,
+      `SELECT first_offset, records FROM log_segments WHERE id >= COALESCE(
+         (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
+       AND id < ${STREAM_END} ORDER BY id`,
     );
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
-      for (const s of segments) this.insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
+      for (const segment of segments) this.insert.run({ ...segment, topic });
     });
     this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT);
+  }
+
+  /** The stream of a topic's partition, numbered on first use. */
+  private streamOf(topic: string, partition: number): number {
+    const stream = this.streamOfStmt.get(topic, partition) as number | undefined;
+    return stream ?? Number(this.addStream.run(topic, partition).lastInsertRowid);
+  }
+
+  /**
+   * Logs written with the first segment layout (WITHOUT ROWID, keyed by topic, partition and
+   * first_offset): their segments move to the current one, stream by stream, in one transaction.
+   */
+  private migrateKeyedSegments(): void {
+    const columns = this.db.prepare(`SELECT name FROM pragma_table_info('log_segments')`).pluck().all() as string[];
+    if (columns.length === 0 || columns.includes('id')) return;
+    this.db.transaction(() => {
+      this.db.exec('ALTER TABLE log_segments RENAME TO log_segments_keyed');
+      this.db.exec(SCHEMA);
+      this.db.exec(`INSERT OR IGNORE INTO log_streams (topic, partition)
+        SELECT DISTINCT topic, partition FROM log_segments_keyed ORDER BY topic, partition`);
+      this.db.exec(`INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records)
+        SELECT (st.stream << ${STREAM_SHIFT}) + s.first_offset, s.topic, s.partition, s.first_offset, s.count, s.last_ts, s.records
+        FROM log_segments_keyed s JOIN log_streams st ON st.topic = s.topic AND st.partition = s.partition
+        ORDER BY s.topic, s.partition, s.first_offset`);
+      this.db.exec('DROP TABLE log_segments_keyed');
+    })();
   }
 
   /** Logs written before segments kept one row per record (table log_records): one segment each. */
@@ -148,7 +204,8 @@ export class EmbeddedLog implements Log {
         const rows = select.all(...after) as { topic: string; partition: number; offset: number; key: string; ts: number; value: Buffer }[];
         if (rows.length === 0) break;
         for (const r of rows) {
-          this.insert.run(r.topic, r.partition, r.offset, 1, r.ts, packSegment([{ key: r.key, timestamp: r.ts, value: r.value }]));
+          const records = packSegment([{ key: r.key, timestamp: r.ts, value: r.value }]);
+          this.insert.run({ topic: r.topic, stream: this.streamOf(r.topic, r.partition), partition: r.partition, firstOffset: r.offset, count: 1, lastTs: r.ts, records });
         }
         const last = rows[rows.length - 1];
         after = [last.topic, last.partition, last.offset];
@@ -165,11 +222,9 @@ export class EmbeddedLog implements Log {
       | undefined;
     const count = meta?.partitions ?? this.partitionCount;
     if (!meta) this.db.prepare('INSERT INTO log_meta (topic, partitions) VALUES (?, ?)').run(topic, count);
-    ends = new Array<number>(count).fill(0);
-    const rows = this.db
-      .prepare('SELECT partition, MAX(first_offset + count) AS end FROM log_segments WHERE topic = ? GROUP BY partition')
-      .all(topic) as { partition: number; end: number }[];
-    for (const row of rows) ends[row.partition] = row.end;
+    const streams = Array.from({ length: count }, (_, p) => this.streamOf(topic, p));
+    ends = streams.map((stream) => (this.streamEnd.get({ stream }) as number | undefined) ?? 0);
+    this.streams.set(topic, streams);
     this.ends.set(topic, ends);
     return ends;
   }
@@ -180,7 +235,7 @@ export class EmbeddedLog implements Log {
     if (records.length === 0) return [];
     const ends = this.endsOf(topic);
     const before = [...ends];
-    const { positions, segments } = this.segmentsOf(ends, records);
+    const { positions, segments } = this.segmentsOf(ends, this.streams.get(topic)!, records);
     try {
       if (this.writer) await this.writer.write(topic, segments);
       else this.insertTx(topic, segments);
@@ -196,7 +251,7 @@ export class EmbeddedLog implements Log {
   }
 
   /** Offsets for the records (advancing `ends`), and one segment per partition they go to. */
-  private segmentsOf(ends: number[], records: AppendRecord[]): { positions: LogPosition[]; segments: Segment[] } {
+  private segmentsOf(ends: number[], streams: number[], records: AppendRecord[]): { positions: LogPosition[]; segments: Segment[] } {
     const positions: LogPosition[] = [];
     const byPartition = new Map<number, { firstOffset: number; lastTs: number; records: AppendRecord[] }>();
     for (const r of records) {
@@ -210,7 +265,7 @@ export class EmbeddedLog implements Log {
     }
     const segments: Segment[] = [];
     for (const [partition, s] of byPartition) {
-      segments.push({ partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packSegment(s.records) });
+      segments.push({ stream: streams[partition], partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packSegment(s.records) });
     }
     return { positions, segments };
   }
@@ -275,7 +330,8 @@ export class EmbeddedLog implements Log {
     }
     const out: LogRecord[] = [];
     if (maxRecords <= 0) return out;
-    for (const row of this.select.iterate({ topic, partition, from: fromOffset }) as IterableIterator<SegmentRow>) {
+    const stream = this.streams.get(topic)?.[partition] ?? this.streamOf(topic, partition);
+    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
       const records = unpackValue(row.records) as SegmentRecords;
       for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
         const [key, timestamp, value] = records[i];
@@ -355,8 +411,9 @@ export class EmbeddedLog implements Log {
     // The newest segment of each partition stays, so end offsets survive a restart.
     return this.db
       .prepare(
-        `DELETE FROM log_segments WHERE topic <> 'apps' AND last_ts < ? AND first_offset < (
-           SELECT MAX(s.first_offset) FROM log_segments s WHERE s.topic = log_segments.topic AND s.partition = log_segments.partition)`,
+        `DELETE FROM log_segments WHERE topic <> 'apps' AND last_ts < ? AND id < (
+           SELECT MAX(s.id) FROM log_segments s
+           WHERE s.id >= (log_segments.id >> ${STREAM_SHIFT}) << ${STREAM_SHIFT} AND s.id < ((log_segments.id >> ${STREAM_SHIFT}) + 1) << ${STREAM_SHIFT})`,
       )
       .run(now - this.retentionMs).changes;
   }

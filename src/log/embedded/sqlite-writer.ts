@@ -2,6 +2,8 @@ import { Worker } from 'node:worker_threads';
 
 /** A row of log_segments: the consecutive records of one append in one partition. */
 export interface Segment {
+  /** the topic's partition as numbered in log_streams (the row's id range) */
+  stream: number;
   partition: number;
   firstOffset: number;
   count: number;
@@ -26,7 +28,10 @@ export class SqliteWriter {
   private nextId = 0;
   private failure: Error | undefined;
 
-  /** `insertSegment`: the INSERT of one log_segments row (embedded-log.ts owns the schema). */
+  /**
+   * `insertSegment`: the INSERT of one log_segments row, with a Segment's fields and `topic` as
+   * named parameters (embedded-log.ts owns the schema).
+   */
   constructor(path: string, insertSegment: string) {
     // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
     this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path, insertSegment }, execArgv: [] });

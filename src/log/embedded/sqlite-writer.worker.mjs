@@ -9,10 +9,10 @@ db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('busy_timeout = 5000');
 // The table and its INSERT come from the main thread (embedded-log.ts), which creates the table
-// before this thread starts.
+// before this thread starts; the INSERT's named parameters are a segment's fields and its topic.
 const insert = db.prepare(workerData.insertSegment);
 const commit = db.transaction((topic, segments) => {
-  for (const s of segments) insert.run(topic, s.partition, s.firstOffset, s.count, s.lastTs, s.records);
+  for (const segment of segments) insert.run({ ...segment, topic });
 });
 
 // After a failed commit every later one fails too: the main thread has already assigned offsets
