@@ -301,5 +301,36 @@ export function logContract(name: string, makeLog: () => Promise<LogHarness>, op
       expect(attempts.slice(0, 3)).toEqual([attempts[0], attempts[0], attempts[0]]);
       expect(applied.map((r) => dec.decode(r.value))).toEqual(Array.from({ length: 12 }, (_, i) => `f${i}`));
     });
+
+    it('a handle() that returns a promise gets no other batch until it settles, and a rejected one is retried', async () => {
+      const log = await open();
+      await log.append(topic, Array.from({ length: 6 }, (_, i) => rec('async-key', `a${i}`)));
+      let active = 0;
+      let mostAtOnce = 0;
+      let failures = 1;
+      const applied: string[] = [];
+      const errors: unknown[] = [];
+      consume(log, new Map(), new Collector(), {
+        handle: async (records) => {
+          active++;
+          mostAtOnce = Math.max(mostAtOnce, active);
+          await sleep(5);
+          active--;
+          if (failures > 0) {
+            failures--;
+            throw new Error('async projection failed');
+          }
+          applied.push(...records.map((r) => dec.decode(r.value)));
+        },
+        onError: (err) => errors.push(err),
+      });
+      // appended while the first batch is being handled
+      await log.append(topic, [rec('async-key', 'a6')]);
+      await until('7 applied records', () => applied.length >= 7, timeout);
+      await sleep(quietMs);
+      expect(mostAtOnce).toBe(1);
+      expect((errors as Error[]).map((e) => e.message)).toEqual(['async projection failed']);
+      expect(applied).toEqual(Array.from({ length: 7 }, (_, i) => `a${i}`));
+    });
   });
 }

@@ -111,7 +111,8 @@ export class EmbeddedLog implements Log {
   private readonly ends = new Map<string, number[]>();
   /** each topic's stream numbers, by partition */
   private readonly streams = new Map<string, number[]>();
-  private readonly waiters = new Map<string, Set<() => void>>();
+  /** each topic's consumers (see consume) */
+  private readonly pumps = new Map<string, Set<() => void>>();
   /**
    * The newest records of each topic and partition, so consumers read them without SQLite. A
    * record leaves once every running consumer of its topic has read it (release), or when a
@@ -234,15 +235,15 @@ export class EmbeddedLog implements Log {
     if (this.failure) throw new Error(`the embedded log failed earlier (${this.failure.message}); restart the service`);
     if (records.length === 0) return [];
     const ends = this.endsOf(topic);
-    const before = [...ends];
+    // In-memory logs roll a failed transaction back, and the end offsets with it.
+    const before = this.writer ? undefined : [...ends];
     const { positions, segments } = this.segmentsOf(ends, this.streams.get(topic)!, records);
     try {
       if (this.writer) await this.writer.write(topic, segments);
       else this.insertTx(topic, segments);
     } catch (err) {
       if (this.writer) this.failure ??= err as Error;
-      // In-memory logs: the transaction rolled back; so must the end offsets.
-      else this.ends.set(topic, before);
+      else this.ends.set(topic, before!);
       throw err;
     }
     this.remember(topic, records, positions);
@@ -274,7 +275,8 @@ export class EmbeddedLog implements Log {
   private remember(topic: string, records: AppendRecord[], positions: LogPosition[]): void {
     let partitions = this.recent.get(topic);
     if (!partitions) this.recent.set(topic, (partitions = []));
-    records.forEach((r, i) => {
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i];
       const { partition, offset } = positions[i];
       let window = partitions[partition];
       if (!window || window.start + window.records.length !== offset) window = partitions[partition] = { start: offset, records: [] };
@@ -284,7 +286,7 @@ export class EmbeddedLog implements Log {
         window.records.splice(0, drop);
         window.start += drop;
       }
-    });
+    }
   }
 
   /** Drops the records of a partition's window that every running consumer of the topic has read. */
@@ -300,22 +302,13 @@ export class EmbeddedLog implements Log {
     window.start += drop;
   }
 
+  /** Runs the consumers of a topic (of every topic when none is given) after a commit. */
   private wake(topic?: string): void {
-    const topics = topic === undefined ? [...this.waiters.keys()] : [topic];
+    const topics = topic === undefined ? [...this.pumps.keys()] : [topic];
     for (const t of topics) {
-      const waiters = this.waiters.get(t);
-      if (!waiters) continue;
-      this.waiters.delete(t);
-      for (const w of waiters) w();
+      const pumps = this.pumps.get(t);
+      if (pumps) for (const pump of pumps) pump();
     }
-  }
-
-  private nextAppend(topic: string): Promise<void> {
-    return new Promise((resolve) => {
-      let waiters = this.waiters.get(topic);
-      if (!waiters) this.waiters.set(topic, (waiters = new Set()));
-      waiters.add(resolve);
-    });
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
@@ -350,55 +343,97 @@ export class EmbeddedLog implements Log {
     return new Map(this.endsOf(topic).map((end, p) => [p, end]));
   }
 
+  /**
+   * A consumer is a pump: it delivers what its partitions hold past its positions, batch by batch,
+   * then waits for the next commit, which runs it again (wake). A handler that returns nothing is
+   * run synchronously, right after the commit; one that returns a promise holds the pump until it
+   * settles. A failed batch is retried after a pause.
+   */
   consume(options: ConsumeOptions): Subscription {
     const { topic } = options;
     const ends = this.endsOf(topic);
     const positions = ends.map((_, p) => options.from.get(p) ?? 0);
     const startEnds = [...ends];
     let stopped = false;
+    /** delivering, or waiting for a batch's promise or a retry: wake() leaves it alone */
+    let busy = false;
+    let pending: Promise<void> | undefined;
+    let settle: (() => void) | undefined;
+    let reportedCaughtUp = false;
     let markCaughtUp!: () => void;
     const caughtUp = new Promise<void>((resolve) => (markCaughtUp = resolve));
 
     const readers = this.readers.get(topic) ?? new Set<number[]>();
     this.readers.set(topic, readers);
     readers.add(positions);
+    let pumps = this.pumps.get(topic);
+    if (!pumps) this.pumps.set(topic, (pumps = new Set()));
 
-    const loop = async (): Promise<void> => {
-      let reportedCaughtUp = false;
-      while (!stopped && !this.closed) {
-        let delivered = false;
+    const done = (p: number, records: LogRecord[]): void => {
+      positions[p] = records[records.length - 1].offset + 1;
+      this.release(topic, p);
+    };
+    const retryLater = (err: unknown): void => {
+      options.onError?.(err);
+      pending = new Promise<void>((resolve) => {
+        settle = resolve;
+        setTimeout(resolve, 200);
+      }).then(resume);
+    };
+    const resume = (): void => {
+      pending = undefined;
+      settle = undefined;
+      busy = false;
+      pump();
+    };
+    const pump = (): void => {
+      if (busy || stopped || this.closed) return;
+      busy = true;
+      for (let delivered = true; delivered && !stopped && !this.closed; ) {
+        delivered = false;
         for (let p = 0; p < positions.length && !stopped && !this.closed; p++) {
           const records = this.readSync(topic, p, positions[p], this.batchSize);
           if (records.length === 0) continue;
+          let result: Promise<void> | void;
           try {
-            await options.handle(records);
-            positions[p] = records[records.length - 1].offset + 1;
-            this.release(topic, p);
-            delivered = true;
+            result = options.handle(records);
           } catch (err) {
-            options.onError?.(err);
-            await new Promise((r) => setTimeout(r, 200));
-            delivered = true;
+            retryLater(err);
+            return;
           }
+          if (result !== undefined) {
+            pending = result.then(
+              () => {
+                done(p, records);
+                resume();
+              },
+              retryLater,
+            );
+            return;
+          }
+          done(p, records);
+          delivered = true;
         }
-        if (!reportedCaughtUp && positions.every((pos, p) => pos >= startEnds[p])) {
-          reportedCaughtUp = true;
-          markCaughtUp();
-        }
-        if (!delivered && !stopped) await this.nextAppend(topic);
       }
-      readers.delete(positions);
-      markCaughtUp();
+      busy = false;
+      if (!reportedCaughtUp && positions.every((pos, p) => pos >= startEnds[p])) {
+        reportedCaughtUp = true;
+        markCaughtUp();
+      }
     };
-    const running = loop();
+    pumps.add(pump);
+    pump();
 
     return {
       caughtUp,
       highWatermarks: () => new Map(this.endsOf(topic).map((end, p) => [p, end])),
       stop: async () => {
         stopped = true;
-        this.wake();
-        await running;
+        pumps.delete(pump);
+        settle?.();
+        while (pending) await pending;
+        readers.delete(positions);
+        markCaughtUp();
       },
     };
   }
@@ -421,7 +456,6 @@ export class EmbeddedLog implements Log {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.wake();
     await this.writer?.close();
     this.db.close();
   }

@@ -53,12 +53,13 @@ export class SqliteWriter {
     });
   }
 
-  private send(message: object, transfer: ArrayBuffer[] = []): Promise<void> {
+  /** `message` gets the id its answer will carry. */
+  private send(message: { id?: number; [field: string]: unknown }, transfer: ArrayBuffer[] = []): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
-    const id = this.nextId++;
+    const id = (message.id = this.nextId++);
     return new Promise<void>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, ...message }, transfer);
+      this.worker.postMessage(message, transfer);
     });
   }
 
@@ -67,10 +68,10 @@ export class SqliteWriter {
    * thread (no copy) when each is a whole ArrayBuffer; the caller must not use them afterwards.
    */
   write(topic: string, segments: Segment[]): Promise<void> {
-    const transfer = segments
-      .map((s) => s.records)
-      .filter((b) => b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer)
-      .map((b) => b.buffer as ArrayBuffer);
+    const transfer: ArrayBuffer[] = [];
+    for (const { records: b } of segments) {
+      if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
+    }
     return this.send({ topic, segments }, transfer);
   }
 
