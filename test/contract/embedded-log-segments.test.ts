@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EmbeddedLog, packSegment } from '../../src/log/embedded/embedded-log.js';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { packSegment } from '../../src/log/embedded/segment.js';
 import { unpackValue } from '../../src/codec/msgpack.js';
 import { Topics, type AppendRecord } from '../../src/log/port.js';
 import { partitionFor } from '../../src/log/partitioner.js';
@@ -175,6 +176,37 @@ describe('embedded log segments (one row per partition per append)', () => {
       expect(total).toBe(topic === Topics.messages ? 48 : 24);
     }
     await reopened.close();
+  });
+
+  it('commits in flight share a ring of memory with the writer thread; what does not fit goes in a buffer of its own; all of it commits intact', async () => {
+    // A ring of 2 KB: appends of 1 to 40 records (about 20 to 900 bytes each) wrap around it, and
+    // the larger ones, or those that find it full, take the other way.
+    const log = new EmbeddedLog({ path, partitions: 3, writerRingBytes: 2048 });
+    const appended: AppendRecord[] = [];
+    const inFlight: Promise<unknown>[] = [];
+    for (let i = 0; i < 120; i++) {
+      const batch = Array.from({ length: 1 + ((i * 7) % 40) }, (_, j) => ({
+        key: `key-${(i + j) % 5}-é`,
+        timestamp: 1000 + i,
+        value: Buffer.from(`a${i}.${j}:${'x'.repeat((i * 13 + j) % 17)}`),
+      }));
+      appended.push(...batch);
+      inFlight.push(log.append(Topics.messages, batch));
+      // Five commits in flight at all times: the oldest is answered while newer ones wait in the ring.
+      if (inFlight.length === 5) await inFlight.shift();
+    }
+    await Promise.all(inFlight);
+    await log.close();
+
+    const reopened = new EmbeddedLog({ path, partitions: 3 });
+    const read: string[] = [];
+    for (const [partition, end] of await reopened.endOffsets(Topics.messages)) {
+      const records = await reopened.read(Topics.messages, partition, 0, end + 1);
+      expect(records.map((r) => r.offset)).toEqual(Array.from({ length: end }, (_, k) => k));
+      read.push(...records.map((r) => `${r.key}|${r.timestamp}|${Buffer.from(r.value).toString()}`));
+    }
+    await reopened.close();
+    expect(read.sort()).toEqual(appended.map((r) => `${r.key}|${r.timestamp}|${Buffer.from(r.value).toString()}`).sort());
   });
 
   it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap', async () => {

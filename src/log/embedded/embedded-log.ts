@@ -10,7 +10,8 @@ import type {
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
-import { SqliteWriter, type Segment } from './sqlite-writer.js';
+import { SqliteWriter } from './sqlite-writer.js';
+import { packSegment, type Segment, type SegmentRecords } from './segment.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -19,44 +20,8 @@ export interface EmbeddedLogOptions {
   /** Records older than this are deleted; must be at least the longest history retention. */
   retentionMs?: number;
   batchSize?: number;
-}
-
-/** The records of a segment: MessagePack, an array of [key, timestamp, value] in offset order. */
-type SegmentRecords = [string, number, Uint8Array][];
-
-/**
- * A segment's MessagePack (SegmentRecords), written directly: the values are already encoded,
- * so this is a copy of each with a few bytes of framing, in an ArrayBuffer of its own (which is
- * moved to the writer thread). Always the 32-bit forms (array 32, str 32, uint 64, bin 32),
- * which every MessagePack decoder reads.
- */
-export function packSegment(records: AppendRecord[]): Uint8Array {
-  let size = 5;
-  const keyBytes: number[] = [];
-  for (const r of records) {
-    const k = Buffer.byteLength(r.key);
-    keyBytes.push(k);
-    size += 1 + 5 + k + 9 + 5 + r.value.byteLength;
-  }
-  const out = Buffer.allocUnsafeSlow(size);
-  let pos = 0;
-  out[pos++] = 0xdd;
-  pos = out.writeUInt32BE(records.length, pos);
-  records.forEach((r, i) => {
-    if (!Number.isSafeInteger(r.timestamp) || r.timestamp < 0) throw new Error(`log timestamp ${r.timestamp} is not a whole number of ms`);
-    out[pos++] = 0x93;
-    out[pos++] = 0xdb;
-    pos = out.writeUInt32BE(keyBytes[i], pos);
-    pos += out.write(r.key, pos, 'utf8');
-    out[pos++] = 0xcf;
-    pos = out.writeUInt32BE(Math.floor(r.timestamp / 0x1_0000_0000), pos);
-    pos = out.writeUInt32BE(r.timestamp >>> 0, pos);
-    out[pos++] = 0xc6;
-    pos = out.writeUInt32BE(r.value.byteLength, pos);
-    out.set(r.value, pos);
-    pos += r.value.byteLength;
-  });
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
+  writerRingBytes?: number;
 }
 
 interface SegmentRow {
@@ -161,9 +126,9 @@ export class EmbeddedLog implements Log {
        AND id < ${STREAM_END} ORDER BY id`,
     );
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
-      for (const segment of segments) this.insert.run({ ...segment, topic });
+      for (const segment of segments) this.insert.run({ ...segment, topic, records: packSegment(segment.records) });
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, options.writerRingBytes);
   }
 
   /** The stream of a topic's partition, numbered on first use. */
@@ -266,7 +231,7 @@ export class EmbeddedLog implements Log {
     }
     const segments: Segment[] = [];
     for (const [partition, s] of byPartition) {
-      segments.push({ stream: streams[partition], partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: packSegment(s.records) });
+      segments.push({ stream: streams[partition], partition, firstOffset: s.firstOffset, count: s.records.length, lastTs: s.lastTs, records: s.records });
     }
     return { positions, segments };
   }

@@ -1,21 +1,79 @@
 import { Worker } from 'node:worker_threads';
+import { packedBound, packSegment, packSegmentInto, type Segment } from './segment.js';
 
-/** A row of log_segments: the consecutive records of one append in one partition. */
-export interface Segment {
-  /** the topic's partition as numbered in log_streams (the row's id range) */
+/** A segment as the writer thread receives it: packed, in the ring (at, length) or in a buffer of its own. */
+interface SentSegment {
   stream: number;
   partition: number;
   firstOffset: number;
   count: number;
-  /** newest timestamp among the records (retention) */
   lastTs: number;
-  /** MessagePack array of [key, timestamp, value]; its own ArrayBuffer, moved to the writer */
-  records: Uint8Array;
+  at?: number;
+  length?: number;
+  records?: Uint8Array;
 }
 
 interface Pending {
   resolve: () => void;
   reject: (err: Error) => void;
+  /** where this commit's bytes end in the ring: freed when it is answered */
+  ringEnd: number | undefined;
+}
+
+/**
+ * Memory shared with the writer thread, used as a queue of packed segments: a commit's segments
+ * are written here and their place sent, instead of a buffer per commit moved to the writer
+ * (allocating that buffer and moving it cost the event loop more than the copy). Commits are
+ * answered in order, so space is freed in the order it was taken.
+ */
+class SegmentRing {
+  readonly shared: SharedArrayBuffer;
+  private readonly bytes: Buffer;
+  /** next free byte */
+  private head = 0;
+  /** first byte still in use (a commit not answered yet) */
+  private tail = 0;
+  private inUse = 0;
+
+  constructor(size: number) {
+    this.shared = new SharedArrayBuffer(size);
+    this.bytes = Buffer.from(this.shared);
+  }
+
+  /**
+   * Packs the segments' records one after the other and returns where each is, or undefined when
+   * there is no room (the caller sends them in buffers of their own).
+   */
+  pack(segments: Segment[]): { places: { at: number; length: number }[]; end: number } | undefined {
+    let bound = 0;
+    for (const s of segments) bound += packedBound(s.records);
+    let at = this.head;
+    if (this.inUse > 0 && this.head <= this.tail) {
+      // The free space is between head and tail.
+      if (this.tail - this.head < bound) return undefined;
+    } else if (this.bytes.length - this.head < bound) {
+      // Not enough at the end: start again at the beginning, before the oldest bytes in use.
+      if ((this.inUse > 0 ? this.tail : this.bytes.length) < bound) return undefined;
+      at = 0;
+    }
+    const places = segments.map((s) => {
+      const end = packSegmentInto(s.records, this.bytes, at);
+      const place = { at, length: end - at };
+      at = end;
+      return place;
+    });
+    if (this.inUse === 0) this.tail = places[0].at;
+    this.head = at;
+    this.inUse++;
+    return { places, end: at };
+  }
+
+  /** Frees the oldest commit's bytes (it ended at `end`). */
+  free(end: number): void {
+    this.inUse--;
+    this.tail = end;
+    if (this.inUse === 0) this.head = this.tail = 0;
+  }
 }
 
 /**
@@ -24,21 +82,27 @@ interface Pending {
  */
 export class SqliteWriter {
   private readonly worker: Worker;
+  private readonly ring: SegmentRing;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private failure: Error | undefined;
 
   /**
-   * `insertSegment`: the INSERT of one log_segments row, with a Segment's fields and `topic` as
-   * named parameters (embedded-log.ts owns the schema).
+   * `insertSegment`: the INSERT of one log_segments row, with a Segment's fields (its records
+   * packed) and `topic` as named parameters (embedded-log.ts owns the schema).
    */
-  constructor(path: string, insertSegment: string) {
+  constructor(path: string, insertSegment: string, ringBytes = 4 * 1024 * 1024) {
+    this.ring = new SegmentRing(ringBytes);
     // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
-    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), { workerData: { path, insertSegment }, execArgv: [] });
+    this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), {
+      workerData: { path, insertSegment, ring: this.ring.shared },
+      execArgv: [],
+    });
     this.worker.on('message', (m: { id: number; error?: string }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
+      if (p.ringEnd !== undefined) this.ring.free(p.ringEnd);
       if (m.error) p.reject(new Error(m.error));
       else p.resolve();
     });
@@ -54,30 +118,38 @@ export class SqliteWriter {
   }
 
   /** `message` gets the id its answer will carry. */
-  private send(message: { id?: number; [field: string]: unknown }, transfer: ArrayBuffer[] = []): Promise<void> {
-    if (this.failure) return Promise.reject(this.failure);
+  private send(message: { id?: number; [field: string]: unknown }, transfer: ArrayBuffer[] = [], ringEnd?: number): Promise<void> {
     const id = (message.id = this.nextId++);
     return new Promise<void>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, ringEnd });
       this.worker.postMessage(message, transfer);
     });
   }
 
-  /**
-   * Resolves once the segments are committed and synced to disk. Their buffers move to the writer
-   * thread (no copy) when each is a whole ArrayBuffer; the caller must not use them afterwards.
-   */
+  /** Resolves once the segments are committed and synced to disk. */
   write(topic: string, segments: Segment[]): Promise<void> {
-    const transfer: ArrayBuffer[] = [];
-    for (const { records: b } of segments) {
-      if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer) transfer.push(b.buffer);
+    if (this.failure) return Promise.reject(this.failure);
+    const sent: SentSegment[] = [];
+    const packed = this.ring.pack(segments);
+    if (packed) {
+      segments.forEach(({ stream, partition, firstOffset, count, lastTs }, i) => {
+        sent.push({ stream, partition, firstOffset, count, lastTs, at: packed.places[i].at, length: packed.places[i].length });
+      });
+      return this.send({ topic, segments: sent }, [], packed.end);
     }
-    return this.send({ topic, segments }, transfer);
+    // Too large for the ring's free space: each segment in a buffer of its own, moved (not copied) to the writer.
+    const transfer: ArrayBuffer[] = [];
+    for (const { stream, partition, firstOffset, count, lastTs, records } of segments) {
+      const bytes = packSegment(records);
+      transfer.push(bytes.buffer as ArrayBuffer);
+      sent.push({ stream, partition, firstOffset, count, lastTs, records: bytes });
+    }
+    return this.send({ topic, segments: sent }, transfer);
   }
 
   async close(): Promise<void> {
     try {
-      await this.send({ close: true });
+      if (!this.failure) await this.send({ close: true });
     } finally {
       await this.worker.terminate();
     }

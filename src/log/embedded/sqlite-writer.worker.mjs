@@ -11,8 +11,12 @@ db.pragma('busy_timeout = 5000');
 // The table and its INSERT come from the main thread (embedded-log.ts), which creates the table
 // before this thread starts; the INSERT's named parameters are a segment's fields and its topic.
 const insert = db.prepare(workerData.insertSegment);
+// Packed segments arrive in memory shared with the main thread (at, length), or, when they did not
+// fit there, in a buffer of their own (records). SQLite copies the bytes before commit returns,
+// and the main thread reuses the shared bytes only once this commit is answered.
+const ring = workerData.ring;
 const commit = db.transaction((topic, segments) => {
-  for (const segment of segments) insert.run({ ...segment, topic });
+  for (const s of segments) insert.run({ ...s, topic, records: s.records ?? new Uint8Array(ring, s.at, s.length) });
 });
 
 // After a failed commit every later one fails too: the main thread has already assigned offsets
