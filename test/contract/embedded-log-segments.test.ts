@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { packSegment } from '../../src/log/embedded/segment.js';
@@ -207,6 +208,19 @@ describe('embedded log segments (one row per partition per append)', () => {
     }
     await reopened.close();
     expect(read.sort()).toEqual(appended.map((r) => `${r.key}|${r.timestamp}|${Buffer.from(r.value).toString()}`).sort());
+  });
+
+  it('when the writer thread dies, what is in flight and every later append fail (nothing unsynced is acknowledged), and close() returns', async () => {
+    const log = new EmbeddedLog({ path });
+    expect(await log.append(Topics.messages, records(0, 1))).toEqual([{ partition: 0, offset: 0 }]);
+    const { worker } = (log as unknown as { writer: { worker: Worker } }).writer;
+    await worker.terminate();
+    await expect(log.append(Topics.messages, records(1, 1))).rejects.toThrow(/writer thread exited/);
+    await expect(log.append(Topics.messages, records(2, 1))).rejects.toThrow(/failed earlier|writer thread exited/);
+    await log.close();
+    const reopened = new EmbeddedLog({ path });
+    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 1]]));
+    await reopened.close();
   });
 
   it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap', async () => {

@@ -86,6 +86,7 @@ export class SqliteWriter {
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private failure: Error | undefined;
+  private closing = false;
 
   /**
    * `insertSegment`: the INSERT of one log_segments row, with a Segment's fields (its records
@@ -112,8 +113,10 @@ export class SqliteWriter {
       this.pending.clear();
     };
     this.worker.on('error', fail);
+    // An exit that close() did not ask for fails what is in flight and every later write (a write
+    // sent to a thread that is gone would never be answered).
     this.worker.on('exit', (code) => {
-      if (this.pending.size > 0) fail(new Error(`the log writer thread exited (code ${code})`));
+      if (!this.closing) fail(new Error(`the log writer thread exited (code ${code})`));
     });
   }
 
@@ -148,6 +151,7 @@ export class SqliteWriter {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     try {
       if (!this.failure) await this.send({ close: true });
     } finally {
