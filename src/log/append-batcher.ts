@@ -16,9 +16,9 @@ interface Waiting {
 /**
  * Group commit: every append made in the same event-loop turn shares one log append
  * (one SQLite transaction, one Kafka produce request). While the log's limit of appends are in
- * flight (Log.maxAppendsInFlight: 1 for Kafka, 2 for the embedded log, whose writer then starts
- * the next commit the moment one ends) the next batch accumulates, so throughput grows with
- * concurrency instead of with fsyncs.
+ * flight (Log.maxAppendsInFlight: 1 for Kafka, 3 for the embedded log, whose writer starts the
+ * next commit the moment one ends and commits appends that queued up meanwhile together) the next
+ * batch accumulates, so throughput grows with concurrency instead of with fsyncs.
  */
 export class AppendBatcher {
   private readonly queues = new Map<Topic, Waiting[]>();

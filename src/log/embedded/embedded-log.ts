@@ -59,18 +59,23 @@ const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
 
 /**
  * The embedded log: SQLite in WAL mode with synchronous=FULL, so a committed append survives
- * kill -9 and power loss. An append is one transaction, so a batch is all-or-nothing. It stores
+ * kill -9 and power loss. An append is all-or-nothing (one transaction, which appends queued up
+ * behind a commit share, so one fsync covers them). It stores
  * one row per partition per append (a segment: the consecutive records of that append, packed
  * with MessagePack), so the cost of a commit grows with appends rather than with records.
  * For a file, a writer thread commits while the event loop goes on; offsets are assigned here,
  * in call order. A failed commit fails the log: later appends are refused until a restart, so
- * offsets never have gaps. Consumers run in-process, are woken after every commit and read the
+ * offsets never have gaps. Consumers run in-process, right after every commit, and read the
  * newest records from memory.
  */
 export class EmbeddedLog implements Log {
   readonly kind = 'embedded' as const;
-  /** Offsets are assigned at the call and the writer commits in order, failing everything after a failure. */
-  readonly maxAppendsInFlight = 2;
+  /**
+   * Offsets are assigned at the call and the writer commits in order, failing everything after a
+   * failure. Three: while one commits, the appends queued behind it share the next transaction
+   * (measured against two, which never queue more than one: 1.01 to 1.05 of the throughput).
+   */
+  readonly maxAppendsInFlight = 3;
   private readonly db: Database.Database;
   private readonly partitionCount: number;
   private readonly ends = new Map<string, number[]>();
