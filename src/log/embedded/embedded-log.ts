@@ -272,13 +272,10 @@ export class EmbeddedLog implements Log {
     window.start += drop;
   }
 
-  /** Runs the consumers of a topic (of every topic when none is given) after a commit. */
-  private wake(topic?: string): void {
-    const topics = topic === undefined ? [...this.pumps.keys()] : [topic];
-    for (const t of topics) {
-      const pumps = this.pumps.get(t);
-      if (pumps) for (const pump of pumps) pump();
-    }
+  /** Runs the consumers of a topic after a commit to it. */
+  private wake(topic: string): void {
+    const pumps = this.pumps.get(topic);
+    if (pumps) for (const pump of pumps) pump();
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
@@ -293,7 +290,9 @@ export class EmbeddedLog implements Log {
     }
     const out: LogRecord[] = [];
     if (maxRecords <= 0) return out;
-    const stream = this.streams.get(topic)?.[partition] ?? this.streamOf(topic, partition);
+    // A read numbers no stream: one that was never written to has nothing to read.
+    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
+    if (stream === undefined) return out;
     for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
       const records = unpackValue(row.records) as SegmentRecords;
       for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
