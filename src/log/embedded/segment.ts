@@ -15,10 +15,13 @@ export interface Segment {
 /** The records of a packed segment: MessagePack, an array of [key, timestamp, value] in offset order. */
 export type SegmentRecords = [string, number, Uint8Array][];
 
+/** Bytes of one packed record: array header, str 32 key, uint 64 timestamp, bin 32 value (see packSegmentInto). */
+const packedRecord = (keyBytes: number, valueBytes: number): number => 1 + 5 + keyBytes + 9 + 5 + valueBytes;
+
 /** Bytes a packed segment of these records takes at most (a key's UTF-8 is at most 3 bytes a UTF-16 unit). */
 export function packedBound(records: AppendRecord[]): number {
   let size = 5;
-  for (const r of records) size += 1 + 5 + 3 * r.key.length + 9 + 5 + r.value.byteLength;
+  for (const r of records) size += packedRecord(3 * r.key.length, r.value.byteLength);
   return size;
 }
 
@@ -54,7 +57,7 @@ export function packSegmentInto(records: AppendRecord[], out: Buffer, at: number
 /** A packed segment in an ArrayBuffer of its own, exactly its size (so it can be moved to another thread). */
 export function packSegment(records: AppendRecord[]): Uint8Array {
   let size = 5;
-  for (const r of records) size += 1 + 5 + Buffer.byteLength(r.key) + 9 + 5 + r.value.byteLength;
+  for (const r of records) size += packedRecord(Buffer.byteLength(r.key), r.value.byteLength);
   const out = Buffer.allocUnsafeSlow(size);
   packSegmentInto(records, out, 0);
   return new Uint8Array(out.buffer, 0, size);
