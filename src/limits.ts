@@ -1,0 +1,58 @@
+// Every limit the service enforces, in one place: its default, the variable that changes it, and
+// the error a client gets above it (README: Limits). Every resource a client can make the service
+// spend (memory, bodies, connections, time, log space) is bounded here.
+
+export interface Limits {
+  /** Bytes of one message: name + data + clientId + extras. Above: 40009 (400). MAX_MESSAGE_SIZE */
+  maxMessageSize: number;
+  /** Messages in one publish (one channel). Above: 40034 (400). MAX_MESSAGES_PER_PUBLISH */
+  maxMessagesPerPublish: number;
+  /**
+   * Bytes of all the messages of one publish, counted as maxMessageSize counts them; one publish is
+   * one log record, so this also keeps every record under Kafka's default max.message.bytes
+   * (1 MiB). Above: 40009 (400). MAX_PUBLISH_BYTES
+   */
+  maxPublishBytes: number;
+  /** Nesting depth of a message's data and extras (objects and arrays). Above: 40013 / 40032 (400). */
+  maxDataDepth: number;
+  /**
+   * Messages one batch publish (POST /messages) appends, a message counted once per channel it goes
+   * to. Above: 40034 (400), before anything is published. MAX_BATCH_MESSAGES
+   */
+  maxBatchMessages: number;
+  /** Bytes one batch publish appends, counted like maxPublishBytes, per channel. Above: 40009 (400). */
+  maxBatchBytes: number;
+  /** Largest request body on routes that need credentials. Above: 40009 (413). MAX_BODY_BYTES */
+  maxBodyBytes: number;
+  /** Largest request body on routes that need none (token requests). Above: 40009 (413). */
+  maxOpenBodyBytes: number;
+  /**
+   * Bytes of request bodies being received or held by requests in progress, all clients together.
+   * A body that would go above it is refused: 50004 (503, retry). MAX_INFLIGHT_BODY_BYTES
+   */
+  maxInflightBodyBytes: number;
+  /** Time to receive a whole request, headers and body. Above: 408, connection closed. REQUEST_TIMEOUT_MS */
+  requestTimeoutMs: number;
+  /** Time to receive a request's headers. Above: 408, connection closed. */
+  headersTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
+  /** Open HTTP connections; a connection above it is closed at once. MAX_CONNECTIONS */
+  maxConnections: number;
+}
+
+export const DEFAULT_LIMITS: Limits = {
+  maxMessageSize: 65_536,
+  maxMessagesPerPublish: 1000,
+  maxPublishBytes: 512 * 1024,
+  maxDataDepth: 32,
+  maxBatchMessages: 10_000,
+  maxBatchBytes: 8 * 1024 * 1024,
+  maxBodyBytes: 2 * 1024 * 1024,
+  maxOpenBodyBytes: 16 * 1024,
+  maxInflightBodyBytes: 256 * 1024 * 1024,
+  requestTimeoutMs: 30_000,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 72_000,
+  maxConnections: 10_000,
+};
