@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { DEFAULT_LIMITS, type Limits } from './limits.js';
 
 export interface Config {
   port: number;
@@ -9,9 +10,8 @@ export interface Config {
   appsFile?: string;
   sandbox: boolean;
   logLevel: string;
-  /** max size of one message (name, data, clientId, extras), bytes */
-  maxMessageSize: number;
-  maxMessagesPerPublish: number;
+  /** every limit the service enforces (src/limits.ts) */
+  limits: Limits;
   /** in-memory history of every channel, ms (spec: two minutes) */
   historyTailMs: number;
   /** default retention of persisted namespaces, hours (24 to 72) */
@@ -43,6 +43,13 @@ const FLAGS: Record<string, string> = {
   'persisted-retention-hours': 'PERSISTED_RETENTION_HOURS',
   'kafka-idempotent': 'KAFKA_IDEMPOTENT',
   'instance-id': 'INSTANCE_ID',
+  'max-messages-per-publish': 'MAX_MESSAGES_PER_PUBLISH',
+  'max-publish-bytes': 'MAX_PUBLISH_BYTES',
+  'max-batch-messages': 'MAX_BATCH_MESSAGES',
+  'max-body-bytes': 'MAX_BODY_BYTES',
+  'max-inflight-body-bytes': 'MAX_INFLIGHT_BODY_BYTES',
+  'request-timeout-ms': 'REQUEST_TIMEOUT_MS',
+  'max-connections': 'MAX_CONNECTIONS',
 };
 
 /** Command-line flags (`--port 9000`, `--sandbox`) override the environment variable of the same name. */
@@ -110,8 +117,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     appsFile: e.APPS_FILE ? resolve(e.APPS_FILE) : undefined,
     sandbox: bool(e, 'SANDBOX', false),
     logLevel,
-    maxMessageSize: int(e, 'MAX_MESSAGE_SIZE', 65536, 1, 16 * 1024 * 1024),
-    maxMessagesPerPublish: 1000,
+    limits: parseLimits(e),
     historyTailMs: int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000),
     persistedRetentionHours: int(e, 'PERSISTED_RETENTION_HOURS', 24, 24, 72),
     kafkaIdempotent: bool(e, 'KAFKA_IDEMPOTENT', true),
@@ -119,4 +125,29 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
   };
+}
+
+/** The limits that can be set (src/limits.ts); the rest keep their defaults. */
+function parseLimits(e: Record<string, string | undefined>): Limits {
+  const d = DEFAULT_LIMITS;
+  const MiB = 1024 * 1024;
+  const limits: Limits = {
+    ...d,
+    maxMessageSize: int(e, 'MAX_MESSAGE_SIZE', d.maxMessageSize, 1, 16 * MiB),
+    maxMessagesPerPublish: int(e, 'MAX_MESSAGES_PER_PUBLISH', d.maxMessagesPerPublish, 1, 100_000),
+    maxPublishBytes: int(e, 'MAX_PUBLISH_BYTES', d.maxPublishBytes, 1, 64 * MiB),
+    maxBatchMessages: int(e, 'MAX_BATCH_MESSAGES', d.maxBatchMessages, 1, 1_000_000),
+    maxBodyBytes: int(e, 'MAX_BODY_BYTES', d.maxBodyBytes, 1024, 256 * MiB),
+    maxInflightBodyBytes: int(e, 'MAX_INFLIGHT_BODY_BYTES', d.maxInflightBodyBytes, MiB, 64 * 1024 * MiB),
+    requestTimeoutMs: int(e, 'REQUEST_TIMEOUT_MS', d.requestTimeoutMs, 1000, 3600_000),
+    maxConnections: int(e, 'MAX_CONNECTIONS', d.maxConnections, 1, 1_000_000),
+  };
+  // A publish of one message of the largest size must be possible.
+  if (e.MAX_PUBLISH_BYTES === undefined || e.MAX_PUBLISH_BYTES === '') limits.maxPublishBytes = Math.max(limits.maxPublishBytes, limits.maxMessageSize);
+  if (limits.maxPublishBytes < limits.maxMessageSize) {
+    throw new ConfigError(`MAX_PUBLISH_BYTES (${limits.maxPublishBytes}) must be at least MAX_MESSAGE_SIZE (${limits.maxMessageSize})`);
+  }
+  limits.maxBatchBytes = Math.max(limits.maxBatchBytes, limits.maxPublishBytes);
+  limits.headersTimeoutMs = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
+  return limits;
 }

@@ -233,7 +233,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
               .then(() => undefined),
         }
       : undefined,
-    limits: { maxMessageSize: config.maxMessageSize, maxMessagesPerPublish: config.maxMessagesPerPublish },
+    limits: config.limits,
     sandbox: config.sandbox ? admin : undefined,
     logger: logger,
   });

@@ -1,4 +1,4 @@
-import type { Log, LogPosition, Topic } from './port.js';
+import type { AppendRecord, Log, LogPosition, Topic } from './port.js';
 import { MonotonicClock } from '../clock.js';
 
 export interface PendingRecord {
@@ -75,23 +75,34 @@ export class AppendBatcher {
     let since: number[] | undefined = this.inFlightSince.get(topic);
     if (!since) this.inFlightSince.set(topic, (since = []));
     let first: number | undefined;
-    try {
-      const built = [];
-      for (const w of batch) {
+    // A record that cannot be built (its event does not encode) fails its own append only: the
+    // batch holds other clients' publishes, which must not notice it.
+    const built: AppendRecord[] = [];
+    const appended: Waiting[] = [];
+    for (const w of batch) {
+      const at = built.length;
+      try {
         for (const r of w.records) {
           const timestamp = this.clock.next();
-          if (first === undefined) since.push((first = timestamp));
           built.push({ key: r.key, timestamp, value: r.build(timestamp) });
         }
+      } catch (err) {
+        built.length = at;
+        w.reject(err);
+        continue;
       }
-      const positions = await this.log.append(topic, built);
+      appended.push(w);
+    }
+    try {
+      if (built.length > 0) since.push((first = built[0].timestamp));
+      const positions = built.length > 0 ? await this.log.append(topic, built) : [];
       let i = 0;
-      for (const w of batch) {
+      for (const w of appended) {
         w.resolve(positions.slice(i, i + w.records.length));
         i += w.records.length;
       }
     } catch (err) {
-      for (const w of batch) w.reject(err);
+      for (const w of appended) w.reject(err);
     } finally {
       this.inFlight.set(topic, this.inFlight.get(topic)! - 1);
       if (first !== undefined) since.splice(since.indexOf(first), 1);

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
+import type { Limits } from '../limits.js';
 
 /** Message data as stored: strings, JSON values (objects, arrays) and bytes stay as they came. */
 export type MessageData = string | Uint8Array | Record<string, unknown> | unknown[];
@@ -24,13 +25,29 @@ export interface StoredMessage {
  */
 export type OutgoingMessage = StoredMessage;
 
-export interface PublishLimits {
-  maxMessageSize: number;
-  maxMessagesPerPublish: number;
-}
+export type PublishLimits = Pick<Limits, 'maxMessageSize' | 'maxMessagesPerPublish' | 'maxPublishBytes' | 'maxDataDepth'>;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+
+/**
+ * Whether a JSON value nests no deeper than `max` levels of objects and arrays, made only of plain
+ * objects, arrays, bytes and scalars. Stops at the first level too deep, so its own recursion is
+ * bounded: deeper values would overflow the stack of every later walk over them (sizing, encoding
+ * for the log, rendering).
+ */
+function wellFormed(value: unknown, max: number): boolean {
+  if (typeof value !== 'object' || value === null || value instanceof Uint8Array) return true;
+  if (max === 0) return false;
+  if (Array.isArray(value)) {
+    for (const v of value) if (!wellFormed(v, max - 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const k in value) if (!wellFormed((value as Record<string, unknown>)[k], max - 1)) return false;
+  return true;
+}
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const BASE64URL = /^[A-Za-z0-9_-]*={0,2}$/;
@@ -107,6 +124,7 @@ export function parsePublishBody(
     throw new ServiceError('tooManyMessages', `a publish may hold at most ${limits.maxMessagesPerPublish} messages, this one has ${raw.length}`);
   }
   let idBase: string | undefined;
+  let total = 0;
   return raw.map((item, index) => {
     if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
     if ('connectionKey' in item && item.connectionKey !== undefined) {
@@ -124,6 +142,12 @@ export function parsePublishBody(
       const d = item.data;
       if (!(typeof d === 'string' || d instanceof Uint8Array || Array.isArray(d) || isPlainObject(d))) {
         throw new ServiceError('invalidDataOrEncoding', `message ${index}: data must be a string, a JSON object or array, or bytes`);
+      }
+      if (!wellFormed(d, limits.maxDataDepth)) {
+        throw new ServiceError(
+          'invalidDataOrEncoding',
+          `message ${index}: data nests deeper than ${limits.maxDataDepth} levels or holds values other than objects, arrays, strings, numbers, booleans, null and bytes`,
+        );
       }
       m.data = d as MessageData;
     }
@@ -149,6 +173,9 @@ export function parsePublishBody(
     if (item.extras !== undefined && item.extras !== null) {
       const extras = item.extras;
       if (!isPlainObject(extras)) throw new ServiceError('invalidExtras', `message ${index}: extras must be an object`);
+      if (!wellFormed(extras, limits.maxDataDepth)) {
+        throw new ServiceError('invalidExtras', `message ${index}: extras nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
+      }
       for (const [key, value] of Object.entries(extras)) {
         if (key !== 'push') throw new ServiceError('invalidExtras', `message ${index}: extras may only hold a push object, not "${key}"`);
         if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `message ${index}: extras.push must be an object`);
@@ -167,6 +194,10 @@ export function parsePublishBody(
     const size = messageSize(m);
     if (size > limits.maxMessageSize) {
       throw new ServiceError('messageTooLarge', `message ${index} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+    }
+    total += size;
+    if (total > limits.maxPublishBytes) {
+      throw new ServiceError('messageTooLarge', `the messages of this publish add up to more than ${limits.maxPublishBytes} bytes, the most one publish may hold`);
     }
     return m;
   });

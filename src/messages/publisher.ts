@@ -29,7 +29,13 @@ class PublishRecord implements PendingRecord {
     const { appId, channel, transport, messages } = this;
     const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages };
     if (this.clientIds) event.clientIds = true;
-    return encodeEvent(event);
+    try {
+      return encodeEvent(event);
+    } catch (err) {
+      // The messages were validated, so this should not happen; if it does, it is this publish's
+      // own fault, and it fails alone (AppendBatcher), with a 4xx that SDKs do not retry.
+      throw new ServiceError('invalidDataOrEncoding', `the messages could not be encoded for the log (${(err as Error).message})`);
+    }
   }
 }
 
@@ -51,6 +57,7 @@ export class Publisher {
     try {
       await this.batcher.append(Topics.messages, [new PublishRecord(appId, channel, transport, fresh, clientIds)]);
     } catch (err) {
+      if (err instanceof ServiceError) throw err;
       // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
       throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);
     }

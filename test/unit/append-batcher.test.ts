@@ -102,3 +102,30 @@ describe('group commit with appends in flight at once (the embedded log takes tw
     expect(pending).toHaveLength(1);
   });
 });
+
+describe('group commit fails per record, not per batch (issue 10: no input of one request may fail another)', () => {
+  it('a record whose value cannot be built fails its own append only; the others in the same append are durable', async () => {
+    const { log, calls } = countingLog();
+    const batcher = new AppendBatcher(log, new MonotonicClock());
+    const poisoned = { key: 'k0', build: (): Uint8Array => { throw new RangeError('Too deep objects'); } };
+    const results = await Promise.allSettled([
+      batcher.append('messages', [record(1)]),
+      batcher.append('messages', [record(2), poisoned]),
+      batcher.append('messages', [record(3)]),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
+    // The poisoned request's good record is not appended either: a request is all or nothing.
+    expect(calls).toHaveLength(1);
+    expect(calls[0].map((r) => new TextDecoder().decode(r.value).split('@')[0])).toEqual(['1', '3']);
+  });
+
+  it('a batch of only unbuildable records makes no append', async () => {
+    const { log, calls } = countingLog();
+    const batcher = new AppendBatcher(log, new MonotonicClock());
+    const poisoned = { key: 'k0', build: (): Uint8Array => { throw new Error('no'); } };
+    await expect(batcher.append('messages', [poisoned])).rejects.toThrow('no');
+    expect(calls).toHaveLength(0);
+    await expect(batcher.append('messages', [record(1)])).resolves.toHaveLength(1);
+  });
+});

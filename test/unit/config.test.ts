@@ -7,7 +7,7 @@ describe('configuration', () => {
     expect(c.port).toBe(8080);
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(modeOf(c)).toBe('embedded');
-    expect(c.maxMessageSize).toBe(65536);
+    expect(c.limits.maxMessageSize).toBe(65536);
   });
 
   it('is production mode when both KAFKA_BROKERS and CLICKHOUSE_URL are set', () => {

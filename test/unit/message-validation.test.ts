@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parsePublishBody } from '../../src/messages/message.js';
 
-const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10 };
+const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10, maxPublishBytes: 4096, maxDataDepth: 8 };
 const parse = (body: unknown, clientId?: string) => parsePublishBody(body, limits, clientId);
 const code = (fn: () => unknown): number | undefined => {
   try {
@@ -76,5 +76,34 @@ describe('publish body (spec: Message)', () => {
     expect(code(() => parse({ data: 'x', clientId: 'eve' }, 'bob'))).toBe(40012);
     expect(parse({ data: 'x', clientId: 'eve' }, '*')[0].clientId).toBe('eve');
     expect(code(() => parse({ clientId: '*' }))).toBe(40012);
+  });
+});
+
+describe('publish limits (issue 10: one message cannot hurt other publishes)', () => {
+  const nested = (depth: number): unknown => {
+    let v: unknown = 'leaf';
+    for (let i = 0; i < depth; i++) v = i % 2 ? { v } : [v];
+    return v;
+  };
+
+  it('refuses data nested deeper than the limit with 40013, however deep (no stack overflow)', () => {
+    expect(parse({ data: nested(8) })[0].data).toBeDefined();
+    expect(code(() => parse({ data: nested(9) }))).toBe(40013);
+    expect(code(() => parse({ data: nested(100_000) }))).toBe(40013);
+  });
+
+  it('refuses extras nested deeper than the limit with 40032', () => {
+    expect(code(() => parse({ extras: { push: nested(20) } }))).toBe(40032);
+  });
+
+  it('refuses data holding values JSON cannot carry (dates, class instances from MessagePack extensions)', () => {
+    expect(code(() => parse({ data: { when: new Date(0) } }))).toBe(40013);
+    expect(code(() => parse({ data: [new Map()] }))).toBe(40013);
+  });
+
+  it('refuses a publish whose messages add up to more than maxPublishBytes with 40009', () => {
+    const data = 'x'.repeat(1000);
+    expect(parse(Array.from({ length: 4 }, () => ({ data })))).toHaveLength(4);
+    expect(code(() => parse(Array.from({ length: 5 }, () => ({ data }))))).toBe(40009);
   });
 });
