@@ -1,5 +1,4 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler } from 'fastify';
-import { parse as parseQuery } from 'node:querystring';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
@@ -7,7 +6,12 @@ import { resolveContext, headerOf, type ReplyCounter } from './http/request-cont
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
-import { dataSize, type PublishLimits } from './messages/message.js';
+import { dataSize } from './messages/message.js';
+import type { Limits } from './limits.js';
+import { BodyBudget } from './http/body-budget.js';
+import { clientError, frameworkError } from './http/framework-errors.js';
+import { msgpackStringsAreUtf8 } from './codec/msgpack-utf8.js';
+import { isUtf8 } from 'node:buffer';
 import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
@@ -35,12 +39,10 @@ export interface AppDeps {
   isPersisted: (appId: string, channel: string) => boolean;
   /** Present when SANDBOX=1: POST /stats fixtures. */
   statsFixtures?: StatsFixtureWriter;
-  limits: PublishLimits;
+  limits: Limits;
   /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
   sandbox?: AppAdmin;
   logger?: FastifyBaseLogger;
-  /** Largest request body in bytes. */
-  bodyLimit?: number;
 }
 
 /** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
@@ -52,12 +54,21 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   const perRequestLogs = deps.logger !== undefined && ['debug', 'trace'].includes(deps.logger.level);
   const app = Fastify({
     ...(perRequestLogs ? { loggerInstance: deps.logger } : { logger: false }),
-    bodyLimit: deps.bodyLimit ?? 16 * 1024 * 1024,
+    bodyLimit: deps.limits.maxBodyBytes,
+    // A slow client cannot hold a request (and its body) open for ever (src/limits.ts).
+    requestTimeout: deps.limits.requestTimeoutMs,
+    keepAliveTimeout: deps.limits.keepAliveTimeoutMs,
+    // Node checks those timeouts every connectionsCheckingInterval (30 s by default).
+    http: { headersTimeout: deps.limits.headersTimeoutMs, connectionsCheckingInterval: 1000 },
     // Channel names may be long and may contain encoded slashes.
     routerOptions: { maxParamLength: 4096 },
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
   });
+  app.server.maxConnections = deps.limits.maxConnections;
 
   registerBodyParsers(app);
+  const bodies = new BodyBudget(deps.limits.maxInflightBodyBytes);
   // Declared up front, so requests keep one object shape (fastify: decorateRequest).
   app.decorateRequest('ctx', undefined);
 
@@ -87,6 +98,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.addHook('onRoute', (route) => {
     const counter = countReply(route.url === '/keys/:keyName/requestToken');
     const needsAuth = route.config?.auth !== 'none';
+    // Routes open to anyone take small bodies only, unless they say otherwise (src/limits.ts).
+    if (!needsAuth && route.bodyLimit === undefined) route.bodyLimit = deps.limits.maxOpenBodyBytes;
+    if (route.method !== 'GET' && route.method !== 'HEAD') {
+      const parsing = route.preParsing === undefined ? [] : Array.isArray(route.preParsing) ? route.preParsing : [route.preParsing];
+      route.preParsing = [bodies.hook, ...parsing];
+    }
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     route.onRequest = [
       syncHook((request) => {
@@ -142,27 +159,59 @@ function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler
   };
 }
 
+/**
+ * Bodies are refused, not rewritten, when their text is not UTF-8 (the parsers of fastify and of
+ * MessagePack would replace the bad bytes with U+FFFD).
+ */
 function registerBodyParsers(app: FastifyInstance): void {
+  const notUtf8 = (): ServiceError => new ServiceError('invalidRequestBody', 'the request body is not valid UTF-8');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    parseJson(req, (body as Buffer).toString(), done);
+  });
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
+      if (!msgpackStringsAreUtf8(body as Buffer)) return done(notUtf8(), undefined);
       done(null, (body as Buffer).length === 0 ? undefined : unpackValue(body as Buffer));
     } catch (err) {
       done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
     }
   });
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
-    const parsed = parseQuery(body as string);
-    const single: Record<string, string> = {};
-    for (const [k, v] of Object.entries(parsed)) if (v !== undefined) single[k] = Array.isArray(v) ? v[v.length - 1] : v;
-    done(null, single);
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    try {
+      done(null, parseForm((body as Buffer).toString()));
+    } catch {
+      done(new ServiceError('invalidRequestBody', 'the form body has a percent-encoded sequence that does not decode to UTF-8'), undefined);
+    }
   });
   // Token requests may be sent as text/plain holding JSON (spec: Request an access token).
-  app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_req, body, done) => {
-    if ((body as string).trim() === '') return done(null, undefined);
+  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (_req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    const text = (body as Buffer).toString();
+    if (text.trim() === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(body as string));
+      done(null, JSON.parse(text));
     } catch {
       done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
     }
   });
+}
+
+/**
+ * A form body's fields, the last of a repeated name winning. Strict where node:querystring is
+ * lenient: a percent-encoded sequence that is not UTF-8 throws instead of becoming U+FFFD.
+ */
+function parseForm(text: string): Record<string, string> {
+  const fields: Record<string, string> = {};
+  const decode = (s: string): string => decodeURIComponent(s.replace(/\+/g, ' '));
+  for (const pair of text.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const name = decode(eq < 0 ? pair : pair.slice(0, eq));
+    if (name !== '__proto__') fields[name] = eq < 0 ? '' : decode(pair.slice(eq + 1));
+  }
+  return fields;
 }

@@ -35,8 +35,12 @@ export const ErrorCodes = {
   methodNotAllowed: { code: 40500, statusCode: 405 },
   payloadTooLarge: { code: 40009, statusCode: 413 },
   unsupportedMediaType: { code: 40001, statusCode: 415 },
+  requestTimeout: { code: 40000, statusCode: 408 },
+  headersTooLarge: { code: 40004, statusCode: 431 },
+  rateLimited: { code: 42910, statusCode: 429 },
   internal: { code: 50000, statusCode: 500 },
   timeout: { code: 50003, statusCode: 504 },
+  serverBusy: { code: 50004, statusCode: 503 },
   unavailable: { code: 50005, statusCode: 503 },
 } as const satisfies Record<string, { code: number; statusCode: number }>;
 

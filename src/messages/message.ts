@@ -107,6 +107,23 @@ function checkEncoding(data: MessageData | undefined, encoding: string, index: n
 }
 
 /**
+ * The messages of one publish, copied for another channel (batch publish sends one message set to
+ * many): each copy gets its own timestamp when appended, and ids this service assigned get a fresh
+ * base so that no two channels share them; client-supplied ids stay (idempotency is per channel).
+ */
+export function copyForChannel(messages: OutgoingMessage[]): OutgoingMessage[] {
+  let idBase: string | undefined;
+  return messages.map((m, index) => {
+    const copy = { ...m };
+    if (isAssignedId(m.id)) copy.id = `${(idBase ??= newIdBase())}:${index}`;
+    return copy;
+  });
+}
+
+/** Bytes of a publish's messages, as the size limits count them. */
+export const publishSize = (messages: OutgoingMessage[]): number => messages.reduce((n, m) => n + messageSize(m), 0);
+
+/**
  * Validates the messages of one publish (spec: Message) and gives each an id.
  * The wire form may carry fields the SDKs add (`action`, `size`); they are ignored.
  */
