@@ -50,7 +50,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxBatchBytes: 8 * 1024 * 1024,
   maxBodyBytes: 2 * 1024 * 1024,
   maxOpenBodyBytes: 16 * 1024,
-  maxInflightBodyBytes: 256 * 1024 * 1024,
+  maxInflightBodyBytes: 128 * 1024 * 1024,
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 72_000,
