@@ -65,9 +65,15 @@ export function permits(cap: Capability, channel: string, operation: Operation):
   return false;
 }
 
-/** Whether any resource grants an operation at all (for app-wide operations such as stats). */
-export function permitsAnywhere(cap: Capability, operation: Operation): boolean {
-  for (const ops of cap.values()) if (ops.has(operation) || ops.has('*')) return true;
+/**
+ * Whether a resource covering every regular channel (`*` or `[*]*`) grants an operation: the
+ * right an app-wide operation such as stats needs. A right on some channels (`x`, `ns:*`) tells
+ * nothing about the whole app, whose stats count every channel.
+ */
+export function permitsAppWide(cap: Capability, operation: Operation): boolean {
+  for (const [resource, ops] of cap) {
+    if ((ops.has(operation) || ops.has('*')) && resourceCovers(resource, '*')) return true;
+  }
   return false;
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { permitsAnywhere } from '../auth/capability.js';
+import { permitsAppWide } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam } from '../http/query-params.js';
@@ -102,8 +102,8 @@ export async function statsRoutes(
     GET: {
       handler: async (request, reply) => {
         const credentials = credentialsOf(request);
-        if (!permitsAnywhere(credentials.capability, 'stats')) {
-          throw new ServiceError('capabilityDenied', 'the credentials lack the "stats" capability');
+        if (!permitsAppWide(credentials.capability, 'stats')) {
+          throw new ServiceError('capabilityDenied', 'stats need the "stats" operation (or "*") on the resource "*": a right over the whole app');
         }
         const query = request.query as Record<string, unknown>;
         const now = opts.clock.now();

@@ -142,6 +142,45 @@ describe('GET /stats (spec: Retrieve usage statistics)', () => {
     expect(res.statusCode).toBe(401);
     expect(res.json().error.code).toBe(40160);
   });
+
+  it.each([
+    ['"*" on one channel', '{"mine":["*"]}'],
+    ['"stats" on one channel', '{"mine":["stats"]}'],
+    ['"stats" on a namespace', '{"ns:*":["stats","publish"]}'],
+    ['"*" on the metachannels', '{"[meta]*":["*"]}'],
+  ])('a right over part of the app does not read the whole app\'s stats: %s gets 40160 (401) in the error format', async (_what, capability) => {
+    const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability }] } })).json();
+    const res = await inject({ url: '/stats', headers: { authorization: basic(created.keys[0].keyStr) } });
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['x-ably-errorcode']).toBe('40160');
+    expect(res.json().error).toMatchObject({ code: 40160, statusCode: 401, message: expect.stringContaining('"*"') });
+  });
+
+  it.each([
+    ['"stats" on "*"', '{"*":["stats"]}'],
+    ['"*" on "*"', '{"*":["*"]}'],
+    ['the key default, "*" on "[*]*"', '{"[*]*":["*"]}'],
+  ])('a right over the whole app reads its stats: %s', async (_what, capability) => {
+    const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability }] } })).json();
+    const res = await inject({ url: '/stats', headers: { authorization: basic(created.keys[0].keyStr) } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual(expect.any(Array));
+  });
+
+  it('a token narrowed to one channel cannot read stats, though its key can', async () => {
+    const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+    const key = created.keys[0];
+    const token = await inject({
+      method: 'POST',
+      url: `/keys/${key.keyName}/requestToken`,
+      headers: { authorization: basic(key.keyStr) },
+      payload: { keyName: key.keyName, timestamp: now, capability: '{"mine":["*"]}' },
+    });
+    expect(token.statusCode).toBe(200);
+    const bearer = `Bearer ${Buffer.from(token.json().token).toString('base64')}`;
+    const res = await inject({ url: '/stats', headers: { authorization: bearer } });
+    expect(res.json().error).toMatchObject({ code: 40160, statusCode: 401 });
+  });
 });
 
 describe('stats units, peaks and paging (sandbox fixtures)', () => {

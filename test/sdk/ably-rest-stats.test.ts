@@ -369,3 +369,25 @@ describe.each([
     });
   });
 });
+
+describe('ably-js v2 Rest client, the right to read stats (RSC6)', () => {
+  const withCapability = async (capability: string): Promise<Ably.Rest> => {
+    const created = await fetch(`http://127.0.0.1:${port}/apps`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ keys: [{ capability }] }),
+    });
+    const key = ((await created.json()) as { keys: { keyStr: string }[] }).keys[0].keyStr;
+    return new Ably.Rest({ key, restHost: '127.0.0.1', port, tls: false, logLevel: 0 });
+  };
+
+  it('a key with "*" on one channel only is refused stats with 40160 (401)', async () => {
+    const err = await rejection((await withCapability('{"mine":["*"]}')).stats({}));
+    expect(err).toMatchObject({ code: 40160, statusCode: 401 });
+  });
+
+  it('a key with "stats" on "*" reads stats', async () => {
+    const page = await (await withCapability('{"*":["stats"]}')).stats({});
+    expect(page.items).toEqual(expect.any(Array));
+  });
+});

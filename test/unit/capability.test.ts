@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCapability, permits, resourceMatches, stringifyCapability } from '../../src/auth/capability.js';
+import { parseCapability, permits, permitsAppWide, resourceMatches, stringifyCapability } from '../../src/auth/capability.js';
 import { ServiceError } from '../../src/errors.js';
 
 describe('capabilities (spec: Authentication rules 5 and 6)', () => {
@@ -33,6 +33,15 @@ describe('capabilities (spec: Authentication rules 5 and 6)', () => {
     expect(permits(cap, 'channel0', 'history')).toBe(false);
     expect(permits(cap, 'channel6', 'history')).toBe(true);
     expect(permits(cap, 'cansubscribe:a', 'publish')).toBe(false);
+  });
+
+  it('an app-wide operation (stats) needs it on a resource covering every channel: "*" or "[*]*"', () => {
+    for (const granted of ['{"*":["stats"]}', '{"*":["*"]}', '{"[*]*":["*"]}', '{"[*]*":["stats"]}', '{"x":["publish"],"*":["stats"]}']) {
+      expect(permitsAppWide(parseCapability(granted), 'stats'), granted).toBe(true);
+    }
+    for (const refused of ['{"x":["*"]}', '{"x":["stats"]}', '{"ns:*":["*"]}', '{"[meta]*":["*"]}', '{"*":["publish","subscribe"]}', '{"x*":["*"]}']) {
+      expect(permitsAppWide(parseCapability(refused), 'stats'), refused).toBe(false);
+    }
   });
 
   it('refuses malformed capabilities with a 400', () => {
