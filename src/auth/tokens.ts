@@ -117,11 +117,25 @@ export class TokenService implements TokenVerifier {
     return result;
   }
 
-  ttlFor(ttl: unknown): number {
-    if (ttl === undefined || ttl === null || ttl === '') return this.policy.defaultTtlMs;
+  /**
+   * The token's ttl. A token that asks for a token (`askerExpires`) cannot outlive itself: without
+   * a ttl the new token gets the default or what the asker has left, whichever is shorter (a
+   * client asking without a ttl expects a usable token, not a refusal it cannot act on); a ttl
+   * asked for explicitly beyond the asker's expiry is refused, because capping it would hand back
+   * less than was asked without saying so.
+   */
+  ttlFor(ttl: unknown, now: number, askerExpires?: number): number {
+    const left = askerExpires === undefined ? Infinity : askerExpires - now;
+    if (ttl === undefined || ttl === null || ttl === '') return Math.min(this.policy.defaultTtlMs, left);
     const n = Number(ttl);
     if (!Number.isInteger(n) || n <= 0) throw new ServiceError('invalidParameterValue', 'ttl must be a positive whole number of milliseconds');
     if (n > this.policy.maxTtlMs) throw new ServiceError('invalidParameterValue', `ttl is above the maximum of ${this.policy.maxTtlMs} ms (24 hours)`);
+    if (n > left) {
+      throw new ServiceError(
+        'invalidParameterValue',
+        `ttl ${n} ms goes past the expiry of the token that asks (${left} ms left): ask for at most that, or leave ttl out to get it`,
+      );
+    }
     return n;
   }
 }

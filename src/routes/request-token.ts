@@ -45,7 +45,7 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         if (body.capability !== undefined && typeof body.capability !== 'string' && !isObject(body.capability)) {
           throw new ServiceError('invalidRequestBody', 'capability must be a JSON string');
         }
-        const ttl = opts.tokens.ttlFor(body.ttl);
+        let ttl: number;
         let clientId = body.clientId as string | undefined;
         let held;
         let secret: string;
@@ -62,6 +62,7 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
             throw new ServiceError('invalidCredentials', 'token request mac does not match: sign it with the key secret');
           }
           if (found.key.revoked) throw new ServiceError('keyRevoked', 'this key has been revoked');
+          ttl = opts.tokens.ttlFor(body.ttl, now);
           opts.tokens.checkReplay(keyName, timestamp, body.nonce, now);
           held = parseCapability(found.key.capability);
           secret = found.key.keySecret;
@@ -71,11 +72,16 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
             throw new ServiceError('incompatibleCredentials', `the credentials belong to key "${credentials.keyName}", not "${keyName}"`);
           }
           opts.tokens.checkReplay(keyName, timestamp, typeof body.nonce === 'string' ? body.nonce : `unsigned:${timestamp}:${Math.random()}`, now);
+          // A token can only hand on what it has: no longer life (ttlFor), no wider capability
+          // (capabilityFor), no other identity. A key may give any identity.
+          ttl = opts.tokens.ttlFor(body.ttl, now, credentials.expires);
           if (credentials.clientId !== undefined && credentials.clientId !== '*') {
             if (clientId !== undefined && clientId !== credentials.clientId) {
               throw new ServiceError('invalidClientId', `clientId "${clientId}" does not match the credentials' clientId`);
             }
             clientId = credentials.clientId;
+          } else if (credentials.clientId === undefined && credentials.method === 'token' && clientId !== undefined) {
+            throw new ServiceError('invalidClientId', `the token that asks has no clientId, so the token it requests cannot have one ("${clientId}")`);
           }
           held = credentials.capability;
           secret = opts.apps.key(keyName)!.key.keySecret;

@@ -164,6 +164,78 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
       expect(JSON.parse(withToken.json().capability)).toEqual({ x: ['publish'] });
     });
 
+    describe('a token asking for a token hands on no more than it has', () => {
+      /** A token of the root key, by a basic-authenticated request. */
+      const tokenOf = async (fields: Record<string, unknown>) => {
+        const res = await requestToken({ keyName, timestamp: now, ...fields }, { authorization: t.auth });
+        expect(res.statusCode).toBe(200);
+        return res.json() as { token: string; expires: number; capability: string; clientId?: string };
+      };
+
+      it('without a ttl, a token with 10 minutes left gets a token that expires with it, not the 60-minute default', async () => {
+        const asker = await tokenOf({ ttl: 10 * 60_000 });
+        const res = await requestToken({ keyName, timestamp: now }, { authorization: bearer(asker.token) });
+        expect(res.statusCode).toBe(200);
+        expect(res.json().expires).toBe(asker.expires);
+        now += 60_000;
+        const later = await requestToken({ keyName, timestamp: now }, { authorization: bearer(asker.token) });
+        expect(later.json().expires).toBe(asker.expires);
+      });
+
+      it('a 1-hour token asking for a 24-hour token is refused with 40003 (400) in the error format', async () => {
+        const asker = await tokenOf({ ttl: 3600_000 });
+        const res = await requestToken({ keyName, timestamp: now, ttl: 24 * 3600_000 }, { authorization: bearer(asker.token) });
+        expect(res.statusCode).toBe(400);
+        expect(res.headers['x-ably-errorcode']).toBe('40003');
+        expect(res.json().error).toMatchObject({ code: 40003, statusCode: 400, message: expect.stringContaining('3600000 ms left') });
+      });
+
+      it('an explicit ttl within the asking token\'s life is granted as asked', async () => {
+        const asker = await tokenOf({ ttl: 3600_000 });
+        const res = await requestToken({ keyName, timestamp: now, ttl: 3600_000 }, { authorization: bearer(asker.token) });
+        expect(res.json().expires).toBe(now + 3600_000);
+      });
+
+      it('a key (basic credentials) still gets the default and may ask up to 24 hours', async () => {
+        expect((await tokenOf({})).expires).toBe(now + 3600_000);
+        expect((await tokenOf({ ttl: 24 * 3600_000 })).expires).toBe(now + 24 * 3600_000);
+      });
+
+      it('its capability stays within the asking token\'s: wider requests narrow, disjoint ones are refused (40160)', async () => {
+        const asker = await tokenOf({ capability: '{"x":["publish"]}' });
+        const none = await requestToken({ keyName, timestamp: now }, { authorization: bearer(asker.token) });
+        expect(JSON.parse(none.json().capability)).toEqual({ x: ['publish'] });
+        const wider = await requestToken({ keyName, timestamp: now, capability: '{"*":["*"]}' }, { authorization: bearer(asker.token) });
+        expect(JSON.parse(wider.json().capability)).toEqual({ x: ['publish'] });
+        const other = await requestToken({ keyName, timestamp: now, capability: '{"y":["publish"]}' }, { authorization: bearer(asker.token) });
+        expect(other.json().error).toMatchObject({ code: 40160, statusCode: 401 });
+      });
+
+      it('its clientId is the asking token\'s: another is refused (40012), none gets the asker\'s', async () => {
+        const asker = await tokenOf({ clientId: 'erin' });
+        const same = await requestToken({ keyName, timestamp: now }, { authorization: bearer(asker.token) });
+        expect(same.json().clientId).toBe('erin');
+        const other = await requestToken({ keyName, timestamp: now, clientId: 'mallory' }, { authorization: bearer(asker.token) });
+        expect(other.json().error).toMatchObject({ code: 40012, statusCode: 400 });
+      });
+
+      it('a token without a clientId cannot give itself one (40012), nor the wildcard', async () => {
+        const asker = await tokenOf({});
+        for (const clientId of ['mallory', '*']) {
+          const res = await requestToken({ keyName, timestamp: now, clientId }, { authorization: bearer(asker.token) });
+          expect(res.json().error, clientId).toMatchObject({ code: 40012, statusCode: 400 });
+        }
+        const anonymous = await requestToken({ keyName, timestamp: now }, { authorization: bearer(asker.token) });
+        expect(anonymous.json().clientId).toBeUndefined();
+      });
+
+      it('a wildcard-clientId token may hand on any clientId', async () => {
+        const asker = await tokenOf({ clientId: '*' });
+        const res = await requestToken({ keyName, timestamp: now, clientId: 'frank' }, { authorization: bearer(asker.token) });
+        expect(res.json().clientId).toBe('frank');
+      });
+    });
+
     it('credentials of another key are refused', async () => {
       const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
       const res = await requestToken({ keyName, timestamp: now }, { authorization: basic(created.keys[0].keyStr) });
