@@ -50,6 +50,8 @@ const FLAGS: Record<string, string> = {
   'max-inflight-body-bytes': 'MAX_INFLIGHT_BODY_BYTES',
   'request-timeout-ms': 'REQUEST_TIMEOUT_MS',
   'max-connections': 'MAX_CONNECTIONS',
+  'max-token-nonces': 'MAX_TOKEN_NONCES',
+  'max-token-nonces-per-app': 'MAX_TOKEN_NONCES_PER_APP',
 };
 
 /** Command-line flags (`--port 9000`, `--sandbox`) override the environment variable of the same name. */
@@ -141,6 +143,9 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     maxInflightBodyBytes: int(e, 'MAX_INFLIGHT_BODY_BYTES', d.maxInflightBodyBytes, MiB, 64 * 1024 * MiB),
     requestTimeoutMs: int(e, 'REQUEST_TIMEOUT_MS', d.requestTimeoutMs, 1000, 3600_000),
     maxConnections: int(e, 'MAX_CONNECTIONS', d.maxConnections, 1, 1_000_000),
+
+    maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
+    maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),
   };
   // A publish of one message of the largest size must be possible.
   if (e.MAX_PUBLISH_BYTES === undefined || e.MAX_PUBLISH_BYTES === '') limits.maxPublishBytes = Math.max(limits.maxPublishBytes, limits.maxMessageSize);

@@ -39,6 +39,21 @@ export interface Limits {
   keepAliveTimeoutMs: number;
   /** Open HTTP connections; a connection above it is closed at once. MAX_CONNECTIONS */
   maxConnections: number;
+
+  // Authentication and the sandbox (hardening-auth).
+  /**
+   * Token request nonces remembered for replay protection, all apps together (about 120 bytes
+   * each; one per signed token request, kept until its timestamp leaves the 10-minute window).
+   * When full, a signed token request is refused, not let through unchecked: 42910 (429, retry).
+   * MAX_TOKEN_NONCES
+   */
+  maxTokenNonces: number;
+  /** The share of maxTokenNonces one app may hold, so one app's flood cannot refuse the others'. Above: 42910 (429). MAX_TOKEN_NONCES_PER_APP */
+  maxTokenNoncesPerApp: number;
+  /** Presence members in one sandbox app's fixtures (POST /apps). Above: 40001 (400), nothing created. */
+  maxSandboxFixtureMembers: number;
+  /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
+  maxSandboxAppBodyBytes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -55,4 +70,9 @@ export const DEFAULT_LIMITS: Limits = {
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 72_000,
   maxConnections: 10_000,
+
+  maxTokenNonces: 500_000,
+  maxTokenNoncesPerApp: 100_000,
+  maxSandboxFixtureMembers: 1000,
+  maxSandboxAppBodyBytes: 256 * 1024,
 };

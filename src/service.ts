@@ -193,7 +193,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
   };
 
-  const tokens = new TokenService(registry);
+  const tokens = new TokenService(registry, undefined, config.limits);
   const app = buildApp({
     clock,
     authenticator: new Authenticator(registry, tokens),

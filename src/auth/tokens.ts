@@ -4,6 +4,8 @@ import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { intersectCapabilities, parseCapability, stringifyCapability, type Capability } from './capability.js';
 import { secretsEqual } from './authenticate.js';
 import type { Credentials, TokenVerifier } from './credentials.js';
+import { NonceCache, type NonceLimits } from './nonce-cache.js';
+import { DEFAULT_LIMITS } from '../limits.js';
 
 export interface TokenPolicy {
   defaultTtlMs: number;
@@ -56,13 +58,15 @@ export function tokenRequestMac(secret: string, r: Partial<Record<'keyName' | 't
  * deleting the key invalidates all its tokens.
  */
 export class TokenService implements TokenVerifier {
-  /** nonce -> time it may be forgotten (after the request window has passed) */
-  private readonly nonces = new Map<string, number>();
+  readonly nonces: NonceCache;
 
   constructor(
     private readonly apps: AppRegistry,
     readonly policy: TokenPolicy = DEFAULT_TOKEN_POLICY,
-  ) {}
+    limits: NonceLimits = DEFAULT_LIMITS,
+  ) {
+    this.nonces = new NonceCache(limits);
+  }
 
   issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number): TokenDetails {
     const claims: TokenClaims = { k: keyName, i: now, x: now + ttlMs, c: stringifyCapability(capability), n: randomBytes(6).toString('base64url') };
@@ -92,21 +96,23 @@ export class TokenService implements TokenVerifier {
     return { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x };
   }
 
-  /** Refuses a timestamp outside the window and a nonce already used within it. */
-  checkReplay(keyName: string, timestamp: number, nonce: string, now: number): void {
+  /** Refuses a timestamp outside the window. */
+  checkTimestamp(timestamp: number, now: number): void {
     if (Math.abs(now - timestamp) > this.policy.requestWindowMs) {
       throw new ServiceError(
         'tokenRequestTimestampOutsideWindow',
         `token request timestamp is more than ${this.policy.requestWindowMs / 60_000} minutes from the service time; use GET /time`,
       );
     }
-    for (const [n, forgetAt] of this.nonces) {
-      if (forgetAt > now) break;
-      this.nonces.delete(n);
+  }
+
+  /** Refuses a timestamp outside the window and a nonce already used within it. */
+  checkReplay(appId: string, keyName: string, timestamp: number, nonce: string, now: number): void {
+    this.checkTimestamp(timestamp, now);
+    // The request is acceptable until its timestamp leaves the window, so its nonce is kept that long.
+    if (!this.nonces.remember(appId, keyName, nonce, timestamp + this.policy.requestWindowMs + 1, now)) {
+      throw new ServiceError('nonceReplayed', 'this token request nonce has been used already');
     }
-    const id = `${keyName}\u0000${nonce}`;
-    if (this.nonces.has(id)) throw new ServiceError('nonceReplayed', 'this token request nonce has been used already');
-    this.nonces.set(id, now + 2 * this.policy.requestWindowMs);
   }
 
   /** The token capability: what was asked for, within what the key (or token) may do. */

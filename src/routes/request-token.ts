@@ -63,7 +63,7 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
           }
           if (found.key.revoked) throw new ServiceError('keyRevoked', 'this key has been revoked');
           ttl = opts.tokens.ttlFor(body.ttl, now);
-          opts.tokens.checkReplay(keyName, timestamp, body.nonce, now);
+          opts.tokens.checkReplay(found.app.appId, keyName, timestamp, body.nonce, now);
           held = parseCapability(found.key.capability);
           secret = found.key.keySecret;
         } else {
@@ -71,7 +71,8 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
           if (credentials.keyName !== keyName) {
             throw new ServiceError('incompatibleCredentials', `the credentials belong to key "${credentials.keyName}", not "${keyName}"`);
           }
-          opts.tokens.checkReplay(keyName, timestamp, typeof body.nonce === 'string' ? body.nonce : `unsigned:${timestamp}:${Math.random()}`, now);
+          // Credentials authenticate each unsigned request, so it has no nonce to remember.
+          opts.tokens.checkTimestamp(timestamp, now);
           // A token can only hand on what it has: no longer life (ttlFor), no wider capability
           // (capabilityFor), no other identity. A key may give any identity.
           ttl = opts.tokens.ttlFor(body.ttl, now, credentials.expires);

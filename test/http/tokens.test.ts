@@ -132,6 +132,40 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
     });
   });
 
+  describe('the nonce cache stays bounded (MAX_TOKEN_NONCES, MAX_TOKEN_NONCES_PER_APP)', () => {
+    let small: TestService;
+    let other: { name: string; sec: string };
+    beforeAll(async () => {
+      small = await startTestService({ MAX_TOKEN_NONCES: '5', MAX_TOKEN_NONCES_PER_APP: '3' }, { clock });
+      const created = (await small.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+      const [name, sec] = created.keys[0].keyStr.split(/:(.*)/s);
+      other = { name, sec };
+    });
+    afterAll(() => small.close());
+    const [smallName, smallSecret] = [() => small.key.slice(0, small.key.indexOf(':')), () => small.key.slice(small.key.indexOf(':') + 1)];
+    const ask = (body: Record<string, unknown>, key = smallName(), headers: Record<string, string> = {}) =>
+      small.service.app.inject({ method: 'POST', url: `/keys/${key}/requestToken`, headers: { 'content-type': 'application/json', ...headers }, payload: JSON.stringify(body) });
+
+    it('above its share an app gets 42910 (429) in the error format, a replay is still caught, other apps are served, and room comes back after the window', async () => {
+      const first = signed({}, smallName(), smallSecret());
+      expect((await ask(first)).statusCode).toBe(200);
+      for (let i = 0; i < 2; i++) expect((await ask(signed({}, smallName(), smallSecret()))).statusCode).toBe(200);
+      const refused = await ask(signed({}, smallName(), smallSecret()));
+      expect(refused.statusCode).toBe(429);
+      expect(refused.headers['x-ably-errorcode']).toBe('42910');
+      expect(refused.json().error).toMatchObject({ code: 42910, statusCode: 429 });
+      expect((await ask(first)).json().error.code).toBe(40105);
+      // Unsigned requests are authenticated by their credentials and take no room.
+      expect((await ask({ keyName: smallName(), timestamp: now }, smallName(), { authorization: basic(small.key) })).statusCode).toBe(200);
+      expect((await ask(signed({}, other.name, other.sec), other.name)).statusCode).toBe(200);
+      expect((await ask(signed({}, other.name, other.sec), other.name)).statusCode).toBe(200);
+      // The service holds 5 in all: the other app's third, within its own share, would be the sixth.
+      expect((await ask(signed({}, other.name, other.sec), other.name)).json().error.code).toBe(42910);
+      now += 10 * 60_000 + 1;
+      expect((await ask(signed({}, smallName(), smallSecret()))).statusCode).toBe(200);
+    });
+  });
+
   describe('refusals of malformed requests, never a 5xx', () => {
     it.each([
       ['a bad mac', () => ({ ...signed(), mac: 'AAAA' }), 401, 40101],
