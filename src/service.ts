@@ -175,17 +175,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   const admin: AppAdmin = {
     create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
-      await batcher.append(Topics.apps, [{ key: app.appId, build: () => encodeEvent({ type: 'app.created', app }) }]);
-      registry.put(app);
+      // All or nothing: the fixtures first, in one append, then the app. The app exists only once
+      // both are durable; if either fails there is no app (fixtures of an app no key can reach are inert).
       // Until the realtime gateway exists, fixture members share one connection.
       const connectionId = randomId(8);
-      for (const fixture of fixtures) {
-        await presenceProducer.append(
-          app.appId,
-          fixture.channel,
-          fixture.members.map((m) => ({ action: 'enter', connectionId, ...m })),
-        );
-      }
+      await presenceProducer.appendAcross(
+        app.appId,
+        fixtures.map((f) => ({ channel: f.channel, changes: f.members.map((m) => ({ action: 'enter' as const, connectionId, ...m })) })),
+      );
+      await batcher.append(Topics.apps, [{ key: app.appId, build: () => encodeEvent({ type: 'app.created', app }) }]);
+      registry.put(app);
     },
     delete: async (appId: string) => {
       await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);

@@ -14,14 +14,19 @@ export class PresenceProducer {
   constructor(private readonly batcher: AppendBatcher) {}
 
   async append(appId: string, channel: string, changes: PresenceChange[]): Promise<void> {
-    const base = randomBytes(6).toString('base64url');
-    await this.batcher.append(
-      Topics.presence,
-      changes.map((change, i) => ({
+    await this.appendAcross(appId, [{ channel, changes }]);
+  }
+
+  /** Changes on several channels of one app in one log append: all of them land, or none. */
+  async appendAcross(appId: string, channels: { channel: string; changes: PresenceChange[] }[]): Promise<void> {
+    const records = channels.flatMap(({ channel, changes }) => {
+      const base = randomBytes(6).toString('base64url');
+      return changes.map((change, i) => ({
         key: channelKey(appId, channel),
-        build: (timestamp) =>
+        build: (timestamp: number) =>
           encodeEvent({ type: 'presence.changed', appId, channel, event: { ...change, id: change.id ?? `${base}:${i}`, timestamp } }),
-      })),
-    );
+      }));
+    });
+    if (records.length > 0) await this.batcher.append(Topics.presence, records);
   }
 }

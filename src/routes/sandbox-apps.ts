@@ -7,7 +7,8 @@ import { checkChannelName } from '../channels/channel-name.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
-import type { MessageData } from '../messages/message.js';
+import { dataSize, type MessageData } from '../messages/message.js';
+import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { resource } from './route-table.js';
 
 export interface PresenceFixture {
@@ -16,20 +17,47 @@ export interface PresenceFixture {
 }
 
 export interface AppAdmin {
-  /** Appends app.created (and the presence fixtures) and resolves once durable and applied locally. */
+  /**
+   * Appends the presence fixtures and app.created, all or nothing, and resolves once durable and
+   * applied locally. The input is valid (parseAppSetup); a failure of the log leaves no app.
+   */
   create(app: AppDefinition, presence: PresenceFixture[]): Promise<void>;
   delete(appId: string): Promise<void>;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Reads a `post_apps` body (the SDK test harnesses' test-app-setup.json). */
-export function parseAppSetup(body: unknown, now: number): { app: AppDefinition; presence: PresenceFixture[] } {
+export type SandboxLimits = Pick<Limits, 'maxSandboxFixtureMembers' | 'maxSandboxAppBodyBytes' | 'maxDataDepth' | 'maxMessageSize'>;
+
+/** Keys and namespaces of one sandbox app, each; far above what the harnesses ask for. */
+const MAX_KEYS = 100;
+const MAX_NAMESPACES = 100;
+
+/**
+ * Whether a JSON value nests objects and arrays deeper than `max`. Iterative, so a value nested
+ * 100,000 deep is answered, not a stack overflow.
+ */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null || v instanceof Uint8Array) continue;
+    if (depth + 1 > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * Reads a `post_apps` body (the SDK test harnesses' test-app-setup.json). Everything is checked
+ * here, before anything is appended: what passes is an app and fixtures the log can take whole.
+ */
+export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits = DEFAULT_LIMITS): { app: AppDefinition; presence: PresenceFixture[] } {
   const spec = isObject(body) ? body : {};
   if (body !== undefined && body !== null && !isObject(body)) throw new ServiceError('invalidRequestBody', 'the body must be an object like post_apps');
   const rawKeys = spec.keys === undefined ? [{}] : spec.keys;
-  if (!Array.isArray(rawKeys) || rawKeys.length === 0 || rawKeys.length > 100) {
-    throw new ServiceError('invalidRequestBody', 'keys must be an array of 1 to 100 key objects');
+  if (!Array.isArray(rawKeys) || rawKeys.length === 0 || rawKeys.length > MAX_KEYS) {
+    throw new ServiceError('invalidRequestBody', `keys must be an array of 1 to ${MAX_KEYS} key objects`);
   }
   const capabilities = rawKeys.map((k, i) => {
     if (!isObject(k)) throw new ServiceError('invalidRequestBody', `keys[${i}] must be an object`);
@@ -41,7 +69,9 @@ export function parseAppSetup(body: unknown, now: number): { app: AppDefinition;
     }
   });
   const rawNamespaces = spec.namespaces ?? [];
-  if (!Array.isArray(rawNamespaces)) throw new ServiceError('invalidRequestBody', 'namespaces must be an array');
+  if (!Array.isArray(rawNamespaces) || rawNamespaces.length > MAX_NAMESPACES) {
+    throw new ServiceError('invalidRequestBody', `namespaces must be an array of at most ${MAX_NAMESPACES}`);
+  }
   const namespaces: NamespaceRule[] = rawNamespaces.map((ns, i) => {
     if (!isObject(ns) || typeof ns.id !== 'string' || ns.id.length === 0) {
       throw new ServiceError('invalidRequestBody', `namespaces[${i}] must be an object with a non-empty id`);
@@ -49,25 +79,43 @@ export function parseAppSetup(body: unknown, now: number): { app: AppDefinition;
     if (ns.retentionHours !== undefined && !(Number.isInteger(ns.retentionHours) && (ns.retentionHours as number) >= 24 && (ns.retentionHours as number) <= 72)) {
       throw new ServiceError('invalidRequestBody', `namespaces[${i}].retentionHours must be a whole number from 24 to 72`);
     }
+    // Flags (persisted, pushEnabled, mutableMessages, ...) are kept as given, so only plain values.
+    for (const [flag, value] of Object.entries(ns)) {
+      if (!['boolean', 'number', 'string'].includes(typeof value) || (typeof value === 'string' && value.length > 256)) {
+        throw new ServiceError('invalidRequestBody', `namespaces[${i}].${flag} must be a boolean, a number or a short string`);
+      }
+    }
     return { ...ns, id: ns.id } as NamespaceRule;
   });
   const rawChannels = spec.channels ?? [];
   if (!Array.isArray(rawChannels)) throw new ServiceError('invalidRequestBody', 'channels must be an array');
+  let memberCount = 0;
   const presence: PresenceFixture[] = rawChannels.map((c, i) => {
     if (!isObject(c) || typeof c.name !== 'string') throw new ServiceError('invalidRequestBody', `channels[${i}] must have a name`);
     const channel = checkChannelName(c.name);
-    const members = Array.isArray(c.presence) ? c.presence : [];
+    const members = c.presence ?? [];
+    if (!Array.isArray(members)) throw new ServiceError('invalidRequestBody', `channels[${i}].presence must be an array`);
+    memberCount += members.length;
+    if (memberCount > limits.maxSandboxFixtureMembers) {
+      throw new ServiceError('invalidRequestBody', `an app may have at most ${limits.maxSandboxFixtureMembers} presence fixture members in all`);
+    }
     return {
       channel,
       members: members.map((m, j) => {
+        const where = `channels[${i}].presence[${j}]`;
         if (!isObject(m) || typeof m.clientId !== 'string' || m.clientId.length === 0) {
-          throw new ServiceError('invalidRequestBody', `channels[${i}].presence[${j}] needs a clientId`);
+          throw new ServiceError('invalidRequestBody', `${where} needs a clientId`);
         }
-        return {
-          clientId: m.clientId,
-          data: m.data as MessageData | undefined,
-          encoding: typeof m.encoding === 'string' ? m.encoding : undefined,
-        };
+        if (m.encoding !== undefined && typeof m.encoding !== 'string') throw new ServiceError('invalidRequestBody', `${where}.encoding must be a string`);
+        if (nestsDeeperThan(m.data, limits.maxDataDepth)) {
+          throw new ServiceError('invalidDataOrEncoding', `${where}.data nests deeper than ${limits.maxDataDepth} levels`);
+        }
+        const member = { clientId: m.clientId, data: m.data as MessageData | undefined, encoding: m.encoding as string | undefined };
+        const size = dataSize(member.data, member.encoding) + Buffer.byteLength(member.clientId);
+        if (size > limits.maxMessageSize) {
+          throw new ServiceError('messageTooLarge', `${where} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+        }
+        return member;
       }),
     };
   });
@@ -75,13 +123,19 @@ export function parseAppSetup(body: unknown, now: number): { app: AppDefinition;
 }
 
 /** Sandbox provisioning (SANDBOX=1), as the SDKs' test harnesses use it. */
-export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppAdmin; clock: Clock }): Promise<void> {
+export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppAdmin; clock: Clock; limits?: SandboxLimits }): Promise<void> {
+  const limits = opts.limits ?? DEFAULT_LIMITS;
   resource(app, '/apps', {
     POST: {
-      options: { config: { auth: 'none' } },
+      options: { config: { auth: 'none' }, bodyLimit: limits.maxSandboxAppBodyBytes },
       handler: async (request, reply) => {
-        const { app: created, presence } = parseAppSetup(request.body, opts.clock.now());
-        await opts.admin.create(created, presence);
+        const { app: created, presence } = parseAppSetup(request.body, opts.clock.now(), limits);
+        try {
+          await opts.admin.create(created, presence);
+        } catch (err) {
+          if (err instanceof ServiceError) throw err;
+          throw new ServiceError('unavailable', `the log did not acknowledge the new app (${(err as Error).message}), so none was created; retry`);
+        }
         return sendResult(request, reply, 201, {
           appId: created.appId,
           accountId: created.accountId,

@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { basic, startTestService, type TestService } from '../helpers/service.js';
+import { embeddedAdapters } from '../../src/service.js';
+import { parseConfig } from '../../src/config.js';
+import { decodeEvent } from '../../src/log/events.js';
+import { keyString } from '../../src/apps/app.js';
 
 const setup = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
 let t: TestService;
@@ -69,5 +73,101 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     } finally {
       await plain.close();
     }
+  });
+});
+
+describe('POST /apps validates the whole body first and creates an app whole or not at all', () => {
+  /** Everything on the apps and presence topics, to show a refusal appended nothing. */
+  const logSize = async (): Promise<number> =>
+    (await t.service.log.read('apps', 0, 0, 100_000)).length + (await t.service.log.read('presence', 0, 0, 100_000)).length;
+
+  const nested = (depth: number): unknown => {
+    let v: unknown = 'leaf';
+    for (let i = 0; i < depth; i++) v = i % 2 ? [v] : { d: v };
+    return v;
+  };
+
+  it.each([
+    ['presence data nested 200 deep', { channels: [{ name: 'ok', presence: [{ clientId: 'a', data: 'fine' }] }, { name: 'deep', presence: [{ clientId: 'b', data: nested(200) }] }] }, 400, 40013],
+    // Written out as text: JSON.stringify itself runs out of stack at this depth.
+    ['presence data nested 10,000 deep', `{"channels":[{"name":"deep","presence":[{"clientId":"b","data":${'{"d":['.repeat(5000)}1${']}'.repeat(5000)}}]}]}`, 400, 40013],
+    ['a namespace flag nested 200 deep', { namespaces: [{ id: 'x', deep: nested(200) }] }, 400, 40001],
+    ['a namespace flag that is an object', { namespaces: [{ id: 'x', persisted: { yes: true } }] }, 400, 40001],
+    ['more fixture members than an app may have', { channels: [{ name: 'a', presence: Array.from({ length: 600 }, (_, i) => ({ clientId: `a${i}` })) }, { name: 'b', presence: Array.from({ length: 401 }, (_, i) => ({ clientId: `b${i}` })) }] }, 400, 40001],
+    ['a member larger than a message may be', { channels: [{ name: 'big', presence: [{ clientId: 'a', data: 'x'.repeat(65_537) }] }] }, 400, 40009],
+    ['presence that is not an array', { channels: [{ name: 'a', presence: { clientId: 'a' } }] }, 400, 40001],
+    ['a body over the route limit', { channels: [{ name: 'a', presence: [{ clientId: 'a', data: 'x'.repeat(300 * 1024) }] }] }, 413, 40009],
+  ])('%s: a 4xx in the error format, and nothing appended', async (_what, payload, status, code) => {
+    const apps = t.service.registry.all().length;
+    const before = await logSize();
+    const res = await t.service.app.inject({ method: 'POST', url: '/apps', headers: { 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(status);
+    expect(res.headers['x-ably-errorcode']).toBe(String(code));
+    expect(res.json().error).toMatchObject({ code, statusCode: status, message: expect.any(String) });
+    expect(t.service.registry.all().length).toBe(apps);
+    expect(await logSize()).toBe(before);
+  });
+
+  it('data nested as deep as a message may be is accepted', async () => {
+    const res = await t.service.app.inject({ method: 'POST', url: '/apps', payload: { channels: [{ name: 'a', presence: [{ clientId: 'a', data: nested(31) }] }] } });
+    expect(res.statusCode).toBe(201);
+  });
+});
+
+describe('POST /apps when the log fails part-way', () => {
+  let failing: TestService;
+  /** The topic whose next append fails, if any. */
+  let failOn: string | undefined;
+  /** app.created events the service tried to append. */
+  const attempted: string[] = [];
+
+  beforeAll(async () => {
+    failing = await startTestService(
+      {},
+      {
+        adapters: (dataDir) => {
+          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+          const log = adapters.log;
+          const append = log.append.bind(log);
+          log.append = async (topic, records) => {
+            if (topic === 'apps') {
+              for (const r of records) {
+                const event = decodeEvent(r.value);
+                if (event.type === 'app.created') attempted.push(keyString(event.app.keys[0]));
+              }
+            }
+            if (topic === failOn) throw new Error(`injected ${topic} append failure`);
+            return append(topic, records);
+          };
+          return adapters;
+        },
+      },
+    );
+  });
+  afterAll(() => failing.close());
+
+  it.each(['presence', 'apps'])('an append to %s that fails answers 503 and leaves no app behind, before or after a restart', async (topic) => {
+    const apps = failing.service.registry.all().length;
+    failOn = topic;
+    attempted.length = 0;
+    const res = await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
+    failOn = undefined;
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toMatchObject({ code: 50005, statusCode: 503 });
+    expect(failing.service.registry.all().length).toBe(apps);
+    // The key the app would have had (the fixtures go first: if they fail, no app event is even tried).
+    expect(attempted).toHaveLength(topic === 'apps' ? 1 : 0);
+    for (const key of attempted) {
+      const get = await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: basic(key) } });
+      expect(get.json().error.code).toBe(40101);
+    }
+    failing = await failing.restart();
+    expect(failing.service.registry.all().length).toBe(apps);
+    for (const key of attempted) {
+      const get = await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: basic(key) } });
+      expect(get.json().error.code).toBe(40101);
+    }
+    // And the next creation succeeds whole.
+    expect((await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).statusCode).toBe(201);
   });
 });
