@@ -142,7 +142,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
-  if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock });
+  if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }
 

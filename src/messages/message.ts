@@ -36,7 +36,7 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
  * bounded: deeper values would overflow the stack of every later walk over them (sizing, encoding
  * for the log, rendering).
  */
-function wellFormed(value: unknown, max: number): boolean {
+export function wellFormed(value: unknown, max: number): boolean {
   if (typeof value !== 'object' || value === null || value instanceof Uint8Array) return true;
   if (max === 0) return false;
   if (Array.isArray(value)) {

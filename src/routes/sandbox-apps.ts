@@ -7,7 +7,7 @@ import { checkChannelName } from '../channels/channel-name.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
-import { dataSize, type MessageData } from '../messages/message.js';
+import { dataSize, wellFormed, type MessageData } from '../messages/message.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { resource } from './route-table.js';
 
@@ -32,21 +32,6 @@ export type SandboxLimits = Pick<Limits, 'maxSandboxFixtureMembers' | 'maxSandbo
 /** Keys and namespaces of one sandbox app, each; far above what the harnesses ask for. */
 const MAX_KEYS = 100;
 const MAX_NAMESPACES = 100;
-
-/**
- * Whether a JSON value nests objects and arrays deeper than `max`. Iterative, so a value nested
- * 100,000 deep is answered, not a stack overflow.
- */
-export function nestsDeeperThan(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null || v instanceof Uint8Array) continue;
-    if (depth + 1 > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
-  }
-  return false;
-}
 
 /**
  * Reads a `post_apps` body (the SDK test harnesses' test-app-setup.json). Everything is checked
@@ -107,8 +92,8 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
           throw new ServiceError('invalidRequestBody', `${where} needs a clientId`);
         }
         if (m.encoding !== undefined && typeof m.encoding !== 'string') throw new ServiceError('invalidRequestBody', `${where}.encoding must be a string`);
-        if (nestsDeeperThan(m.data, limits.maxDataDepth)) {
-          throw new ServiceError('invalidDataOrEncoding', `${where}.data nests deeper than ${limits.maxDataDepth} levels`);
+        if (!wellFormed(m.data, limits.maxDataDepth)) {
+          throw new ServiceError('invalidDataOrEncoding', `${where}.data nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
         }
         const member = { clientId: m.clientId, data: m.data as MessageData | undefined, encoding: m.encoding as string | undefined };
         const size = dataSize(member.data, member.encoding) + Buffer.byteLength(member.clientId);
