@@ -10,6 +10,7 @@ import { TokenService } from './auth/tokens.js';
 import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
+import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { decodeEvent, encodeEvent } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
@@ -56,24 +57,35 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export function embeddedAdapters(config: Config): Adapters {
+/**
+ * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
+ * another holds it. The replay CLI reads the log beside a running service, without it.
+ */
+export function embeddedAdapters(config: Config, { lock = true }: { lock?: boolean } = {}): Adapters {
   mkdirSync(config.dataDir, { recursive: true });
-  return {
-    log: new EmbeddedLog({
-      path: join(config.dataDir, 'log.db'),
-      partitions: config.embeddedPartitions,
-      // The log keeps at least the longest history retention, so projections can be rebuilt.
-      retentionMs: (72 + 24) * 3600_000,
-    }),
-    historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
-    presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
-    statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
-  };
+  const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
+  try {
+    return {
+      close: async () => held?.release(),
+      log: new EmbeddedLog({
+        path: join(config.dataDir, 'log.db'),
+        partitions: config.embeddedPartitions,
+        // The log keeps at least the longest history retention, so projections can be rebuilt.
+        retentionMs: (72 + 24) * 3600_000,
+      }),
+      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
+      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
+      statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
+    };
+  } catch (err) {
+    held?.release();
+    throw err;
+  }
 }
 
 /** Builds adapters for the configured mode (production adapters load only when used). */
-export async function adaptersFor(config: Config, logger: Logger): Promise<Adapters> {
-  if (modeOf(config) === 'embedded') return embeddedAdapters(config);
+export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean } = {}): Promise<Adapters> {
+  if (modeOf(config) === 'embedded') return embeddedAdapters(config, options);
   const { productionAdapters } = await import('./production-adapters.js');
   return productionAdapters(config, logger);
 }
@@ -247,7 +259,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       for (const store of [historyStore, presenceHistoryStore]) {
         void store.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
       }
-      if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
+      try {
+        if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
+      } catch (err) {
+        logger.error({ err }, 'log retention failed; tried again in an hour'); // a full disk, say: never a crash
+      }
     }, 3600_000),
   ];
   for (const t of timers) t.unref();
@@ -265,8 +281,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await historyStore.close();
       await presenceHistoryStore.close();
       await statsStore.close();
-      await adapters.close?.();
       await log.close();
+      await adapters.close?.(); // last: the data directory's lock
     })());
 
   return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, createdDefaultKey, close };
