@@ -130,7 +130,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const flushIntervalMs = adapters.projectionFlushMs;
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const onFlushError = (projection: string) => (err: unknown) => logger.warn({ err, projection }, 'projection store write failed; retrying');
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('history') });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -144,7 +145,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence') });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),
@@ -157,7 +158,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   // Stats: one projection over everything that is counted: messages, presence and usage reports.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs });
+  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
   for (const topic of [Topics.messages, Topics.presence, Topics.usage]) {
     const sub = log.consume({
       topic,
