@@ -107,14 +107,15 @@ function describeOnTmpfs(name: string, body: (dir: string) => void): void {
 
 describeOnTmpfs('embedded mode on a full disk', (mountDir) => {
   const servers: ServerProcess[] = [];
+  const configDir = mkdtempSync(join(tmpdir(), 'cm-full-apps-'));
   afterAll(async () => {
     for (const s of servers) await s.stop();
+    removeDir(configDir);
   });
 
   it('publishes answer 503 while the disk is full, /time answers, publishing resumes once space is freed, and nothing acknowledged is lost', { timeout: 240_000 }, async () => {
     const dataDir = join(mountDir, 'data');
     mkdirSync(dataDir);
-    const configDir = mkdtempSync(join(tmpdir(), 'cm-full-apps-'));
     const appsFile = join(configDir, 'apps.json');
     writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: APP_ID, keys: [{ key: KEY }], namespaces: [{ id: 'persisted', persisted: true }] }] }));
     const env = { DATA_DIR: dataDir, APPS_FILE: appsFile, LOG_LEVEL: 'warn' };
@@ -248,6 +249,5 @@ describeOnTmpfs('embedded mode on a full disk', (mountDir) => {
     expect(lostFromLog).toEqual([]);
     expect(lostFromHistory).toEqual([]);
     expect(stopped).toEqual({ code: 0, signal: null });
-    removeDir(configDir);
   });
 });
