@@ -54,6 +54,13 @@ export interface Limits {
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
   maxSandboxAppBodyBytes: number;
+
+  // Faults of the embedded mode (hardening-embedded-faults)
+  /**
+   * 6-second intervals of usage counters a meter keeps while the log refuses them (a full disk);
+   * past it the oldest are dropped, and logged with what they held. No client error.
+   */
+  usageBacklogIntervals: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -75,4 +82,6 @@ export const DEFAULT_LIMITS: Limits = {
   maxTokenNoncesPerApp: 100_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
+
+  usageBacklogIntervals: 600, // an hour
 };

@@ -3,6 +3,7 @@
 import pino from 'pino';
 import { ConfigError, modeOf, parseConfig } from './config.js';
 import { adaptersFor, startService } from './service.js';
+import { DataDirLockedError } from './log/embedded/data-dir-lock.js';
 
 async function main(): Promise<void> {
   let config;
@@ -16,6 +17,19 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = pino({ level: config.logLevel });
+  // The last line of defence: every promise is meant to be handled where it is made. A rejection
+  // nobody handled interrupted no code half-way (its async function had already unwound), so the
+  // process keeps serving every other client, with the fault logged at fatal for someone to fix.
+  // Node's default (exit) would lose nothing acknowledged but take the service down for all.
+  process.on('unhandledRejection', (reason, promise) => {
+    logger.fatal({ err: reason, promise: String(promise) }, 'unhandled promise rejection (a bug: the service keeps running)');
+  });
+  // A throw nobody caught left whatever it interrupted half-done: exit, and let the supervisor
+  // start a clean process (the log holds everything acknowledged).
+  process.on('uncaughtException', (err, origin) => {
+    logger.fatal({ err, origin }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
   const adapters = await adaptersFor(config, logger);
   const service = await startService(config, logger, adapters);
   if (service.createdDefaultKey) {
@@ -47,6 +61,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  process.stderr.write(`failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  // One line for what the operator must fix; a stack for anything else.
+  const detail = err instanceof DataDirLockedError ? err.message : err instanceof Error ? err.stack : String(err);
+  process.stderr.write(`failed to start: ${detail}\n`);
   process.exit(1);
 });

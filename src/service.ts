@@ -10,6 +10,7 @@ import { TokenService } from './auth/tokens.js';
 import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
+import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { decodeEvent, encodeEvent } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
@@ -56,24 +57,35 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export function embeddedAdapters(config: Config): Adapters {
+/**
+ * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
+ * another holds it. The replay CLI reads the log beside a running service, without it.
+ */
+export function embeddedAdapters(config: Config, { lock = true }: { lock?: boolean } = {}): Adapters {
   mkdirSync(config.dataDir, { recursive: true });
-  return {
-    log: new EmbeddedLog({
-      path: join(config.dataDir, 'log.db'),
-      partitions: config.embeddedPartitions,
-      // The log keeps at least the longest history retention, so projections can be rebuilt.
-      retentionMs: (72 + 24) * 3600_000,
-    }),
-    historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
-    presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
-    statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
-  };
+  const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
+  try {
+    return {
+      close: async () => held?.release(),
+      log: new EmbeddedLog({
+        path: join(config.dataDir, 'log.db'),
+        partitions: config.embeddedPartitions,
+        // The log keeps at least the longest history retention, so projections can be rebuilt.
+        retentionMs: (72 + 24) * 3600_000,
+      }),
+      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
+      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
+      statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
+    };
+  } catch (err) {
+    held?.release();
+    throw err;
+  }
 }
 
 /** Builds adapters for the configured mode (production adapters load only when used). */
-export async function adaptersFor(config: Config, logger: Logger): Promise<Adapters> {
-  if (modeOf(config) === 'embedded') return embeddedAdapters(config);
+export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean } = {}): Promise<Adapters> {
+  if (modeOf(config) === 'embedded') return embeddedAdapters(config, options);
   const { productionAdapters } = await import('./production-adapters.js');
   return productionAdapters(config, logger);
 }
@@ -118,7 +130,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const flushIntervalMs = adapters.projectionFlushMs;
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const onFlushError = (projection: string) => (err: unknown) => logger.warn({ err, projection }, 'projection store write failed; retrying');
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('history') });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -132,7 +145,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence') });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),
@@ -145,7 +158,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   // Stats: one projection over everything that is counted: messages, presence and usage reports.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs });
+  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
   for (const topic of [Topics.messages, Topics.presence, Topics.usage]) {
     const sub = log.consume({
       topic,
@@ -161,7 +174,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
   const presenceProducer = new PresenceProducer(batcher);
-  const usage = new UsageMeter(batcher, clock, config.instanceId);
+  const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
   const publisher = new Publisher(batcher, (appId, channel, id) => {
     const seen = history.tail.idSeenAt(appId, channel, id);
@@ -246,7 +259,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       for (const store of [historyStore, presenceHistoryStore]) {
         void store.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
       }
-      if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
+      try {
+        if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
+      } catch (err) {
+        logger.error({ err }, 'log retention failed; tried again in an hour'); // a full disk, say: never a crash
+      }
     }, 3600_000),
   ];
   for (const t of timers) t.unref();
@@ -264,8 +281,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await historyStore.close();
       await presenceHistoryStore.close();
       await statsStore.close();
-      await adapters.close?.();
       await log.close();
+      await adapters.close?.(); // last: the data directory's lock
     })());
 
   return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, createdDefaultKey, close };

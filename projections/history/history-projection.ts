@@ -15,6 +15,8 @@ export interface HistoryOptions {
   retentionOf: (appId: string, channel: string) => number | undefined;
   /** Largest delay before persisted rows are written to the store. */
   flushIntervalMs?: number;
+  /** Told of a store write that failed (it is retried at the next flush). */
+  onFlushError?: (err: unknown) => void;
   /**
    * What an event adds to history, called once per record in log order. Defaults to the
    * messages of `messages.published`; presence history passes its own (see projections/presence).
@@ -138,7 +140,11 @@ export class HistoryProjection {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.flush().catch(() => this.scheduleFlush());
+      // A failed write (a full disk) changed nothing, checkpoint included: the next one retries it.
+      void this.flush().catch((err) => {
+        this.options.onFlushError?.(err);
+        this.scheduleFlush();
+      });
     }, this.flushIntervalMs);
   }
 

@@ -44,6 +44,8 @@ export interface StatsProjectionOptions {
   /** whether a channel's messages are persisted (counted twice, spec quota rules) */
   isPersisted: (appId: string, channel: string) => boolean;
   flushIntervalMs?: number;
+  /** Told of a store write that failed (it is retried at the next flush). */
+  onFlushError?: (err: unknown) => void;
 }
 
 /**
@@ -209,7 +211,11 @@ export class StatsProjection {
     if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.flush().catch(() => this.scheduleFlush());
+      // A failed write (a full disk) changed nothing, checkpoint included: the next one retries it.
+      void this.flush().catch((err) => {
+        this.options.onFlushError?.(err);
+        this.scheduleFlush();
+      });
     }, this.options.flushIntervalMs ?? 250);
   }
 

@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = pino({ level: 'warn' }, pino.destination(2));
-  const adapters = await adaptersFor(config, logger);
+  const adapters = await adaptersFor(config, logger, { lock: false }); // reads beside a running service
   process.stderr.write(`replaying ${parsed.request.appId}/${parsed.request.channel} from the ${modeOf(config)} log\n`);
   let last = 0;
   try {

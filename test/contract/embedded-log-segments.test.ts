@@ -223,7 +223,7 @@ describe('embedded log segments (one row per partition per append)', () => {
     await reopened.close();
   });
 
-  it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap', async () => {
+  it('two appends in flight: when the first fails to commit, the second fails too, leaving no gap; then the log reads its end again and takes appends', async () => {
     const a = new EmbeddedLog({ path });
     await a.append(Topics.messages, records(0, 1));
     const b = new EmbeddedLog({ path });
@@ -233,11 +233,54 @@ describe('embedded log segments (one row per partition per append)', () => {
     const after = b.append(Topics.messages, records(3, 1)); // offset 2: must not commit
     await expect(failing).rejects.toThrow(/UNIQUE|constraint/i);
     await expect(after).rejects.toThrow();
-    await expect(b.append(Topics.messages, records(4, 1))).rejects.toThrow(/failed earlier/);
+    // Both answered: b reads the end SQLite holds (a's commit) and appends after it.
+    expect(await b.append(Topics.messages, records(4, 1))).toEqual([{ partition: 0, offset: 2 }]);
     await a.close();
     await b.close();
     const reopened = new EmbeddedLog({ path });
-    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 2]]));
+    expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 3]]));
+    expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => Buffer.from(r.value).toString())).toEqual(['v0', 'v1', 'v4']);
+    await reopened.close();
+  });
+
+  // Issue 10, item 4: a full disk failed one commit and the log refused every append until a restart.
+  it('after failed commits (a full disk, simulated by a trigger), appends are refused while commits are in flight, then the log recovers by itself with no gap and consumers see each committed record once', async () => {
+    const log = new EmbeddedLog({ path, partitions: 2 });
+    const seen: string[] = [];
+    const sub = log.consume({ topic: Topics.messages, consumer: 'c', from: new Map(), handle: (rs) => void seen.push(...rs.map((r) => Buffer.from(r.value).toString())) });
+    await log.append(Topics.messages, records(0, 2, 'a'));
+    const fault = new Database(path);
+    fault.exec(`CREATE TABLE fault (full INTEGER NOT NULL); INSERT INTO fault VALUES (1);
+      CREATE TRIGGER full_disk BEFORE INSERT ON log_segments WHEN (SELECT full FROM fault) BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`);
+
+    const first = log.append(Topics.messages, records(2, 2, 'a'));
+    const second = log.append(Topics.messages, records(4, 1, 'b'));
+    // Refused at once while `second` (offsets after the failed ones) is still in flight.
+    const refusedAtOnce = first.catch(() => log.append(Topics.messages, records(5, 1, 'a')));
+    await expect(first).rejects.toThrow(/embedded log write failed: .*disk is full/);
+    await expect(refusedAtOnce).rejects.toThrow(/embedded log recovering from a failed write: .*disk is full/);
+    await expect(second).rejects.toThrow(/disk is full/); // in the same transaction, or failed after it
+    // Still full: the next append is tried, and fails like the first.
+    await expect(log.append(Topics.messages, records(6, 1, 'a'))).rejects.toThrow(/disk is full/);
+
+    fault.exec('UPDATE fault SET full = 0');
+    const positions = await log.append(Topics.messages, [...records(7, 1, 'a'), ...records(8, 1, 'b')]);
+    // Right after the committed ones: the failed offsets are used again.
+    const [pa, pb] = [partitionFor('a', 2), partitionFor('b', 2)];
+    expect(positions).toEqual([{ partition: pa, offset: 2 }, { partition: pb, offset: pa === pb ? 3 : 0 }]);
+    expect(seen.sort()).toEqual(['v0', 'v1', 'v7', 'v8']);
+    await sub.stop();
+    await log.close();
+    fault.close();
+
+    const reopened = new EmbeddedLog({ path, partitions: 2 });
+    const all: string[] = [];
+    for (const [p, end] of await reopened.endOffsets(Topics.messages)) {
+      const rs = await reopened.read(Topics.messages, p, 0, end + 1);
+      expect(rs.map((r) => r.offset)).toEqual(Array.from({ length: end }, (_, k) => k));
+      all.push(...rs.map((r) => Buffer.from(r.value).toString()));
+    }
+    expect(all.sort()).toEqual(['v0', 'v1', 'v7', 'v8']);
     await reopened.close();
   });
 

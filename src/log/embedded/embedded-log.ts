@@ -64,9 +64,11 @@ const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
  * one row per partition per append (a segment: the consecutive records of that append, packed
  * with MessagePack), so the cost of a commit grows with appends rather than with records.
  * For a file, a writer thread commits while the event loop goes on; offsets are assigned here,
- * in call order. A failed commit fails the log: later appends are refused until a restart, so
- * offsets never have gaps. Consumers run in-process, right after every commit, and read the
- * newest records from memory.
+ * in call order. A failed commit (a full disk) fails the log for a moment: later appends are
+ * refused at once, so offsets never have gaps, until every commit in flight has been answered;
+ * then the next append reads the end offsets again from SQLite (the failed transactions rolled
+ * back), resets the writer thread and is tried. Consumers run in-process, right after every
+ * commit, and read the newest records from memory (only committed ones are there).
  */
 export class EmbeddedLog implements Log {
   readonly kind = 'embedded' as const;
@@ -102,7 +104,10 @@ export class EmbeddedLog implements Log {
   private readonly streamEnd: Database.Statement;
   /** the writer thread (file logs); in-memory logs commit inline */
   private readonly writer: SqliteWriter | undefined;
+  /** a commit failed: appends are refused until recover() */
   private failure: Error | undefined;
+  /** appends sent to the writer thread and not answered yet */
+  private writesInFlight = 0;
   private readonly retentionMs: number;
   private readonly batchSize: number;
   private closed = false;
@@ -202,23 +207,58 @@ export class EmbeddedLog implements Log {
 
   async append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
     if (this.closed) throw new Error('log is closed');
-    if (this.failure) throw new Error(`the embedded log failed earlier (${this.failure.message}); restart the service`);
+    if (this.failure) this.recover();
     if (records.length === 0) return [];
     const ends = this.endsOf(topic);
-    // In-memory logs roll a failed transaction back, and the end offsets with it.
-    const before = this.writer ? undefined : [...ends];
+    if (!this.writer) return this.appendInline(topic, ends, records);
+    const { positions, segments } = this.segmentsOf(ends, this.streams.get(topic)!, records);
+    this.writesInFlight++;
+    try {
+      await this.writer.write(topic, segments);
+    } catch (err) {
+      this.failure ??= err as Error;
+      throw new Error(`embedded log write failed: ${(err as Error).message}`);
+    } finally {
+      this.writesInFlight--;
+    }
+    this.remember(topic, records, positions);
+    this.wake(topic);
+    return positions;
+  }
+
+  /** In-memory logs commit on the event loop; a failed transaction rolls back, and the end offsets with it. */
+  private appendInline(topic: Topic, ends: number[], records: AppendRecord[]): LogPosition[] {
+    const before = [...ends];
     const { positions, segments } = this.segmentsOf(ends, this.streams.get(topic)!, records);
     try {
-      if (this.writer) await this.writer.write(topic, segments);
-      else this.insertTx(topic, segments);
+      this.insertTx(topic, segments);
     } catch (err) {
-      if (this.writer) this.failure ??= err as Error;
-      else this.ends.set(topic, before!);
+      this.ends.set(topic, before);
       throw err;
     }
     this.remember(topic, records, positions);
     this.wake(topic);
     return positions;
+  }
+
+  /**
+   * After a failed commit: throws (the append is refused) while commits are in flight, whose
+   * offsets follow the failed ones and which the writer fails too. Once all are answered, the
+   * end offsets are read again (what SQLite holds, so a commit that failed after all its data
+   * landed is kept, not overwritten), the writer is told to take commits again, and the append
+   * goes on. A writer thread that exited stays failed: see SqliteWriter's exit handler.
+   */
+  private recover(): void {
+    const failure = this.failure!;
+    const dead = this.writer?.dead;
+    if (dead) throw new Error(`embedded log unavailable: ${dead.message}; restart the service`);
+    if (this.writesInFlight > 0) throw new Error(`embedded log recovering from a failed write: ${failure.message}`);
+    for (const [topic, ends] of this.ends) {
+      const streams = this.streams.get(topic)!;
+      for (let p = 0; p < ends.length; p++) ends[p] = (this.streamEnd.get({ stream: streams[p] }) as number | undefined) ?? 0;
+    }
+    this.writer!.reset();
+    this.failure = undefined;
   }
 
   /** Offsets for the records (advancing `ends`), and one segment per partition they go to. */
@@ -361,10 +401,12 @@ export class EmbeddedLog implements Log {
       for (let delivered = true; delivered && !stopped && !this.closed; ) {
         delivered = false;
         for (let p = 0; p < positions.length && !stopped && !this.closed; p++) {
-          const records = this.readSync(topic, p, positions[p], this.batchSize);
-          if (records.length === 0) continue;
+          let records: LogRecord[];
           let result: Promise<void> | void;
           try {
+            // A read from SQLite can fail too; it must not fail the append whose commit woke this.
+            records = this.readSync(topic, p, positions[p], this.batchSize);
+            if (records.length === 0) continue;
             result = options.handle(records);
           } catch (err) {
             retryLater(err);

@@ -114,7 +114,10 @@ export class SqliteWriter {
     };
     this.worker.on('error', fail);
     // An exit that close() did not ask for fails what is in flight and every later write (a write
-    // sent to a thread that is gone would never be answered).
+    // sent to a thread that is gone would never be answered). For good, not restarted: the thread
+    // answers every SQLite error itself, so it only dies of what it cannot answer (out of memory,
+    // a bug), maybe in the middle of a transaction whose lock its connection still holds in this
+    // process; a new thread could not be trusted to take the lock, a new process can.
     this.worker.on('exit', (code) => {
       if (!this.closing) fail(new Error(`the log writer thread exited (code ${code})`));
     });
@@ -127,6 +130,19 @@ export class SqliteWriter {
       this.pending.set(id, { resolve, reject, ringEnd });
       this.worker.postMessage(message, transfer);
     });
+  }
+
+  /** Why the thread is gone (it exited or threw), if it is: no write will commit again. */
+  get dead(): Error | undefined {
+    return this.failure;
+  }
+
+  /**
+   * Lets commits sent from now on run after a failed one (the thread fails every later commit
+   * until told). The caller sends it once every commit it sent has been answered.
+   */
+  reset(): void {
+    if (!this.failure) this.worker.postMessage({ reset: true });
   }
 
   /** Resolves once the segments are committed and synced to disk. */

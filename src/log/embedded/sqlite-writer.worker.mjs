@@ -22,30 +22,49 @@ const commit = db.transaction((messages) => {
   }
 });
 
-// After a failed commit every later one fails too: the main thread has already assigned offsets
-// after the failed ones, and committing them would leave a gap.
+// After a failed commit every later one fails too, until the main thread sends `reset`: it has
+// already assigned offsets after the failed ones, and committing them would leave a gap. It resets
+// once every commit it sent has been answered and it has read its end offsets again.
 let failure;
 
-parentPort.on('message', (first) => {
-  // Appends that queued up while the last commit ran share one transaction, and one fsync.
-  const messages = [first];
-  for (let next; !messages[messages.length - 1].close && (next = receiveMessageOnPort(parentPort)); ) messages.push(next.message);
-  const close = messages[messages.length - 1].close ? messages.pop() : undefined;
-  if (messages.length > 0) {
-    if (failure === undefined) {
-      try {
-        commit(messages);
-        for (const m of messages) parentPort.postMessage({ id: m.id });
-      } catch (err) {
-        failure = err instanceof Error ? err.message : String(err);
-        for (const m of messages) parentPort.postMessage({ id: m.id, error: failure });
-      }
-    } else {
-      for (const m of messages) parentPort.postMessage({ id: m.id, error: `an earlier commit failed (${failure})` });
+const describe = (err) => (err && typeof err.code === 'string' ? `${err.code}: ${err.message}` : err instanceof Error ? err.message : String(err));
+
+function commitAll(messages) {
+  if (messages.length === 0) return;
+  if (failure === undefined) {
+    try {
+      commit(messages);
+      for (const m of messages) parentPort.postMessage({ id: m.id });
+      return;
+    } catch (err) {
+      // better-sqlite3 has rolled the transaction back: none of these appends is in the log.
+      failure = describe(err);
+      for (const m of messages) parentPort.postMessage({ id: m.id, error: failure });
+      return;
     }
   }
-  if (close) {
-    db.close();
-    parentPort.postMessage({ id: close.id });
+  for (const m of messages) parentPort.postMessage({ id: m.id, error: `an earlier commit failed (${failure})` });
+}
+
+parentPort.on('message', (first) => {
+  // Appends that queued up while the last commit ran share one transaction, and one fsync; a
+  // reset or a close is taken where it stands among them.
+  const queued = [first];
+  for (let next; (next = receiveMessageOnPort(parentPort)); ) queued.push(next.message);
+  let appends = [];
+  for (const m of queued) {
+    if (!m.reset && !m.close) {
+      appends.push(m);
+      continue;
+    }
+    commitAll(appends);
+    appends = [];
+    if (m.reset) failure = undefined;
+    if (m.close) {
+      db.close();
+      parentPort.postMessage({ id: m.id });
+      return;
+    }
   }
+  commitAll(appends);
 });

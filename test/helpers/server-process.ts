@@ -1,0 +1,78 @@
+// A real service process (src/main.ts, embedded mode) for e2e and fault tests: its PID is the server
+// itself (tsx as a loader, not a wrapper), so signals reach it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+
+export interface ServerProcess {
+  child: ChildProcess;
+  port: number;
+  /** stdout and stderr, as they came */
+  output: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM, then SIGKILL after 10 s; resolves once it is gone. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export const freePort = (): Promise<number> =>
+  new Promise((done, fail) => {
+    const probe = createServer();
+    probe.once('error', fail);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => done(port));
+    });
+  });
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Spawns the service without waiting for it (see startServer). */
+export function spawnServer(env: Record<string, string>, port: number): ServerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    // The embedded mode, whatever infrastructure the environment points at (CI exports Kafka's).
+    env: { ...process.env, KAFKA_BROKERS: '', CLICKHOUSE_URL: '', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  child.stdout!.on('data', (b: Buffer) => output.push(b.toString()));
+  child.stderr!.on('data', (b: Buffer) => output.push(b.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => r({ code, signal })),
+  );
+  const stop = async (): Promise<{ code: number | null; signal: NodeJS.Signals | null }> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    }
+    return exited;
+  };
+  return { child, port, output, exited, stop };
+}
+
+/** Starts the service (DATA_DIR and the rest in `env`) and resolves once GET /time answers. */
+export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
+  const server = spawnServer(env, await freePort());
+  const deadline = Date.now() + 45_000;
+  for (;;) {
+    if (server.child.exitCode !== null || server.child.signalCode !== null) {
+      throw new Error(`server exited before it was ready:\n${server.output.join('')}`);
+    }
+    try {
+      const res = await fetch(`http://127.0.0.1:${server.port}/time`);
+      if (res.ok) return server;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      server.child.kill('SIGKILL');
+      throw new Error(`server not ready after 45 s:\n${server.output.join('')}`);
+    }
+    await sleep(100);
+  }
+}
