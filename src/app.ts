@@ -114,10 +114,22 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     ];
   });
 
+  // A log that cannot write fails every publish until it recovers: one line a second says so,
+  // with how many failures it stands for, instead of thousands.
+  let unavailableLoggedAt = 0;
+  let unavailableSince = 0;
   app.setErrorHandler((err, request, reply) => {
     const error = toErrorBody(err);
     const fields = { reqId: request.id, method: request.method, url: request.url.split('?')[0] };
-    if (error.statusCode >= 500) deps.logger?.error({ err, ...fields }, 'request failed');
+    if (error.statusCode === 503) {
+      unavailableSince++;
+      const now = Date.now();
+      if (now - unavailableLoggedAt >= 1000) {
+        deps.logger?.error({ err, ...fields, failures: unavailableSince }, 'request failed');
+        unavailableLoggedAt = now;
+        unavailableSince = 0;
+      }
+    } else if (error.statusCode >= 500) deps.logger?.error({ err, ...fields }, 'request failed');
     else deps.logger?.debug({ code: error.code, message: error.message, ...fields }, 'request refused');
     return sendError(request, reply, error);
   });

@@ -268,21 +268,37 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   ];
   for (const t of timers) t.unref();
 
+  // Every step runs even when an earlier one fails (a full disk fails the projections' last
+  // flush): the log and the data directory's lock are still closed. The first failure is thrown.
+  const steps: [string, () => Promise<void>][] = [
+    ['http', () => app.close()],
+    ['usage', () => usage.close()],
+    ['consumers', async () => {
+      for (const s of subscriptions) await s.stop();
+    }],
+    ['stats projection', () => stats.close()],
+    ['history projection', () => history.close()],
+    ['presence projection', () => presence.close()],
+    ['history store', () => historyStore.close()],
+    ['presence history store', () => presenceHistoryStore.close()],
+    ['stats store', () => statsStore.close()],
+    ['log', () => log.close()],
+    ['adapters', async () => adapters.close?.()], // last: the data directory's lock
+  ];
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
-      await app.close();
-      await usage.close();
-      for (const s of subscriptions) await s.stop();
-      await stats.close();
-      await history.close();
-      await presence.close();
-      await historyStore.close();
-      await presenceHistoryStore.close();
-      await statsStore.close();
-      await log.close();
-      await adapters.close?.(); // last: the data directory's lock
+      let first: unknown;
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          logger.error({ err, step: name }, 'shutdown step failed; going on with the others');
+          first ??= err;
+        }
+      }
+      if (first !== undefined) throw first;
     })());
 
   return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, createdDefaultKey, close };
