@@ -159,6 +159,13 @@ describe('when the log cannot acknowledge a publish', () => {
       expect(lines.filter((l) => l.reqId !== undefined && l.msg !== 'request failed')).toEqual([]);
       const history = await failing.service.app.inject({ url: `/channels/${channel}/messages`, headers: { authorization: failing.auth } });
       expect(history.json()).toEqual([]);
+      // A log that stays down fails every publish: at most a line a second, not one per request.
+      const send = () => failing.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: failing.auth, 'content-type': 'application/json' }, payload: { data: 'x' } });
+      const started = Date.now();
+      const statuses = await Promise.all(Array.from({ length: 200 }, send).map(async (r) => (await r).statusCode));
+      expect(new Set(statuses)).toEqual(new Set([503]));
+      const logged = lines.filter((l) => l.msg === 'request failed').length;
+      expect(logged).toBeLessThanOrEqual(2 + Math.floor((Date.now() - started) / 1000));
     } finally {
       await failing.close();
     }
