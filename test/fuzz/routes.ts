@@ -128,7 +128,13 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
       label: 'POST /messages',
       request: req('POST', fc.constant('/messages'), fc.oneof({ weight: 30, arbitrary: bodiesOf(batchBody, [{ wrap: (n) => `{"channels":"fuzz-deep","messages":{"data":${n}}}` }, { wrap: (n) => `[{"channels":["a","b"],"messages":[{"extras":{"push":${n}}}]}]` }, { wrap: (n) => `{"channels":${n},"messages":{}}` }]) }, { weight: 1, arbitrary: overLimitBatch })),
     },
-    { label: 'GET /presence', request: req('GET', fc.constant('/presence')) },
+    {
+      // Batch presence needs its channel list; most inputs carry one, so they reach the route's own work.
+      label: 'GET /presence',
+      request: fc
+        .tuple(fc.array(channelSegment, { minLength: 1, maxLength: 5 }), fc.constantFrom(',', '%2C', '|', ''), queryString, headers)
+        .map(([names, sep, q, h]) => build('GET', '/presence', `?channel=${names.join(sep === '' ? ',' : sep)}${sep === '|' ? '&separator=|' : ''}${q.replace('?', '&')}`, h)),
+    },
     { label: 'GET /stats', request: req('GET', fc.constant('/stats')) },
     {
       label: 'POST /stats (sandbox)',
