@@ -50,6 +50,10 @@ declare module 'autocannon' {
     }
     interface Instance extends PromiseLike<Result> {
       on(event: 'tick', listener: (tick: { counter: number; bytes: number }) => void): this;
+      /** every response: its status and its latency in ms */
+      on(event: 'response', listener: (client: Client, statusCode: number, resBytes: number, responseTime: number) => void): this;
+      /** a request that failed without a response (connection error, timeout) */
+      on(event: 'reqError', listener: (error: Error) => void): this;
       stop(): void;
     }
   }

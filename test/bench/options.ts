@@ -23,6 +23,15 @@ export interface BenchOptions {
   cpuProfile: boolean;
   /** BENCH_ONLY=publish: publish throughput only (bare and embedded), for quick comparisons */
   publishOnly: boolean;
+  /** BENCH_SOAK=1: only the soak (steady publish and read load for soakS seconds), nothing else */
+  soak: boolean;
+  soakS: number;
+  /** the soak samples memory and latencies this often */
+  soakSampleS: number;
+  /** publishes per second during the soak, over all channels */
+  soakPublishRate: number;
+  /** reads (history, presence, stats) per second during the soak */
+  soakReadRate: number;
 }
 
 const DEFAULTS: Record<string, number> = {
@@ -35,6 +44,11 @@ const DEFAULTS: Record<string, number> = {
   BENCH_SAMPLES: 300,
   BENCH_BACKGROUND_LOAD: 0.5,
   BENCH_CPU_PROF: 0,
+  BENCH_SOAK: 0,
+  BENCH_SOAK_SECONDS: 600,
+  BENCH_SOAK_SAMPLE_SECONDS: 30,
+  BENCH_SOAK_PUBLISH_RATE: 2000,
+  BENCH_SOAK_READ_RATE: 500,
 };
 
 function numberOf(env: Record<string, string | undefined>, name: string, min: number, max: number): number {
@@ -65,6 +79,11 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     backgroundLoad: numberOf(env, 'BENCH_BACKGROUND_LOAD', 0, 1),
     cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
     publishOnly: onlyOf(env) === 'publish',
+    soak: numberOf(env, 'BENCH_SOAK', 0, 1) === 1,
+    soakS: Math.round(numberOf(env, 'BENCH_SOAK_SECONDS', 10, 86_400)),
+    soakSampleS: Math.round(numberOf(env, 'BENCH_SOAK_SAMPLE_SECONDS', 1, 3600)),
+    soakPublishRate: Math.round(numberOf(env, 'BENCH_SOAK_PUBLISH_RATE', 1, 1_000_000)),
+    soakReadRate: Math.round(numberOf(env, 'BENCH_SOAK_READ_RATE', 1, 1_000_000)),
   };
 }
 

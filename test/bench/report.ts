@@ -124,3 +124,26 @@ export function markdown(report: Report, root: string): string {
     '',
   ].join('\n');
 }
+
+/**
+ * A named section of last-results.md, between HTML comments, so that runs which measure
+ * different things (the full bench, the soak) each replace their own part of the file and keep
+ * the others'.
+ */
+export function withSection(file: string, name: string, section: string | undefined): string {
+  const open = `<!-- ${name} -->`;
+  const close = `<!-- /${name} -->`;
+  const start = file.indexOf(open);
+  const end = file.indexOf(close);
+  const rest = start >= 0 && end > start ? file.slice(0, start).trimEnd() + '\n' + file.slice(end + close.length).trimStart() : file;
+  if (section === undefined) return rest;
+  return `${rest.trimEnd()}\n\n${open}\n${section.trim()}\n${close}\n`;
+}
+
+/** The named section of a last-results.md, or undefined. */
+export function sectionOf(file: string, name: string): string | undefined {
+  const open = `<!-- ${name} -->`;
+  const start = file.indexOf(open);
+  const end = file.indexOf(`<!-- /${name} -->`);
+  return start >= 0 && end > start ? file.slice(start + open.length, end).trim() : undefined;
+}

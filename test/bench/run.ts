@@ -1,7 +1,7 @@
 // `npm run bench`: publish throughput of a bare fastify baseline and of the service (embedded, and
 // production when its infrastructure is there), and publish-to-visible latency in history.
 // A measurement, never a test: it prints figures and fails only when requests failed.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -15,7 +15,8 @@ import { tailMemoryBench } from './tail-memory.js';
 import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
 import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
-import { machineLine, markdown, table, throughputTable, visibilityTable, type Report } from './report.js';
+import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
+import { runSoak, soakMarkdown, soakTable } from './soak.js';
 
 const options = benchOptions(process.env);
 const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
@@ -261,7 +262,31 @@ async function benchService(
   printProfile(`service-${mode}`, prof.dir);
 }
 
+const previousResults = (): string => (existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : '');
+
+/** BENCH_SOAK=1: the soak alone, on the embedded service; its section of last-results.md replaced. */
+async function soakOnly(): Promise<void> {
+  const command = commandLine(process.env);
+  log(`${machineLine(ROOT)}`);
+  if (loadAverage() > BUSY_LOAD) log(`the machine is busy (1-minute load average ${loadAverage().toFixed(2)}): latencies will be pessimistic`);
+  log('soak: starting the embedded service in a child process');
+  const service = await startServiceChild('service-soak', {});
+  let result;
+  await using(service, async () => {
+    result = await runSoak(options, service, log);
+  });
+  const r = result!;
+  console.log(`\n${soakTable(r.windows)}\n\n${r.verdict}\nResponses: ${r.statusCodes || 'none'}; ${r.errors} errors.\n`);
+  writeFileSync(RESULTS_FILE, withSection(previousResults(), 'soak', soakMarkdown(options, command, machineLine(ROOT), r)));
+  log(`soak section written to ${RESULTS_FILE}`);
+  if (r.errors > 0) {
+    log('some requests failed during the soak: the figures above are not valid');
+    process.exitCode = 1;
+  }
+}
+
 async function main(): Promise<void> {
+  if (options.soak) return soakOnly();
   const production = await productionEnv(process.env, ROOT);
   const report: Report = {
     command: commandLine(process.env, 'skipped' in production ? undefined : production.file ? 'local infrastructure' : 'environment'),
@@ -358,7 +383,8 @@ async function main(): Promise<void> {
   console.log(`\n${throughputTable(report.throughput)}\n\n${visibilityTable(report.visibility)}\n`);
   console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
   console.log(md);
-  if (!options.publishOnly) writeFileSync(RESULTS_FILE, md);
+  // The soak's section stays as its own run left it.
+  if (!options.publishOnly) writeFileSync(RESULTS_FILE, withSection(md, 'soak', sectionOf(previousResults(), 'soak')));
   if (report.failed) {
     log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
     process.exitCode = 1;

@@ -38,6 +38,8 @@ export interface ChildServer {
   cpuMsByThread(): Map<string, number>;
   /** The child's resident memory now, MiB; undefined where /proc is missing. */
   rssMiB(): number | undefined;
+  /** The child's process.memoryUsage(), asked over IPC; undefined when it does not answer (the bare server). */
+  memoryUsage(): Promise<NodeJS.MemoryUsage | undefined>;
   /** SIGTERM (graceful close), then SIGKILL if it has not exited in time. */
   stop(): Promise<void>;
 }
@@ -102,7 +104,23 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
     }
   }
   const pid = child.pid!;
-  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), stop };
+  const memoryUsage = (): Promise<NodeJS.MemoryUsage | undefined> =>
+    new Promise((resolve) => {
+      if (exitStatus !== undefined || !child.connected) return resolve(undefined);
+      const timer = setTimeout(() => {
+        child.off('message', onMessage);
+        resolve(undefined);
+      }, 2000);
+      const onMessage = (m: unknown): void => {
+        if (typeof m !== 'object' || m === null || !('memory' in m)) return;
+        clearTimeout(timer);
+        child.off('message', onMessage);
+        resolve((m as { memory: NodeJS.MemoryUsage }).memory);
+      };
+      child.on('message', onMessage);
+      child.send('memory');
+    });
+  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), memoryUsage, stop };
 }
 
 /** utime + stime from /proc/<pid>/stat, in ms (the kernel counts in ticks of 10 ms). */

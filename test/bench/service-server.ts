@@ -19,6 +19,12 @@ try {
   }
   const service = await startService(config, logger, adapters);
   await service.app.listen({ port: config.port, host: config.host });
+  // The bench asks for the heap over IPC (the soak samples it); RSS it reads from /proc itself.
+  process.on('message', (m: unknown) => {
+    if (m === 'memory') process.send?.({ memory: process.memoryUsage() });
+  });
+  // A 'message' listener holds the channel open; the child must still exit when asked to.
+  process.channel?.unref();
   process.once('SIGTERM', () => {
     service.close().then(
       () => process.exit(0),
