@@ -59,7 +59,8 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     requestTimeout: deps.limits.requestTimeoutMs,
     keepAliveTimeout: deps.limits.keepAliveTimeoutMs,
     // Node checks those timeouts every connectionsCheckingInterval (30 s by default).
-    http: { headersTimeout: deps.limits.headersTimeoutMs, connectionsCheckingInterval: 1000 },
+    // A request without Host reaches the error handler (Node's own answer has no body).
+    http: { headersTimeout: deps.limits.headersTimeoutMs, connectionsCheckingInterval: 1000, requireHostHeader: false },
     // Channel names may be long and may contain encoded slashes.
     routerOptions: { maxParamLength: 4096 },
     frameworkErrors: frameworkError,

@@ -1,14 +1,26 @@
+import { ServiceError } from '../errors.js';
+
 /**
  * Link headers (spec: Pagination). URLs are relative, `./<last path segment>?<params>`, values
  * percent-encoded (a raw comma would split the header), relations quoted.
  */
 export type LinkParams = Record<string, string | number | undefined>;
 
+/**
+ * The longest query a link may carry, percent-encoded. A response has up to three links, and HTTP
+ * clients refuse response headers over 16 KiB (Node's among them): a longer parameter would make
+ * the reply unreadable, so the request is refused instead.
+ */
+const MAX_LINK_QUERY = 2048;
+
 export function relativeUrl(resource: string, params: LinkParams): string {
   const query = Object.entries(params)
     .filter(([, v]) => v !== undefined && v !== '')
     .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
     .join('&');
+  if (query.length > MAX_LINK_QUERY) {
+    throw new ServiceError('invalidParameterValue', `the query parameters are too long to page through (over ${MAX_LINK_QUERY} characters, percent-encoded)`);
+  }
   return `./${resource}?${query}`;
 }
 

@@ -3,6 +3,7 @@
 // status equal to error.statusCode (except in an envelope, whose status is 200 by design).
 import { decode as decodeMsgpack } from '@msgpack/msgpack';
 import type { FuzzResponse } from './http-client.js';
+import { ErrorCodes } from '../../src/errors.js';
 
 /** One broken rule: `kind` groups equal failures, `detail` says what this response did. */
 export interface Violation {
@@ -45,6 +46,9 @@ function decodeBody(res: FuzzResponse): { value?: unknown; problem?: string } {
   }
 }
 
+/** (code, status) pairs of the service's error catalog. */
+const CATALOG_PAIRS = new Set(Object.values(ErrorCodes).map(({ code, statusCode }) => `${code}/${statusCode}`));
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function shapeProblem(error: unknown): string | undefined {
@@ -53,8 +57,8 @@ function shapeProblem(error: unknown): string | undefined {
   if (typeof e.code !== 'number' || !Number.isInteger(e.code)) return 'error.code is not a number';
   if (typeof e.statusCode !== 'number') return 'error.statusCode is not a number';
   if (typeof e.message !== 'string' || e.message.length === 0) return 'error.message is not a string';
-  if (e.statusCode < 500 && Math.floor(e.code / 100) !== e.statusCode && !(e.statusCode === 413 || e.statusCode === 415)) {
-    // 413 and 415 reuse 400 codes (40009, 40001) in the catalog; 5xx codes do not follow their status (50005 is a 503).
+  if (e.statusCode < 500 && Math.floor(e.code / 100) !== e.statusCode && !CATALOG_PAIRS.has(`${e.code}/${e.statusCode}`)) {
+    // A few statuses reuse 400 codes in the catalog (413 and 40009, 431 and 40004...); 5xx codes do not follow their status (50005 is a 503).
     return `error.code ${e.code} does not belong to status ${e.statusCode}`;
   }
   return undefined;
