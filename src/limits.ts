@@ -39,6 +39,13 @@ export interface Limits {
   keepAliveTimeoutMs: number;
   /** Open HTTP connections; a connection above it is closed at once. MAX_CONNECTIONS */
   maxConnections: number;
+
+  // Faults of the embedded mode (hardening-embedded-faults)
+  /**
+   * 6-second intervals of usage counters a meter keeps while the log refuses them (a full disk);
+   * past it the oldest are dropped, and logged with what they held. No client error.
+   */
+  usageBacklogIntervals: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -55,4 +62,6 @@ export const DEFAULT_LIMITS: Limits = {
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 72_000,
   maxConnections: 10_000,
+
+  usageBacklogIntervals: 600, // an hour
 };

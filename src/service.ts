@@ -161,7 +161,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
   const presenceProducer = new PresenceProducer(batcher);
-  const usage = new UsageMeter(batcher, clock, config.instanceId);
+  const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
   const publisher = new Publisher(batcher, (appId, channel, id) => {
     const seen = history.tail.idSeenAt(appId, channel, id);

@@ -2,6 +2,7 @@
 // write is a BASE_COUNTERS key (ClickHouse stores a counter by its position there and drops
 // unknown ones), and the flat entries of a bucket turn into the spec's nested record.
 import { describe, expect, it } from 'vitest';
+import pino from 'pino';
 import {
   BASE_COUNTERS,
   Base,
@@ -67,7 +68,7 @@ function meterWithLog(clock: { now: () => number }): { meter: UsageMeter; report
       return records.map((_, offset) => ({ partition: 0, offset }));
     },
   };
-  const meter = new UsageMeter(batcher as unknown as AppendBatcher, clock, 'instance-1');
+  const meter = new UsageMeter(batcher as unknown as AppendBatcher, clock, 'instance-1', pino({ level: 'silent' }));
   const reported = (): UsageReported[] =>
     appended.flatMap(({ topic, records }) => {
       expect(topic).toBe(Topics.usage);
