@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { DEFAULT_LIMITS } from './limits.js';
 
 export interface Config {
   port: number;
@@ -22,6 +23,10 @@ export interface Config {
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
   instanceId: string;
+
+  // Faults of the production parts (prod-faults).
+  /** limits.ts: logAppendTimeoutMs */
+  logAppendTimeoutMs: number;
 }
 
 export type Mode = 'embedded' | 'production';
@@ -118,5 +123,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
+
+    logAppendTimeoutMs: int(e, 'LOG_APPEND_TIMEOUT_MS', DEFAULT_LIMITS.logAppendTimeoutMs, 100, 600_000),
   };
 }

@@ -46,6 +46,14 @@ export interface Limits {
    * past it the oldest are dropped, and logged with what they held. No client error.
    */
   usageBacklogIntervals: number;
+
+  // Faults of the production parts (prod-faults).
+  /**
+   * Time Kafka has to acknowledge one append. Above: the publish answers 50005 (503, retry); a
+   * publish waits at most twice this (the append in flight when it came, then its own).
+   * LOG_APPEND_TIMEOUT_MS
+   */
+  logAppendTimeoutMs: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -64,4 +72,6 @@ export const DEFAULT_LIMITS: Limits = {
   maxConnections: 10_000,
 
   usageBacklogIntervals: 600, // an hour
+
+  logAppendTimeoutMs: 5_000,
 };

@@ -66,8 +66,8 @@ if [[ ! -x "$MOCK_BIN" || "$MOCK_SRC" -nt "$MOCK_BIN" ]]; then
     die "librdkafka/rdkafka_mock.h missing (apt-get install -y librdkafka-dev gcc)"
   command -v gcc >/dev/null || die "gcc missing (apt-get install -y gcc)"
   log "building $MOCK_BIN"
-  gcc -O2 -Wall -o "$MOCK_BIN.tmp" "$MOCK_SRC" -lrdkafka >&2
-  mv -f "$MOCK_BIN.tmp" "$MOCK_BIN"
+  gcc -O2 -Wall -o "$MOCK_BIN.tmp.$$" "$MOCK_SRC" -lrdkafka >&2
+  mv -f "$MOCK_BIN.tmp.$$" "$MOCK_BIN"
 fi
 
 # --- free ports ---------------------------------------------------------------------------
