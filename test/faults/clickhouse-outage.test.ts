@@ -7,7 +7,7 @@
 import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { basic } from '../helpers/service.js';
-import { startPrivateInfra } from './private-infra.js';
+import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled } from './service-process.js';
 import { PublishLoad, readHistory, reckon, report } from './publish-load.js';
 
@@ -117,4 +117,4 @@ describeWithInfra('fault tier: ClickHouse stopped and restarted under publish lo
       await service.stop();
     }
   });
-});
+}, PRIVATE_INFRA_NEEDS);

@@ -6,7 +6,7 @@
 // environment or testcontainers is not stopped (see private-infra.ts).
 import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
-import { startPrivateInfra } from './private-infra.js';
+import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled } from './service-process.js';
 import { PublishLoad, readHistory, reckon, report } from './publish-load.js';
 
@@ -80,4 +80,4 @@ describeWithInfra('fault tier: Kafka stopped and restarted under publish load', 
       await service.stop();
     }
   });
-});
+}, PRIVATE_INFRA_NEEDS);

@@ -6,7 +6,7 @@
 import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { basic } from '../helpers/service.js';
-import { startPrivateInfra } from './private-infra.js';
+import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
 import { PublishLoad, readHistory, reckon, report } from './publish-load.js';
 
@@ -107,4 +107,4 @@ describeWithInfra('fault tier: kill -9 of a production instance mid-stream', 'Ka
       for (const s of services) await s.stop();
     }
   });
-});
+}, PRIVATE_INFRA_NEEDS);

@@ -13,6 +13,10 @@ import { join, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
+/** What describeWithInfra tells when the fault tier cannot start its parts. */
+export const PRIVATE_INFRA_NEEDS =
+  'install clickhouse-server, librdkafka-dev, gcc and curl (bash .ci/run does): the fault tier starts its own Kafka mock broker and clickhouse-server with infra/local/start.sh';
+
 export interface PrivateInfra {
   source: 'infra/local';
   stateDir: string;
