@@ -27,6 +27,8 @@ export interface Config {
   // Faults of the production parts (prod-faults).
   /** limits.ts: logAppendTimeoutMs */
   logAppendTimeoutMs: number;
+  /** limits.ts: maxUnstoredRows */
+  maxUnstoredRows: number;
 }
 
 export type Mode = 'embedded' | 'production';
@@ -125,5 +127,6 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     instanceId: e.INSTANCE_ID || `${process.pid}`,
 
     logAppendTimeoutMs: int(e, 'LOG_APPEND_TIMEOUT_MS', DEFAULT_LIMITS.logAppendTimeoutMs, 100, 600_000),
+    maxUnstoredRows: int(e, 'MAX_UNSTORED_ROWS', DEFAULT_LIMITS.maxUnstoredRows, 1000, 10_000_000),
   };
 }

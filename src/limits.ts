@@ -54,6 +54,12 @@ export interface Limits {
    * LOG_APPEND_TIMEOUT_MS
    */
   logAppendTimeoutMs: number;
+  /**
+   * Persisted history rows (messages, presence) a projection holds for a store that does not take
+   * them (ClickHouse down). Past it the projection stops consuming until the store catches up:
+   * publishes are still accepted, in-memory history waits with it. No client error.
+   */
+  maxUnstoredRows: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -74,4 +80,5 @@ export const DEFAULT_LIMITS: Limits = {
   usageBacklogIntervals: 600, // an hour
 
   logAppendTimeoutMs: 5_000,
+  maxUnstoredRows: 200_000,
 };

@@ -118,7 +118,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const flushIntervalMs = adapters.projectionFlushMs;
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const maxUnstoredRows = config.maxUnstoredRows;
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -132,7 +133,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs });
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),
