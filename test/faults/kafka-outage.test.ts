@@ -9,7 +9,7 @@
 import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra, type PrivateInfra } from './private-infra.js';
-import { faultApp, startServiceProcess, unhandled } from './service-process.js';
+import { assertRunning, faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
 import { PublishLoad, readHistory, reckon, report, type Target } from './publish-load.js';
 
 const APPEND_TIMEOUT_MS = 2_000;
@@ -36,7 +36,7 @@ interface Outage {
 }
 
 /** Kafka down for `ms` under the load, then up; returns once projections and publishing resumed. */
-async function outage(infra: PrivateInfra, load: PublishLoad, target: Target, ms: number): Promise<Outage> {
+async function outage(infra: PrivateInfra, service: ServiceProcess, load: PublishLoad, target: Target, ms: number): Promise<Outage> {
   const downAt = Date.now();
   await infra.kafkaDown();
   await sleep(ms);
@@ -46,6 +46,7 @@ async function outage(infra: PrivateInfra, load: PublishLoad, target: Target, ms
   await until(
     'history to show what was acknowledged before Kafka came back',
     async () => {
+      assertRunning(service);
       const inHistory = new Set(await readHistory(target));
       return ackedBeforeUp.every((d) => inHistory.has(d));
     },
@@ -71,8 +72,10 @@ describeWithInfra(
         const target = { port: service.port, key: app.key, channel: app.channel };
         const load = new PublishLoad(target, { workers: 4, answerTimeoutMs: ANSWER_BOUND_MS }).start();
         await until('a first publish acknowledged', () => load.acked.size > 0, 10_000);
-        const whileJoining = await outage(found, load, target, 2_000);
-        const midStream = await outage(found, load, target, 4_000);
+        const whileJoining = await outage(found, service, load, target, 2_000);
+        // Longer than the usage meter's period (6 s) plus an append timeout: a usage flush fails
+        // within it for sure (its rejection, unhandled, once ended the process).
+        const midStream = await outage(found, service, load, target, 6_000 + APPEND_TIMEOUT_MS + 1_000);
         await load.stop();
 
         let history: string[] = [];

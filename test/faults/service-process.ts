@@ -51,6 +51,13 @@ export const unhandled = (output: string[]): string[] =>
     .split('\n')
     .filter((line) => /unhandled promise rejection|uncaught exception|UnhandledPromiseRejection|triggerUncaughtException/i.test(line));
 
+/** Throws with the end of its output when the process has exited (a crash shows as such, not as a refused request). */
+export function assertRunning(service: ServiceProcess): void {
+  if (service.running()) return;
+  const tail = service.output.join('').split('\n').slice(-30).join('\n');
+  throw new Error(`the service process exited (${service.child.exitCode ?? service.child.signalCode}); its last output:\n${tail}`);
+}
+
 const freePort = (): Promise<number> =>
   new Promise((done, fail) => {
     const probe = createServer();
