@@ -22,6 +22,8 @@ export interface Config {
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
   instanceId: string;
+
+  // Faults of the production parts (prod-faults).
 }
 
 export type Mode = 'embedded' | 'production';
@@ -52,6 +54,8 @@ const FLAGS: Record<string, string> = {
   'max-connections': 'MAX_CONNECTIONS',
   'max-token-nonces': 'MAX_TOKEN_NONCES',
   'max-token-nonces-per-app': 'MAX_TOKEN_NONCES_PER_APP',
+  'log-append-timeout-ms': 'LOG_APPEND_TIMEOUT_MS',
+  'max-unstored-rows': 'MAX_UNSTORED_ROWS',
 };
 
 /** Command-line flags (`--port 9000`, `--sandbox`) override the environment variable of the same name. */
@@ -126,6 +130,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
+
   };
 }
 
@@ -143,6 +148,8 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     maxInflightBodyBytes: int(e, 'MAX_INFLIGHT_BODY_BYTES', d.maxInflightBodyBytes, MiB, 64 * 1024 * MiB),
     requestTimeoutMs: int(e, 'REQUEST_TIMEOUT_MS', d.requestTimeoutMs, 1000, 3600_000),
     maxConnections: int(e, 'MAX_CONNECTIONS', d.maxConnections, 1, 1_000_000),
+    logAppendTimeoutMs: int(e, 'LOG_APPEND_TIMEOUT_MS', d.logAppendTimeoutMs, 100, 600_000),
+    maxUnstoredRows: int(e, 'MAX_UNSTORED_ROWS', d.maxUnstoredRows, 1000, 10_000_000),
 
     maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),

@@ -61,6 +61,20 @@ export interface Limits {
    * past it the oldest are dropped, and logged with what they held. No client error.
    */
   usageBacklogIntervals: number;
+
+  // Faults of the production parts (prod-faults).
+  /**
+   * Time Kafka has to acknowledge one append. Above: the publish answers 50005 (503, retry); a
+   * publish waits at most twice this (the append in flight when it came, then its own).
+   * LOG_APPEND_TIMEOUT_MS
+   */
+  logAppendTimeoutMs: number;
+  /**
+   * Persisted history rows (messages, presence) a projection holds for a store that does not take
+   * them (ClickHouse down). Past it the projection stops consuming until the store catches up:
+   * publishes are still accepted, in-memory history waits with it. No client error.
+   */
+  maxUnstoredRows: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -84,4 +98,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxSandboxAppBodyBytes: 256 * 1024,
 
   usageBacklogIntervals: 600, // an hour
+
+  logAppendTimeoutMs: 5_000,
+  maxUnstoredRows: 200_000,
 };

@@ -35,6 +35,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       // Bounds publish-to-visible delay on brokers that hold a fetch for its whole wait even when
       // data arrives (librdkafka's mock does; Kafka answers early). Costs ~10 idle fetches/s per consumer.
       fetchMaxWaitMs: 100,
+      appendTimeoutMs: config.limits.logAppendTimeoutMs,
       logger: logger.child({ component: 'kafka' }),
     }),
     historyStore: new ClickHouseHistoryStore({ client, consumer: 'history', tablePrefix: prefix }),

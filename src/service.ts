@@ -131,7 +131,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
   const flushIntervalMs = adapters.projectionFlushMs;
   const onFlushError = (projection: string) => (err: unknown) => logger.warn({ err, projection }, 'projection store write failed; retrying');
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('history') });
+  const maxUnstoredRows = config.limits.maxUnstoredRows;
+  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('history'), maxUnstoredRows });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -145,7 +146,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence') });
+  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence'), maxUnstoredRows });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),

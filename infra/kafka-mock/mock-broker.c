@@ -9,6 +9,14 @@
  * (e.g. "127.0.0.1:39233") as one line on stdout, then blocks until SIGTERM
  * or SIGINT and destroys the cluster.
  *
+ * Fault tests take the brokers down and up again without losing the data the
+ * cluster holds in memory (a killed process would lose it all):
+ *   SIGUSR1  every broker goes down: connections are closed, new ones refused
+ *            (rd_kafka_mock_broker_set_down; no leader change)
+ *   SIGUSR2  every broker accepts connections again (rd_kafka_mock_broker_set_up)
+ * Each change is confirmed by a line "mock-broker: brokers down|up" on stderr,
+ * written after the cluster has applied it (infra/local/kafka.sh waits for it).
+ *
  * The listen address cannot be chosen: librdkafka 2.0.2 has no listener API
  * (no rd_kafka_mock_broker_set_host or similar); every mock broker listens on
  * 127.0.0.1 on an ephemeral port picked by the kernel. The printed bootstrap
@@ -58,6 +66,8 @@ int main(int argc, char **argv) {
         sigemptyset(&sigs);
         sigaddset(&sigs, SIGTERM);
         sigaddset(&sigs, SIGINT);
+        sigaddset(&sigs, SIGUSR1);
+        sigaddset(&sigs, SIGUSR2);
         pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
         /* The mock cluster needs an rd_kafka_t to live in: a producer with a
@@ -118,8 +128,28 @@ int main(int argc, char **argv) {
         printf("%s\n", rd_kafka_mock_cluster_bootstraps(mc));
         fflush(stdout);
 
-        while (sigwait(&sigs, &sig) != 0)
-                ;
+        for (;;) {
+                if (sigwait(&sigs, &sig) != 0)
+                        continue;
+                if (sig == SIGUSR1 || sig == SIGUSR2) {
+                        /* -1: every broker. The call returns once the
+                         * cluster's thread has applied the change. */
+                        rd_kafka_resp_err_t err =
+                            sig == SIGUSR1
+                                ? rd_kafka_mock_broker_set_down(mc, -1)
+                                : rd_kafka_mock_broker_set_up(mc, -1);
+                        if (err)
+                                fprintf(stderr, "mock-broker: brokers %s: %s\n",
+                                        sig == SIGUSR1 ? "down" : "up",
+                                        rd_kafka_err2str(err));
+                        else
+                                fprintf(stderr, "mock-broker: brokers %s\n",
+                                        sig == SIGUSR1 ? "down" : "up");
+                        fflush(stderr);
+                        continue;
+                }
+                break;
+        }
         fprintf(stderr, "mock-broker: signal %d, shutting down\n", sig);
 
         rd_kafka_mock_cluster_destroy(mc);

@@ -7,6 +7,8 @@
 # stdout carries only the `export ...` lines (so `eval "$(bash infra/local/start.sh)"` works);
 # progress goes to stderr. The same lines are written to $INFRA_STATE_DIR/env.
 # Idempotent: if both processes are already running, it just prints the env.
+# Fault tests stop and restart the parts in place: infra/local/kafka.sh down|up (the broker keeps
+# its data) and infra/local/clickhouse.sh stop|start (same ports, same data).
 #
 # Environment:
 #   INFRA_STATE_DIR   state dir (default: infra/.state)
@@ -29,26 +31,15 @@ MOCK_BIN="$BUILD/mock-broker"
 CH_DIR="$STATE/clickhouse"
 KAFKA_DIR="$STATE/kafka"
 
-log() { printf '[infra] %s\n' "$*" >&2; }
-die() { printf '[infra] ERROR: %s\n' "$*" >&2; exit 1; }
-
 mkdir -p "$STATE"
 STATE="$(cd "$STATE" && pwd)"
 CH_DIR="$STATE/clickhouse"
 KAFKA_DIR="$STATE/kafka"
+# shellcheck source=infra/local/lib.sh
+source "$INFRA/local/lib.sh"
 
 # One start.sh/stop.sh at a time per state dir.
-exec 9>"$STATE/.lock"
-flock -w 120 9 || die "could not lock $STATE/.lock"
-
-# alive PID NAME: the pid exists and is the expected program (guards against pid reuse).
-alive() {
-  local pid="$1" name="$2"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"
-}
-readpid() { [[ -f "$1" ]] && cat "$1" || true; }
+lock_state
 
 # --- already running? -------------------------------------------------------------------
 kpid="$(readpid "$KAFKA_DIR/pid")"
@@ -66,8 +57,7 @@ rm -f "$STATE/env"
 
 # --- tools ------------------------------------------------------------------------------
 command -v curl >/dev/null || die "curl is required (apt-get install -y curl)"
-CH_BIN="$(command -v clickhouse-server || true)"
-[[ -n "$CH_BIN" ]] || die "clickhouse-server not found (apt-get install -y clickhouse-server)"
+command -v clickhouse-server >/dev/null || die "clickhouse-server not found (apt-get install -y clickhouse-server)"
 
 # --- build the mock broker ----------------------------------------------------------------
 mkdir -p "$BUILD"
@@ -76,8 +66,8 @@ if [[ ! -x "$MOCK_BIN" || "$MOCK_SRC" -nt "$MOCK_BIN" ]]; then
     die "librdkafka/rdkafka_mock.h missing (apt-get install -y librdkafka-dev gcc)"
   command -v gcc >/dev/null || die "gcc missing (apt-get install -y gcc)"
   log "building $MOCK_BIN"
-  gcc -O2 -Wall -o "$MOCK_BIN.tmp" "$MOCK_SRC" -lrdkafka >&2
-  mv -f "$MOCK_BIN.tmp" "$MOCK_BIN"
+  gcc -O2 -Wall -o "$MOCK_BIN.tmp.$$" "$MOCK_SRC" -lrdkafka >&2
+  mv -f "$MOCK_BIN.tmp.$$" "$MOCK_BIN"
 fi
 
 # --- free ports ---------------------------------------------------------------------------
@@ -102,18 +92,6 @@ PY
     done
     echo "${out[*]}"
   fi
-}
-
-# start_detached PIDFILE STDOUT STDERR CMD...: run CMD in its own session, detached from our
-# stdin/stdout (so `$(start.sh)` does not wait for it), and record its pid.
-start_detached() {
-  local pidfile="$1" out="$2" err="$3"; shift 3
-  rm -f "$pidfile"
-  # 9>&- : the child must not inherit the lock fd, or it would hold the lock forever
-  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$pidfile" "$@" </dev/null >"$out" 2>"$err" 9>&- &
-  local i
-  for i in $(seq 50); do [[ -s "$pidfile" ]] && return 0; sleep 0.1; done
-  die "could not start $1"
 }
 
 # --- Kafka mock broker --------------------------------------------------------------------
@@ -199,19 +177,7 @@ for attempt in 1 2 3; do
   read -r http_port tcp_port <<<"$(free_ports 2)"
   write_clickhouse_config "$http_port" "$tcp_port"
   log "starting clickhouse-server $ch_version on 127.0.0.1 http=$http_port tcp=$tcp_port (attempt $attempt)"
-  start_detached "$CH_DIR/pid" "$CH_DIR/log/stdout.log" "$CH_DIR/log/stderr.log" \
-    "$CH_BIN" --config-file="$CH_DIR/config.xml"
-  cpid="$(cat "$CH_DIR/pid")"
-  deadline=$((SECONDS + START_TIMEOUT))
-  while ((SECONDS < deadline)); do
-    if [[ "$(curl -s --max-time 2 "http://127.0.0.1:$http_port/ping" || true)" == Ok* ]]; then
-      ch_ok=1; break
-    fi
-    alive "$cpid" clickhouse-server || break
-    sleep 0.3
-  done
-  ((ch_ok)) && break
-  if alive "$cpid" clickhouse-server; then kill -TERM "$cpid" 2>/dev/null || true; sleep 2; fi
+  if start_clickhouse "$START_TIMEOUT"; then ch_ok=1; break; fi
   log "clickhouse-server did not come up; last log lines:"
   tail -n 15 "$CH_DIR/log/clickhouse-server.err.log" "$CH_DIR/log/stderr.log" 2>/dev/null >&2 || true
   # Only a port race is worth retrying.
@@ -221,6 +187,7 @@ if ((!ch_ok)); then
   INFRA_LOCK_HELD=1 INFRA_STATE_DIR="$STATE" bash "$INFRA/local/stop.sh" >&2 || true
   die "clickhouse-server failed to start (logs in $CH_DIR/log)"
 fi
+cpid="$(cat "$CH_DIR/pid")"
 log "clickhouse-server answers /ping (pid $cpid)"
 
 # --- wait for the broker's bootstrap line ---------------------------------------------------

@@ -5,6 +5,7 @@ import type { Clock } from '../../src/clock.js';
 import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
 import { MemoryTail } from './memory-tail.js';
 import { serialOf, type HistoryEntry, type HistoryQuery } from './history-entry.js';
+import { DEFAULT_LIMITS } from '../../src/limits.js';
 
 export interface HistoryOptions {
   store: HistoryStore;
@@ -17,6 +18,11 @@ export interface HistoryOptions {
   flushIntervalMs?: number;
   /** Told of a store write that failed (it is retried at the next flush). */
   onFlushError?: (err: unknown) => void;
+  /**
+   * Persisted rows kept for a store that does not take them (down); past it a batch is refused
+   * until the store catches up (limits.ts: maxUnstoredRows).
+   */
+  maxUnstoredRows?: number;
   /**
    * What an event adds to history, called once per record in log order. Defaults to the
    * messages of `messages.published`; presence history passes its own (see projections/presence).
@@ -53,6 +59,7 @@ export class HistoryProjection {
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly flushIntervalMs: number;
+  private readonly maxUnstoredRows: number;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
   private readonly byReference: boolean;
@@ -61,6 +68,7 @@ export class HistoryProjection {
     this.store = options.store;
     this.clock = options.clock;
     this.flushIntervalMs = options.flushIntervalMs ?? 100;
+    this.maxUnstoredRows = options.maxUnstoredRows ?? DEFAULT_LIMITS.maxUnstoredRows;
     this.entriesOf = options.entriesOf ?? publishedMessages;
     // Published messages follow from their record alone, so the tail keeps them by reference to
     // the record's bytes; entries that depend on projection state (presence) are kept as objects.
@@ -89,8 +97,17 @@ export class HistoryProjection {
     return from;
   }
 
-  /** Applies one batch of log records (one partition, in order). */
+  /**
+   * Applies one batch of log records (one partition, in order). Throws, having applied nothing,
+   * while the store is too far behind: the log delivers the batch again later (Subscription), so
+   * memory stays bounded through a store outage and nothing is skipped.
+   */
   apply(records: LogRecord[]): void {
+    if (this.pending.length >= this.maxUnstoredRows) {
+      // Write now, not at the next tick: the refused batch comes back in a moment.
+      if (!this.flushing) void this.flush().catch(() => this.scheduleFlush());
+      throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
+    }
     // One instant for the batch: which of its messages are too old for the in-memory window.
     const horizon = this.tail.horizon(this.clock.now());
     for (const record of records) {
@@ -150,7 +167,8 @@ export class HistoryProjection {
 
   /** Writes queued rows and the checkpoint. Safe to call at any time; calls do not overlap. */
   async flush(): Promise<void> {
-    while (this.flushing) await this.flushing;
+    // Another caller's failed write is theirs to report: this call tries its own.
+    while (this.flushing) await this.flushing.catch(() => undefined);
     const rows = this.pending;
     const checkpoint = new Map(this.checkpoint);
     if (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint)) return;

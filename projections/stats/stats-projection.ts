@@ -235,7 +235,8 @@ export class StatsProjection {
 
   /** Writes closed and changed open samples of every partition, then the checkpoints. */
   async flush(): Promise<void> {
-    while (this.flushing) await this.flushing;
+    // Another caller's failed write is theirs to report: this call tries its own.
+    while (this.flushing) await this.flushing.catch(() => undefined);
     this.flushing = (async () => {
       for (const [topic, byPartition] of this.partitions) {
         const rows: StatsRow[] = [];

@@ -149,6 +149,8 @@ export function describeWithInfra<T extends { stop(): Promise<void>; source: Sou
   kind: 'Kafka' | 'ClickHouse' | 'Kafka and ClickHouse',
   infra: T | undefined,
   body: (infra: T) => void,
+  /** How to get the infrastructure, when the usual ways do not apply (the fault tier). */
+  how?: string,
 ): void {
   if (infra) {
     afterAll(() => infra.stop());
@@ -156,7 +158,7 @@ export function describeWithInfra<T extends { stop(): Promise<void>; source: Sou
     return;
   }
   const variables = kind === 'Kafka' ? 'KAFKA_BROKERS' : kind === 'ClickHouse' ? 'CLICKHOUSE_URL' : 'KAFKA_BROKERS and CLICKHOUSE_URL';
-  const hint = `set ${variables}, start a Docker engine, or run \`bash infra/local/start.sh\``;
+  const hint = how ?? `set ${variables}, start a Docker engine, or run \`bash infra/local/start.sh\``;
   if (requireInfra) {
     describe(name, () => {
       it(`needs ${kind}`, () => {

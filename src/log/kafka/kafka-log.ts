@@ -31,6 +31,12 @@ export interface KafkaLogOptions {
   sessionTimeoutMs?: number;
   /** Pause before a failed batch is applied again. */
   retryDelayMs?: number;
+  /**
+   * Longest wait for Kafka to acknowledge an append (limits.ts: logAppendTimeoutMs). kafkajs
+   * retries a produce for as long as its retry policy allows; past this the append fails, so a
+   * publish answers 503 instead of waiting on a broker that is down.
+   */
+  appendTimeoutMs?: number;
   logger?: LoggerLike;
 }
 
@@ -56,6 +62,8 @@ export class KafkaLog implements Log {
   private readonly topics = new Map<string, Promise<number>>();
   private readonly readers = new Map<string, KafkaTopicReader>();
   private readonly subscriptions = new Set<KafkaSubscription>();
+  /** The produce request sent last; the next one waits for it to settle (see append). */
+  private lastSend: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(options: KafkaLogOptions) {
@@ -95,6 +103,9 @@ export class KafkaLog implements Log {
         // Idempotence needs one request in flight to keep order across retries.
         ...(this.idempotent ? { maxInFlightRequests: 1 } : {}),
         allowAutoTopicCreation: true,
+        // Short backoffs: a produce retried after its append timed out holds the next one back
+        // (append), so once the broker is back it should be tried again within a second.
+        retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: 10 },
         // Partitions are chosen here (partitionFor); naming the partitioner silences kafkajs' v2 notice.
         createPartitioner: Partitioners.DefaultPartitioner,
       });
@@ -162,9 +173,37 @@ export class KafkaLog implements Log {
     return new Map(rows.map((r) => [r.partition, { low: Number(r.low), high: Number(r.high) }]));
   }
 
+  /**
+   * Appends with a deadline. A produce that timed out may still be written later (kafkajs keeps
+   * retrying it), so the next produce waits until it settles: records land in the order their
+   * timestamps were given, and a produce that never started before its deadline is never sent.
+   */
   async append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
     if (this.closed) throw new Error('log is closed');
     if (records.length === 0) return [];
+    const timeoutMs = this.options.appendTimeoutMs;
+    const deadline = { passed: false };
+    const send = this.lastSend.then(() => {
+      if (deadline.passed) throw new Error('not sent: the append had timed out while an earlier one was in flight');
+      return this.produce(topic, records);
+    });
+    this.lastSend = send.catch(() => undefined);
+    if (timeoutMs === undefined) return send;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        deadline.passed = true;
+        reject(new Error(`Kafka did not acknowledge the append within ${timeoutMs} ms`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([send, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async produce(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
     const kafkaTopic = this.kafkaTopic(topic);
     const partitions = await this.ensureTopic(kafkaTopic);
     const producer = await this.connectedProducer();

@@ -19,6 +19,7 @@ interface PendingRead {
   end: number;
   records: LogRecord[];
   done: () => void;
+  fail: (err: unknown) => void;
 }
 
 /**
@@ -32,6 +33,8 @@ export class KafkaTopicReader {
   private current: PendingRead | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** Consumers started so far; each one joins a group of its own (as KafkaSubscription's do). */
+  private generation = 0;
 
   constructor(private readonly ctx: ReaderContext) {}
 
@@ -63,14 +66,31 @@ export class KafkaTopicReader {
 
   private async startConsumer(): Promise<void> {
     const { kafka, kafkaTopic } = this.ctx;
+    const generation = this.generation++;
     const consumer = kafka.consumer({
-      groupId: this.ctx.groupId,
+      groupId: generation === 0 ? this.ctx.groupId : `${this.ctx.groupId}.${generation}`,
       maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
       allowAutoTopicCreation: false,
+      // A crashed consumer is dropped and the next read starts a new one (see the CRASH handler).
+      retry: { retries: 5, restartOnFailure: async () => false },
     });
     this.consumer = consumer;
     let joined!: () => void;
-    const hasJoined = new Promise<void>((resolve) => (joined = resolve));
+    let failedToJoin!: (err: unknown) => void;
+    const hasJoined = new Promise<void>((resolve, reject) => {
+      joined = resolve;
+      failedToJoin = reject;
+    });
+    hasJoined.catch(() => undefined); // awaited below, unless connect or subscribe failed first
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.ctx.logger?.warn({ err: payload.error, topic: kafkaTopic }, 'kafka reader crashed; the next read starts a new one');
+      if (this.consumer !== consumer) return;
+      this.consumer = undefined;
+      this.starting = undefined;
+      void consumer.disconnect().catch(() => undefined);
+      failedToJoin(payload.error);
+      this.current?.fail(payload.error);
+    });
     consumer.on(consumer.events.GROUP_JOIN, () => {
       // Nothing is fetched but the partition being read; a rejoin restarts that read where it was.
       consumer.pause([{ topic: kafkaTopic }]);
@@ -96,7 +116,7 @@ export class KafkaTopicReader {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await new Promise<LogRecord[]>((resolve, reject) => {
-        const current: PendingRead = { partition, next: from, end, records: [], done: () => resolve(current.records) };
+        const current: PendingRead = { partition, next: from, end, records: [], done: () => resolve(current.records), fail: reject };
         this.current = current;
         timer = setTimeout(
           () => reject(new Error(`reading ${kafkaTopic}/${partition} from ${from} timed out after ${this.ctx.timeoutMs} ms at ${current.next}`)),
@@ -108,7 +128,7 @@ export class KafkaTopicReader {
     } finally {
       clearTimeout(timer);
       this.current = undefined;
-      consumer.pause([{ topic: kafkaTopic }]);
+      if (this.consumer === consumer) consumer.pause([{ topic: kafkaTopic }]);
     }
   }
 

@@ -54,6 +54,8 @@ export class KafkaSubscription implements Subscription {
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private stopping: Promise<void> | undefined;
+  /** Consumers started so far; each one joins a group of its own (see startConsumer). */
+  private generation = 0;
 
   private constructor(
     private readonly ctx: SubscriptionContext,
@@ -106,7 +108,8 @@ export class KafkaSubscription implements Subscription {
         const consumer = this.consumer;
         this.consumer = undefined;
         await consumer?.disconnect().catch(() => undefined);
-        await sleep(Math.min(5_000, 250 * attempt));
+        // Short enough that projections resume within a couple of seconds of the broker coming back.
+        await sleep(Math.min(2_000, 250 * attempt));
       }
     }
   }
@@ -120,10 +123,16 @@ export class KafkaSubscription implements Subscription {
     this.checkCaughtUp();
     if (this.stopped) return;
 
+    // A consumer that replaces a crashed one joins a new group: the crashed member never left its
+    // group (the broker was gone), and a join under its name would wait out its session timeout
+    // (30 s) before the group rebalances. Positions are ours, never the group's, so nothing is lost.
+    const generation = this.generation++;
     const consumer = kafka.consumer({
-      groupId: this.options.consumer,
+      groupId: generation === 0 ? this.options.consumer : `${this.options.consumer}.${generation}`,
       maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
       allowAutoTopicCreation: false,
+      // kafkajs would restart a crashed consumer in the same group; restart() does it instead.
+      retry: { retries: 5, restartOnFailure: async () => false },
       ...(this.ctx.sessionTimeoutMs
         ? { sessionTimeout: this.ctx.sessionTimeoutMs, heartbeatInterval: Math.min(3_000, Math.floor(this.ctx.sessionTimeoutMs / 3)) }
         : {}),
@@ -136,8 +145,8 @@ export class KafkaSubscription implements Subscription {
       }
     });
     consumer.on(consumer.events.CRASH, ({ payload }) => {
-      this.ctx.logger?.error({ err: payload.error, restart: payload.restart, topic: kafkaTopic }, 'kafka consumer crashed');
-      if (!payload.restart && !this.stopped) this.restart(consumer, payload.error);
+      this.ctx.logger?.warn({ err: payload.error, topic: kafkaTopic, consumer: this.options.consumer }, 'kafka consumer crashed; starting a new one');
+      if (!this.stopped) this.restart(consumer, payload.error);
     });
     await consumer.connect();
     await consumer.subscribe({ topics: [kafkaTopic], fromBeginning: true });

@@ -1,5 +1,6 @@
 import type { Sql } from './sql.js';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseError, createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ServiceError } from '../../errors.js';
 
 export type { ClickHouseClient };
 
@@ -65,11 +66,27 @@ export class ClickHouseSession {
   }
 
   async select<T>(statement: Sql): Promise<T[]> {
-    const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
-    return result.json<T>();
+    try {
+      const result = await this.client.query({ query: statement.text, format: 'JSONEachRow' });
+      return await result.json<T>();
+    } catch (err) {
+      throw unavailableWhenUnreachable(err);
+    }
   }
 
   async close(): Promise<void> {
     if (this.owned) await this.client.close();
   }
+}
+
+/**
+ * A read that got no answer from ClickHouse (refused, reset, timed out) is a 503 a client may retry,
+ * like a publish Kafka does not acknowledge; an error ClickHouse answered with stays what it is.
+ */
+function unavailableWhenUnreachable(err: unknown): unknown {
+  if (err instanceof ClickHouseError || err instanceof ServiceError) return err;
+  // The cause stays in the server's log: its addresses are not the client's business.
+  const unavailable = new ServiceError('unavailable', 'the store did not answer; retry');
+  unavailable.cause = err;
+  return unavailable;
 }
