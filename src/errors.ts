@@ -50,8 +50,9 @@ export class ServiceError extends Error {
   readonly code: number;
   readonly statusCode: number;
 
-  constructor(kind: ErrorKind, message: string) {
-    super(message);
+  /** `cause`: what went wrong inside, for the service's log only (clients get `message`). */
+  constructor(kind: ErrorKind, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'ServiceError';
     this.code = ErrorCodes[kind].code;
     this.statusCode = ErrorCodes[kind].statusCode;

@@ -59,7 +59,8 @@ export class Publisher {
     } catch (err) {
       if (err instanceof ServiceError) throw err;
       // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
-      throw new ServiceError('unavailable', `the log did not acknowledge the publish (${(err as Error).message}); retry`);
+      // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+      throw new ServiceError('unavailable', 'the log did not acknowledge the publish; retry', err);
     }
     return { appended: fresh.map((m) => m.id) };
   }
