@@ -1,27 +1,13 @@
-// A real service process (src/main.ts) in production mode on loopback, for the fault tier: its
-// PID is the server itself (tsx as a loader, not a wrapper), so SIGKILL hits the service, and an
-// unhandled rejection ends it (Node's default), which the tests see as an exit.
-import { spawn, type ChildProcess } from 'node:child_process';
+// The service as a real process (test/helpers/server-process.ts) in production mode on the fault
+// tier's private Kafka and ClickHouse. An unhandled rejection shows in its output as main's fatal
+// line (it keeps serving) or Node's report (it dies): `unhandled` finds either.
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { PrivateInfra } from './private-infra.js';
+import { startServer, type ServerProcess } from '../helpers/server-process.js';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-export interface ServiceProcess {
-  child: ChildProcess;
-  port: number;
-  /** stdout and stderr, as they came */
-  output: string[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  running(): boolean;
-  /** SIGTERM and wait (SIGKILL after 10 s). */
-  stop(): Promise<void>;
-}
-
+export type ServiceProcess = ServerProcess;
 export interface FaultApp {
   appId: string;
   key: string;
@@ -58,66 +44,18 @@ export function assertRunning(service: ServiceProcess): void {
   throw new Error(`the service process exited (${service.child.exitCode ?? service.child.signalCode}); its last output:\n${tail}`);
 }
 
-const freePort = (): Promise<number> =>
-  new Promise((done, fail) => {
-    const probe = createServer();
-    probe.once('error', fail);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => done(port));
-    });
-  });
-
-export async function startServiceProcess(infra: PrivateInfra, app: FaultApp, env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
+/** The service in production mode on the private infrastructure, with the fault app's APPS_FILE. */
+export function startServiceProcess(infra: PrivateInfra, app: FaultApp, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  return startServer(
+    {
       KAFKA_BROKERS: infra.brokers.join(','),
       CLICKHOUSE_URL: infra.clickhouseUrl,
       // librdkafka's mock broker cannot serve the idempotent producer (ARCHITECTURE).
       KAFKA_IDEMPOTENT: '0',
       DATA_DIR: app.dataDir,
       APPS_FILE: app.appsFile,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stdout!.on('data', (b: Buffer) => output.push(b.toString()));
-  child.stderr!.on('data', (b: Buffer) => output.push(b.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
-  const running = (): boolean => child.exitCode === null && child.signalCode === null;
-  const service: ServiceProcess = {
-    child,
-    port,
-    output,
-    exited,
-    running,
-    stop: async () => {
-      if (!running()) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (!running()) throw new Error(`the service exited before it was ready:\n${output.join('')}`);
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/time`)).ok) return service;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`the service was not ready after 60 s:\n${output.join('')}`);
-    }
-    await sleep(100);
-  }
+    60_000,
+  );
 }

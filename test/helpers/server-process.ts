@@ -12,6 +12,7 @@ export interface ServerProcess {
   /** stdout and stderr, as they came */
   output: string[];
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  running(): boolean;
   /** SIGTERM, then SIGKILL after 10 s; resolves once it is gone. */
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
@@ -42,8 +43,9 @@ export function spawnServer(env: Record<string, string>, port: number): ServerPr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
     child.once('exit', (code, signal) => r({ code, signal })),
   );
+  const running = (): boolean => child.exitCode === null && child.signalCode === null;
   const stop = async (): Promise<{ code: number | null; signal: NodeJS.Signals | null }> => {
-    if (child.exitCode === null && child.signalCode === null) {
+    if (running()) {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
       const result = await exited;
@@ -52,15 +54,15 @@ export function spawnServer(env: Record<string, string>, port: number): ServerPr
     }
     return exited;
   };
-  return { child, port, output, exited, stop };
+  return { child, port, output, exited, running, stop };
 }
 
 /** Starts the service (DATA_DIR and the rest in `env`) and resolves once GET /time answers. */
-export async function startServer(env: Record<string, string>): Promise<ServerProcess> {
+export async function startServer(env: Record<string, string>, readyWithinMs = 45_000): Promise<ServerProcess> {
   const server = spawnServer(env, await freePort());
-  const deadline = Date.now() + 45_000;
+  const deadline = Date.now() + readyWithinMs;
   for (;;) {
-    if (server.child.exitCode !== null || server.child.signalCode !== null) {
+    if (!server.running()) {
       throw new Error(`server exited before it was ready:\n${server.output.join('')}`);
     }
     try {
@@ -71,7 +73,7 @@ export async function startServer(env: Record<string, string>): Promise<ServerPr
     }
     if (Date.now() > deadline) {
       server.child.kill('SIGKILL');
-      throw new Error(`server not ready after 45 s:\n${server.output.join('')}`);
+      throw new Error(`server not ready after ${readyWithinMs / 1000} s:\n${server.output.join('')}`);
     }
     await sleep(100);
   }
