@@ -32,6 +32,15 @@ export interface BenchOptions {
   soakPublishRate: number;
   /** reads (history, presence, stats) per second during the soak */
   soakReadRate: number;
+  /** the soak's reads, in percent: history, presence, stats (BENCH_SOAK_READ_MIX=60,30,10) */
+  soakReadMix: { history: number; presence: number; stats: number };
+  /**
+   * BENCH_SOAK_GC=1: the soak's child runs with --expose-gc and each sample forces a full GC
+   * before reading the heap, so heap used is what survives (a leak) rather than garbage not yet
+   * collected; the GC pauses show in that window's latencies. `kill -USR2 <child pid>` then
+   * writes a heap snapshot into the child's working directory (--heapsnapshot-signal)
+   */
+  soakGc: boolean;
 }
 
 const DEFAULTS: Record<string, number> = {
@@ -49,6 +58,7 @@ const DEFAULTS: Record<string, number> = {
   BENCH_SOAK_SAMPLE_SECONDS: 30,
   BENCH_SOAK_PUBLISH_RATE: 2000,
   BENCH_SOAK_READ_RATE: 500,
+  BENCH_SOAK_GC: 0,
 };
 
 function numberOf(env: Record<string, string | undefined>, name: string, min: number, max: number): number {
@@ -57,6 +67,16 @@ function numberOf(env: Record<string, string | undefined>, name: string, min: nu
   const n = Number(raw);
   if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name}="${raw}" must be a number from ${min} to ${max}`);
   return n;
+}
+
+function readMixOf(env: Record<string, string | undefined>): BenchOptions['soakReadMix'] {
+  const raw = env.BENCH_SOAK_READ_MIX;
+  if (raw === undefined || raw === '') return { history: 60, presence: 30, stats: 10 };
+  const parts = raw.split(',').map((x) => Number(x.trim()));
+  if (parts.length !== 3 || parts.some((n) => !Number.isInteger(n) || n < 0) || parts[0] + parts[1] + parts[2] !== 100) {
+    throw new Error(`BENCH_SOAK_READ_MIX="${raw}" must be three whole percentages adding up to 100: history,presence,stats (such as 60,30,10)`);
+  }
+  return { history: parts[0], presence: parts[1], stats: parts[2] };
 }
 
 function onlyOf(env: Record<string, string | undefined>): string | undefined {
@@ -84,6 +104,8 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     soakSampleS: Math.round(numberOf(env, 'BENCH_SOAK_SAMPLE_SECONDS', 1, 3600)),
     soakPublishRate: Math.round(numberOf(env, 'BENCH_SOAK_PUBLISH_RATE', 1, 1_000_000)),
     soakReadRate: Math.round(numberOf(env, 'BENCH_SOAK_READ_RATE', 1, 1_000_000)),
+    soakReadMix: readMixOf(env),
+    soakGc: numberOf(env, 'BENCH_SOAK_GC', 0, 1) === 1,
   };
 }
 
@@ -92,7 +114,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
  * after starting the local infrastructure when production mode ran on it.
  */
 export function commandLine(env: Record<string, string | undefined>, production?: 'local infrastructure' | 'environment'): string {
-  const given = [...Object.keys(DEFAULTS), 'BENCH_ONLY']
+  const given = [...Object.keys(DEFAULTS), 'BENCH_ONLY', 'BENCH_SOAK_READ_MIX']
     .filter((name) => env[name] !== undefined && env[name] !== '')
     .map((name) => `${name}=${env[name]}`);
   if (production === 'environment') given.unshift('KAFKA_BROKERS=… CLICKHOUSE_URL=…');

@@ -270,7 +270,7 @@ async function soakOnly(): Promise<void> {
   log(`${machineLine(ROOT)}`);
   if (loadAverage() > BUSY_LOAD) log(`the machine is busy (1-minute load average ${loadAverage().toFixed(2)}): latencies will be pessimistic`);
   log('soak: starting the embedded service in a child process');
-  const service = await startServiceChild('service-soak', {});
+  const service = await startServiceChild('service-soak', {}, options.soakGc ? ['--expose-gc', '--heapsnapshot-signal=SIGUSR2'] : []);
   let result;
   await using(service, async () => {
     result = await runSoak(options, service, log);

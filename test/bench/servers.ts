@@ -38,8 +38,11 @@ export interface ChildServer {
   cpuMsByThread(): Map<string, number>;
   /** The child's resident memory now, MiB; undefined where /proc is missing. */
   rssMiB(): number | undefined;
-  /** The child's process.memoryUsage(), asked over IPC; undefined when it does not answer (the bare server). */
-  memoryUsage(): Promise<NodeJS.MemoryUsage | undefined>;
+  /**
+   * The child's process.memoryUsage(), asked over IPC; undefined when it does not answer (the bare
+   * server). afterGc: after a full GC, when the child runs with --expose-gc.
+   */
+  memoryUsage(afterGc?: boolean): Promise<NodeJS.MemoryUsage | undefined>;
   /** SIGTERM (graceful close), then SIGKILL if it has not exited in time. */
   stop(): Promise<void>;
 }
@@ -104,7 +107,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
     }
   }
   const pid = child.pid!;
-  const memoryUsage = (): Promise<NodeJS.MemoryUsage | undefined> =>
+  const memoryUsage = (afterGc = false): Promise<NodeJS.MemoryUsage | undefined> =>
     new Promise((resolve) => {
       if (exitStatus !== undefined || !child.connected) return resolve(undefined);
       const timer = setTimeout(() => {
@@ -118,7 +121,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
         resolve((m as { memory: NodeJS.MemoryUsage }).memory);
       };
       child.on('message', onMessage);
-      child.send('memory');
+      child.send(afterGc ? 'memory-gc' : 'memory');
     });
   return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), memoryUsage, stop };
 }

@@ -20,8 +20,10 @@ try {
   const service = await startService(config, logger, adapters);
   await service.app.listen({ port: config.port, host: config.host });
   // The bench asks for the heap over IPC (the soak samples it); RSS it reads from /proc itself.
+  // 'memory-gc' (BENCH_SOAK_GC=1, which starts this child with --expose-gc): after a full GC.
   process.on('message', (m: unknown) => {
-    if (m === 'memory') process.send?.({ memory: process.memoryUsage() });
+    if (m === 'memory-gc') (globalThis as { gc?: () => void }).gc?.();
+    if (m === 'memory' || m === 'memory-gc') process.send?.({ memory: process.memoryUsage() });
   });
   // A 'message' listener holds the channel open; the child must still exit when asked to.
   process.channel?.unref();

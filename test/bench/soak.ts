@@ -48,7 +48,11 @@ class Window {
 const percentile = (sorted: number[], p: number): number =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
-function startLoad(url: string, auth: string, kind: 'publish' | 'read', rate: number, durationS: number, onResponse: (status: number, ms: number) => void, onError: () => void): autocannon.Instance {
+type ReadMix = BenchOptions['soakReadMix'];
+
+const mixText = (mix: ReadMix): string => `history ${mix.history}%, presence ${mix.presence}%, stats ${mix.stats}%`;
+
+function startLoad(url: string, auth: string, kind: 'publish' | 'read', rate: number, mix: ReadMix, durationS: number, onResponse: (status: number, ms: number) => void, onError: () => void): autocannon.Instance {
   const requests: autocannon.Request[] =
     kind === 'publish'
       ? Array.from({ length: PUBLISH_CHANNELS }, (_, i) => ({
@@ -58,9 +62,14 @@ function startLoad(url: string, auth: string, kind: 'publish' | 'read', rate: nu
           body: JSON.stringify({ name: 'soak', data: DATA }),
         }))
       : Array.from({ length: READ_CHANNELS }, (_, i) => {
-          // History reads most, then presence, then stats, as an application's clients might.
+          // History reads most, then presence, then stats, as an application's clients might
+          // (BENCH_SOAK_READ_MIX): each 100 requests of the list in those proportions.
           const path =
-            i % 10 < 6 ? `/channels/soak-${i * 5}/messages?limit=100` : i % 10 < 9 ? `/channels/soak-${i * 5}/presence` : '/stats?unit=minute&limit=10';
+            i % 100 < mix.history
+              ? `/channels/soak-${i * 5}/messages?limit=100`
+              : i % 100 < mix.history + mix.presence
+                ? `/channels/soak-${i * 5}/presence`
+                : '/stats?unit=minute&limit=10';
           return { method: 'GET', path, headers: { authorization: auth } };
         });
   let next = 0;
@@ -147,10 +156,10 @@ export async function runSoak(options: BenchOptions, service: ServiceChild, prog
     errors++;
   };
   const started = Date.now();
-  const publishes = startLoad(url, service.auth, 'publish', options.soakPublishRate, options.soakS, (s, ms) => (count(s), current.publish.push(ms)), onError);
-  const reads = startLoad(url, service.auth, 'read', options.soakReadRate, options.soakS, (s, ms) => (count(s), current.read.push(ms)), onError);
+  const publishes = startLoad(url, service.auth, 'publish', options.soakPublishRate, options.soakReadMix, options.soakS, (s, ms) => (count(s), current.publish.push(ms)), onError);
+  const reads = startLoad(url, service.auth, 'read', options.soakReadRate, options.soakReadMix, options.soakS, (s, ms) => (count(s), current.read.push(ms)), onError);
   progress(
-    `soak: ${options.soakPublishRate} publishes/s to ${PUBLISH_CHANNELS} channels and ${options.soakReadRate} reads/s (history 60%, presence 30%, stats 10%) ` +
+    `soak: ${options.soakPublishRate} publishes/s to ${PUBLISH_CHANNELS} channels and ${options.soakReadRate} reads/s (${mixText(options.soakReadMix)}) ` +
       `for ${options.soakS} s, sampled every ${options.soakSampleS} s`,
   );
   console.log(soakTable([]).split('\n').slice(0, 2).join('\n'));
@@ -158,7 +167,7 @@ export async function runSoak(options: BenchOptions, service: ServiceChild, prog
   const sample = async (): Promise<void> => {
     const w = current;
     current = new Window();
-    const memory = await service.server.memoryUsage();
+    const memory = await service.server.memoryUsage(options.soakGc);
     const pub = w.publish.sort((a, b) => a - b);
     const read = w.read.sort((a, b) => a - b);
     const row: SoakWindow = {
@@ -198,8 +207,8 @@ export function soakMarkdown(options: BenchOptions, command: string, machine: st
   return [
     `**Soak.** Measured ${new Date().toISOString().slice(0, 10)} with \`${command}\` on ${machine}. ` +
       `The embedded service in a child process, under ${options.soakPublishRate} publishes/s (one ${JSON.stringify({ name: 'soak', data: DATA }).length}-byte message each, ` +
-      `spread over ${PUBLISH_CHANNELS} channels) and ${options.soakReadRate} reads/s (history of ${READ_CHANNELS} of those channels 60%, presence 30%, stats 10%), ` +
-      `both at a fixed rate from autocannon (8 connections each) for ${options.soakS} s; every ${options.soakSampleS} s: the server's RSS (/proc), heap used and external memory (process.memoryUsage over IPC; external holds the ArrayBuffers where the history tail keeps message bytes), ` +
+      `spread over ${PUBLISH_CHANNELS} channels) and ${options.soakReadRate} reads/s (${mixText(options.soakReadMix).replace('history', `history of ${READ_CHANNELS} of those channels`)}), ` +
+      `both at a fixed rate from autocannon (8 connections each) for ${options.soakS} s; every ${options.soakSampleS} s: the server's RSS (/proc), heap used${options.soakGc ? ' after a forced full GC' : ''} and external memory (process.memoryUsage over IPC; external holds the ArrayBuffers where the history tail keeps message bytes), ` +
       `and that window's requests and latency percentiles.`,
     '',
     soakTable(result.windows),
