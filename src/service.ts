@@ -232,7 +232,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           appendClock.fence(),
         ),
     },
-    stats: { query: (q) => statsStore.query(q) },
+    stats: { query: (q) => statsStore.query(q), oldest: statsStore.oldestInterval ? (appId) => statsStore.oldestInterval!(appId) : undefined },
     usage,
     isPersisted,
     statsFixtures: config.sandbox

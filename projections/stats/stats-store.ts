@@ -41,5 +41,10 @@ export interface StatsStore {
   loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
   /** Buckets of the unit with any sample in [start, end], oldest first. */
   query(q: StatsQuery): Promise<StatsBucket[]>;
+  /**
+   * The app's oldest sample's interval (undefined: none), when the store finds it without a scan:
+   * a page of stats need not look further back than that.
+   */
+  oldestInterval?(appId: string): Promise<number | undefined>;
   close(): Promise<void>;
 }

@@ -26,6 +26,8 @@ const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
 
 export interface StatsReader {
   query(q: StatsQuery): Promise<StatsBucket[]>;
+  /** The app's oldest sample's interval, when the store finds it cheaply (see pageOfBuckets). */
+  oldest?(appId: string): Promise<number | undefined>;
 }
 
 export interface StatsFixtureWriter {
@@ -79,7 +81,14 @@ const UNIT_MS: Record<Unit, number> = { minute: 60_000, hour: 3600_000, day: 86_
  * oldest first. Asks the store for a window just wide enough for a full page and widens it only
  * when buckets without data leave the page short, so a page of minutes does not read 30 days.
  */
-async function pageOfBuckets(stats: StatsReader, q: StatsQuery, direction: 'forwards' | 'backwards', wanted: number): Promise<StatsBucket[]> {
+async function pageOfBuckets(stats: StatsReader, asked: StatsQuery, direction: 'forwards' | 'backwards', wanted: number): Promise<StatsBucket[]> {
+  // Nothing is older than the app's oldest sample: without this bound, a page of data younger
+  // than the page (a new app, a fresh service) widened its window a dozen times back to 1970,
+  // each query reading every sample again (12 queries per GET /stats?unit=minute).
+  const oldest = stats.oldest ? await stats.oldest(asked.appId) : asked.start;
+  if (oldest === undefined) return [];
+  const q: StatsQuery = { ...asked, start: Math.max(asked.start, oldest) };
+  if (q.start > q.end) return [];
   let span = wanted * UNIT_MS[q.unit];
   for (;;) {
     const window: StatsQuery =

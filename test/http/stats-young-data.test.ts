@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { embeddedAdapters } from '../../src/service.js';
+import { parseConfig } from '../../src/config.js';
+import type { StatsQuery } from '../../projections/stats/stats-store.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+
+// The soak's stats read (GET /stats?unit=minute&limit=10) on a service with a few minutes of
+// samples: the page is short of data, and its window used to widen twelve times back to 1970,
+// each query reading every sample again, so a stats read cost more the longer the service ran.
+const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);
+let now = T0;
+const queries: StatsQuery[] = [];
+let t: TestService;
+
+beforeAll(async () => {
+  t = await startTestService(
+    {},
+    {
+      clock: { now: () => now },
+      adapters: (dataDir) => {
+        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
+        const store = adapters.statsStore;
+        const query = store.query.bind(store);
+        store.query = (q) => (queries.push(q), query(q));
+        return adapters;
+      },
+    },
+  );
+});
+afterAll(() => t.close());
+
+describe('GET /stats on data younger than the page', () => {
+  it('reads the store once, from the oldest sample, and still returns every bucket', async () => {
+    for (let minute = 0; minute < 3; minute++) {
+      now = T0 + minute * 60_000 + 1000;
+      const res = await t.service.app.inject({
+        method: 'POST',
+        url: '/channels/young/messages',
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { data: 'x' },
+      });
+      expect(res.statusCode).toBe(201);
+    }
+    now = T0 + 3 * 60_000;
+    await t.service.usage.flush();
+    await new Promise((r) => setImmediate(r));
+    await t.service.stats.flush();
+
+    queries.length = 0;
+    const res = await t.service.app.inject({ url: '/stats?unit=minute&limit=10', headers: { authorization: t.auth } });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().map((r: { intervalId: string }) => r.intervalId)).toEqual(['2030-01-15:10:22', '2030-01-15:10:21', '2030-01-15:10:20']);
+    expect(queries).toHaveLength(1);
+    expect(queries[0].start).toBeGreaterThanOrEqual(T0);
+
+    // Forwards from the epoch: the first window starts at the oldest sample, not in 1970.
+    queries.length = 0;
+    const fwd = await t.service.app.inject({ url: '/stats?unit=minute&limit=2&direction=forwards', headers: { authorization: t.auth } });
+    expect(fwd.json().map((r: { intervalId: string }) => r.intervalId)).toEqual(['2030-01-15:10:20', '2030-01-15:10:21']);
+    expect(queries).toHaveLength(1);
+  });
+});
