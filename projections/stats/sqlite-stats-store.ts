@@ -121,9 +121,11 @@ export class SqliteStatsStore implements StatsStore {
 
   /** One step down the primary key (app_id, interval, ...). */
   async oldestInterval(appId: string): Promise<number | undefined> {
-    const row = this.db.prepare('SELECT MIN(interval) AS oldest FROM stats_samples WHERE app_id = ?').get(appId) as { oldest: number | null };
+    this.oldestStmt ??= this.db.prepare('SELECT MIN(interval) AS oldest FROM stats_samples WHERE app_id = ?');
+    const row = this.oldestStmt.get(appId) as { oldest: number | null };
     return row.oldest ?? undefined;
   }
+  private oldestStmt: Database.Statement | undefined;
 
   async close(): Promise<void> {
     this.db.close();
