@@ -95,4 +95,13 @@ describe('in-memory history tail: messages kept by reference to their log record
     tail.addRecord('app', 'c', 7000, 0, 7500, record(['m7000'], 7500), 0);
     expect(tail.query({ appId: 'app', channel: 'c', start: 0, end: 1e9, limit: 10, direction: 'forwards' }).map((e) => e.message.id)).toEqual(['m7000']);
   });
+
+  it('holds room for its live entries and at most two chunks more, however many it has evicted (memory follows the window, not the channel\'s age)', () => {
+    const tail = new MemoryTail(1000, messagesOf);
+    for (let i = 0; i < 5000; i++) {
+      tail.addRecord('app', 'c', i, 0, i, record([`m${i}`], i), 0);
+      tail.evict(i);
+      expect(tail.capacityOf('app', 'c')).toBeLessThanOrEqual(1000 + 2 * 128);
+    }
+  });
 });
