@@ -9,20 +9,12 @@ import { describeWithInfra } from '../helpers/infra.js';
 import { basic } from '../helpers/service.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled } from './service-process.js';
-import { PublishLoad, readHistory, reckon, report } from './publish-load.js';
+import { PublishLoad, historyWithAcked, readHistory, reckon, report, sleep, until } from './publish-load.js';
 
 const OUTAGE_MS = 5_000;
 // History older than this comes from ClickHouse alone, so the final read proves what it holds.
 const TAIL_MS = 1_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
-}
 
 const infra = await startPrivateInfra();
 

@@ -10,7 +10,7 @@ import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra, type PrivateInfra } from './private-infra.js';
 import { assertRunning, faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
-import { PublishLoad, readHistory, reckon, report, type Target } from './publish-load.js';
+import { PublishLoad, historyWithAcked, readHistory, reckon, report, sleep, until, type Target } from './publish-load.js';
 
 const APPEND_TIMEOUT_MS = 2_000;
 // A publish waits at most for the append before it (in flight when it came) and its own.
@@ -19,14 +19,6 @@ const ANSWER_BOUND_MS = 2 * APPEND_TIMEOUT_MS + 1_000;
 // its old group waited out the dead member's session (30 s) first.
 const PROJECTIONS_RESUME_MS = 15_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 interface Outage {
   downAt: number;
@@ -51,10 +43,11 @@ async function outage(infra: PrivateInfra, service: ServiceProcess, load: Publis
       return ackedBeforeUp.every((d) => inHistory.has(d));
     },
     PROJECTIONS_RESUME_MS,
+    100,
   );
   const projectionsResumedMs = Date.now() - upAt;
   // Without a restart, publishes are acknowledged again.
-  await until('publishes acknowledged after Kafka came back', () => load.acked.size >= ackedBeforeUp.length + 200, 30_000);
+  await until('publishes acknowledged after Kafka came back', () => load.acked.size >= ackedBeforeUp.length + 200, 30_000, 100);
   return { downAt, upAt, projectionsResumedMs };
 }
 
@@ -71,23 +64,14 @@ describeWithInfra(
       try {
         const target = { port: service.port, key: app.key, channel: app.channel };
         const load = new PublishLoad(target, { workers: 4, answerTimeoutMs: ANSWER_BOUND_MS }).start();
-        await until('a first publish acknowledged', () => load.acked.size > 0, 10_000);
+        await until('a first publish acknowledged', () => load.acked.size > 0, 10_000, 100);
         const whileJoining = await outage(found, service, load, target, 2_000);
         // Longer than the usage meter's period (6 s) plus an append timeout: a usage flush fails
         // within it for sure (its rejection, unhandled, once ended the process).
         const midStream = await outage(found, service, load, target, 6_000 + APPEND_TIMEOUT_MS + 1_000);
         await load.stop();
 
-        let history: string[] = [];
-        await until(
-          'every acknowledged message in history',
-          async () => {
-            history = await readHistory(target);
-            const inHistory = new Set(history);
-            return [...load.acked].every((d) => inHistory.has(d));
-          },
-          30_000,
-        ).catch(() => undefined); // what is missing is reported below
+        const history = await historyWithAcked(load, target);
         const r = reckon(load, history);
         const failed = load.outcomes.filter((o) => o.status !== 201);
         const during = [whileJoining, midStream].flatMap((o) => load.sentBetween(o.downAt, o.upAt));

@@ -8,20 +8,12 @@ import { describeWithInfra } from '../helpers/infra.js';
 import { basic } from '../helpers/service.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
-import { PublishLoad, readHistory, reckon, report } from './publish-load.js';
+import { PublishLoad, historyWithAcked, readHistory, reckon, report, sleep, until } from './publish-load.js';
 
 const WORKERS = 4;
 // History older than this comes from ClickHouse alone, so the final read proves what it holds.
 const TAIL_MS = 1_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(200);
-  }
-}
 
 const infra = await startPrivateInfra();
 
@@ -50,16 +42,7 @@ describeWithInfra('fault tier: kill -9 of a production instance mid-stream', 'Ka
       services.push(second);
       const target = { port: second.port, key: app.key, channel: app.channel };
       await sleep(TAIL_MS + 500);
-      let history: string[] = [];
-      await until(
-        'every acknowledged message in history',
-        async () => {
-          history = await readHistory(target);
-          const inHistory = new Set(history);
-          return [...load.acked].every((d) => inHistory.has(d));
-        },
-        30_000,
-      ).catch(() => undefined); // what is missing is reported below
+      const history = await historyWithAcked(load, target);
       const r = reckon(load, history);
 
       let inbound = 0;

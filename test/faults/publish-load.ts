@@ -136,3 +136,32 @@ export function report(fault: string, r: Reckoning, extra = ''): void {
       ` (durable but never acknowledged: ${r.durableUnacknowledged})${extra ? `; ${extra}` : ''}`,
   );
 }
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` until it holds; throws, naming `what`, after `timeoutMs`. */
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = 200): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(pollMs);
+  }
+}
+
+/**
+ * The channel's history once it holds every acknowledged message, or as it is after `timeoutMs`
+ * (what is missing is then reported by reckon, not thrown here).
+ */
+export async function historyWithAcked(load: PublishLoad, target: Target, timeoutMs = 30_000): Promise<string[]> {
+  let history: string[] = [];
+  await until(
+    'every acknowledged message in history',
+    async () => {
+      history = await readHistory(target);
+      const inHistory = new Set(history);
+      return [...load.acked].every((d) => inHistory.has(d));
+    },
+    timeoutMs,
+  ).catch(() => undefined);
+  return history;
+}
