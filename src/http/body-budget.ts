@@ -17,10 +17,6 @@ export class BodyBudget {
 
   constructor(readonly max: number) {}
 
-  get inUse(): number {
-    return this.used;
-  }
-
   /** The preParsing hook that counts a request's body against the budget. */
   readonly hook: preParsingHookHandler = (request, reply, payload, done) => {
     const declared = request.headers['content-length'];
