@@ -126,14 +126,19 @@ export class Connection {
     const admitted = this.admit();
     switch (pm.action) {
       case Action.HEARTBEAT:
-        this.send(pm.id === undefined ? { action: Action.HEARTBEAT } : { action: Action.HEARTBEAT, id: String(pm.id) });
+        // Only a string id is echoed: String() of what a frame may hold (an object whose toString
+        // is not a function, arrays nested 100,000 deep) throws.
+        this.send(typeof pm.id === 'string' ? { action: Action.HEARTBEAT, id: pm.id } : { action: Action.HEARTBEAT });
         return;
       case Action.MESSAGE:
       case Action.PRESENCE:
         return this.ackable(pm, admitted);
       case Action.ATTACH:
         if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
-        return void this.attach(pm);
+        return void this.attach(pm).catch((err: unknown) => {
+          this.gateway.logger.error({ err, connectionId: this.id, channel: pm.channel }, 'realtime attach failed');
+          this.channelError(pm.channel, toWireError(err));
+        });
       case Action.DETACH:
         return this.detach(pm);
       case Action.SYNC:

@@ -242,7 +242,13 @@ export class Gateway {
       } catch (err) {
         return this.fail(c, toWireError(err));
       }
-      c.handle(pm);
+      try {
+        c.handle(pm);
+      } catch (err) {
+        // A bug, not the client's fault; thrown here it would end the process and every connection.
+        this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
+        this.fail(c, toWireError(err));
+      }
     });
     ws.on('pong', () => (c.lastReceived = this.clock.now()));
     ws.once('close', () => this.socketClosed(c, ws));
