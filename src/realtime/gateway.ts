@@ -235,6 +235,9 @@ export class Gateway {
     conn.lastReceived = this.clock.now();
     const c = conn;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
+      // A socket the connection let go of (ERROR, DISCONNECTED, CLOSED, a resume elsewhere) is
+      // closing: what the client still sends on it is not acted on, with credentials perhaps expired.
+      if (c.socket !== ws) return;
       c.lastReceived = this.clock.now();
       let pm: ProtocolMessage;
       try {
@@ -250,7 +253,9 @@ export class Gateway {
         this.fail(c, toWireError(err));
       }
     });
-    ws.on('pong', () => (c.lastReceived = this.clock.now()));
+    ws.on('pong', () => {
+      if (c.socket === ws) c.lastReceived = this.clock.now();
+    });
     ws.once('close', () => this.socketClosed(c, ws));
     conn.sendConnected(error);
   }
