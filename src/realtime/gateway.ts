@@ -345,10 +345,16 @@ export class Gateway {
   /**
    * A client that does not read what it is sent is cut off rather than buffered for without
    * bound (its socket already holds maxBufferedBytes); it resumes, and the log replays what it missed.
+   * DISCONNECTED 80020 goes behind what it has not read, then the close: nothing more is queued,
+   * a client that reads again learns why, and ws destroys the socket of one that never does when
+   * the close handshake times out (30 s).
    */
   slowConsumer(conn: Connection): void {
-    this.logger.warn({ connectionId: conn.id, buffered: conn.socket?.bufferedAmount }, 'realtime client not reading; disconnected');
-    this.lostSocket(conn, true);
+    const socket = conn.socket;
+    this.logger.warn({ connectionId: conn.id, buffered: socket?.bufferedAmount }, 'realtime client not reading; disconnected');
+    const error = serviceError('deliveryRateExceeded', `the connection did not read what it was sent (more than ${this.settings.maxBufferedBytes} bytes waiting); resume to get the rest`);
+    if (socket && socket.readyState === socket.OPEN) socket.send(encodeFrame({ action: Action.DISCONNECTED, error }, conn.format));
+    this.lostSocket(conn);
   }
 
   /** The members `conn` entered on `channel` leave (a `drop` on the log: one leave per member). */
