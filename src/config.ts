@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { DEFAULT_LIMITS, type Limits } from './limits.js';
+import { DEFAULT_REALTIME_SETTINGS, type RealtimeSettings } from './realtime/settings.js';
 
 export interface Config {
   port: number;
@@ -22,7 +23,8 @@ export interface Config {
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
   instanceId: string;
-
+  /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
+  realtime: RealtimeSettings;
   // Faults of the production parts (prod-faults).
 }
 
@@ -130,7 +132,23 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
+    realtime: parseRealtime(e),
 
+  };
+}
+
+/** The realtime gateway's settings that can be set (src/realtime/settings.ts). */
+function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings {
+  const d = DEFAULT_REALTIME_SETTINGS;
+  return {
+    ...d,
+    connectionStateTtlMs: int(e, 'REALTIME_CONNECTION_STATE_TTL_MS', d.connectionStateTtlMs, 1000, 24 * 3600_000),
+    maxIdleIntervalMs: int(e, 'REALTIME_MAX_IDLE_INTERVAL_MS', d.maxIdleIntervalMs, 1000, 3600_000),
+    presenceDropMs: int(e, 'REALTIME_PRESENCE_DROP_MS', d.presenceDropMs, 0, 3600_000),
+    maxFrameBytes: int(e, 'REALTIME_MAX_FRAME_BYTES', d.maxFrameBytes, 1024, 256 * 1024 * 1024),
+    maxConnections: int(e, 'REALTIME_MAX_CONNECTIONS', d.maxConnections, 1, 10_000_000),
+    maxChannelsPerConnection: int(e, 'REALTIME_MAX_CHANNELS_PER_CONNECTION', d.maxChannelsPerConnection, 1, 1_000_000),
+    maxInboundRate: int(e, 'REALTIME_MAX_INBOUND_RATE', d.maxInboundRate, 1, 1_000_000),
   };
 }
 

@@ -42,6 +42,19 @@ export const ErrorCodes = {
   timeout: { code: 50003, statusCode: 504 },
   serverBusy: { code: 50004, statusCode: 503 },
   unavailable: { code: 50005, statusCode: 503 },
+
+  // The realtime interface (src/realtime/).
+  inboundRateExceeded: { code: 42911, statusCode: 429 },
+  connectionsLimit: { code: 42910, statusCode: 503 },
+  connectionExpired: { code: 80008, statusCode: 400 },
+  protocolError: { code: 80013, statusCode: 400 },
+  connectionTimedOut: { code: 80014, statusCode: 408 },
+  connectionClosed: { code: 80017, statusCode: 400 },
+  invalidConnectionKey: { code: 80018, statusCode: 400 },
+  deliveryRateExceeded: { code: 80020, statusCode: 429 },
+  serviceShuttingDown: { code: 80003, statusCode: 503 },
+  tooManyChannels: { code: 90010, statusCode: 400 },
+  presenceWithoutClientId: { code: 91000, statusCode: 400 },
 } as const satisfies Record<string, { code: number; statusCode: number }>;
 
 export type ErrorKind = keyof typeof ErrorCodes;

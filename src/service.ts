@@ -28,6 +28,7 @@ import { StatsProjection } from '../projections/stats/stats-projection.js';
 import type { StatsStore } from '../projections/stats/stats-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
+import { Gateway } from './realtime/gateway.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -52,6 +53,7 @@ export interface Service {
   stats: StatsProjection;
   usage: UsageMeter;
   batcher: AppendBatcher;
+  gateway: Gateway;
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
   close(): Promise<void>;
@@ -207,9 +209,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
 
   const tokens = new TokenService(registry, undefined, config.limits);
+  const authenticator = new Authenticator(registry, tokens);
   const app = buildApp({
     clock,
-    authenticator: new Authenticator(registry, tokens),
+    authenticator,
     tokens,
     apps: registry,
     publisher,
@@ -251,6 +254,31 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger: logger,
   });
 
+  // The realtime gateway, on the same port. Members a previous run of this instance left present
+  // (a crash, a restart) leave first: no connection survives a restart, and a client that
+  // resumes here enters again (the SDK re-enters its members on every attach).
+  const gateway = new Gateway({
+    authenticator,
+    apps: registry,
+    publisher,
+    presenceProducer,
+    presence,
+    log,
+    clock,
+    limits: config.limits,
+    settings: config.realtime,
+    instanceId: config.instanceId,
+    logger,
+    usage,
+    consumerName: consumerName('delivery'),
+  });
+  const orphans = presence.connectionsHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
+  for (const o of orphans) {
+    await presenceProducer.append(o.appId, o.channel, [{ action: 'drop', id: `restart-${config.instanceId}-${randomId(6)}`, connectionId: o.connectionId, instanceId: config.instanceId }]);
+  }
+  if (orphans.length > 0) logger.info({ connections: orphans.length }, 'presence members of connections lost in a restart left');
+  await gateway.start(app.server);
+
   const timers = [
     setInterval(() => {
       history.evict();
@@ -272,6 +300,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // Every step runs even when an earlier one fails (a full disk fails the projections' last
   // flush): the log and the data directory's lock are still closed. The first failure is thrown.
   const steps: [string, () => Promise<void>][] = [
+    ['realtime gateway', () => gateway.close()],
     ['http', () => app.close()],
     ['usage', () => usage.close()],
     ['consumers', async () => {
@@ -302,5 +331,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, createdDefaultKey, close };
+  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, gateway, createdDefaultKey, close };
 }

@@ -13,6 +13,8 @@ export interface PresenceMember {
   id: string;
   clientId?: string;
   connectionId: string;
+  /** The instance whose realtime gateway holds the member's connection (absent for fixtures). */
+  instanceId?: string;
   timestamp: number;
   data?: StoredMessage['data'];
   encoding?: string;
@@ -42,6 +44,11 @@ export class PresenceProjection {
   static readonly handles = ['presence.changed'] as const;
   readonly history: HistoryProjection;
   private readonly members = new Map<string, Map<string, PresenceMember>>();
+  /**
+   * Told of every change as it is applied, with the presence messages it makes (the realtime
+   * gateway delivers them): called in log order, after the member set includes the change.
+   */
+  listener: ((appId: string, channel: string, messages: StoredMessage[]) => void) | undefined;
 
   constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
@@ -82,6 +89,7 @@ export class PresenceProjection {
       case 'enter':
       case 'update': {
         const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
+        if (e.instanceId !== undefined) member.instanceId = e.instanceId;
         members.set(memberKey(member), member);
         messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
         break;
@@ -104,6 +112,7 @@ export class PresenceProjection {
         return undefined;
     }
     if (members.size === 0) this.members.delete(key);
+    if (messages.length > 0) this.listener?.(event.appId, event.channel, messages);
     return { appId: event.appId, channel: event.channel, messages };
   }
 
@@ -119,6 +128,22 @@ export class PresenceProjection {
     const page = sorted.slice(from, from + q.limit);
     const more = from + q.limit < sorted.length;
     return { members: page.map(([, m]) => m), next: more ? page[page.length - 1] && memberKey(page[page.length - 1][1]) : undefined };
+  }
+
+  /**
+   * The connections with members present whose instance matches `held` (the gateway's, to remove
+   * members a dead instance left behind), one entry per channel and connection.
+   */
+  connectionsHeldBy(held: (instanceId: string) => boolean): { appId: string; channel: string; connectionId: string }[] {
+    const found = new Map<string, { appId: string; channel: string; connectionId: string }>();
+    for (const [key, members] of this.members) {
+      const sep = key.indexOf('\u0000');
+      for (const m of members.values()) {
+        if (m.instanceId === undefined || !held(m.instanceId)) continue;
+        found.set(`${key}\u0000${m.connectionId}`, { appId: key.slice(0, sep), channel: key.slice(sep + 1), connectionId: m.connectionId });
+      }
+    }
+    return [...found.values()];
   }
 
   historyQuery(q: HistoryQuery): Promise<HistoryEntry[]> {

@@ -11,6 +11,8 @@ export interface PresenceEvent {
   timestamp: number;
   clientId?: string;
   connectionId: string;
+  /** The instance whose realtime gateway holds the connection (absent for fixtures). */
+  instanceId?: string;
   data?: MessageData;
   encoding?: string;
   extras?: Record<string, unknown>;

@@ -1,0 +1,31 @@
+import * as Ably from 'ably';
+import { startTestService } from '/work/main/test/helpers/service.ts';
+const ts = await startTestService({ REALTIME_PRESENCE_DROP_MS: '1000' });
+await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
+const port = (ts.service.app.server.address() as any).port;
+for (const bin of [false, true]) {
+  const opts = { key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: bin, logLevel: 1 } as any;
+  const a = new Ably.Realtime({ ...opts, clientId: 'alice' });
+  const b = new Ably.Realtime({ ...opts, clientId: 'bob' });
+  await a.connection.once('connected'); await b.connection.once('connected');
+  console.log('connected', a.connection.id, b.connection.id);
+  const ch = b.channels.get('room'); const got: any[] = [];
+  await ch.subscribe((m) => got.push(m));
+  const pres: any[] = [];
+  await ch.presence.subscribe((p) => pres.push(p.action + ':' + p.clientId));
+  const ach = a.channels.get('room');
+  await ach.publish('greet', { hello: 'world' });
+  await ach.publish('bin', Buffer.from([1, 2, 3]));
+  const rest = new Ably.Rest({ ...opts });
+  await rest.channels.get('room').publish('fromrest', 'hi');
+  await ach.presence.enter('here');
+  await new Promise((r) => setTimeout(r, 500));
+  console.log('got', got.map((m) => [m.name, m.data, m.clientId, m.connectionId, m.id]));
+  console.log('members', (await ch.presence.get()).map((m) => m.clientId + ':' + m.data));
+  console.log('pres events', pres);
+  a.close(); await new Promise((r) => setTimeout(r, 500));
+  console.log('members after close', (await ch.presence.get()).map((m) => m.clientId));
+  b.close();
+}
+await ts.close();
+process.exit(0);

@@ -1,0 +1,376 @@
+import type { WebSocket } from 'ws';
+import { ServiceError } from '../errors.js';
+import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { permits } from '../auth/capability.js';
+import type { Credentials } from '../auth/credentials.js';
+import { parsePublishBody, wellFormed, messageSize, type MessageData } from '../messages/message.js';
+import type { PresenceChange } from '../presence/presence-producer.js';
+import { Action, Flag, MODES, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
+import type { Attachment, Gateway } from './gateway.js';
+
+/** A publish or presence change waiting for its ACK or NACK, in msgSerial order. */
+interface PendingAck {
+  msgSerial: number;
+  result?: { ok: true; serials: (string | null)[] } | { ok: false; error: WireError };
+}
+
+const PRESENCE_ACTIONS: Record<number, PresenceChange['action'] | undefined> = { 2: 'enter', 3: 'leave', 4: 'update' };
+
+/**
+ * One realtime connection: its identity, its attachments, its acknowledgements. It outlives its
+ * socket for connectionStateTtl so that a client that lost its socket can resume it; what it
+ * missed meanwhile is replayed from the log when it re-attaches (Gateway.attach).
+ */
+export class Connection {
+  socket: WebSocket | undefined;
+  readonly attachments = new Map<string, Attachment>();
+  /** Channels where this connection entered presence: their members leave when it goes. */
+  readonly presenceChannels = new Set<string>();
+  lastSent = 0;
+  lastReceived = 0;
+  /** Set while the socket is gone: when the members leave, and when the connection is forgotten. */
+  dropTimer: NodeJS.Timeout | undefined;
+  expiryTimer: NodeJS.Timeout | undefined;
+  private tokenTimer: NodeJS.Timeout | undefined;
+  private readonly acks: PendingAck[] = [];
+  private tokens: number;
+  private tokensAt = 0;
+
+  constructor(
+    readonly gateway: Gateway,
+    readonly id: string,
+    readonly key: string,
+    public credentials: Credentials,
+    /** The identity this connection acts as: a clientId, `*` (any) or undefined (anonymous). */
+    public clientId: string | undefined,
+    public format: WireFormat,
+    public echo: boolean,
+  ) {
+    this.tokens = gateway.settings.maxInboundRate * 2;
+  }
+
+  get appId(): string {
+    return this.credentials.app.appId;
+  }
+
+  /** Sends a frame now; a client that does not read is disconnected instead of buffered for. */
+  sendFrame(frame: Frame): void {
+    const socket = this.socket;
+    if (!socket || socket.readyState !== socket.OPEN) return;
+    if (socket.bufferedAmount > this.gateway.settings.maxBufferedBytes) {
+      this.gateway.slowConsumer(this);
+      return;
+    }
+    this.lastSent = this.gateway.clock.now();
+    socket.send(frame);
+  }
+
+  send(pm: ProtocolMessage): void {
+    this.sendFrame(encodeFrame(pm, this.format));
+  }
+
+  /** CONNECTED, for a new connection, a resume, or an AUTH that renewed the credentials. */
+  sendConnected(error?: WireError): void {
+    const s = this.gateway.settings;
+    const details: Record<string, unknown> = {
+      connectionKey: this.key,
+      connectionStateTtl: s.connectionStateTtlMs,
+      maxIdleInterval: s.maxIdleIntervalMs,
+      maxMessageSize: this.gateway.limits.maxMessageSize,
+      maxFrameSize: s.maxFrameBytes,
+      maxInboundRate: s.maxInboundRate,
+      serverId: this.gateway.instanceId,
+    };
+    if (this.clientId !== undefined) details.clientId = this.clientId;
+    const pm: ProtocolMessage = { action: Action.CONNECTED, connectionId: this.id, connectionDetails: details };
+    if (error) pm.error = error;
+    this.send(pm);
+    this.scheduleTokenExpiry();
+  }
+
+  /** A token's end: the client is told to renew (40142) and may resume with a new one. */
+  private scheduleTokenExpiry(): void {
+    clearTimeout(this.tokenTimer);
+    const expires = this.credentials.expires;
+    if (expires === undefined) return;
+    const delay = Math.max(0, expires - this.gateway.clock.now());
+    // setTimeout holds at most 2^31-1 ms; a later expiry is checked again then.
+    this.tokenTimer = setTimeout(() => {
+      if (this.credentials.expires !== expires) return;
+      if (expires > this.gateway.clock.now()) return this.scheduleTokenExpiry();
+      this.gateway.disconnect(this, serviceError('tokenExpired', 'token expired; renew it and resume'));
+    }, Math.min(delay, 2 ** 31 - 1));
+    this.tokenTimer.unref();
+  }
+
+  clearTimers(): void {
+    clearTimeout(this.tokenTimer);
+    clearTimeout(this.dropTimer);
+    clearTimeout(this.expiryTimer);
+    this.dropTimer = this.expiryTimer = this.tokenTimer = undefined;
+  }
+
+  /** Token bucket over the frames a client sends. */
+  private admit(): boolean {
+    const now = this.gateway.clock.now();
+    const rate = this.gateway.settings.maxInboundRate;
+    this.tokens = Math.min(rate * 2, this.tokens + ((now - this.tokensAt) * rate) / 1000);
+    this.tokensAt = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  /** One ProtocolMessage from the client. Never throws: every problem is answered on the wire. */
+  handle(pm: ProtocolMessage): void {
+    const admitted = this.admit();
+    switch (pm.action) {
+      case Action.HEARTBEAT:
+        this.send(pm.id === undefined ? { action: Action.HEARTBEAT } : { action: Action.HEARTBEAT, id: String(pm.id) });
+        return;
+      case Action.MESSAGE:
+      case Action.PRESENCE:
+        return this.ackable(pm, admitted);
+      case Action.ATTACH:
+        if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
+        return void this.attach(pm);
+      case Action.DETACH:
+        return this.detach(pm);
+      case Action.SYNC:
+        return this.resync(pm);
+      case Action.AUTH:
+        return this.reauthenticate(pm);
+      case Action.DISCONNECT:
+        // The client gives up on this socket; the connection stays resumable.
+        this.socket?.close(1000);
+        return;
+      case Action.CLOSE:
+        return this.gateway.closeConnection(this);
+      default:
+        // Unknown actions are ignored, as the SDK ignores ours (forward compatibility).
+        return;
+    }
+  }
+
+  private channelError(channel: unknown, error: WireError): void {
+    if (typeof channel === 'string') this.send({ action: Action.ERROR, channel, error });
+  }
+
+  /** The channel a ProtocolMessage names, checked. */
+  private channelOf(pm: ProtocolMessage): string {
+    if (typeof pm.channel !== 'string') throw new ServiceError('invalidChannelName', 'the ProtocolMessage names no channel');
+    return checkChannelName(pm.channel);
+  }
+
+  // ---- attach and detach (REALTIME-PROTOCOL.md §4)
+
+  /** Modes the credentials allow on a channel, within the requested ones (all four when none asked). */
+  private modesFor(channel: string, requested: number | undefined): number {
+    const cap = this.credentials.capability;
+    let granted = 0;
+    const meta = isMetachannel(channel);
+    if (permits(cap, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
+    if (!meta && permits(cap, channel, 'publish')) granted |= Flag.PUBLISH;
+    if (!meta && permits(cap, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
+    const asked = requested === undefined ? MODES : requested & MODES;
+    return granted & (asked === 0 ? MODES : asked);
+  }
+
+  private async attach(pm: ProtocolMessage): Promise<void> {
+    let channel: string;
+    try {
+      channel = this.channelOf(pm);
+    } catch (err) {
+      return this.channelError(pm.channel, toWireError(err));
+    }
+    if (!this.attachments.has(channel) && this.attachments.size >= this.gateway.settings.maxChannelsPerConnection) {
+      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${this.gateway.settings.maxChannelsPerConnection} channels`));
+    }
+    const modes = this.modesFor(channel, typeof pm.flags === 'number' ? pm.flags : undefined);
+    if (modes === 0) {
+      return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${channel}"`));
+    }
+    const params = pm.params && typeof pm.params === 'object' ? pm.params : undefined;
+    const serial = typeof pm.channelSerial === 'string' ? pm.channelSerial : undefined;
+    await this.gateway.attach(this, channel, modes, serial, params);
+  }
+
+  private detach(pm: ProtocolMessage): void {
+    if (typeof pm.channel !== 'string') return;
+    const channel = pm.channel;
+    this.gateway.detach(this, channel);
+    if (this.presenceChannels.delete(channel)) this.gateway.leaveAll(this, channel);
+    this.send({ action: Action.DETACHED, channel });
+  }
+
+  /** A client asks for the presence set again (§5.4): it gets the whole set. */
+  private resync(pm: ProtocolMessage): void {
+    if (typeof pm.channel !== 'string') return;
+    const attachment = this.attachments.get(pm.channel);
+    if (attachment) this.gateway.sendSync(attachment);
+  }
+
+  // ---- AUTH (§7.3)
+
+  private reauthenticate(pm: ProtocolMessage): void {
+    const token = pm.auth?.accessToken;
+    let credentials: Credentials;
+    try {
+      if (typeof token !== 'string' || token.length === 0) throw new ServiceError('invalidCredentials', 'AUTH carries no accessToken');
+      credentials = this.gateway.authenticateToken(token);
+    } catch (err) {
+      return this.gateway.fail(this, toWireError(err));
+    }
+    if (credentials.app.appId !== this.appId) {
+      return this.gateway.fail(this, serviceError('incompatibleCredentials', 'the new token is for another app'));
+    }
+    const clientId = credentials.clientId;
+    if (this.clientId !== undefined && this.clientId !== '*' && clientId !== this.clientId) {
+      return this.gateway.fail(this, serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${this.clientId}")`));
+    }
+    this.credentials = credentials;
+    if (this.clientId === undefined || this.clientId === '*') this.clientId = clientId ?? this.clientId;
+    // Channels the new capability no longer allows fail; the others stay attached (RTC8a1).
+    for (const [channel, attachment] of [...this.attachments]) {
+      const modes = this.modesFor(channel, undefined) & attachment.modes;
+      if (modes === 0) {
+        this.gateway.detach(this, channel);
+        this.channelError(channel, serviceError('capabilityDenied', `the new token allows no operation on channel "${channel}"`));
+      } else {
+        attachment.modes = modes;
+      }
+    }
+    this.sendConnected();
+  }
+
+  // ---- publish and presence, acknowledged in msgSerial order (§3.2)
+
+  private ackable(pm: ProtocolMessage, admitted: boolean): void {
+    const msgSerial = pm.msgSerial;
+    if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
+      return this.gateway.fail(this, serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
+    }
+    const pending: PendingAck = { msgSerial };
+    this.acks.push(pending);
+    const done = (result: PendingAck['result']): void => {
+      pending.result = result;
+      this.flushAcks();
+    };
+    const fail = (err: unknown): void => {
+      if (!(err instanceof ServiceError)) this.gateway.logger.error({ err, connectionId: this.id }, 'realtime publish failed');
+      done({ ok: false, error: toWireError(err) });
+    };
+    if (!admitted) return fail(new ServiceError('inboundRateExceeded', `more than ${this.gateway.settings.maxInboundRate} frames a second on this connection; slow down`));
+    try {
+      const work = pm.action === Action.MESSAGE ? this.publish(pm, msgSerial) : this.presence(pm, msgSerial);
+      work.then((serials) => done({ ok: true, serials }), fail);
+    } catch (err) {
+      fail(err);
+    }
+  }
+
+  /** Sends every ACK and NACK now due, in order; consecutive ACKs go as one. */
+  private flushAcks(): void {
+    while (this.acks.length > 0 && this.acks[0].result) {
+      const first = this.acks.shift()!;
+      const result = first.result!;
+      if (!result.ok) {
+        this.send({ action: Action.NACK, msgSerial: first.msgSerial, count: 1, error: result.error });
+        continue;
+      }
+      const res = [{ serials: result.serials }];
+      let next = first.msgSerial + 1;
+      while (this.acks.length > 0 && this.acks[0].result?.ok && this.acks[0].msgSerial === next) {
+        const r = this.acks.shift()!.result as { ok: true; serials: (string | null)[] };
+        res.push({ serials: r.serials });
+        next++;
+      }
+      this.send({ action: Action.ACK, msgSerial: first.msgSerial, count: res.length, res });
+    }
+  }
+
+  private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    const channel = this.channelOf(pm);
+    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
+    if (!permits(this.credentials.capability, channel, 'publish')) {
+      throw new ServiceError('capabilityDenied', `the credentials lack the "publish" capability on channel "${channel}"`);
+    }
+    if (!Array.isArray(pm.messages) || pm.messages.length === 0) throw new ServiceError('invalidRequestBody', 'a MESSAGE needs a non-empty messages array');
+    // Ids the client left out are `connectionId:msgSerial:index`, as the platform assigns them: a
+    // MESSAGE the SDK sends again after a resume has the same ids, so the idempotent-publish rule
+    // drops the repeat wherever it lands.
+    const raw = pm.messages.map((m, index) => {
+      if (typeof m !== 'object' || m === null || Array.isArray(m)) return m;
+      const item = { ...(m as Record<string, unknown>) };
+      delete item.connectionKey;
+      if (item.id === undefined || item.id === null) item.id = `${this.id}:${msgSerial}:${index}`;
+      return item;
+    });
+    const messages = parsePublishBody(raw, this.gateway.limits, this.clientId);
+    for (const m of messages) m.connectionId = this.id;
+    await this.gateway.publisher.publish(this.appId, channel, messages, 'realtime');
+    return messages.map((m) => m.id);
+  }
+
+  private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    const channel = this.channelOf(pm);
+    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `presence is never possible on a metachannel ("${channel}")`);
+    if (!permits(this.credentials.capability, channel, 'presence')) {
+      throw new ServiceError('capabilityDenied', `the credentials lack the "presence" capability on channel "${channel}"`);
+    }
+    if (!Array.isArray(pm.presence) || pm.presence.length === 0) throw new ServiceError('invalidRequestBody', 'a PRESENCE needs a non-empty presence array');
+    const limits = this.gateway.limits;
+    if (pm.presence.length > limits.maxMessagesPerPublish) throw new ServiceError('tooManyMessages', `a PRESENCE may hold at most ${limits.maxMessagesPerPublish} changes`);
+    const changes: PresenceChange[] = [];
+    const ids: (string | null)[] = [];
+    pm.presence.forEach((value, index) => {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ServiceError('invalidRequestBody', `presence message ${index} is not an object`);
+      const item = value as Record<string, unknown>;
+      const action = PRESENCE_ACTIONS[item.action as number];
+      if (!action) throw new ServiceError('invalidRequestBody', `presence message ${index}: action must be 2 (enter), 3 (leave) or 4 (update)`);
+      const clientId = this.presenceClientId(item.clientId, index);
+      const id = typeof item.id === 'string' && item.id.length > 0 && item.id.length <= 256 ? item.id : `${this.id}:${msgSerial}:${index}`;
+      const change: PresenceChange = { action, id, clientId, connectionId: this.id, instanceId: this.gateway.instanceId };
+      if (item.data !== undefined && item.data !== null) {
+        const d = item.data;
+        if (!(typeof d === 'string' || d instanceof Uint8Array || (typeof d === 'object' && wellFormed(d, limits.maxDataDepth)))) {
+          throw new ServiceError('invalidDataOrEncoding', `presence message ${index}: data must be a string, a JSON object or array, or bytes, nested at most ${limits.maxDataDepth} levels`);
+        }
+        change.data = d as MessageData;
+      }
+      if (typeof item.encoding === 'string' && item.encoding !== '') change.encoding = item.encoding;
+      if (item.extras !== undefined && item.extras !== null) {
+        if (typeof item.extras !== 'object' || Array.isArray(item.extras) || !wellFormed(item.extras, limits.maxDataDepth)) {
+          throw new ServiceError('invalidExtras', `presence message ${index}: extras must be an object nested at most ${limits.maxDataDepth} levels`);
+        }
+        change.extras = item.extras as Record<string, unknown>;
+      }
+      const size = messageSize({ id, timestamp: 0, data: change.data, encoding: change.encoding, clientId, extras: change.extras });
+      if (size > limits.maxMessageSize) throw new ServiceError('messageTooLarge', `presence message ${index} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+      ids.push(id);
+      // An automatic re-enter (§5.6) of a member present with the same id changes nothing.
+      if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;
+      changes.push(change);
+    });
+    if (changes.some((c) => c.action !== 'leave')) this.presenceChannels.add(channel);
+    if (changes.length > 0) await this.gateway.presenceProducer.append(this.appId, channel, changes);
+    return ids;
+  }
+
+  /** Whose presence an item changes: the connection's identity, or the one it names if it may act for anyone. */
+  private presenceClientId(given: unknown, index: number): string {
+    if (given !== undefined && given !== null) {
+      if (typeof given !== 'string' || given.length === 0 || given === '*') {
+        throw new ServiceError('invalidClientId', `presence message ${index}: clientId must be a non-empty string other than "*"`);
+      }
+      if (this.clientId !== undefined && this.clientId !== '*' && given !== this.clientId) {
+        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" does not match the connection's clientId "${this.clientId}"`);
+      }
+      return given;
+    }
+    if (this.clientId === undefined || this.clientId === '*') {
+      throw new ServiceError('presenceWithoutClientId', 'cannot enter presence without a clientId: connect with one, or use enterClient');
+    }
+    return this.clientId;
+  }
+}

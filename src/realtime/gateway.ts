@@ -1,0 +1,546 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Logger } from 'pino';
+import { ServiceError } from '../errors.js';
+import type { Authenticator } from '../auth/authenticate.js';
+import type { Credentials } from '../auth/credentials.js';
+import type { Clock } from '../clock.js';
+import type { Limits } from '../limits.js';
+import type { Log, LogRecord, Subscription } from '../log/port.js';
+import { Topics } from '../log/port.js';
+import { partitionFor } from '../log/partitioner.js';
+import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
+import type { Publisher } from '../messages/publisher.js';
+import type { StoredMessage } from '../messages/message.js';
+import { messageToWire } from '../messages/wire.js';
+import type { PresenceProducer } from '../presence/presence-producer.js';
+import type { AppRegistry } from '../../projections/apps/app-registry.js';
+import type { PresenceMember, PresenceProjection } from '../../projections/presence/presence-projection.js';
+import type { UsageMeter } from '../stats/usage-meter.js';
+import { Connection } from './connection.js';
+import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
+import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
+import type { RealtimeSettings } from './settings.js';
+
+export interface GatewayDeps {
+  authenticator: Authenticator;
+  apps: AppRegistry;
+  publisher: Publisher;
+  presenceProducer: PresenceProducer;
+  presence: PresenceProjection;
+  log: Log;
+  clock: Clock;
+  limits: Limits;
+  settings: RealtimeSettings;
+  instanceId: string;
+  logger: Logger;
+  usage?: UsageMeter;
+  /** Names the delivery consumer (the Kafka adapter makes a consumer group of it). */
+  consumerName: string;
+}
+
+/** One connection's attachment to one channel. */
+export interface Attachment {
+  conn: Connection;
+  channel: string;
+  /** The log key of the channel's events (appId:channel). */
+  recordKey: string;
+  partition: number;
+  modes: number;
+  /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
+  held?: (() => void)[];
+  overflowed?: boolean;
+}
+
+/** A channel position: everything in the channel's partition before `offset` was delivered. */
+const serialOf = (partition: number, offset: number): string => `${partition}:${offset}`;
+
+function parseSerial(serial: string, partition: number): number | undefined {
+  const m = /^(\d+):(\d+)$/.exec(serial);
+  if (!m || Number(m[1]) !== partition) return undefined;
+  const offset = Number(m[2]);
+  return Number.isSafeInteger(offset) ? offset : undefined;
+}
+
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
+const isTokenError = (code: number): boolean => code >= 40140 && code < 40150;
+
+/** A log record's messages as a MESSAGE frame, encoded at most once per format however many receive it. */
+class OutgoingMessages {
+  private json?: Frame;
+  private msgpack?: Frame;
+  readonly connectionId: string | undefined;
+
+  constructor(
+    readonly event: MessagesPublished,
+    readonly channelSerial: string,
+  ) {
+    this.connectionId = event.messages[0]?.connectionId;
+  }
+
+  frame(format: WireFormat): Frame {
+    if (format === 'json') return (this.json ??= this.build('json'));
+    return (this.msgpack ??= this.build('msgpack'));
+  }
+
+  private build(format: WireFormat): Frame {
+    const e = this.event;
+    return encodeFrame({ action: Action.MESSAGE, channel: e.channel, channelSerial: this.channelSerial, messages: e.messages.map((m) => messageToWire(m, format)) }, format);
+  }
+}
+
+function presenceToWire(m: StoredMessage | PresenceMember, format: WireFormat, action?: number): Record<string, unknown> {
+  const wire = messageToWire(m as StoredMessage, format);
+  if (action !== undefined) wire.action = action;
+  return wire;
+}
+
+/**
+ * The realtime gateway (ARCHITECTURE: The realtime gateway): WebSocket connections on the REST
+ * port, speaking the SDK's realtime protocol. Publishes and presence changes go to the log like
+ * REST's; delivery is one more consumer of the log, sending each record to the connections
+ * attached to its channel here, in log order, whichever instance or route appended it.
+ */
+export class Gateway {
+  readonly settings: RealtimeSettings;
+  readonly limits: Limits;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly instanceId: string;
+  readonly publisher: Publisher;
+  readonly presenceProducer: PresenceProducer;
+  private readonly connections = new Map<string, Connection>();
+  /** Attachments by channel log key. */
+  private readonly index = new Map<string, Set<Attachment>>();
+  /** Next offset of the messages topic to deliver, per partition. */
+  private delivered: number[] = [];
+  private partitions = 1;
+  private sockets = 0;
+  private subscription: Subscription | undefined;
+  private readonly wss: WebSocketServer;
+  private ticker: NodeJS.Timeout | undefined;
+  private closing = false;
+
+  constructor(private readonly deps: GatewayDeps) {
+    this.settings = deps.settings;
+    this.limits = deps.limits;
+    this.clock = deps.clock;
+    this.logger = deps.logger;
+    this.instanceId = deps.instanceId;
+    this.publisher = deps.publisher;
+    this.presenceProducer = deps.presenceProducer;
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
+  }
+
+  /** Starts delivering from the log's current end and takes WebSocket upgrades on `server`. */
+  async start(server: Server): Promise<void> {
+    const { log } = this.deps;
+    this.partitions = await log.partitions(Topics.messages);
+    const ends = await log.endOffsets(Topics.messages);
+    this.delivered = Array.from({ length: this.partitions }, (_, p) => ends.get(p) ?? 0);
+    this.subscription = log.consume({
+      topic: Topics.messages,
+      consumer: this.deps.consumerName,
+      from: ends,
+      handle: (records) => this.deliverMessages(records),
+      onError: (err) => this.logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
+    });
+    await this.subscription.caughtUp;
+    this.deps.presence.listener = (appId, channel, entries) => this.deliverPresence(appId, channel, entries);
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    this.ticker = setInterval(() => this.tick(), 1000);
+    this.ticker.unref();
+  }
+
+  get connectionCount(): number {
+    return this.sockets;
+  }
+
+  // ---- connecting (REALTIME-PROTOCOL.md §1, §6, §7)
+
+  private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost');
+    } catch {
+      url = new URL('http://localhost/invalid');
+    }
+    if (url.pathname !== '/' || this.closing) {
+      socket.end(`HTTP/1.1 ${this.closing ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      return;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, url.searchParams));
+  }
+
+  private accept(ws: WebSocket, params: URLSearchParams): void {
+    const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
+    ws.binaryType = 'nodebuffer';
+    ws.on('error', (err) => this.logger.debug({ err }, 'realtime socket error'));
+    this.sockets++;
+    ws.once('close', () => this.sockets--);
+    // Every refusal goes in-band: an upgrade refused with an HTTP status is only a network
+    // failure to the SDK, which retries for ever (§1.1).
+    const refuse = (error: WireError, action: number = isTokenError(error.code) ? Action.DISCONNECTED : Action.ERROR): void => {
+      ws.send(encodeFrame({ action, error }, format));
+      ws.close(1000);
+    };
+    if (this.sockets > this.settings.maxConnections) {
+      return refuse(serviceError('connectionsLimit', `this instance holds its maximum of ${this.settings.maxConnections} realtime connections; retry later`), Action.DISCONNECTED);
+    }
+    let credentials: Credentials;
+    let clientId: string | undefined;
+    try {
+      ({ credentials, clientId } = this.authenticate(params));
+    } catch (err) {
+      return refuse(toWireError(err));
+    }
+    const secret = this.deps.apps.key(credentials.keyName)?.key.keySecret ?? '';
+    const appId = credentials.app.appId;
+    const echo = params.get('echo') !== 'false';
+    const resumeKey = params.get('resume') ?? params.get('recover') ?? undefined;
+    let conn: Connection | undefined;
+    let error: WireError | undefined;
+    if (resumeKey !== undefined) {
+      const id = verifyConnectionKey(resumeKey, secret, appId);
+      const existing = this.connections.get(id ?? connectionIdOf(resumeKey));
+      if (id === undefined) {
+        error = serviceError('invalidConnectionKey', 'the connection key is not valid for these credentials; a new connection was made');
+      } else if (existing && existing.clientId !== clientId && existing.clientId !== undefined && existing.clientId !== '*') {
+        error = serviceError('incompatibleCredentials', "the credentials' clientId does not match the connection's; a new connection was made");
+      } else {
+        // Resumed here, or on another instance than the one that made it: the key proves it.
+        conn = existing ?? new Connection(this, id, resumeKey, credentials, clientId, format, echo);
+        if (existing) {
+          this.detachSocket(existing, true);
+          existing.credentials = credentials;
+          existing.clientId = clientId;
+          existing.format = format;
+          existing.echo = echo;
+        }
+        this.logger.debug({ connectionId: id, local: existing !== undefined }, 'realtime connection resumed');
+      }
+    }
+    if (!conn) {
+      const id = newConnectionId();
+      conn = new Connection(this, id, connectionKeyFor(secret, appId, id), credentials, clientId, format, echo);
+    }
+    clearTimeout(conn.dropTimer);
+    clearTimeout(conn.expiryTimer);
+    conn.dropTimer = conn.expiryTimer = undefined;
+    this.connections.set(conn.id, conn);
+    conn.socket = ws;
+    conn.lastReceived = this.clock.now();
+    const c = conn;
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      c.lastReceived = this.clock.now();
+      let pm: ProtocolMessage;
+      try {
+        pm = decodeFrame(data, isBinary, c.format);
+      } catch (err) {
+        return this.fail(c, toWireError(err));
+      }
+      c.handle(pm);
+    });
+    ws.on('pong', () => (c.lastReceived = this.clock.now()));
+    ws.once('close', () => this.socketClosed(c, ws));
+    conn.sendConnected(error);
+  }
+
+  /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
+  private authenticate(params: URLSearchParams): { credentials: Credentials; clientId: string | undefined } {
+    const now = this.clock.now();
+    const key = params.get('key');
+    const token = params.get('access_token') ?? params.get('accessToken');
+    const asked = params.get('clientId') ?? undefined;
+    if (asked === '*' || asked === '') throw new ServiceError('invalidClientId', 'clientId must be a non-empty string other than "*"');
+    if (key) {
+      const credentials = this.deps.authenticator.authenticate(`Basic ${b64(key)}`, asked === undefined ? undefined : b64(asked), now);
+      return { credentials, clientId: credentials.clientId };
+    }
+    if (token) {
+      const credentials = this.authenticateToken(token);
+      const held = credentials.clientId;
+      if (asked === undefined) return { credentials, clientId: held };
+      if (held === '*' || held === asked) return { credentials, clientId: asked };
+      throw new ServiceError('incompatibleCredentials', `clientId "${asked}" does not match the token's clientId${held === undefined ? ' (none)' : ` "${held}"`}`);
+    }
+    throw new ServiceError('noAuthentication', 'no credentials: connect with key=<key> or access_token=<token>');
+  }
+
+  authenticateToken(token: string): Credentials {
+    return this.deps.authenticator.authenticate(`Bearer ${b64(token)}`, undefined, this.clock.now());
+  }
+
+  // ---- ending connections
+
+  /** The socket is gone but the connection may resume: its members stay for presenceDropMs. */
+  private socketClosed(conn: Connection, ws: WebSocket): void {
+    if (conn.socket === ws) this.lostSocket(conn);
+  }
+
+  private lostSocket(conn: Connection, terminate = false): void {
+    this.detachSocket(conn, terminate);
+    if (this.connections.get(conn.id) !== conn || this.closing || conn.dropTimer) return;
+    conn.dropTimer = setTimeout(() => {
+      for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);
+      conn.presenceChannels.clear();
+    }, this.settings.presenceDropMs);
+    conn.dropTimer.unref();
+    conn.expiryTimer = setTimeout(() => this.forget(conn), Math.max(this.settings.connectionStateTtlMs, this.settings.presenceDropMs));
+    conn.expiryTimer.unref();
+  }
+
+  /** Takes a connection off its socket: its attachments stop (a resume attaches again and replays). */
+  private detachSocket(conn: Connection, terminate = false): void {
+    for (const channel of [...conn.attachments.keys()]) this.detach(conn, channel);
+    const socket = conn.socket;
+    conn.socket = undefined;
+    if (!socket) return;
+    if (terminate) socket.terminate();
+    else if (socket.readyState === socket.OPEN) socket.close(1000);
+  }
+
+  private forget(conn: Connection): void {
+    if (this.connections.get(conn.id) === conn) this.connections.delete(conn.id);
+    conn.clearTimers();
+    for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);
+    conn.presenceChannels.clear();
+  }
+
+  /** CLOSE: CLOSED, then the connection is gone and its members leave at once. */
+  closeConnection(conn: Connection): void {
+    conn.send({ action: Action.CLOSED });
+    this.forget(conn);
+    this.detachSocket(conn);
+  }
+
+  /** A problem the client must act on (a token to renew): DISCONNECTED, and it may resume. */
+  disconnect(conn: Connection, error: WireError): void {
+    conn.send({ action: Action.DISCONNECTED, error });
+    this.lostSocket(conn);
+  }
+
+  /** A fatal problem: ERROR without a channel ends the connection (the SDK goes `failed`). */
+  fail(conn: Connection, error: WireError): void {
+    if (isTokenError(error.code)) return this.disconnect(conn, error);
+    conn.send({ action: Action.ERROR, error });
+    this.forget(conn);
+    this.detachSocket(conn);
+  }
+
+  /**
+   * A client that does not read what it is sent is cut off rather than buffered for without
+   * bound (its socket already holds maxBufferedBytes); it resumes, and the log replays what it missed.
+   */
+  slowConsumer(conn: Connection): void {
+    this.logger.warn({ connectionId: conn.id, buffered: conn.socket?.bufferedAmount }, 'realtime client not reading; disconnected');
+    this.lostSocket(conn, true);
+  }
+
+  /** The members `conn` entered on `channel` leave (a `drop` on the log: one leave per member). */
+  leaveAll(conn: Connection, channel: string): void {
+    const id = `${this.instanceId}-${randomBytes(6).toString('base64url')}`;
+    this.presenceProducer
+      .append(conn.appId, channel, [{ action: 'drop', id, connectionId: conn.id, instanceId: this.instanceId }])
+      .catch((err) => this.logger.error({ err, connectionId: conn.id, channel }, 'presence leave of a gone connection failed; its members stay until the instance restarts'));
+  }
+
+  // ---- attachments and delivery
+
+  async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined): Promise<void> {
+    const recordKey = channelKey(conn.appId, channel);
+    const partition = partitionFor(recordKey, this.partitions);
+    this.detach(conn, channel);
+    const attachment: Attachment = { conn, channel, recordKey, partition, modes };
+    // The presence set and the registration in the same tick: every change after the snapshot
+    // reaches the attachment, none before it (no gap, no duplicate).
+    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.members(conn.appId, channel) : [];
+    const target = this.delivered[partition];
+    const from = serial === undefined ? undefined : parseSerial(serial, partition);
+    const replay = from !== undefined && from <= target;
+    if (replay) attachment.held = [];
+    let set = this.index.get(recordKey);
+    if (!set) this.index.set(recordKey, (set = new Set()));
+    set.add(attachment);
+    conn.attachments.set(channel, attachment);
+
+    let backlog: MessagesPublished[] = [];
+    let resumed = false;
+    if (replay) {
+      try {
+        backlog = await this.readBacklog(recordKey, partition, from, target);
+        resumed = true;
+      } catch (err) {
+        this.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
+      }
+      if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
+    }
+    let flags = modes;
+    if (members.length > 0) flags |= Flag.HAS_PRESENCE;
+    if (resumed) flags |= Flag.RESUMED;
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: serialOf(partition, target) };
+    if (params && Object.keys(params).length > 0) attached.params = {};
+    conn.send(attached);
+    if (members.length > 0) this.sendSyncPages(conn, channel, members);
+    for (const [i, event] of backlog.entries()) this.sendMessages(attachment, new OutgoingMessages(event, serialOf(partition, target)), i);
+    const held = attachment.held;
+    attachment.held = undefined;
+    if (attachment.overflowed) return this.slowConsumer(conn);
+    for (const send of held ?? []) send();
+  }
+
+  /** The channel's messages in its partition from `from` up to `to`, read from the log. */
+  private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+    const found: MessagesPublished[] = [];
+    let offset = from;
+    let scanned = 0;
+    while (offset < to) {
+      const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
+      if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
+      for (const r of records) {
+        if (r.offset >= to) break;
+        if (r.key === recordKey) {
+          const event = decodeEvent(r.value);
+          if (event.type === 'messages.published') found.push(event);
+          if (found.length > this.settings.maxReplayRecords) throw new Error('the backlog is larger than maxReplayRecords');
+        }
+      }
+      offset = records[records.length - 1].offset + 1;
+      scanned += records.length;
+      if (scanned > 100 * this.settings.maxReplayRecords) throw new Error('the backlog is too far back in the log');
+    }
+    return found;
+  }
+
+  detach(conn: Connection, channel: string): void {
+    const attachment = conn.attachments.get(channel);
+    if (!attachment) return;
+    conn.attachments.delete(channel);
+    const set = this.index.get(attachment.recordKey);
+    set?.delete(attachment);
+    if (set?.size === 0) this.index.delete(attachment.recordKey);
+  }
+
+  private deliverMessages(records: LogRecord[]): void {
+    for (const r of records) {
+      const set = this.index.get(r.key);
+      if (set) {
+        const event = decodeEvent(r.value);
+        if (event.type === 'messages.published') {
+          const out = new OutgoingMessages(event, serialOf(r.partition, r.offset + 1));
+          for (const attachment of set) this.sendMessages(attachment, out);
+        }
+      }
+      this.delivered[r.partition] = r.offset + 1;
+    }
+  }
+
+  private sendMessages(attachment: Attachment, out: OutgoingMessages, _index = 0): void {
+    if (attachment.held) {
+      if (attachment.held.length >= this.settings.maxReplayRecords) attachment.overflowed = true;
+      else attachment.held.push(() => this.sendMessages(attachment, out));
+      return;
+    }
+    const conn = attachment.conn;
+    if (!(attachment.modes & Flag.SUBSCRIBE)) return;
+    if (!conn.echo && out.connectionId === conn.id) return;
+    conn.sendFrame(out.frame(conn.format));
+  }
+
+  private deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {
+    const set = this.index.get(channelKey(appId, channel));
+    if (!set || entries.length === 0) return;
+    for (const attachment of set) this.sendPresence(attachment, entries);
+  }
+
+  private sendPresence(attachment: Attachment, entries: StoredMessage[]): void {
+    if (attachment.held) {
+      if (attachment.held.length >= this.settings.maxReplayRecords) attachment.overflowed = true;
+      else attachment.held.push(() => this.sendPresence(attachment, entries));
+      return;
+    }
+    const conn = attachment.conn;
+    // A connection always gets its own members' events: the SDK learns its members from them (§5.2).
+    const subscribed = (attachment.modes & Flag.PRESENCE_SUBSCRIBE) !== 0;
+    const items = subscribed ? entries : entries.filter((e) => e.connectionId === conn.id);
+    if (items.length === 0) return;
+    conn.send({
+      action: Action.PRESENCE,
+      channel: attachment.channel,
+      channelSerial: serialOf(attachment.partition, this.delivered[attachment.partition]),
+      presence: items.map((e) => presenceToWire(e, conn.format)),
+    });
+  }
+
+  private members(appId: string, channel: string): PresenceMember[] {
+    return this.deps.presence.query({ appId, channel, limit: Number.MAX_SAFE_INTEGER }).members;
+  }
+
+  isPresentWithId(appId: string, channel: string, clientId: string, connectionId: string, id: string): boolean {
+    return this.deps.presence.query({ appId, channel, clientId, connectionId, limit: 1 }).members[0]?.id === id;
+  }
+
+  /** The whole presence set, again (a client's SYNC request). */
+  sendSync(attachment: Attachment): void {
+    if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) return;
+    this.sendSyncPages(attachment.conn, attachment.channel, this.members(attachment.conn.appId, attachment.channel));
+  }
+
+  /** SYNC pages of `present` members; the last page's cursor is empty (§5.4). */
+  private sendSyncPages(conn: Connection, channel: string, members: PresenceMember[]): void {
+    const syncId = randomBytes(6).toString('base64url');
+    const size = this.settings.syncPageSize;
+    const pages = Math.max(1, Math.ceil(members.length / size));
+    for (let page = 0; page < pages; page++) {
+      const last = page === pages - 1;
+      conn.send({
+        action: Action.SYNC,
+        channel,
+        channelSerial: `${syncId}:${last ? '' : page + 1}`,
+        presence: members.slice(page * size, (page + 1) * size).map((m) => presenceToWire(m, conn.format, 1)),
+      });
+    }
+  }
+
+  // ---- housekeeping
+
+  /** Heartbeats where the gateway was silent, pings where the client was, and dead sockets closed (§6.1). */
+  private tick(): void {
+    const now = this.clock.now();
+    const idle = this.settings.maxIdleIntervalMs;
+    for (const conn of this.connections.values()) {
+      const socket = conn.socket;
+      if (!socket || socket.readyState !== socket.OPEN) continue;
+      if (now - conn.lastReceived > 2 * idle + 10_000) {
+        this.logger.debug({ connectionId: conn.id }, 'realtime client silent; socket closed');
+        socket.terminate();
+        continue;
+      }
+      if (now - conn.lastSent >= idle) conn.send({ action: Action.HEARTBEAT });
+      if (now - conn.lastReceived >= idle) socket.ping();
+    }
+  }
+
+  /**
+   * Shutdown: every client is told to reconnect (DISCONNECTED, which the SDK answers by resuming,
+   * here after a restart or on another instance), and delivery stops.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.ticker);
+    for (const conn of this.connections.values()) {
+      conn.clearTimers();
+      if (conn.socket) {
+        conn.send({ action: Action.DISCONNECTED, error: serviceError('serviceShuttingDown', 'the service is restarting; reconnect') });
+        this.detachSocket(conn);
+      }
+    }
+    this.connections.clear();
+    this.deps.presence.listener = undefined;
+    await this.subscription?.stop();
+    this.wss.close();
+  }
+}

@@ -1,0 +1,44 @@
+// The realtime gateway's timings and limits (README: The realtime interface). Defaults follow
+// what the SDK expects of the platform (REALTIME-PROTOCOL.md §1.4, §6).
+
+export interface RealtimeSettings {
+  /** How long a dropped connection can be resumed. Sent as connectionDetails.connectionStateTtl. */
+  connectionStateTtlMs: number;
+  /** The longest the gateway stays silent on a connection; a HEARTBEAT goes out after it. */
+  maxIdleIntervalMs: number;
+  /**
+   * How long the presence members of a connection that dropped without CLOSE stay present, waiting
+   * for a resume; then they leave (spec: one minute). REALTIME_PRESENCE_DROP_MS
+   */
+  presenceDropMs: number;
+  /** Largest frame a client may send; above it the socket is closed (1009). REALTIME_MAX_FRAME_BYTES */
+  maxFrameBytes: number;
+  /** Open realtime connections on one instance. Above: DISCONNECTED 42910. REALTIME_MAX_CONNECTIONS */
+  maxConnections: number;
+  /** Channels one connection may be attached to. Above: channel ERROR 90010. */
+  maxChannelsPerConnection: number;
+  /** Frames per second a connection may send, on average (burst: twice this). Above: NACK 42911. */
+  maxInboundRate: number;
+  /**
+   * Bytes waiting to be written to one socket. Above it the client is not reading fast enough: the
+   * gateway disconnects it (80020) rather than buffering without bound; a resume replays from the log.
+   */
+  maxBufferedBytes: number;
+  /** Log records held for one attachment while its backlog is read from the log. */
+  maxReplayRecords: number;
+  /** Members per SYNC page. */
+  syncPageSize: number;
+}
+
+export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
+  connectionStateTtlMs: 120_000,
+  maxIdleIntervalMs: 15_000,
+  presenceDropMs: 60_000,
+  maxFrameBytes: 1024 * 1024,
+  maxConnections: 20_000,
+  maxChannelsPerConnection: 200,
+  maxInboundRate: 100,
+  maxBufferedBytes: 8 * 1024 * 1024,
+  maxReplayRecords: 10_000,
+  syncPageSize: 100,
+};
