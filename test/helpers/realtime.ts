@@ -149,6 +149,8 @@ export class NetworkCut {
   private readonly open = new Set<Socket>();
   private readonly held: Socket[] = [];
   private heldWaiters: (() => void)[] = [];
+  /** The service-to-client half of every relayed connection, to mute. */
+  private readonly downstreams = new Map<Socket, Socket>();
 
   private constructor(
     private readonly server: Server,
@@ -196,14 +198,30 @@ export class NetworkCut {
       client.destroy();
     });
     upstream.on('error', () => upstream.destroy());
-    client.on('close', () => upstream.destroy());
+    client.on('close', () => {
+      upstream.destroy();
+      this.downstreams.delete(upstream);
+    });
     client.pipe(upstream);
     upstream.pipe(client);
+    this.downstreams.set(upstream, client);
+  }
+
+  /**
+   * Stops relaying what the service sends (it is kept back, never delivered) while the clients'
+   * frames still reach it: an ACK the service sends now is lost with the next `cut()`.
+   */
+  mute(): void {
+    for (const [upstream, client] of this.downstreams) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
   }
 
   /** Breaks every relayed connection and holds new ones. */
   cut(): void {
     this.holding = true;
+    this.downstreams.clear();
     for (const socket of [...this.open]) if (!this.held.includes(socket)) socket.destroy();
   }
 

@@ -221,6 +221,52 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       expect(issued).toHaveLength(2);
     });
 
+    it('RTC8, RTC8a1: authorize() while connected renews in place (AUTH); a channel the new capability excludes fails, the others stay', async () => {
+      const keyRest = rest();
+      const [keep, lose] = [`keep-${uniqueChannel()}`, `lose-${uniqueChannel()}`];
+      let capability = JSON.stringify({ 'keep-*': ['*'], 'lose-*': ['*'] });
+      const issued: Ably.TokenDetails[] = [];
+      const client = realtime({
+        authCallback: (_params, callback) => {
+          keyRest.auth.requestToken({ clientId: `authorizing-${format}`, capability }).then(
+            (details) => {
+              issued.push(details);
+              callback(null, details);
+            },
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      const [keepChannel, loseChannel] = [client.channels.get(keep), client.channels.get(lose)];
+      const arrivals = await collectMessages(keepChannel);
+      await loseChannel.attach();
+      const connectionId = client.connection.id;
+      const connectionStates = stateLog(client.connection);
+      const connectionEvents = new Arrivals<Ably.ConnectionStateChange>();
+      client.connection.on(connectionEvents.push);
+      const keepStates = stateLog(keepChannel);
+      const loseStates = stateLog(loseChannel);
+
+      capability = JSON.stringify({ 'keep-*': ['*'] });
+      const details = await client.auth.authorize();
+      expect(details.token).toBe(issued[1].token);
+      expect(currentToken(client)).toBe(issued[1].token);
+      // RTN24: the CONNECTED that answers AUTH is an update of the connected state, not a new connection.
+      await connectionEvents.count(1);
+      expect(connectionEvents.items.map((c) => [c.previous, c.current])).toEqual([['connected', 'connected']]);
+      expect(connectionStates.map((c) => c.current)).toEqual(['connected']);
+      expect(client.connection.id).toBe(connectionId);
+
+      await within(loseChannel.whenState('failed'), 10_000, `channel ${lose} to fail`);
+      expect(loseChannel.errorReason).toMatchObject({ code: 40160 });
+      expect(loseStates.map((c) => [c.current, c.code])).toEqual([['failed', 40160]]);
+      expect(keepChannel.state).toBe('attached');
+      expect(keepStates).toEqual([]);
+      await keepChannel.publish('after', 'authorize');
+      await arrivals.count(1);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([['after', `authorizing-${format}`]]);
+    });
+
     it('RSA4a2, RTN15h1: a token that expires with nothing to renew it ends the connection with 40171', async () => {
       const details = await token({ ttl: 2_000 });
       const client = realtime({ token: details.token });
@@ -269,7 +315,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       const [channelA, channelB] = [client.channels.get(nameA), client.channels.get(nameB)];
       const [arrivalsA, arrivalsB] = [await collectMessages(channelA), await collectMessages(channelB)];
       const publisher = rest();
-      await publisher.channels.get(nameA).publish('before', 0);
+      await publisher.channels.get(nameA).publish('before', '0');
       await arrivalsA.count(1);
       const connectionId = client.connection.id;
       const connectionStates = stateLog(client.connection);
@@ -278,15 +324,15 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       network.cut();
       await connectionState(client, 'disconnected');
       // The SDK's reconnection attempt waits at the relay while these are published and acknowledged.
-      for (let i = 1; i <= 5; i++) await publisher.channels.get(nameA).publish(`meanwhile-${i}`, i);
+      for (let i = 1; i <= 5; i++) await publisher.channels.get(nameA).publish(`meanwhile-${i}`, String(i));
       await publisher.channels.get(nameB).publish([{ name: 'b-1' }, { name: 'b-2' }]);
       // A realtime publish while disconnected is queued by the SDK and sent on the resumed connection.
       const queued = channelA.publish('queued', 'while disconnected');
       network.release();
       await connectionState(client, 'connected');
       await queued;
-      await publisher.channels.get(nameA).publish('after', 6);
-      await publisher.channels.get(nameB).publish('b-after', 3);
+      await publisher.channels.get(nameA).publish('after', '6');
+      await publisher.channels.get(nameB).publish('b-after', '3');
 
       // Delivery follows the log: once 'after' is here, anything sent twice or late would have been too.
       await arrivalsA.until((items) => items.some((m) => m.name === 'after'), "'after' on channel A");
@@ -314,6 +360,82 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       const history = await publisher.channels.get(nameA).history();
       expect(history.items.filter((m) => m.name === 'queued')).toHaveLength(1);
       expect(history.items.find((m) => m.name === 'queued')!.connectionId).toBe(connectionId);
+    });
+
+    it('RTN19a, RTN15c6: a publish whose ACK was lost with the socket is sent again on the resumed connection, acknowledged, and published once', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const client = realtime({ key: ts.key }, network.port);
+      const name = uniqueChannel('rt-resend');
+      const channel = client.channels.get(name);
+      await channel.attach();
+      const watcher = await collectMessages(realtime({ key: ts.key }).channels.get(name));
+      const connectionId = client.connection.id;
+
+      // The service gets the publish and acknowledges it; the ACK never reaches the SDK.
+      network.mute();
+      let acknowledged = false;
+      const publish = channel.publish('in-flight', 'once').then((result) => {
+        acknowledged = true;
+        return result;
+      });
+      await watcher.count(1);
+      network.cut();
+      await connectionState(client, 'disconnected');
+      expect(acknowledged).toBe(false);
+      network.release();
+      const result = await within(publish, 15_000, 'the ACK of the publish sent again');
+      expect(result.serials).toHaveLength(1);
+      expect(client.connection.id).toBe(connectionId);
+
+      await rest().channels.get(name).publish('after', 'the resume');
+      await watcher.until((items) => items.some((m) => m.name === 'after'), "'after'");
+      expect(watcher.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
+      const history = await rest().channels.get(name).history({ direction: 'forwards' });
+      expect(history.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
+    });
+
+    it('RTN16: a new client given the recovery key of one whose socket dropped takes over its connection and gets what was published meanwhile', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const first = realtime({ key: ts.key, clientId: `recovered-${format}` }, network.port);
+      const name = uniqueChannel('rt-recover');
+      const firstChannel = first.channels.get(name);
+      const firstArrivals = await collectMessages(firstChannel);
+      await firstChannel.publish('before', 'by the first client');
+      await firstArrivals.count(1);
+      const connectionId = first.connection.id;
+      const recoveryKey = first.connection.createRecoveryKey();
+      expect(recoveryKey).toEqual(expect.any(String));
+      expect(JSON.parse(recoveryKey!)).toMatchObject({ msgSerial: 1, channelSerials: { [name]: expect.any(String) } });
+
+      // The page reloads: the first client's socket is gone and it never comes back.
+      network.cut();
+      await connectionState(first, 'disconnected');
+      const publisher = rest();
+      for (let i = 1; i <= 3; i++) await publisher.channels.get(name).publish(`meanwhile-${i}`, String(i));
+
+      const second = realtime({ key: ts.key, clientId: `recovered-${format}`, recover: recoveryKey! });
+      const connected = new Promise<Ably.ConnectionStateChange>((resolve) => second.connection.once('connected', resolve));
+      const change = await within(connected, 15_000, 'the recovering client to connect');
+      expect(change.reason ?? null).toBeNull();
+      expect(second.connection.id).toBe(connectionId);
+      // The recovered channel attaches from where the first client was.
+      const secondChannel = second.channels.get(name);
+      const arrivals = await collectMessages(secondChannel);
+      // Its msgSerial goes on from the first client's, so this is not taken for a repeat of 'before'.
+      await secondChannel.publish('after', 'by the second client');
+      await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
+      expect(arrivals.items.map((m) => m.name)).toEqual(['meanwhile-1', 'meanwhile-2', 'meanwhile-3', 'after']);
+      const history = await publisher.channels.get(name).history({ direction: 'forwards' });
+      expect(history.items.map((m) => [m.name, m.connectionId])).toEqual([
+        ['before', connectionId],
+        ['meanwhile-1', undefined],
+        ['meanwhile-2', undefined],
+        ['meanwhile-3', undefined],
+        ['after', connectionId],
+      ]);
+      first.close();
     });
 
     it('RTN15c7: a resume the service cannot honour gives a new connection, with the reason, and the channels attached again', async () => {

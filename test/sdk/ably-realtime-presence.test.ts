@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { allPages } from '../helpers/sdk.js';
+import { allPages, rejection } from '../helpers/sdk.js';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Clients, NetworkCut, collectPresence, connectionState, realtimeClient } from '../helpers/realtime.js';
 
@@ -142,6 +142,34 @@ describe.each(FORMATS)('ably-js v2 Realtime client, presence ($format)', ({ form
     ]);
     for (const m of watcher.items) expect(m.connectionId).toBe(agent.connection.id);
     expect(summary(await realtime().channels.get(name).presence.get())).toEqual([['present', 'y', 'y busy']]);
+  });
+
+  it('RTP15f, RTP14: a token without a clientId is anonymous, not a wildcard: its enterClient is refused with 40012', async () => {
+    const details = await rest().auth.requestToken({ ttl: 60_000 });
+    expect(details.clientId ?? null).toBeNull();
+    const anonymous = realtime({ tokenDetails: details });
+    const name = uniqueChannel('rt-anon-enter');
+    const channel = anonymous.channels.get(name);
+    await channel.attach();
+    expect(await rejection(channel.presence.enterClient('someone', 'x'))).toMatchObject({ code: 40012 });
+    expect((await rest().channels.get(name).presence.get()).items).toEqual([]);
+  });
+
+  it('RTL5, RTP5: a member whose client detaches the channel leaves it', async () => {
+    const name = uniqueChannel('rt-presence-detach');
+    const watcher = await collectPresence(realtime().channels.get(name));
+    const ivan = identified(`ivan-${format}`);
+    const channel = ivan.channels.get(name);
+    await channel.presence.enter('until detach');
+    await watcher.count(1);
+    await channel.detach();
+    await watcher.count(2);
+    expect(summary(watcher.items)).toEqual([
+      ['enter', `ivan-${format}`, 'until detach'],
+      ['leave', `ivan-${format}`, 'until detach'],
+    ]);
+    expect(ivan.connection.state).toBe('connected');
+    expect((await rest().channels.get(name).presence.get()).items).toEqual([]);
   });
 
   it('RTP18, RTP19: SYNC of 1,000 members entered by one wildcard connection; a client that attaches then gets them all', async () => {

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
 import { rejection } from '../helpers/sdk.js';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-import { Clients, collectMessages, connectionState, currentToken, realtimeClient, stateLog } from '../helpers/realtime.js';
+import { Clients, collectMessages, connectionState, currentToken, realtimeClient, stateLog, within } from '../helpers/realtime.js';
 
 let ts: TestService;
 let port: number;
@@ -64,7 +64,8 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       expect(other.connection.id).not.toBe(id);
 
       client.close();
-      await connectionState(client, 'closed');
+      // connection.state turns closed before the SDK emits the state changes.
+      if (!states.some((s) => s.current === 'closed')) await within(client.connection.once('closed'), 10_000, 'the closed event');
       expect(states.map((s) => s.current)).toEqual(['connecting', 'connected', 'closing', 'closed']);
     });
 
@@ -117,6 +118,14 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       });
       await connectionState(client, 'connected');
       expect(client.auth.clientId).toBe(`details-user-${format}`);
+    });
+
+    it('RTN13: ping() is answered', async () => {
+      const client = realtime();
+      await connectionState(client, 'connected');
+      const roundTrip = await client.connection.ping();
+      expect(typeof roundTrip).toBe('number');
+      expect(roundTrip).toBeGreaterThanOrEqual(0);
     });
 
     it('RTN14a: a key with a wrong secret ends in the failed state with 40101, and the SDK does not retry', async () => {
@@ -205,6 +214,33 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       ]);
     });
 
+    it('RTL4l, RTL4m: a channel attached with modes gets those modes; without subscribe it receives nothing', async () => {
+      const name = uniqueChannel('rt-modes');
+      const client = realtime();
+      const publishOnly = client.channels.get(name, { modes: ['publish', 'presence'] });
+      await publishOnly.attach();
+      expect([...(publishOnly.modes ?? [])].sort()).toEqual(['presence', 'publish']);
+      const received: Ably.InboundMessage[] = [];
+      // The SDK lets a listener be added; the service must not send anything to it.
+      publishOnly.subscribe((m) => received.push(m));
+      const watcher = await collectMessages(realtime().channels.get(name));
+      await publishOnly.publish('from', 'a publish-only channel');
+      await rest().channels.get(name).publish('to', 'everyone subscribed');
+      await watcher.count(2);
+      expect(received).toEqual([]);
+    });
+
+    it('spec Publish: a REST publish with a realtime connection\'s key carries that connection\'s id and clientId', async () => {
+      const name = uniqueChannel('rt-connkey');
+      const client = realtime({ key: ts.key, clientId: `keyed-${format}` });
+      const arrivals = await collectMessages(client.channels.get(name));
+      await rest().channels.get(name).publish({ name: 'keyed', data: 'via REST', connectionKey: client.connection.key });
+      const [m] = await arrivals.count(1);
+      expect([m.name, m.connectionId, m.clientId]).toEqual(['keyed', client.connection.id, `keyed-${format}`]);
+      const page = await rest().channels.get(name).history();
+      expect(page.items.map((h) => [h.connectionId, h.clientId])).toEqual([[client.connection.id, `keyed-${format}`]]);
+    });
+
     it('TM2a: a message id the publisher sets is kept', async () => {
       const client = realtime();
       const channel = client.channels.get(uniqueChannel('rt-ownid'));
@@ -256,9 +292,9 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       const wanted: Ably.InboundMessage[] = [];
       await channel.subscribe('wanted', (m) => wanted.push(m));
       const all = await collectMessages(channel);
-      await channel.publish([{ name: 'other', data: 1 }, { name: 'wanted', data: 2 }, { name: 'other', data: 3 }]);
+      await channel.publish([{ name: 'other', data: '1' }, { name: 'wanted', data: '2' }, { name: 'other', data: '3' }]);
       await all.count(3);
-      expect(wanted.map((m) => m.data)).toEqual([2]);
+      expect(wanted.map((m) => m.data)).toEqual(['2']);
     });
 
     it('RTL6c: a channel that was never attached can be published to', async () => {
@@ -279,13 +315,13 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       const channel = client.channels.get(name);
       const arrivals = await collectMessages(channel);
       const publisher = rest().channels.get(name);
-      await publisher.publish('one', 1);
+      await publisher.publish('one', '1');
       await arrivals.count(1);
       await channel.detach();
       expect(channel.state).toBe('detached');
-      await publisher.publish('two', 2);
+      await publisher.publish('two', '2');
       await channel.attach();
-      await publisher.publish('three', 3);
+      await publisher.publish('three', '3');
       // Delivery follows the log: had 'two' been delivered, it would have come before 'three'.
       await arrivals.until((items) => items.some((m) => m.name === 'three'), 'three after re-attach');
       expect(arrivals.items.map((m) => m.name)).toEqual(['one', 'three']);
@@ -354,9 +390,9 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       const name = uniqueChannel('rt-idempotent');
       const channel = client.channels.get(name);
       const arrivals = await collectMessages(channel);
-      await channel.publish({ id: `dup-${format}:0`, name: 'once', data: 1 });
-      await channel.publish({ id: `dup-${format}:0`, name: 'once', data: 1 });
-      await channel.publish('after', 2);
+      await channel.publish({ id: `dup-${format}:0`, name: 'once', data: '1' });
+      await channel.publish({ id: `dup-${format}:0`, name: 'once', data: '1' });
+      await channel.publish('after', '2');
       await arrivals.until((items) => items.some((m) => m.name === 'after'), 'the message after the repeat');
       expect(arrivals.items.map((m) => m.name)).toEqual(['once', 'after']);
       const page = await rest().channels.get(name).history();
