@@ -271,6 +271,29 @@ describe.each(FORMATS)('ably-js v2 Realtime client, presence ($format)', ({ form
     ]);
   });
 
+  it('RTP17i: a member that left while its connection was gone past the drop window is entered again by its SDK on resume', async () => {
+    const name = uniqueChannel('rt-presence-reenter');
+    const watcher = await collectPresence(realtime().channels.get(name));
+    const network = await relay();
+    const judy = identified(`judy-${format}`, network.port);
+    await judy.channels.get(name).presence.enter('back again');
+    await watcher.count(1);
+    const connectionId = judy.connection.id;
+
+    network.cut();
+    await watcher.until((items) => items.some((m) => m.action === 'leave'), 'the leave of judy', DROP_MS + 15_000);
+    network.release();
+    await connectionState(judy, 'connected');
+    expect(judy.connection.id).toBe(connectionId);
+    await watcher.count(3);
+    expect(watcher.items.map((m) => [m.action, m.clientId, m.connectionId, m.data])).toEqual([
+      ['enter', `judy-${format}`, connectionId, 'back again'],
+      ['leave', `judy-${format}`, connectionId, 'back again'],
+      ['enter', `judy-${format}`, connectionId, 'back again'],
+    ]);
+    expect(summary(await realtime().channels.get(name).presence.get())).toEqual([['present', `judy-${format}`, 'back again']]);
+  });
+
   it('RTN15c6, RTP17i: a member whose connection resumes within the drop window stays present', async () => {
     const name = uniqueChannel('rt-presence-resume');
     const watcher = await collectPresence(realtime().channels.get(name));
