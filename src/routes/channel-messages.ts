@@ -6,7 +6,7 @@ import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
-import { parsePublishBody, type PublishLimits, type StoredMessage } from '../messages/message.js';
+import { parsePublishBody, type PublishingConnection, type PublishLimits, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
@@ -23,6 +23,8 @@ export interface ChannelMessagesOptions {
   publisher: Publisher;
   history: HistoryReader;
   limits: PublishLimits;
+  /** The realtime connection a connectionKey names, in an app (the realtime gateway). */
+  connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
   /** Told of every history page served (messages read count as outbound, spec quota rules). */
   onHistoryRead?: (appId: string, channel: string, messages: StoredMessage[]) => void;
 }
@@ -94,7 +96,9 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
     POST: {
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'publish');
-        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId);
+        const appId = credentials.app.appId;
+        const connectionOf = opts.connectionOf && ((key: string) => opts.connectionOf!(appId, key));
+        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId, connectionOf);
         await opts.publisher.publish(credentials.app.appId, channel, messages);
         if (!request.ctx?.version.modern) return sendResult(request, reply, 201, undefined);
         const ids = messages.map((m) => m.id);
