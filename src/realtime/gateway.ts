@@ -57,6 +57,26 @@ export interface Attachment {
   overflowed?: boolean;
 }
 
+/** At most `n` holders at once; the others wait in order. */
+class Slots {
+  private readonly waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+
+  take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
 /** A channel position: everything in the channel's partition before `offset` was delivered. */
 const serialOf = (partition: number, offset: number): string => `${partition}:${offset}`;
 
@@ -125,6 +145,7 @@ export class Gateway {
   private readonly wss: WebSocketServer;
   private ticker: NodeJS.Timeout | undefined;
   private closing = false;
+  private readonly replaySlots = new Slots(4);
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -441,9 +462,21 @@ export class Gateway {
 
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
   private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+    // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
+    // once, replay holds a bounded amount of memory.
+    await this.replaySlots.take();
+    try {
+      return await this.readBacklogRange(recordKey, partition, from, to);
+    } finally {
+      this.replaySlots.give();
+    }
+  }
+
+  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
     const found: MessagesPublished[] = [];
     let offset = from;
     let scanned = 0;
+    let bytes = 0;
     while (offset < to) {
       const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
       if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
@@ -452,7 +485,8 @@ export class Gateway {
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
           if (event.type === 'messages.published') found.push(event);
-          if (found.length > this.settings.maxReplayRecords) throw new Error('the backlog is larger than maxReplayRecords');
+          bytes += r.value.byteLength;
+          if (found.length > this.settings.maxReplayRecords || bytes > this.settings.maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
         }
       }
       offset = records[records.length - 1].offset + 1;
