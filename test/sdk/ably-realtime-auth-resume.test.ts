@@ -79,6 +79,24 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       expect((await arrivals.count(1)).map((m) => m.data)).toEqual(['works']);
     });
 
+    it('RTL4e: a capability of "*" does not reach metachannels: attaching [meta]channel.lifecycle fails with 40160', async () => {
+      const details = await token({ capability: { '*': ['*'] } });
+      const client = realtime({ tokenDetails: details });
+      const meta = client.channels.get('[meta]channel.lifecycle');
+      expect(await rejection(meta.attach())).toMatchObject({ code: 40160, statusCode: 401 });
+      expect(meta.state).toBe('failed');
+    });
+
+    it('RTL6: nobody publishes or enters presence on a metachannel, whatever the capability', async () => {
+      // The root key's capability is {"[*]*":["*"]}: everything, metachannels included.
+      const client = realtime({ key: ts.key, clientId: `meta-${format}` });
+      const meta = client.channels.get('[meta]channel.lifecycle');
+      await meta.attach();
+      expect(await rejection(meta.publish('forged', 'event'))).toMatchObject({ code: 40160 });
+      expect(await rejection(meta.presence.enter('here'))).toMatchObject({ code: 40160 });
+      expect(meta.state).toBe('attached');
+    });
+
     it('RTL6, RTN7: publishing without the publish capability is refused with 40160 and stored nowhere', async () => {
       const details = await token({ capability: { 'subonly-*': ['subscribe'] } });
       const client = realtime({ tokenDetails: details });

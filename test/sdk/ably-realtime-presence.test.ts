@@ -204,6 +204,24 @@ describe.each(FORMATS)('ably-js v2 Realtime client, presence ($format)', ({ form
     expect(await late.channels.get(name).presence.get()).toHaveLength(999);
   });
 
+  it('RTP18, RTP19: members that enter while a client attaches all reach it, through the SYNC or as events, none lost', async () => {
+    const name = uniqueChannel('rt-sync-race');
+    const agent = realtime();
+    const channel = agent.channels.get(name);
+    await channel.attach();
+    const ids = Array.from({ length: 150 }, (_, i) => `racer-${i}`);
+    // One PRESENCE message per member, sent while the other client attaches and gets its SYNC.
+    const entering = Promise.all(ids.map((id) => channel.presence.enterClient(id, id)));
+    const late = realtime();
+    const seen = await collectPresence(late.channels.get(name));
+    await entering;
+    await seen.until((items) => new Set(items.map((m) => m.clientId)).size === ids.length, 'every member at the attaching client');
+    const members = await late.channels.get(name).presence.get();
+    expect(members.map((m) => m.clientId).sort()).toEqual([...ids].sort());
+    for (const m of members) expect(m.data).toBe(m.clientId);
+    expect(seen.items.every((m) => m.action === 'present' || m.action === 'enter')).toBe(true);
+  });
+
   it('RSP3, RSP4: REST presence.get and presence.history see realtime members and their events', async () => {
     const name = uniqueChannel('rt-presence-rest');
     const dave = identified(`dave-${format}`);

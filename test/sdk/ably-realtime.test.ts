@@ -385,6 +385,19 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       expect(own.items.map((m) => m.name)).toEqual(['first', 'second', 'third']);
     });
 
+    it('RTL10b: history({ untilAttach: true }) gives the messages up to the attach and none published after it', async () => {
+      const name = uniqueChannel('rt-until-attach');
+      const publisher = rest().channels.get(name);
+      await publisher.publish('before', 'the attach');
+      const channel = realtime().channels.get(name);
+      const arrivals = await collectMessages(channel);
+      await publisher.publish('after', 'the attach');
+      await arrivals.count(1);
+      // The SDK asks REST history from the ATTACHED message's channelSerial (from_serial), backwards.
+      const page = await channel.history({ untilAttach: true });
+      expect(page.items.map((m) => m.name)).toEqual(['before']);
+    });
+
     it('RTL6, RSL1k: publishing an id already published on the channel is acknowledged and not delivered again', async () => {
       const client = realtime();
       const name = uniqueChannel('rt-idempotent');
