@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
+import { rejection } from '../helpers/sdk.js';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Arrivals, Clients, NetworkCut, collectMessages, collectPresence, connectionState, realtimeClient, stateLog } from '../helpers/realtime.js';
 
@@ -87,6 +88,28 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection lifetime ($format
     const rest = new Ably.Rest({ key: ts!.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
     await rest.channels.get(name).publish('after', 'the new connection');
     await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
+  });
+
+  it('CD2c, RTL6d: limits reach the SDK: maxMessageSize from CONNECTED (the SDK refuses a larger publish with 40009), larger presence data is refused with 40009, an attach past the channels a connection may hold fails that channel', async () => {
+    const port = await listening({ MAX_MESSAGE_SIZE: '2048', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
+    const client = clients.add(realtimeClient(port, useBinaryProtocol, { key: ts!.key, clientId: `limited-${format}` }));
+    const [first, second, third] = [uniqueChannel('rt-limit'), uniqueChannel('rt-limit'), uniqueChannel('rt-limit')].map((n) => client.channels.get(n));
+    const arrivals = await collectMessages(first);
+    expect(await rejection(first.publish('big', 'x'.repeat(3_000)))).toMatchObject({ code: 40009 });
+    await first.publish('small', 'x'.repeat(1_000));
+    await arrivals.count(1);
+    expect(await rejection(first.presence.enter('y'.repeat(3_000)))).toMatchObject({ code: 40009 });
+    await first.presence.enter('fits');
+
+    await second.attach();
+    const err = await rejection(third.attach());
+    expect(err.code).toBe(90010);
+    expect(third.state).toBe('failed');
+    expect(client.connection.state).toBe('connected');
+    // Detaching one makes room.
+    await second.detach();
+    await third.attach();
+    expect(third.state).toBe('attached');
   });
 
   it('RTN15c6, RTP17i, RTP5: after a restart clients resume with every message once; members back are present, a member gone for good is not', async () => {
