@@ -135,10 +135,11 @@ export class Connection {
         return this.ackable(pm, admitted);
       case Action.ATTACH:
         if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
-        return void this.attach(pm).catch((err: unknown) => {
-          this.gateway.logger.error({ err, connectionId: this.id, channel: pm.channel }, 'realtime attach failed');
+        this.attach(pm).catch((err) => {
+          this.gateway.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
           this.channelError(pm.channel, toWireError(err));
         });
+        return;
       case Action.DETACH:
         return this.detach(pm);
       case Action.SYNC:
@@ -362,14 +363,19 @@ export class Connection {
     return ids;
   }
 
-  /** Whose presence an item changes: the connection's identity, or the one it names if it may act for anyone. */
+  /**
+   * Whose presence an item changes: the connection's identity, or the one it names if the
+   * connection may act for anyone (a key, or a token for clientId `*`; an anonymous token may not).
+   */
   private presenceClientId(given: unknown, index: number): string {
+    const anyone = this.clientId === '*' || (this.clientId === undefined && this.credentials.method === 'basic');
     if (given !== undefined && given !== null) {
       if (typeof given !== 'string' || given.length === 0 || given === '*') {
         throw new ServiceError('invalidClientId', `presence message ${index}: clientId must be a non-empty string other than "*"`);
       }
-      if (this.clientId !== undefined && this.clientId !== '*' && given !== this.clientId) {
-        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" does not match the connection's clientId "${this.clientId}"`);
+      if (!anyone && given !== this.clientId) {
+        const own = this.clientId === undefined ? 'has no clientId' : `is "${this.clientId}"`;
+        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" is not this connection's, whose clientId ${own}`);
       }
       return given;
     }

@@ -29,6 +29,11 @@ export interface RealtimeSettings {
   maxReplayRecords: number;
   /** Members per SYNC page. */
   syncPageSize: number;
+  /**
+   * Production mode: how often an instance says it is alive on the log; the members of one silent
+   * for three intervals are removed by the others. REALTIME_INSTANCE_ALIVE_MS
+   */
+  instanceAliveIntervalMs: number;
 }
 
 export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
@@ -42,4 +47,5 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxBufferedBytes: 8 * 1024 * 1024,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
+  instanceAliveIntervalMs: 10_000,
 };
