@@ -6,7 +6,7 @@ import { resolveContext, headerOf, type ReplyCounter } from './http/request-cont
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
-import { dataSize } from './messages/message.js';
+import { dataSize, type PublishingConnection } from './messages/message.js';
 import type { Limits } from './limits.js';
 import { BodyBudget } from './http/body-budget.js';
 import { clientError, frameworkError } from './http/framework-errors.js';
@@ -31,6 +31,8 @@ export interface AppDeps {
   tokens: TokenService;
   apps: AppRegistry;
   publisher: Publisher;
+  /** The realtime connection a publish's connectionKey names (the realtime gateway). */
+  connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
   history: HistoryReader;
   presence: PresenceReader;
   stats: StatsReader;
@@ -147,6 +149,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     publisher: deps.publisher,
     history: deps.history,
     limits: deps.limits,
+    connectionOf: deps.connectionOf,
     onHistoryRead: (appId, channel, messages) =>
       deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0), deps.isPersisted(appId, channel)),
   });

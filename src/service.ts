@@ -29,6 +29,7 @@ import type { StatsStore } from '../projections/stats/stats-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
+import { ConnectionEvents } from './realtime/connection-events.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -210,9 +211,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   const tokens = new TokenService(registry, undefined, config.limits);
   const authenticator = new Authenticator(registry, tokens);
+  let gateway: Gateway | undefined;
   const app = buildApp({
     clock,
     authenticator,
+    connectionOf: (appId, key) => gateway?.connectionForKey(appId, key),
     tokens,
     apps: registry,
     publisher,
@@ -257,7 +260,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // The realtime gateway, on the same port. Members a previous run of this instance left present
   // (a crash, a restart) leave first: no connection survives a restart, and a client that
   // resumes here enters again (the SDK re-enters its members on every attach).
-  const gateway = new Gateway({
+  gateway = new Gateway({
     authenticator,
     apps: registry,
     publisher,
@@ -271,6 +274,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger,
     usage,
     consumerName: consumerName('delivery'),
+    events: new ConnectionEvents({
+      log,
+      batcher,
+      clock,
+      logger,
+      instanceId: config.instanceId,
+      consumerName: consumerName('connections'),
+      // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
+      aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
+    }),
   });
   const orphans = presence.connectionsHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   for (const o of orphans) {
@@ -300,7 +313,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // Every step runs even when an earlier one fails (a full disk fails the projections' last
   // flush): the log and the data directory's lock are still closed. The first failure is thrown.
   const steps: [string, () => Promise<void>][] = [
-    ['realtime gateway', () => gateway.close()],
+    ['realtime gateway', () => gateway!.close()],
     ['http', () => app.close()],
     ['usage', () => usage.close()],
     ['consumers', async () => {

@@ -134,13 +134,13 @@ export class PresenceProjection {
    * The connections with members present whose instance matches `held` (the gateway's, to remove
    * members a dead instance left behind), one entry per channel and connection.
    */
-  connectionsHeldBy(held: (instanceId: string) => boolean): { appId: string; channel: string; connectionId: string }[] {
-    const found = new Map<string, { appId: string; channel: string; connectionId: string }>();
+  connectionsHeldBy(held: (instanceId: string) => boolean): { appId: string; channel: string; connectionId: string; instanceId: string }[] {
+    const found = new Map<string, { appId: string; channel: string; connectionId: string; instanceId: string }>();
     for (const [key, members] of this.members) {
       const sep = key.indexOf('\u0000');
       for (const m of members.values()) {
         if (m.instanceId === undefined || !held(m.instanceId)) continue;
-        found.set(`${key}\u0000${m.connectionId}`, { appId: key.slice(0, sep), channel: key.slice(sep + 1), connectionId: m.connectionId });
+        found.set(`${key}\u0000${m.connectionId}`, { appId: key.slice(0, sep), channel: key.slice(sep + 1), connectionId: m.connectionId, instanceId: m.instanceId });
       }
     }
     return [...found.values()];

@@ -55,7 +55,38 @@ export interface StatsFixture {
   channels?: number;
 }
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture;
+/**
+ * A realtime connection was made, or resumed, on an instance: the instance that held it before
+ * (a resume elsewhere) forgets it without its members leaving.
+ */
+export interface ConnectionOpened {
+  type: 'connection.opened';
+  appId: string;
+  connectionId: string;
+  instanceId: string;
+  resumed: boolean;
+}
+
+/** A connection ended for good (CLOSE, a fatal error, or not resumed within connectionStateTtl). */
+export interface ConnectionClosed {
+  type: 'connection.closed';
+  appId: string;
+  connectionId: string;
+  instanceId: string;
+}
+
+/**
+ * An instance's gateway is alive (production mode, every few seconds): the presence members of
+ * an instance that stops saying so are removed by the others.
+ */
+export interface InstanceAlive {
+  type: 'instance.alive';
+  instanceId: string;
+}
+
+export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive;
+
+export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture | ConnectionEvent;
 
 /**
  * The event a value holds, kept on the value itself: a value is decoded at most once however many

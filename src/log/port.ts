@@ -7,6 +7,8 @@ export const Topics = {
   presence: 'presence',
   usage: 'usage',
   apps: 'apps',
+  /** The realtime gateways' connections and instances (src/realtime/connection-events.ts). */
+  connections: 'connections',
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 export const ALL_TOPICS: Topic[] = Object.values(Topics);

@@ -123,14 +123,23 @@ export function copyForChannel(messages: OutgoingMessage[]): OutgoingMessage[] {
 /** Bytes of a publish's messages, as the size limits count them. */
 export const publishSize = (messages: OutgoingMessage[]): number => messages.reduce((n, m) => n + messageSize(m), 0);
 
+/** The realtime connection a publish names by its connectionKey (spec: Message, connectionKey). */
+export interface PublishingConnection {
+  connectionId: string;
+  /** the connection's identity, when it has one */
+  clientId?: string;
+}
+
 /**
- * Validates the messages of one publish (spec: Message) and gives each an id.
+ * Validates the messages of one publish (spec: Message) and gives each an id. A message with a
+ * valid connectionKey is published on behalf of that connection: it carries its id and clientId.
  * The wire form may carry fields the SDKs add (`action`, `size`); they are ignored.
  */
 export function parsePublishBody(
   body: unknown,
   limits: PublishLimits,
   credentialsClientId: string | undefined,
+  connectionOf?: (connectionKey: string) => PublishingConnection | undefined,
 ): OutgoingMessage[] {
   const raw = Array.isArray(body) ? body : [body];
   if (body === undefined || body === null || (typeof body === 'string' && body.length === 0)) {
@@ -144,11 +153,12 @@ export function parsePublishBody(
   let total = 0;
   return raw.map((item, index) => {
     if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
-    if ('connectionKey' in item && item.connectionKey !== undefined) {
-      throw new ServiceError(
-        'invalidPublishRequest',
-        `message ${index}: connectionKey does not identify a realtime connection on this service (there is none yet); omit it`,
-      );
+    let connection: PublishingConnection | undefined;
+    if (item.connectionKey !== undefined && item.connectionKey !== null) {
+      connection = typeof item.connectionKey === 'string' ? connectionOf?.(item.connectionKey) : undefined;
+      if (!connection) {
+        throw new ServiceError('invalidPublishRequest', `message ${index}: connectionKey does not identify a realtime connection of this app`);
+      }
     }
     const m: OutgoingMessage = { id: '', timestamp: 0 };
     if (item.name !== undefined && item.name !== null) {
@@ -173,7 +183,20 @@ export function parsePublishBody(
       checkEncoding(m.data, item.encoding, index);
       m.encoding = item.encoding;
     }
-    if (item.clientId !== undefined && item.clientId !== null) {
+    if (connection) {
+      m.connectionId = connection.connectionId;
+      const own = connection.clientId;
+      if (own !== undefined && own !== '*') {
+        if (item.clientId !== undefined && item.clientId !== null && item.clientId !== own) {
+          throw new ServiceError('invalidClientId', `message ${index}: clientId "${String(item.clientId)}" does not match the connection's clientId "${own}"`);
+        }
+        if (credentialsClientId !== undefined && credentialsClientId !== '*' && credentialsClientId !== own) {
+          throw new ServiceError('invalidClientId', `message ${index}: the connection's clientId "${own}" does not match the credentials' clientId "${credentialsClientId}"`);
+        }
+        m.clientId = own;
+      }
+    }
+    if (m.clientId === undefined && item.clientId !== undefined && item.clientId !== null) {
       if (typeof item.clientId !== 'string' || item.clientId.length === 0 || item.clientId === '*') {
         throw new ServiceError('invalidClientId', `message ${index}: clientId must be a non-empty string other than "*"`);
       }
@@ -184,7 +207,7 @@ export function parsePublishBody(
         );
       }
       m.clientId = item.clientId;
-    } else if (credentialsClientId !== undefined && credentialsClientId !== '*') {
+    } else if (m.clientId === undefined && credentialsClientId !== undefined && credentialsClientId !== '*') {
       m.clientId = credentialsClientId;
     }
     if (item.extras !== undefined && item.extras !== null) {

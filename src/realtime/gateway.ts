@@ -23,6 +23,7 @@ import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import type { ConnectionEvents } from './connection-events.js';
 
 export interface GatewayDeps {
   authenticator: Authenticator;
@@ -39,6 +40,8 @@ export interface GatewayDeps {
   usage?: UsageMeter;
   /** Names the delivery consumer (the Kafka adapter makes a consumer group of it). */
   consumerName: string;
+  /** Connection events on the log: resumes on other instances, instances that died. */
+  events: ConnectionEvents;
 }
 
 /** One connection's attachment to one channel. */
@@ -52,6 +55,26 @@ export interface Attachment {
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
+}
+
+/** At most `n` holders at once; the others wait in order. */
+class Slots {
+  private readonly waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+
+  take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
 }
 
 /** A channel position: everything in the channel's partition before `offset` was delivered. */
@@ -122,6 +145,7 @@ export class Gateway {
   private readonly wss: WebSocketServer;
   private ticker: NodeJS.Timeout | undefined;
   private closing = false;
+  private readonly replaySlots = new Slots(4);
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -148,6 +172,21 @@ export class Gateway {
       onError: (err) => this.logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
     });
     await this.subscription.caughtUp;
+    const holders = new Set(this.deps.presence.connectionsHeldBy(() => true).map((c) => c.instanceId));
+    await this.deps.events.start(
+      {
+        movedAway: (connectionId) => {
+          const conn = this.connections.get(connectionId);
+          if (!conn) return;
+          // Resumed on another instance: that one holds it (and its members) now.
+          this.connections.delete(connectionId);
+          conn.clearTimers();
+          this.detachSocket(conn, true);
+        },
+        instanceDead: (instanceId) => this.removeMembersOf(instanceId),
+      },
+      holders,
+    );
     this.deps.presence.listener = (appId, channel, entries) => this.deliverPresence(appId, channel, entries);
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
     this.ticker = setInterval(() => this.tick(), 1000);
@@ -235,6 +274,9 @@ export class Gateway {
     conn.lastReceived = this.clock.now();
     const c = conn;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
+      // A socket the connection let go of (ERROR, DISCONNECTED, CLOSED, a resume elsewhere) is
+      // closing: what the client still sends on it is not acted on, with credentials perhaps expired.
+      if (c.socket !== ws) return;
       c.lastReceived = this.clock.now();
       let pm: ProtocolMessage;
       try {
@@ -242,11 +284,46 @@ export class Gateway {
       } catch (err) {
         return this.fail(c, toWireError(err));
       }
-      c.handle(pm);
+      try {
+        c.handle(pm);
+      } catch (err) {
+        // A bug, not the client's fault; thrown here it would end the process and every connection.
+        this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
+        this.fail(c, toWireError(err));
+      }
     });
-    ws.on('pong', () => (c.lastReceived = this.clock.now()));
+    ws.on('pong', () => {
+      if (c.socket === ws) c.lastReceived = this.clock.now();
+    });
     ws.once('close', () => this.socketClosed(c, ws));
     conn.sendConnected(error);
+    this.deps.events.opened(appId, conn.id, conn.key === resumeKey);
+  }
+
+  /**
+   * The connection a REST publish names by its connectionKey (spec: Message): one held here, or
+   * one any instance made for this app (the key's mac checks out under one of the app's keys).
+   */
+  connectionForKey(appId: string, key: string): { connectionId: string; clientId?: string } | undefined {
+    const local = this.connections.get(connectionIdOf(key));
+    if (local && local.key === key && local.appId === appId) return { connectionId: local.id, clientId: local.clientId };
+    for (const k of this.deps.apps.app(appId)?.keys ?? []) {
+      const id = verifyConnectionKey(key, k.keySecret, appId);
+      if (id !== undefined) return { connectionId: id };
+    }
+    return undefined;
+  }
+
+  /** The members of connections an instance held: they leave (a crash, or a restart under another id). */
+  removeMembersOf(instanceId: string): void {
+    const held = this.deps.presence.connectionsHeldBy((id) => id === instanceId);
+    if (held.length > 0) this.logger.info({ instanceId, connections: held.length }, 'presence members of a gone instance leave');
+    for (const { appId, channel, connectionId } of held) {
+      const id = `${this.instanceId}-gone-${randomBytes(6).toString('base64url')}`;
+      this.presenceProducer
+        .append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }])
+        .catch((err) => this.logger.error({ err, instanceId, channel }, 'presence leave for a gone instance failed'));
+    }
   }
 
   /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
@@ -304,7 +381,9 @@ export class Gateway {
   }
 
   private forget(conn: Connection): void {
-    if (this.connections.get(conn.id) === conn) this.connections.delete(conn.id);
+    if (this.connections.get(conn.id) !== conn) return;
+    this.connections.delete(conn.id);
+    this.deps.events.closed(conn.appId, conn.id);
     conn.clearTimers();
     for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);
     conn.presenceChannels.clear();
@@ -334,10 +413,16 @@ export class Gateway {
   /**
    * A client that does not read what it is sent is cut off rather than buffered for without
    * bound (its socket already holds maxBufferedBytes); it resumes, and the log replays what it missed.
+   * DISCONNECTED 80020 goes behind what it has not read, then the close: nothing more is queued,
+   * a client that reads again learns why, and ws destroys the socket of one that never does when
+   * the close handshake times out (30 s).
    */
   slowConsumer(conn: Connection): void {
-    this.logger.warn({ connectionId: conn.id, buffered: conn.socket?.bufferedAmount }, 'realtime client not reading; disconnected');
-    this.lostSocket(conn, true);
+    const socket = conn.socket;
+    this.logger.warn({ connectionId: conn.id, buffered: socket?.bufferedAmount }, 'realtime client not reading; disconnected');
+    const error = serviceError('deliveryRateExceeded', `the connection did not read what it was sent (more than ${this.settings.maxBufferedBytes} bytes waiting); resume to get the rest`);
+    if (socket && socket.readyState === socket.OPEN) socket.send(encodeFrame({ action: Action.DISCONNECTED, error }, conn.format));
+    this.lostSocket(conn);
   }
 
   /** The members `conn` entered on `channel` leave (a `drop` on the log: one leave per member). */
@@ -394,9 +479,21 @@ export class Gateway {
 
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
   private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+    // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
+    // once, replay holds a bounded amount of memory.
+    await this.replaySlots.take();
+    try {
+      return await this.readBacklogRange(recordKey, partition, from, to);
+    } finally {
+      this.replaySlots.give();
+    }
+  }
+
+  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
     const found: MessagesPublished[] = [];
     let offset = from;
     let scanned = 0;
+    let bytes = 0;
     while (offset < to) {
       const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
       if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
@@ -405,7 +502,8 @@ export class Gateway {
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
           if (event.type === 'messages.published') found.push(event);
-          if (found.length > this.settings.maxReplayRecords) throw new Error('the backlog is larger than maxReplayRecords');
+          bytes += r.value.byteLength;
+          if (found.length > this.settings.maxReplayRecords || bytes > this.settings.maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
         }
       }
       offset = records[records.length - 1].offset + 1;
@@ -479,8 +577,10 @@ export class Gateway {
     return this.deps.presence.query({ appId, channel, limit: Number.MAX_SAFE_INTEGER }).members;
   }
 
+  /** Whether a member is present here with that id (held by this instance, not one it moved from). */
   isPresentWithId(appId: string, channel: string, clientId: string, connectionId: string, id: string): boolean {
-    return this.deps.presence.query({ appId, channel, clientId, connectionId, limit: 1 }).members[0]?.id === id;
+    const member = this.deps.presence.query({ appId, channel, clientId, connectionId, limit: 1 }).members[0];
+    return member?.id === id && member.instanceId === this.instanceId;
   }
 
   /** The whole presence set, again (a client's SYNC request). */
@@ -541,6 +641,7 @@ export class Gateway {
     this.connections.clear();
     this.deps.presence.listener = undefined;
     await this.subscription?.stop();
+    await this.deps.events.close();
     this.wss.close();
   }
 }

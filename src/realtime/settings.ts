@@ -22,12 +22,18 @@ export interface RealtimeSettings {
   /**
    * Bytes waiting to be written to one socket. Above it the client is not reading fast enough: the
    * gateway disconnects it (80020) rather than buffering without bound; a resume replays from the log.
+   * REALTIME_MAX_BUFFERED_BYTES
    */
   maxBufferedBytes: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
   syncPageSize: number;
+  /**
+   * Production mode: how often an instance says it is alive on the log; the members of one silent
+   * for three intervals are removed by the others. REALTIME_INSTANCE_ALIVE_MS
+   */
+  instanceAliveIntervalMs: number;
 }
 
 export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
@@ -41,4 +47,5 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxBufferedBytes: 8 * 1024 * 1024,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
+  instanceAliveIntervalMs: 10_000,
 };

@@ -6,11 +6,11 @@ import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
-import { parsePublishBody, type PublishLimits, type StoredMessage } from '../messages/message.js';
+import { parsePublishBody, type PublishingConnection, type PublishLimits, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
-import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
+import { serialOf, type HistoryEntry, type HistoryQuery } from '../../projections/history/history-entry.js';
 import { resource } from './route-table.js';
 
 export interface HistoryReader {
@@ -23,6 +23,8 @@ export interface ChannelMessagesOptions {
   publisher: Publisher;
   history: HistoryReader;
   limits: PublishLimits;
+  /** The realtime connection a connectionKey names, in an app (the realtime gateway). */
+  connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
   /** Told of every history page served (messages read count as outbound, spec quota rules). */
   onHistoryRead?: (appId: string, channel: string, messages: StoredMessage[]) => void;
 }
@@ -81,11 +83,24 @@ export async function historyPage(
   if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
     throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
   }
+  // `from_serial` (the SDK's history({untilAttach: true}) sends the channelSerial its ATTACHED
+  // carried, `partition:offset`): only what was in the channel before that position.
+  const fromSerial = query.from_serial;
+  let after = cursor;
+  if (fromSerial !== undefined) {
+    const m = typeof fromSerial === 'string' ? /^(\d+):(\d+)$/.exec(fromSerial) : null;
+    if (!m) throw new ServiceError('invalidParameterValue', 'from_serial must be a channelSerial of an ATTACHED, partition:offset');
+    if (direction !== 'backwards') throw new ServiceError('invalidParameterValue', 'from_serial needs direction=backwards');
+    const bound = serialOf(Number(m[2]), 0);
+    after = after === undefined ? bound : Math.min(after, bound);
+  }
   const end = givenEnd ?? reader.visibleUntil();
-  const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after: cursor });
+  const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after });
   const page = found.slice(0, limit);
   const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
-  return { page, links: pageLinks(resourceName, query, { start, end, limit, direction }, cursor, nextCursor) };
+  const linked: LinkParams = { start, end, limit, direction };
+  if (typeof fromSerial === 'string') linked.from_serial = fromSerial;
+  return { page, links: pageLinks(resourceName, query, linked, cursor, nextCursor) };
 }
 
 export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelMessagesOptions): Promise<void> {
@@ -94,7 +109,9 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
     POST: {
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'publish');
-        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId);
+        const appId = credentials.app.appId;
+        const connectionOf = opts.connectionOf && ((key: string) => opts.connectionOf!(appId, key));
+        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId, connectionOf);
         await opts.publisher.publish(credentials.app.appId, channel, messages);
         if (!request.ctx?.version.modern) return sendResult(request, reply, 201, undefined);
         const ids = messages.map((m) => m.id);

@@ -58,7 +58,7 @@ describe('publish body (spec: Message)', () => {
     expect(parse({ data: 'x'.repeat(1024) })).toHaveLength(1);
   });
 
-  it('refuses a connectionKey while no realtime connection can exist', () => {
+  it('refuses a connectionKey that names no realtime connection (40030)', () => {
     expect(code(() => parse({ data: 'x', connectionKey: 'abc' }))).toBe(40030);
   });
 

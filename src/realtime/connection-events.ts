@@ -1,0 +1,109 @@
+import type { Logger } from 'pino';
+import type { AppendBatcher } from '../log/append-batcher.js';
+import type { Log, Subscription } from '../log/port.js';
+import { Topics } from '../log/port.js';
+import { decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
+import type { Clock } from '../clock.js';
+
+export interface ConnectionEventsOptions {
+  log: Log;
+  batcher: AppendBatcher;
+  clock: Clock;
+  logger: Logger;
+  instanceId: string;
+  consumerName: string;
+  /** Instances say they are alive this often (production mode only; 0: never). */
+  aliveIntervalMs: number;
+}
+
+export interface ConnectionEventHandlers {
+  /** Another instance made or resumed this connection: it is no longer this one's. */
+  movedAway(connectionId: string): void;
+  /** An instance has not said it is alive for three intervals, and this one is to clean up after it. */
+  instanceDead(instanceId: string): void;
+}
+
+/**
+ * The gateways' connection events on the `connections` topic (ARCHITECTURE: the realtime
+ * gateway): which instance holds which connection, and which instances are alive. It is how a
+ * connection resumed on another instance stops being dropped by the first, and how the members of
+ * an instance that died are removed: the surviving instance with the smallest id removes them.
+ */
+export class ConnectionEvents {
+  private subscription: Subscription | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Instances known to hold members, and when each was last heard of (this process's clock). */
+  private readonly lastSeen = new Map<string, number>();
+
+  constructor(private readonly options: ConnectionEventsOptions) {}
+
+  /**
+   * Starts reading from the topic's end. `suspects` are instances that hold members now (from the
+   * presence projection): each has three intervals to say it is alive.
+   */
+  async start(handlers: ConnectionEventHandlers, suspects: Iterable<string>): Promise<void> {
+    const { log, instanceId, clock } = this.options;
+    for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
+    this.subscription = log.consume({
+      topic: Topics.connections,
+      consumer: this.options.consumerName,
+      from: await log.endOffsets(Topics.connections),
+      handle: (records) => {
+        for (const r of records) {
+          const event = decodeEvent(r.value) as ConnectionEvent;
+          if (event.type === 'connection.opened' && event.instanceId !== instanceId) handlers.movedAway(event.connectionId);
+          if (event.type === 'instance.alive' && event.instanceId !== instanceId) this.lastSeen.set(event.instanceId, clock.now());
+        }
+      },
+      onError: (err) => this.options.logger.error({ err }, 'connection events consumer failed on a batch; retrying'),
+    });
+    await this.subscription.caughtUp;
+    const every = this.options.aliveIntervalMs;
+    if (every > 0) {
+      this.alive();
+      this.timer = setInterval(() => {
+        this.alive();
+        this.checkDead(handlers);
+      }, every);
+      this.timer.unref();
+    }
+  }
+
+  private checkDead(handlers: ConnectionEventHandlers): void {
+    const now = this.options.clock.now();
+    const deadline = 3 * this.options.aliveIntervalMs;
+    const alive = [this.options.instanceId];
+    const dead: string[] = [];
+    for (const [id, seen] of this.lastSeen) (now - seen > deadline ? dead : alive).push(id);
+    // One instance cleans up: the alive one with the smallest id. Should two disagree for a
+    // moment, both append the same leaves, and a leave of a member already gone changes nothing.
+    const leader = alive.sort()[0] === this.options.instanceId;
+    for (const id of dead) {
+      this.lastSeen.delete(id);
+      if (leader) handlers.instanceDead(id);
+    }
+  }
+
+  opened(appId: string, connectionId: string, resumed: boolean): void {
+    this.append({ type: 'connection.opened', appId, connectionId, instanceId: this.options.instanceId, resumed }, connectionId);
+  }
+
+  closed(appId: string, connectionId: string): void {
+    this.append({ type: 'connection.closed', appId, connectionId, instanceId: this.options.instanceId }, connectionId);
+  }
+
+  private alive(): void {
+    this.append({ type: 'instance.alive', instanceId: this.options.instanceId }, this.options.instanceId);
+  }
+
+  private append(event: ConnectionEvent, key: string): void {
+    this.options.batcher
+      .append(Topics.connections, [{ key, build: () => encodeEvent(event) }])
+      .catch((err) => this.options.logger.warn({ err, event: event.type }, 'connection event not appended'));
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.subscription?.stop();
+  }
+}

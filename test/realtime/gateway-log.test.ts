@@ -1,0 +1,99 @@
+// The gateway as a consumer and producer of the log (ARCHITECTURE: The realtime gateway): what
+// only the log can give, with the official SDK (npm `ably` v2) unmodified: publishes on behalf of
+// a connection (spec: Message, connectionKey), resuming after the service restarted, and the
+// presence members of connections lost in a restart leaving.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AddressInfo } from 'node:net';
+import * as Ably from 'ably';
+import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+const opened: { close(): void }[] = [];
+let ts: TestService | undefined;
+
+afterEach(async () => {
+  for (const c of opened.splice(0)) c.close();
+  await ts?.close();
+  if (ts) removeDir(ts.dataDir);
+  ts = undefined;
+});
+
+async function listen(t: TestService): Promise<number> {
+  await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+  return (t.service.app.server.address() as AddressInfo).port;
+}
+
+function realtime(port: number, key: string, useBinaryProtocol: boolean, more: Ably.ClientOptions = {}): Ably.Realtime {
+  const client = new Ably.Realtime({ key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...more });
+  opened.push(client);
+  return client;
+}
+
+const waitFor = async (check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+describe.each([
+  ['JSON', false],
+  ['MessagePack', true],
+])('realtime gateway and the log, %s', (_name, binary) => {
+  it('a REST publish with a connectionKey carries that connection\'s id and clientId (spec: Message)', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const client = realtime(port, ts.key, binary, { clientId: 'keyholder' });
+    await client.connection.once('connected');
+    const channel = uniqueChannel();
+    const received: Ably.InboundMessage[] = [];
+    await client.channels.get(channel).subscribe((m) => void received.push(m));
+    const rest = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: binary, logLevel: 0 });
+    await rest.request('post', `/channels/${channel}/messages`, 3, null, { name: 'via-rest', data: 'x', connectionKey: client.connection.key });
+    await waitFor(() => received.length === 1, 'the message');
+    expect(received[0].connectionId).toBe(client.connection.id);
+    expect(received[0].clientId).toBe('keyholder');
+    const bad = await rest.request('post', `/channels/${channel}/messages`, 3, null, { data: 'x', connectionKey: `${client.connection.id}!forged` });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.errorCode).toBe(40030);
+  });
+
+  it('a connection resumes after the service restarts, with what was published meanwhile, and its members enter again', async () => {
+    ts = await startTestService({ REALTIME_PRESENCE_DROP_MS: '60000' });
+    const port = await listen(ts);
+    const client = realtime(port, ts.key, binary, { clientId: 'survivor', disconnectedRetryTimeout: 200 });
+    const channelName = uniqueChannel();
+    const channel = client.channels.get(channelName);
+    const got: unknown[] = [];
+    await channel.subscribe((m) => void got.push(m.data));
+    await channel.presence.enter('here');
+    const id = client.connection.id;
+    await channel.publish('m', 'before');
+    await waitFor(() => got.length === 1, 'the first message');
+
+    // The restart: the gateway says DISCONNECTED, the process goes, a new one starts on the same
+    // DATA_DIR and port, and removes the members the old one left.
+    await ts.service.close();
+    const restarted = await startTestService({ REALTIME_PRESENCE_DROP_MS: '60000' }, { dataDir: ts.dataDir });
+    ts = restarted;
+    const members = await restarted.service.app.inject({ url: `/channels/${channelName}/presence`, headers: { authorization: restarted.auth } });
+    expect(members.json()).toEqual([]);
+    const published = await restarted.service.app.inject({
+      method: 'POST',
+      url: `/channels/${channelName}/messages`,
+      headers: { authorization: restarted.auth, 'content-type': 'application/json' },
+      payload: { name: 'm', data: 'while-down' },
+    });
+    expect(published.statusCode).toBe(201);
+    await restarted.service.app.listen({ port, host: '127.0.0.1' });
+    const rest = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: binary, logLevel: 0 });
+
+    await waitFor(() => got.length === 2, 'the message published while the service was down');
+    expect(got).toEqual(['before', 'while-down']);
+    expect(client.connection.id).toBe(id);
+    // The SDK enters its members again on the re-attach (RTP17i): present once more.
+    await waitFor(async () => (await rest.channels.get(channelName).presence.get()).items.length === 1, 'the member entered again');
+    const present = (await rest.channels.get(channelName).presence.get()).items;
+    expect(present.map((m) => [m.clientId, m.data, m.connectionId])).toEqual([['survivor', 'here', id]]);
+  });
+});
