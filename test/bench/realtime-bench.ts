@@ -731,7 +731,8 @@ export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOpt
       `${o.rounds} rounds of ${o.roundS} s per server, each after ${WARMUP_S} s of warm-up, alternating between the servers; a row adds its rounds up, and "vs bare" divides its delivered messages/s by the baseline's. ` +
       `Latency: from the publish frame's send to each subscriber's receipt, every delivery counted, at a fixed rate for ${o.latencyS} s: "idle" is a few publishes a second, "half of max" half of that server's own throughput above. ` +
       `"lost" counts deliveries that never arrived (a run waits up to ${DRAIN_MS / 1000} s after its last publish). ` +
-      `Memory: the server's RSS, and heap + external after a full GC, before and after opening the idle connections, then after attaching them, divided by their count. ` +
+      `Memory: the server's RSS, and heap + external after a full GC, before and after opening the idle connections, then after attaching them, divided by their count ` +
+      `(RSS moves by whole pages and as the garbage collector returns them, so an attachment's share of it, under a KiB, is within its noise: the heap figure is the one to read). ` +
       `Last, the ramp adds idle connections to one server at a time, ${int(o.rampStep)} a step, all on 127.0.0.1, until a connection fails or the cap; "held" counts those still open ${RAMP_HOLD_MS / 1000} s later. ` +
       `CPU shares are of one core over the measured time (the server's main thread + its other threads; each load generator).`,
     '',
