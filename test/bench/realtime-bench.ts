@@ -1,9 +1,10 @@
-// The realtime rows of `npm run bench`, run against one server at a time (the bare `ws` baseline,
-// then the service): memory per idle connection and per attachment, fan-out throughput and
-// publish → delivered latency (one channel with 1,000 subscribers; 1,000 channels with 10 each),
-// and the most connections the server holds. The clients are raw `ws` connections in
-// load-generator children (realtime-clients.ts), each holding an equal share of every channel's
-// subscribers and publishing over realtime MESSAGE frames from connections of its own.
+// The realtime rows of `npm run bench`, for the bare `ws` baseline and the service side by side:
+// memory per idle connection and per attachment, fan-out throughput in rounds alternating between
+// the two and publish → delivered latency (one channel with 1,000 subscribers; 1,000 channels with
+// 10 each), and the most connections each holds. The clients are raw `ws` connections in
+// load-generator children (realtime-clients.ts), each server with its own, each child holding an
+// equal share of every channel's subscribers and publishing over realtime MESSAGE frames from
+// connections of its own.
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import WebSocket from 'ws';
