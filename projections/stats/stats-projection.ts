@@ -94,9 +94,11 @@ export class StatsProjection {
     for (const record of records) {
       const state = this.state(record.topic, record.partition, record.offset);
       const event = decodeEvent(record.value);
+      // The record's own time counts: whether its interval has closed does not depend on where
+      // a replay starts (the first record after a resume had no newest time before it).
+      state.newest = Math.max(state.newest, record.timestamp);
       if (this.canHandle(event)) this.evolve(state, event, record);
       state.next = record.offset + 1;
-      state.newest = Math.max(state.newest, record.timestamp);
       this.closeSamples(state);
     }
     this.scheduleFlush();
@@ -220,7 +222,9 @@ export class StatsProjection {
   }
 
   private rowsOf(topic: string, partition: number, sample: Sample, state: PartitionState): StatsRow[] {
-    if (sample.interval <= state.finalizedInStore) return []; // rebuilt for context only
+    // A sample final in the store is rebuilt for context only. A late record's row (its own slot)
+    // is written again: the same row, and perhaps the crash came before it was written at all.
+    if (sample.slot === 0 && sample.interval <= state.finalizedInStore) return [];
     return [...sample.apps].map(([appId, app]) => ({
       appId,
       interval: sample.interval,

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
-import { decodeEvent } from '../../src/log/events.js';
+import { StatsProjection } from '../../projections/stats/stats-projection.js';
+import { decodeEvent, encodeEvent } from '../../src/log/events.js';
+import { Topics, type LogRecord } from '../../src/log/port.js';
 import { T0, TOPICS, allRecords, buildLog, crashAfter, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
 
 describe('stats projection replay safety (issue: never lost, never counted twice)', () => {
@@ -29,6 +31,37 @@ describe('stats projection replay safety (issue: never lost, never counted twice
     await runToEnd(log, rebuilt, () => 7); // checkpoints say "done": nothing changes
     expect(await snapshot(rebuilt)).toEqual(expected);
     await log.close();
+  });
+
+  it('a late report whose row was not written before a crash is written after it (its interval being older than the final sample)', async () => {
+    const report = (offset: number, timestamp: number, intervalStart: number, n: number): LogRecord => ({
+      topic: Topics.usage,
+      partition: 0,
+      offset,
+      key: 'app0',
+      timestamp,
+      value: encodeEvent({ type: 'usage.reported', appId: 'app0', intervalStart, instanceId: 'i1', counters: { 'apiRequests.all.succeeded': n } }),
+    });
+    // Reports every 6 s for 3 minutes, then one 3 minutes late, then one more on time.
+    const records: LogRecord[] = [];
+    for (let i = 0; i < 30; i++) records.push(report(i, T0 + i * 6000 + 100, T0 + i * 6000, 1));
+    records.push(report(30, T0 + 180_200, T0 + 6000, 100));
+    records.push(report(31, T0 + 186_100, T0 + 186_000, 1));
+    const total = async (store: SqliteStatsStore): Promise<number> =>
+      (await store.query({ appId: 'app0', unit: 'hour', start: 0, end: T0 + 3600_000 }))[0].counters['apiRequests.all.succeeded'];
+
+    const store = new SqliteStatsStore(':memory:');
+    const first = new StatsProjection({ store, isPersisted: () => false, flushIntervalMs: 1e9 });
+    await first.start(Topics.usage);
+    first.apply(records.slice(0, 30));
+    await first.flush(); // samples of the first 2 minutes are final now
+    first.apply(records.slice(30, 31)); // the late report, then a crash before it is written
+    const second = new StatsProjection({ store, isPersisted: () => false, flushIntervalMs: 1e9 });
+    const from = (await second.start(Topics.usage)).get(0)!;
+    expect(from).toBeLessThan(30); // the replay reads the late report again
+    second.apply(records.slice(from));
+    await second.close();
+    expect(await total(store)).toBe(30 + 100 + 1);
   });
 
   it('counts every event exactly once in the totals', async () => {
