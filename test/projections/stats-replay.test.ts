@@ -71,6 +71,8 @@ describe('stats projection replay safety (issue: never lost, never counted twice
     let messages = 0;
     let presence = 0;
     let api = 0;
+    let opened = 0;
+    let connections = 0;
     for (const topic of TOPICS) {
       for (const records of await allRecords(log, topic)) {
         for (const r of records) {
@@ -78,6 +80,8 @@ describe('stats projection replay safety (issue: never lost, never counted twice
           if (e.type === 'messages.published') messages += e.messages.length;
           if (e.type === 'presence.changed') presence += 1;
           if (e.type === 'usage.reported') api += e.counters['apiRequests.all.succeeded'];
+          if (e.type === 'usage.reported') connections += e.connections ?? 0;
+          if (e.type === 'connection.opened' && !e.resumed) opened += 1;
         }
       }
     }
@@ -88,6 +92,15 @@ describe('stats projection replay safety (issue: never lost, never counted twice
     expect(await sum('messages.inbound.rest.messages.count')).toBe(messages);
     expect(await sum('messages.inbound.realtime.presence.count')).toBe(presence);
     expect(await sum('apiRequests.all.succeeded')).toBe(api);
+    expect(await sum('connections.all.opened')).toBe(opened);
+    expect(opened).toBeGreaterThan(50);
+    // Every reading counts once in its sample: the samples of all apps add up to all readings.
+    let summed = 0;
+    for (const app of ['app0', 'app1', 'app2']) {
+      for (const b of await store.query({ appId: app, unit: 'month', start: 0, end: T0 + 3600_000 })) summed += b.connectionSum;
+    }
+    expect(summed).toBe(connections);
+    expect(connections).toBeGreaterThan(100);
     await log.close();
   });
 });
