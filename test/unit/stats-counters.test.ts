@@ -172,9 +172,13 @@ describe('BASE_COUNTERS', () => {
       meter.apiRequest('app', status, true);
     }
     meter.historyRead('app', 3, 30, false);
+    meter.realtimeOutbound('app', 'messages', 2, 7);
+    meter.realtimeOutbound('app', 'messages', 1, 3);
+    meter.realtimeOutbound('app', 'presence', 4, 8);
     now += 6000;
     meter.historyRead('app', 2, 20, true);
     meter.historyRead('app', 0, 0, true); // nothing read: nothing counted
+    meter.realtimeOutbound('app', 'presence', 0, 0); // nothing sent: nothing counted
     await meter.flush();
     const events = reported();
     expect(events.map((e) => [e.appId, e.intervalStart])).toEqual([
@@ -192,6 +196,10 @@ describe('BASE_COUNTERS', () => {
       'apiRequests.tokenRequests.refused': 3,
       'messages.outbound.rest.messages.count': 3,
       'messages.outbound.rest.messages.data': 30,
+      'messages.outbound.realtime.messages.count': 3,
+      'messages.outbound.realtime.messages.data': 10,
+      'messages.outbound.realtime.presence.count': 4,
+      'messages.outbound.realtime.presence.data': 8,
     });
     expect(events[1].counters).toEqual({
       'messages.outbound.rest.messages.count': 2,
