@@ -165,8 +165,11 @@ export class StatsProjection {
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
-        addCounter(app.counters, INBOUND_PRESENCE.count, 1);
-        addCounter(app.counters, INBOUND_PRESENCE.data, data);
+        // A drop is the service's own leave for a connection that went: no client sent it.
+        if (event.event.action !== 'drop') {
+          addCounter(app.counters, INBOUND_PRESENCE.count, 1);
+          addCounter(app.counters, INBOUND_PRESENCE.data, data);
+        }
         if (this.options.isPersisted(event.appId, event.channel)) {
           addCounter(app.counters, STORED_PRESENCE.count, 1);
           addCounter(app.counters, STORED_PRESENCE.data, data);

@@ -1,6 +1,6 @@
 // Issue 11, stats: what the realtime gateway adds to an app's stats, through the projection and
-// the embedded store: connections made (connection events on the log), and open connections (the
-// instances' readings in their usage reports, added up per 6-second sample).
+// the embedded store: connections made (connection events on the log), open connections (the
+// instances' readings in their usage reports, added up per 6-second sample), and presence.
 import { describe, expect, it } from 'vitest';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
@@ -72,5 +72,22 @@ describe('stats of realtime connections', () => {
       [T0, { 'connections.all.opened': 2 }],
       [T0 + 60_000, { 'connections.all.opened': 1 }],
     ]);
+  });
+
+  it('presence: a member entering counts as inbound realtime presence; the leaves the service makes for a gone connection do not', async () => {
+    const change = (action: 'enter' | 'leave' | 'drop', id: string): LogEvent => ({
+      type: 'presence.changed',
+      appId: 'app',
+      channel: 'ch',
+      event: { action, id, timestamp: T0, clientId: 'c', connectionId: 'k', data: 'hi' },
+    });
+    const [bucket] = await minutes([
+      [Topics.presence, change('enter', 'p1'), T0 + 100],
+      [Topics.presence, change('leave', 'p2'), T0 + 200],
+      [Topics.presence, change('enter', 'p3'), T0 + 300],
+      [Topics.presence, change('drop', 'p4'), T0 + 400],
+    ]);
+    expect(bucket.counters['messages.inbound.realtime.presence.count']).toBe(3);
+    expect(bucket.counters['messages.inbound.realtime.presence.data']).toBe(6);
   });
 });
