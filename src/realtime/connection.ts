@@ -126,14 +126,20 @@ export class Connection {
     const admitted = this.admit();
     switch (pm.action) {
       case Action.HEARTBEAT:
-        this.send(pm.id === undefined ? { action: Action.HEARTBEAT } : { action: Action.HEARTBEAT, id: String(pm.id) });
+        // Only a string id is echoed: String() of what a frame may hold (an object whose toString
+        // is not a function, arrays nested 100,000 deep) throws.
+        this.send(typeof pm.id === 'string' ? { action: Action.HEARTBEAT, id: pm.id } : { action: Action.HEARTBEAT });
         return;
       case Action.MESSAGE:
       case Action.PRESENCE:
         return this.ackable(pm, admitted);
       case Action.ATTACH:
         if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
-        return void this.attach(pm);
+        this.attach(pm).catch((err) => {
+          this.gateway.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
+          this.channelError(pm.channel, toWireError(err));
+        });
+        return;
       case Action.DETACH:
         return this.detach(pm);
       case Action.SYNC:
@@ -357,14 +363,19 @@ export class Connection {
     return ids;
   }
 
-  /** Whose presence an item changes: the connection's identity, or the one it names if it may act for anyone. */
+  /**
+   * Whose presence an item changes: the connection's identity, or the one it names if the
+   * connection may act for anyone (a key, or a token for clientId `*`; an anonymous token may not).
+   */
   private presenceClientId(given: unknown, index: number): string {
+    const anyone = this.clientId === '*' || (this.clientId === undefined && this.credentials.method === 'basic');
     if (given !== undefined && given !== null) {
       if (typeof given !== 'string' || given.length === 0 || given === '*') {
         throw new ServiceError('invalidClientId', `presence message ${index}: clientId must be a non-empty string other than "*"`);
       }
-      if (this.clientId !== undefined && this.clientId !== '*' && given !== this.clientId) {
-        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" does not match the connection's clientId "${this.clientId}"`);
+      if (!anyone && given !== this.clientId) {
+        const own = this.clientId === undefined ? 'has no clientId' : `is "${this.clientId}"`;
+        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" is not this connection's, whose clientId ${own}`);
       }
       return given;
     }

@@ -57,6 +57,26 @@ export interface Attachment {
   overflowed?: boolean;
 }
 
+/** At most `n` holders at once; the others wait in order. */
+class Slots {
+  private readonly waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+
+  take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
 /** A channel position: everything in the channel's partition before `offset` was delivered. */
 const serialOf = (partition: number, offset: number): string => `${partition}:${offset}`;
 
@@ -125,6 +145,7 @@ export class Gateway {
   private readonly wss: WebSocketServer;
   private ticker: NodeJS.Timeout | undefined;
   private closing = false;
+  private readonly replaySlots = new Slots(4);
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -253,6 +274,9 @@ export class Gateway {
     conn.lastReceived = this.clock.now();
     const c = conn;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
+      // A socket the connection let go of (ERROR, DISCONNECTED, CLOSED, a resume elsewhere) is
+      // closing: what the client still sends on it is not acted on, with credentials perhaps expired.
+      if (c.socket !== ws) return;
       c.lastReceived = this.clock.now();
       let pm: ProtocolMessage;
       try {
@@ -260,9 +284,17 @@ export class Gateway {
       } catch (err) {
         return this.fail(c, toWireError(err));
       }
-      c.handle(pm);
+      try {
+        c.handle(pm);
+      } catch (err) {
+        // A bug, not the client's fault; thrown here it would end the process and every connection.
+        this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
+        this.fail(c, toWireError(err));
+      }
     });
-    ws.on('pong', () => (c.lastReceived = this.clock.now()));
+    ws.on('pong', () => {
+      if (c.socket === ws) c.lastReceived = this.clock.now();
+    });
     ws.once('close', () => this.socketClosed(c, ws));
     conn.sendConnected(error);
     this.deps.events.opened(appId, conn.id, conn.key === resumeKey);
@@ -381,10 +413,16 @@ export class Gateway {
   /**
    * A client that does not read what it is sent is cut off rather than buffered for without
    * bound (its socket already holds maxBufferedBytes); it resumes, and the log replays what it missed.
+   * DISCONNECTED 80020 goes behind what it has not read, then the close: nothing more is queued,
+   * a client that reads again learns why, and ws destroys the socket of one that never does when
+   * the close handshake times out (30 s).
    */
   slowConsumer(conn: Connection): void {
-    this.logger.warn({ connectionId: conn.id, buffered: conn.socket?.bufferedAmount }, 'realtime client not reading; disconnected');
-    this.lostSocket(conn, true);
+    const socket = conn.socket;
+    this.logger.warn({ connectionId: conn.id, buffered: socket?.bufferedAmount }, 'realtime client not reading; disconnected');
+    const error = serviceError('deliveryRateExceeded', `the connection did not read what it was sent (more than ${this.settings.maxBufferedBytes} bytes waiting); resume to get the rest`);
+    if (socket && socket.readyState === socket.OPEN) socket.send(encodeFrame({ action: Action.DISCONNECTED, error }, conn.format));
+    this.lostSocket(conn);
   }
 
   /** The members `conn` entered on `channel` leave (a `drop` on the log: one leave per member). */
@@ -441,9 +479,21 @@ export class Gateway {
 
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
   private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+    // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
+    // once, replay holds a bounded amount of memory.
+    await this.replaySlots.take();
+    try {
+      return await this.readBacklogRange(recordKey, partition, from, to);
+    } finally {
+      this.replaySlots.give();
+    }
+  }
+
+  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
     const found: MessagesPublished[] = [];
     let offset = from;
     let scanned = 0;
+    let bytes = 0;
     while (offset < to) {
       const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
       if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
@@ -452,7 +502,8 @@ export class Gateway {
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
           if (event.type === 'messages.published') found.push(event);
-          if (found.length > this.settings.maxReplayRecords) throw new Error('the backlog is larger than maxReplayRecords');
+          bytes += r.value.byteLength;
+          if (found.length > this.settings.maxReplayRecords || bytes > this.settings.maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
         }
       }
       offset = records[records.length - 1].offset + 1;

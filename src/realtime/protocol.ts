@@ -1,6 +1,7 @@
 // The realtime wire protocol as the `ably` SDK (v2, protocol version 6) speaks it: one
 // ProtocolMessage per WebSocket frame, JSON in text frames or MessagePack in binary frames
 // (REALTIME-PROTOCOL.md §1–2).
+import { isUtf8 } from 'node:buffer';
 import { packValue, unpackValue } from '../codec/msgpack.js';
 import { msgpackStringsAreUtf8 } from '../codec/msgpack-utf8.js';
 import { ErrorCodes, errorHref, ServiceError, type ErrorKind } from '../errors.js';
@@ -85,31 +86,33 @@ export function encodeFrame(pm: ProtocolMessage, format: WireFormat): Frame {
 }
 
 /**
- * A client frame as a ProtocolMessage, or a protocol error: JSON must come in a text frame and
- * MessagePack in a binary one (the SDK's Node client may send JSON as binary: accepted), and the
- * result must be an object with a numeric action.
+ * A client frame as a ProtocolMessage, or a protocol error (80013: something the connection cannot
+ * interpret as a protocol message): JSON must come in a text frame and MessagePack in a binary
+ * one (the SDK's Node client may send JSON as binary: accepted, if it is UTF-8, which ws checks
+ * only for text frames), and the result must be an object with a numeric action.
  */
 export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat): ProtocolMessage {
   let value: unknown;
   if (format === 'json') {
+    if (isBinary && !isUtf8(data)) throw new ServiceError('protocolError', 'the frame is not valid UTF-8 (format=json)');
     try {
       value = JSON.parse(data.toString('utf8'));
     } catch {
-      throw new ServiceError('invalidRequestBody', 'the frame is not valid JSON (format=json)');
+      throw new ServiceError('protocolError', 'the frame is not valid JSON (format=json)');
     }
   } else {
-    if (!isBinary) throw new ServiceError('invalidRequestBody', 'format=msgpack frames must be binary');
+    if (!isBinary) throw new ServiceError('protocolError', 'format=msgpack frames must be binary');
     try {
       value = unpackValue(data);
     } catch {
-      throw new ServiceError('invalidRequestBody', 'the frame is not valid MessagePack (format=msgpack)');
+      throw new ServiceError('protocolError', 'the frame is not valid MessagePack (format=msgpack)');
     }
-    if (!msgpackStringsAreUtf8(data)) throw new ServiceError('invalidRequestBody', 'the frame holds a string that is not valid UTF-8');
+    if (!msgpackStringsAreUtf8(data)) throw new ServiceError('protocolError', 'the frame holds a string that is not valid UTF-8');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ServiceError('invalidRequestBody', 'a frame must hold one ProtocolMessage object');
+    throw new ServiceError('protocolError', 'a frame must hold one ProtocolMessage object');
   }
   const pm = value as ProtocolMessage;
-  if (typeof pm.action !== 'number' || !Number.isInteger(pm.action)) throw new ServiceError('invalidRequestBody', 'the ProtocolMessage has no numeric action');
+  if (typeof pm.action !== 'number' || !Number.isInteger(pm.action)) throw new ServiceError('protocolError', 'the ProtocolMessage has no numeric action');
   return pm;
 }

@@ -22,6 +22,7 @@ export interface RealtimeSettings {
   /**
    * Bytes waiting to be written to one socket. Above it the client is not reading fast enough: the
    * gateway disconnects it (80020) rather than buffering without bound; a resume replays from the log.
+   * REALTIME_MAX_BUFFERED_BYTES
    */
   maxBufferedBytes: number;
   /** Log records held for one attachment while its backlog is read from the log. */

@@ -10,7 +10,7 @@ import { parsePublishBody, type PublishingConnection, type PublishLimits, type S
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
-import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
+import { serialOf, type HistoryEntry, type HistoryQuery } from '../../projections/history/history-entry.js';
 import { resource } from './route-table.js';
 
 export interface HistoryReader {
@@ -83,11 +83,24 @@ export async function historyPage(
   if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
     throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
   }
+  // `from_serial` (the SDK's history({untilAttach: true}) sends the channelSerial its ATTACHED
+  // carried, `partition:offset`): only what was in the channel before that position.
+  const fromSerial = query.from_serial;
+  let after = cursor;
+  if (fromSerial !== undefined) {
+    const m = typeof fromSerial === 'string' ? /^(\d+):(\d+)$/.exec(fromSerial) : null;
+    if (!m) throw new ServiceError('invalidParameterValue', 'from_serial must be a channelSerial of an ATTACHED, partition:offset');
+    if (direction !== 'backwards') throw new ServiceError('invalidParameterValue', 'from_serial needs direction=backwards');
+    const bound = serialOf(Number(m[2]), 0);
+    after = after === undefined ? bound : Math.min(after, bound);
+  }
   const end = givenEnd ?? reader.visibleUntil();
-  const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after: cursor });
+  const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after });
   const page = found.slice(0, limit);
   const nextCursor = found.length > limit ? page[page.length - 1].serial : undefined;
-  return { page, links: pageLinks(resourceName, query, { start, end, limit, direction }, cursor, nextCursor) };
+  const linked: LinkParams = { start, end, limit, direction };
+  if (typeof fromSerial === 'string') linked.from_serial = fromSerial;
+  return { page, links: pageLinks(resourceName, query, linked, cursor, nextCursor) };
 }
 
 export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelMessagesOptions): Promise<void> {

@@ -1,0 +1,558 @@
+// The realtime rows of `npm run bench`, run against one server at a time (the bare `ws` baseline,
+// then the service): memory per idle connection and per attachment, fan-out throughput and
+// publish → delivered latency (one channel with 1,000 subscribers; 1,000 channels with 10 each),
+// and the most connections the server holds. The clients are raw `ws` connections in
+// load-generator children (realtime-clients.ts), each holding an equal share of every channel's
+// subscribers and publishing over realtime MESSAGE frames from connections of its own.
+import { fork, type ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
+import WebSocket from 'ws';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { cpuMsOf, ROOT, type ChildServer } from './servers.js';
+import { LatencyHistogram } from './latency-histogram.js';
+import type { CountersSnapshot } from './realtime-clients.js';
+import { table } from './report.js';
+
+const CLIENTS_ENTRY = fileURLToPath(new URL('./realtime-clients.ts', import.meta.url));
+const EXIT_WITH_PARENT = fileURLToPath(new URL('./exit-with-parent.ts', import.meta.url));
+const CONNECT_CONCURRENCY = 64;
+const ATTACH_CONCURRENCY = 256;
+/** publisher connections per load-generator child */
+const PUBLISHERS = Number(process.env.RT_PUBLISHERS ?? 2);
+/** A closed-loop publish run keeps about this many deliveries in flight (published, not yet received). */
+const DELIVERIES_IN_FLIGHT = Number(process.env.RT_INFLIGHT ?? 8_000);
+const WARMUP_S = 2;
+/** How long a run waits for the last deliveries after its publishers stop. */
+const DRAIN_MS = 5_000;
+const PAYLOAD = 'realtime bench: the quick brown fox jumps over the lazy dog 0123456789';
+/** A core counts as saturated above this share of its time. */
+const SATURATED = 0.9;
+
+export interface RealtimeOptions {
+  /** load-generator children */
+  clients: number;
+  /** seconds of each measured throughput run */
+  durationS: number;
+  /** seconds of each latency run */
+  latencyS: number;
+  /** the connection ramp stops here */
+  maxConnections: number;
+  /** connections added per ramp step */
+  rampStep: number;
+}
+
+interface Scenario {
+  name: string;
+  channels: string[];
+  /** subscribers per channel, all children together */
+  fanout: number;
+  /** publishes per second of the "idle" latency run */
+  idleRate: number;
+}
+
+export interface LatencyRow {
+  load: string;
+  publishesPerS: number;
+  p50: number;
+  p99: number;
+  max: number;
+  deliveries: number;
+  lost: number;
+}
+
+export interface FanoutRow {
+  scenario: string;
+  deliveredPerS: number;
+  publishesPerS: number;
+  /** mean delivery frame, bytes */
+  frameBytes: number;
+  /** share of a core over the measured run */
+  serverMain: number;
+  serverOthers: number;
+  clients: number[];
+  /** latency of the closed-loop run itself */
+  p50: number;
+  p99: number;
+  lost: number;
+  nacked: number;
+  latency: LatencyRow[];
+}
+
+export interface RealtimeServerResult {
+  setup: string;
+  idleConnections: number;
+  perConnection: { rssKiB?: number; heapKiB?: number };
+  attachments: number;
+  perAttachment: { rssKiB?: number; heapKiB?: number };
+  fanout: FanoutRow[];
+  maxConnections: { held: number; requested: number; stoppedBy: string; rssMiB?: number };
+  /** what the clients saw go wrong, by reason, over the whole run */
+  problems: Record<string, number>;
+  failed: boolean;
+}
+
+interface ClientsChild {
+  index: number;
+  pid: number;
+  request<T>(command: Record<string, unknown>, timeoutMs?: number): Promise<T>;
+  cpuMs(): number;
+  stop(): Promise<void>;
+}
+
+async function startClients(index: number): Promise<ClientsChild> {
+  const child: ChildProcess = fork(CLIENTS_ENTRY, [], {
+    cwd: ROOT,
+    execArgv: ['--import', 'tsx', '--import', EXIT_WITH_PARENT],
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', RT_CHILD: String(index) },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  });
+  const name = `rt-clients-${index}`;
+  for (const stream of [child.stdout!, child.stderr!]) createInterface({ input: stream }).on('line', (line) => console.log(`  [${name}] ${line}`));
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  let exited = false;
+  const ready = new Promise<void>((resolve, reject) => {
+    child.on('message', (m: { ready?: boolean; id?: number; result?: unknown; error?: string }) => {
+      if (m.ready) return resolve();
+      const w = waiting.get(m.id!);
+      if (!w) return;
+      waiting.delete(m.id!);
+      if (m.error !== undefined) w.reject(new Error(`${name}: ${m.error}`));
+      else w.resolve(m.result);
+    });
+    child.once('exit', (code, signal) => {
+      exited = true;
+      const err = new Error(`${name} exited (${signal ?? `code ${code}`})`);
+      reject(err);
+      for (const w of waiting.values()) w.reject(err);
+      waiting.clear();
+    });
+  });
+  await ready;
+  return {
+    index,
+    pid: child.pid!,
+    request: <T>(command: Record<string, unknown>, timeoutMs = 300_000) =>
+      new Promise<T>((resolve, reject) => {
+        if (exited) return reject(new Error(`${name} has exited`));
+        const id = nextId++;
+        const timer = setTimeout(() => {
+          waiting.delete(id);
+          reject(new Error(`${name}: no answer to ${String(command.cmd)} in ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiting.set(id, {
+          resolve: (v) => {
+            clearTimeout(timer);
+            resolve(v as T);
+          },
+          reject: (e) => {
+            clearTimeout(timer);
+            reject(e);
+          },
+        });
+        child.send({ id, ...command });
+      }),
+    cpuMs: () => cpuMsOf(child.pid!) ?? 0,
+    stop: async () => {
+      if (exited) return;
+      const gone = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ id: -1, cmd: 'close' });
+      const kill = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await gone;
+      clearTimeout(kill);
+    },
+  };
+}
+
+interface PoolResult {
+  ok: number;
+  failed: number;
+  reasons: Record<string, number>;
+  ms: number;
+}
+interface ReadResult {
+  counters: CountersSnapshot;
+  problems: Record<string, number>;
+  unexpectedCloses: number;
+  held: number;
+  inFlight: number;
+}
+
+const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+const pct = (share: number): string => `${Math.round(share * 100)}%`;
+const reasonsText = (reasons: Record<string, number>): string =>
+  Object.entries(reasons)
+    .sort((a, b) => b[1] - a[1])
+    .map(([r, n]) => `${r} ×${n}`)
+    .join(', ');
+const mergeReasons = (all: Record<string, number>[]): Record<string, number> => {
+  const out: Record<string, number> = {};
+  for (const r of all) for (const [k, n] of Object.entries(r)) out[k] = (out[k] ?? 0) + n;
+  return out;
+};
+
+function sum(reads: ReadResult[]): { c: Omit<CountersSnapshot, 'latency'>; latency: LatencyHistogram } {
+  const latency = new LatencyHistogram();
+  const c = { delivered: 0, published: 0, acked: 0, nacked: 0, lost: 0, frames: 0, bytes: 0 };
+  for (const r of reads) {
+    for (const k of Object.keys(c) as (keyof typeof c)[]) c[k] += r.counters[k];
+    latency.merge(r.counters.latency);
+  }
+  return { c, latency };
+}
+
+/** Requests a connection count split evenly over the children; resolves with the added up results. */
+async function connectAll(clients: ClientsChild[], url: string, count: number): Promise<PoolResult> {
+  const shares = clients.map((_, i) => Math.floor(count / clients.length) + (i < count % clients.length ? 1 : 0));
+  const results = await Promise.all(clients.map((c, i) => c.request<PoolResult>({ cmd: 'connect', url, count: shares[i], concurrency: CONNECT_CONCURRENCY })));
+  return {
+    ok: results.reduce((n, r) => n + r.ok, 0),
+    failed: results.reduce((n, r) => n + r.failed, 0),
+    reasons: mergeReasons(results.map((r) => r.reasons)),
+    ms: Math.max(...results.map((r) => r.ms)),
+  };
+}
+
+async function memoryOf(server: ChildServer): Promise<{ rssMiB?: number; heapMiB?: number }> {
+  await sleep(300);
+  const m = await server.memoryUsage(true);
+  return { rssMiB: server.rssMiB(), heapMiB: m ? (m.heapUsed + m.external) / 2 ** 20 : undefined };
+}
+
+const perKiB = (before: number | undefined, after: number | undefined, n: number): number | undefined =>
+  before === undefined || after === undefined || n === 0 ? undefined : ((after - before) * 1024) / n;
+
+class Run {
+  constructor(
+    private readonly clients: ClientsChild[],
+    private readonly server: ChildServer,
+    private readonly wsUrl: string,
+    private readonly label: string,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  private all<T>(command: Record<string, unknown>): Promise<T[]> {
+    return Promise.all(this.clients.map((c) => c.request<T>(command)));
+  }
+
+  /** Waits until every published message reached all its subscribers, or nothing arrived for DRAIN_MS. */
+  private async drain(fanout: number): Promise<ReadResult[]> {
+    let last = -1;
+    let since = Date.now();
+    for (;;) {
+      const reads = await this.all<ReadResult>({ cmd: 'read', which: 'run' });
+      const { c } = sum(reads);
+      if (c.delivered >= c.published * fanout) return reads;
+      if (c.delivered !== last) {
+        last = c.delivered;
+        since = Date.now();
+      } else if (Date.now() - since > DRAIN_MS) return reads;
+      await sleep(100);
+    }
+  }
+
+  /** One publish run: closed loop (window) or open loop (rate); measures after a warm-up. */
+  async publishRun(
+    scenario: Scenario,
+    how: { window: number } | { rate: number },
+    measureS: number,
+    warmS: number,
+    progressLabel: string,
+  ): Promise<{ window: ReturnType<typeof sum>; run: ReturnType<typeof sum>; seconds: number; serverMain: number; serverOthers: number; clients: number[] }> {
+    const n = this.clients.length;
+    await this.all({ cmd: 'reset', which: 'run' });
+    const perChild = 'window' in how ? { window: Math.max(1, Math.round(how.window / n)) } : { rate: how.rate / n };
+    await this.all({ cmd: 'publish', url: this.wsUrl, publishers: PUBLISHERS, channels: scenario.channels, payload: PAYLOAD, ...perChild });
+    let stopped = false;
+    try {
+      await sleep(warmS * 1000);
+      await this.all({ cmd: 'reset', which: 'window' });
+      const started = Date.now();
+      const threadsBefore = this.server.cpuMsByThread();
+      const clientsBefore = this.clients.map((c) => c.cpuMs());
+      let lastDelivered = 0;
+      for (let s = 1; s <= measureS; s++) {
+        await sleep(started + s * 1000 - Date.now());
+        if (s % 2 === 0 || s === measureS) {
+          const peeks = await this.all<{ delivered: number; published: number }>({ cmd: 'peek' });
+          const delivered = peeks.reduce((x, p) => x + p.delivered, 0);
+          this.log(`  ${progressLabel}: ${s} s, ${int((delivered - lastDelivered) / (s % 2 === 0 ? 2 : 1))} delivered/s`);
+          lastDelivered = delivered;
+        }
+      }
+      const reads = await this.all<ReadResult>({ cmd: 'read', which: 'window' });
+      const seconds = (Date.now() - started) / 1000;
+      const threadsAfter = this.server.cpuMsByThread();
+      const clients = this.clients.map((c, i) => (c.cpuMs() - clientsBefore[i]) / 1000 / seconds);
+      const share = (thread: string): number => ((threadsAfter.get(thread) ?? 0) - (threadsBefore.get(thread) ?? 0)) / 1000 / seconds;
+      await this.all({ cmd: 'stop-publish' });
+      stopped = true;
+      const run = sum(await this.drain(scenario.fanout));
+      return { window: sum(reads), run, seconds, serverMain: share('main'), serverOthers: share('others'), clients };
+    } finally {
+      if (!stopped) await this.all({ cmd: 'stop-publish' }).catch(() => undefined);
+    }
+  }
+
+  async fanout(scenario: Scenario, o: RealtimeOptions): Promise<FanoutRow> {
+    const tag = `${this.label}, ${scenario.name}`;
+    const window = Math.max(this.clients.length, Math.round(DELIVERIES_IN_FLIGHT / scenario.fanout));
+    this.log(`${tag}: fan-out throughput, ${window} messages in flight, ${WARMUP_S} s warm-up + ${o.durationS} s`);
+    const t = await this.publishRun(scenario, { window }, o.durationS, WARMUP_S, `${tag}`);
+    const lost = t.run.c.published * scenario.fanout - t.run.c.delivered;
+    const row: FanoutRow = {
+      scenario: scenario.name,
+      deliveredPerS: t.window.c.delivered / t.seconds,
+      publishesPerS: t.window.c.published / t.seconds,
+      frameBytes: t.window.c.frames > 0 ? t.window.c.bytes / t.window.c.frames : 0,
+      serverMain: t.serverMain,
+      serverOthers: t.serverOthers,
+      clients: t.clients,
+      p50: t.window.latency.percentileMs(50),
+      p99: t.window.latency.percentileMs(99),
+      lost,
+      nacked: t.run.c.nacked,
+      latency: [],
+    };
+    this.log(
+      `${tag}: ${int(row.deliveredPerS)} delivered/s (${int(row.publishesPerS)} publishes/s), latency p50 ${row.p50.toFixed(2)} ms p99 ${row.p99.toFixed(2)} ms; ` +
+        `server main thread ${pct(row.serverMain)} of a core, other threads ${pct(row.serverOthers)}, clients ${row.clients.map(pct).join(' + ')}; ` +
+        `${int(t.run.c.published)} published, ${int(t.run.c.delivered)} of ${int(t.run.c.published * scenario.fanout)} deliveries arrived, ${t.run.c.nacked} NACKs; frame ${Math.round(row.frameBytes)} bytes`,
+    );
+    const loads: [string, number][] = [
+      ['idle', scenario.idleRate],
+      ['half of max', Math.max(1, Math.round(row.publishesPerS / 2))],
+    ];
+    for (const [load, rate] of loads) {
+      this.log(`${tag}: publish → delivered latency, ${load} (${int(rate)} publishes/s, ${int(rate * scenario.fanout)} deliveries/s), ${o.latencyS} s`);
+      const l = await this.publishRun(scenario, { rate }, o.latencyS, 1, `${tag} ${load}`);
+      const lat: LatencyRow = {
+        load: `${load}: ${int(rate)} publishes/s`,
+        publishesPerS: l.window.c.published / l.seconds,
+        p50: l.window.latency.percentileMs(50),
+        p99: l.window.latency.percentileMs(99),
+        max: l.window.latency.max / 1000,
+        deliveries: l.window.latency.total,
+        lost: l.run.c.published * scenario.fanout - l.run.c.delivered,
+      };
+      row.latency.push(lat);
+      row.lost += lat.lost;
+      row.nacked += l.run.c.nacked;
+      this.log(
+        `${tag}: ${load}: p50 ${lat.p50.toFixed(2)} ms, p99 ${lat.p99.toFixed(2)} ms, max ${lat.max.toFixed(1)} ms over ${int(lat.deliveries)} deliveries; ` +
+          `server main thread ${pct(l.serverMain)}, clients ${l.clients.map(pct).join(' + ')}; ${lat.lost} lost, ${l.run.c.nacked} NACKs`,
+      );
+    }
+    return row;
+  }
+}
+
+export const SCENARIOS = {
+  one: { name: '1 channel × 1,000 subscribers', channels: ['rt-fan'], fanout: 1000, idleRate: 10 },
+  many: { name: '1,000 channels × 10 subscribers', channels: Array.from({ length: 1000 }, (_, i) => `rt-${i}`), fanout: 10, idleRate: 100 },
+} satisfies Record<string, Scenario>;
+
+/**
+ * Every realtime measurement of one server. wsUrl: the WebSocket URL with its query (auth, format).
+ * The connections of the 1,000-channel scenario are opened first (memory per idle connection),
+ * then attached (memory per attachment); the first 1,000 of them also attach the one fan-out
+ * channel; the ramp then adds idle connections to them until the cap or the first failure.
+ */
+export async function realtimeBench(setup: string, server: ChildServer, wsUrl: string, o: RealtimeOptions, log: (line: string) => void): Promise<RealtimeServerResult> {
+  log(`${setup}: starting ${o.clients} load-generator children`);
+  const clients = await Promise.all(Array.from({ length: o.clients }, (_, i) => startClients(i)));
+  const run = new Run(clients, server, wsUrl, setup, log);
+  let failed = false;
+  try {
+    const many = SCENARIOS.many;
+    const connections = many.channels.length * many.fanout;
+    const m0 = await memoryOf(server);
+    log(`${setup}: opening ${int(connections)} connections (RSS ${m0.rssMiB?.toFixed(0)} MiB, heap ${m0.heapMiB?.toFixed(1)} MiB)`);
+    const opened = await connectAll(clients, wsUrl, connections);
+    const m1 = await memoryOf(server);
+    log(`${setup}: ${int(opened.ok)} connected in ${(opened.ms / 1000).toFixed(1)} s${opened.failed ? `, ${opened.failed} failed: ${reasonsText(opened.reasons)}` : ''} (RSS ${m1.rssMiB?.toFixed(0)} MiB, heap ${m1.heapMiB?.toFixed(1)} MiB)`);
+    if (opened.failed > 0) failed = true;
+
+    const shares = await Promise.all(clients.map((c) => c.request<ReadResult>({ cmd: 'read', which: 'run' })));
+    const attachedResults = await Promise.all(
+      clients.map((c, i) => c.request<PoolResult>({ cmd: 'attach', channels: many.channels, first: 0, count: shares[i].held, concurrency: ATTACH_CONCURRENCY })),
+    );
+    const attached = attachedResults.reduce((n, r) => n + r.ok, 0);
+    const m2 = await memoryOf(server);
+    const attachFailures = mergeReasons(attachedResults.map((r) => r.reasons));
+    log(
+      `${setup}: ${int(attached)} attached to ${int(many.channels.length)} channels in ${(Math.max(...attachedResults.map((r) => r.ms)) / 1000).toFixed(1)} s` +
+        `${attached < opened.ok ? `, ${opened.ok - attached} failed: ${reasonsText(attachFailures)}` : ''} (RSS ${m2.rssMiB?.toFixed(0)} MiB, heap ${m2.heapMiB?.toFixed(1)} MiB)`,
+    );
+    if (attached < opened.ok) failed = true;
+
+    const one = SCENARIOS.one;
+    const oneResults = await Promise.all(
+      clients.map((c) => c.request<PoolResult>({ cmd: 'attach', channels: one.channels, first: 0, count: one.fanout / clients.length, concurrency: ATTACH_CONCURRENCY })),
+    );
+    if (oneResults.some((r) => r.failed > 0)) {
+      failed = true;
+      log(`${setup}: attaching ${one.channels[0]} failed: ${reasonsText(mergeReasons(oneResults.map((r) => r.reasons)))}`);
+    }
+
+    const fanout = [await run.fanout(one, o), await run.fanout(many, o)];
+    if (fanout.some((f) => f.lost > 0 || f.nacked > 0)) failed = true;
+
+    // The ramp: idle connections added in steps until the cap or the first failure.
+    let held = (await Promise.all(clients.map((c) => c.request<ReadResult>({ cmd: 'read', which: 'run' })))).reduce((n, r) => n + r.held, 0);
+    let stoppedBy = `the cap (BENCH_RT_MAX_CONNECTIONS=${o.maxConnections})`;
+    let requested = held;
+    while (requested < o.maxConnections) {
+      const step = Math.min(o.rampStep, o.maxConnections - requested);
+      requested += step;
+      const r = await connectAll(clients, wsUrl, step);
+      held += r.ok;
+      log(`${setup}: ramp: ${int(held)} connections (+${int(r.ok)} in ${(r.ms / 1000).toFixed(1)} s${r.failed ? `, ${r.failed} failed: ${reasonsText(r.reasons)}` : ''}), RSS ${server.rssMiB()?.toFixed(0)} MiB`);
+      if (r.failed > 0) {
+        stoppedBy = `${r.failed} of the last ${int(step)} failed: ${reasonsText(r.reasons)}`;
+        break;
+      }
+    }
+    await sleep(2000);
+    const finalReads = await Promise.all(clients.map((c) => c.request<ReadResult>({ cmd: 'read', which: 'run' })));
+    const stillHeld = finalReads.reduce((n, r) => n + r.held, 0);
+    if (stillHeld < held) log(`${setup}: ${held - stillHeld} connections closed during the hold`);
+    const problems = mergeReasons(finalReads.map((r) => r.problems));
+    if (Object.keys(problems).length > 0) log(`${setup}: the clients saw: ${reasonsText(problems)}`);
+    return {
+      setup,
+      idleConnections: opened.ok,
+      perConnection: { rssKiB: perKiB(m0.rssMiB, m1.rssMiB, opened.ok), heapKiB: perKiB(m0.heapMiB, m1.heapMiB, opened.ok) },
+      attachments: attached,
+      perAttachment: { rssKiB: perKiB(m1.rssMiB, m2.rssMiB, attached), heapKiB: perKiB(m1.heapMiB, m2.heapMiB, attached) },
+      fanout,
+      maxConnections: { held: stillHeld, requested, stoppedBy, rssMiB: server.rssMiB() },
+      problems,
+      failed,
+    };
+  } finally {
+    await Promise.all(clients.map((c) => c.stop()));
+  }
+}
+
+// ---- tables ----
+
+const ms = (n: number): string => (Number.isNaN(n) ? '–' : n < 10 ? n.toFixed(2) : n.toFixed(1));
+const kib = (n: number | undefined): string => (n === undefined ? '–' : n.toFixed(1));
+
+/** results[0] is the baseline. */
+export function fanoutTable(results: RealtimeServerResult[]): string {
+  const base = results[0];
+  const rows = results.flatMap((r) =>
+    r.fanout.map((f, i) => {
+      const b = base.fanout[i];
+      return [
+        f.scenario,
+        r.setup,
+        int(f.deliveredPerS),
+        int(f.publishesPerS),
+        b ? (f.deliveredPerS / b.deliveredPerS).toFixed(2) : '–',
+        ms(f.p50),
+        ms(f.p99),
+        String(Math.round(f.frameBytes)),
+        `${pct(f.serverMain)} + ${pct(f.serverOthers)}`,
+        f.clients.map(pct).join(' + '),
+        f.lost + f.nacked === 0 ? '0' : `**${f.lost} lost, ${f.nacked} NACKs**`,
+      ];
+    }),
+  );
+  return table(
+    ['Realtime fan-out', 'server', 'delivered msg/s', 'publishes/s', 'vs bare', 'p50 ms', 'p99 ms', 'frame bytes', 'server CPU (main + others)', 'clients CPU', 'lost / NACKs'],
+    rows,
+    [false, false, true, true, true, true, true, true, true, true, true],
+  );
+}
+
+export function latencyTable(results: RealtimeServerResult[]): string {
+  const rows = results.flatMap((r) =>
+    r.fanout.flatMap((f) => f.latency.map((l) => [f.scenario, r.setup, l.load, ms(l.p50), ms(l.p99), ms(l.max), int(l.deliveries), String(l.lost)])),
+  );
+  return table(['Publish → delivered', 'server', 'load', 'p50 ms', 'p99 ms', 'max ms', 'deliveries', 'lost'], rows, [false, false, false, true, true, true, true, true]);
+}
+
+export function memoryTable(results: RealtimeServerResult[]): string {
+  const rows = results.map((r) => [
+    r.setup,
+    kib(r.perConnection.rssKiB),
+    kib(r.perConnection.heapKiB),
+    kib(r.perAttachment.rssKiB),
+    kib(r.perAttachment.heapKiB),
+    int(r.maxConnections.held),
+    r.maxConnections.rssMiB === undefined ? '–' : r.maxConnections.rssMiB.toFixed(0),
+    r.maxConnections.stoppedBy,
+  ]);
+  return table(
+    ['Realtime connections', 'KiB RSS / idle connection', 'KiB heap / idle connection', 'KiB RSS / attachment', 'KiB heap / attachment', 'most connections held', 'RSS at most MiB', 'ramp stopped by'],
+    rows,
+    [false, true, true, true, true, true, true, false],
+  );
+}
+
+/** Which side limited each throughput run, from the CPU shares. */
+export function saturationNotes(results: RealtimeServerResult[]): string[] {
+  return results.flatMap((r) =>
+    r.fanout.map((f) => {
+      const busy = [f.serverMain >= SATURATED ? `the server's main thread (${pct(f.serverMain)})` : undefined, ...f.clients.map((c, i) => (c >= SATURATED ? `load generator ${i} (${pct(c)})` : undefined))].filter(
+        (x) => x !== undefined,
+      );
+      const total = f.serverMain + f.serverOthers + f.clients.reduce((a, b) => a + b, 0);
+      return `${r.setup}, ${f.scenario}: ${busy.length > 0 ? `saturated: ${busy.join(', ')}` : 'no single process saturated'}; all processes together ${pct(total)} of one core (the machine has ${cpus().length} cores).`;
+    }),
+  );
+}
+
+/** The WebSocket URL of a server's realtime interface, with the query the SDK sends in Node (JSON). */
+export function realtimeUrl(httpUrl: string, auth: string): string {
+  return `${httpUrl.replace(/^http/, 'ws')}/?${auth ? `${auth}&` : ''}format=json&heartbeats=false&v=6`;
+}
+
+/** One connection, to see whether the server speaks realtime at all: undefined, or why not. */
+export function probeRealtime(url: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    const done = (reason?: string): void => {
+      clearTimeout(timer);
+      ws.terminate();
+      resolve(reason);
+    };
+    const timer = setTimeout(() => done('no CONNECTED within 5 s'), 5000);
+    ws.on('unexpected-response', (_req, res) => done(`the WebSocket upgrade was answered with HTTP ${res.statusCode}`));
+    ws.on('error', (err: NodeJS.ErrnoException) => done(`WebSocket error ${err.code ?? err.message}`));
+    ws.on('message', (raw) => {
+      const frame = JSON.parse(String(raw)) as { action: number; error?: { code: number; message: string } };
+      done(frame.action === 4 ? undefined : `first frame: action ${frame.action}${frame.error ? ` (${frame.error.code} ${frame.error.message})` : ''}`);
+    });
+  });
+}
+
+/** The realtime section of the bench's markdown: method, tables, notes. results[0] is the baseline. */
+export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOptions, head: string, skipped: string[]): string {
+  const problems = results.filter((r) => Object.keys(r.problems).length > 0).map((r) => `${r.setup}: the clients saw ${reasonsText(r.problems)}.`);
+  const notes = [...saturationNotes(results), ...problems, ...skipped];
+  return [
+    `**Realtime.** ${head}`,
+    `Each server runs alone in a child process (the bare \`ws\` baseline first, then the service), with ${o.clients} load-generator children of raw \`ws\` clients (JSON frames) beside it. ` +
+      `They open ${int(SCENARIOS.many.channels.length * SCENARIOS.many.fanout)} connections and attach each to one of ${int(SCENARIOS.many.channels.length)} channels (${SCENARIOS.many.fanout} per channel); the first ${int(SCENARIOS.one.fanout)} also attach one more channel. ` +
+      `Publishes are realtime MESSAGE frames from ${PUBLISHERS} more connections per child, one message each (${PAYLOAD.length + 30}-byte data carrying a send time), spread over the scenario's channels. ` +
+      `Fan-out throughput: each child keeps about ${int(DELIVERIES_IN_FLIGHT / o.clients)} deliveries in flight (a message counts until all of its own subscribers of that channel received it), ${WARMUP_S} s of warm-up, then ${o.durationS} s measured; "vs bare" divides delivered messages/s by the baseline's. ` +
+      `Latency: publish (send of the frame) → each subscriber's receipt, every delivery counted, at a fixed rate for ${o.latencyS} s: "idle" is a few publishes a second, "half of max" half the publish rate of the throughput run. ` +
+      `"lost" counts deliveries that never arrived (a run waits up to ${DRAIN_MS / 1000} s after its last publish). ` +
+      `Memory: the server's RSS and heap + external (after a full GC) before and after opening the idle connections, then after attaching them, divided by their count. ` +
+      `The ramp adds idle connections, ${int(o.rampStep)} a step, all on 127.0.0.1, until a connection fails or the cap; "held" counts those still open 2 s later. ` +
+      `CPU shares are of one core over the measured run (main thread + other threads for the server).`,
+    '',
+    fanoutTable(results),
+    '',
+    latencyTable(results),
+    '',
+    memoryTable(results),
+    ...(notes.length > 0 ? ['', ...notes.map((n) => `- ${n}`)] : []),
+  ].join('\n');
+}

@@ -1,0 +1,439 @@
+// The realtime gateway's limits, each with the error the README's "Resource limits and isolation"
+// table gives (issue 11, Connections: "Limits with clear errors"). Raw `ws` clients speak the
+// protocol frame by frame (REALTIME-PROTOCOL.md) against a listening service whose limits are
+// lowered through the environment.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AddressInfo } from 'node:net';
+import { connect as tcpConnect } from 'node:net';
+import { encode as encodeMsgpack } from '@msgpack/msgpack';
+import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, closedWithin, RawClient, sleep, type Pm } from '../helpers/raw-realtime.js';
+
+const LIMITS = {
+  REALTIME_MAX_FRAME_BYTES: '65536',
+  MAX_MESSAGE_SIZE: '4096',
+  REALTIME_MAX_INBOUND_RATE: '20',
+  REALTIME_MAX_CHANNELS_PER_CONNECTION: '3',
+  REALTIME_MAX_IDLE_INTERVAL_MS: '1000',
+  REQUEST_TIMEOUT_MS: '1000',
+};
+
+let ts: TestService;
+let port: number;
+const clients: RawClient[] = [];
+
+async function connect(query: Record<string, string | undefined> = { key: ts?.key }, format: 'json' | 'msgpack' = 'json'): Promise<RawClient> {
+  const c = await RawClient.connect(port, query, format);
+  clients.push(c);
+  return c;
+}
+
+async function open(query: Record<string, string | undefined>, format: 'json' | 'msgpack' = 'json'): Promise<RawClient> {
+  const c = await RawClient.open(port, query, format);
+  clients.push(c);
+  return c;
+}
+
+beforeAll(async () => {
+  ts = await startTestService(LIMITS);
+  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
+  port = (ts.service.app.server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await ts?.close();
+  if (ts) removeDir(ts.dataDir);
+});
+
+/** The client's TCP socket: paused, it reads nothing more (the kernel's buffers fill), and still writes. */
+const pausable = (c: RawClient): { pause(): void; resume(): void } => (c.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+
+const errorOf = (pm: Pm): { code: unknown; statusCode: unknown; message: unknown } => pm.error as { code: unknown; statusCode: unknown; message: unknown };
+
+async function requestToken(body: Record<string, unknown>): Promise<string> {
+  const keyName = ts.key.split(':')[0];
+  const res = await ts.service.app.inject({
+    method: 'POST',
+    url: `/keys/${keyName}/requestToken`,
+    headers: { authorization: ts.auth, 'content-type': 'application/json' },
+    payload: { keyName, timestamp: Date.now(), ...body },
+  });
+  expect(res.statusCode).toBe(200);
+  return res.json().token as string;
+}
+
+async function history(channel: string): Promise<{ name?: string; data?: unknown }[]> {
+  const res = await ts.service.app.inject({ method: 'GET', url: `/channels/${channel}/messages`, headers: { authorization: ts.auth } });
+  expect(res.statusCode).toBe(200);
+  return res.json();
+}
+
+describe('frame and message size', () => {
+  it('a frame over REALTIME_MAX_FRAME_BYTES closes the socket with 1009 (message too big); other connections go on', async () => {
+    const bystander = await connect();
+    const c = await connect();
+    c.sendRaw(JSON.stringify({ action: Actions.MESSAGE, channel: 'big', msgSerial: 0, messages: [{ data: 'x'.repeat(70_000) }] }));
+    const closed = await closedWithin(c, 5000);
+    expect(closed.code).toBe(1009);
+    expect((await bystander.publish(uniqueChannel(), [{ data: 'still here' }])).action).toBe(Actions.ACK);
+  });
+
+  it.each(['json', 'msgpack'] as const)('a message over MAX_MESSAGE_SIZE gets NACK 40009 (%s); the connection goes on', async (format) => {
+    const c = await connect({ key: ts.key }, format);
+    const channel = uniqueChannel();
+    const nack = await c.publish(channel, [{ name: 'big', data: 'x'.repeat(5000) }]);
+    expect(nack).toMatchObject({ action: Actions.NACK, msgSerial: 0, count: 1 });
+    expect(errorOf(nack)).toMatchObject({ code: 40009, statusCode: 400 });
+    expect(typeof errorOf(nack).message).toBe('string');
+    expect(await c.publish(channel, [{ name: 'small', data: 'ok' }])).toMatchObject({ action: Actions.ACK, msgSerial: 1 });
+    expect((await history(channel)).map((m) => m.name)).toEqual(['small']);
+  });
+});
+
+describe('inbound rate per connection', () => {
+  it('MESSAGEs beyond the burst (twice REALTIME_MAX_INBOUND_RATE) get NACK 42911; every msgSerial is answered once, in order', async () => {
+    const c = await connect();
+    const channel = uniqueChannel();
+    const n = 100;
+    const answers = Array.from({ length: n }, (_, i) => c.ackOf(i));
+    for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: [{ data: `m${i}` }] });
+    await Promise.all(answers);
+    const acks = c.frames.filter((f) => f.action === Actions.ACK || f.action === Actions.NACK);
+    // Contiguous, never overlapping (REALTIME-PROTOCOL.md §3.2).
+    let next = 0;
+    for (const a of acks) {
+      expect(a.msgSerial).toBe(next);
+      next += Number(a.count);
+    }
+    expect(next).toBe(n);
+    const nacks = acks.filter((a) => a.action === Actions.NACK);
+    expect(nacks.length).toBeGreaterThan(0);
+    for (const nack of nacks) expect(errorOf(nack)).toMatchObject({ code: 42911, statusCode: 429 });
+    const acked = acks.filter((a) => a.action === Actions.ACK).reduce((sum, a) => sum + Number(a.count), 0);
+    // The burst is 40 frames; a few more may refill while the frames arrive.
+    expect(acked).toBeGreaterThanOrEqual(40);
+    expect(acked).toBeLessThan(n);
+    expect((await history(channel)).length).toBe(acked);
+    // The bucket refills: after a second, publishes are accepted again.
+    await sleep(1100);
+    expect((await c.publish(channel, [{ data: 'later' }])).action).toBe(Actions.ACK);
+  });
+
+  it('an ATTACH beyond the rate gets a channel ERROR 42911, the connection stays', async () => {
+    const c = await connect();
+    const base = uniqueChannel();
+    // Detaching in between keeps the channel count under its own limit.
+    const answers: Promise<Pm>[] = [];
+    for (let i = 0; i < 60; i++) {
+      const channel = `${base}-${i}`;
+      answers.push(c.next((pm) => (pm.action === Actions.ATTACHED || pm.action === Actions.ERROR) && pm.channel === channel));
+      c.send({ action: Actions.ATTACH, channel });
+      c.send({ action: Actions.DETACH, channel });
+    }
+    const results = await Promise.all(answers);
+    const refused = results.filter((r) => r.action === Actions.ERROR);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const r of refused) expect(errorOf(r)).toMatchObject({ code: 42911, statusCode: 429 });
+    expect(c.isClosed).toBe(false);
+  });
+});
+
+describe('channels per connection', () => {
+  it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
+    const c = await connect();
+    const names = [1, 2, 3, 4].map(() => uniqueChannel());
+    for (const name of names.slice(0, 3)) expect((await c.attach(name)).action).toBe(Actions.ATTACHED);
+    const refused = await c.attach(names[3]);
+    expect(refused).toMatchObject({ action: Actions.ERROR, channel: names[3] });
+    expect(errorOf(refused)).toMatchObject({ code: 90010, statusCode: 400 });
+    // Attaching a channel already attached is no new channel.
+    expect((await c.attach(names[0])).action).toBe(Actions.ATTACHED);
+    c.send({ action: Actions.DETACH, channel: names[1] });
+    await c.next((pm) => pm.action === Actions.DETACHED && pm.channel === names[1]);
+    expect((await c.attach(names[3])).action).toBe(Actions.ATTACHED);
+    // A channel error is not a connection error.
+    await c.ping();
+  });
+});
+
+describe('credentials', () => {
+  it('a wrong secret gets ERROR 40101 and the socket is closed', async () => {
+    const c = await open({ key: `${ts.key.split(':')[0]}:wrong-secret` });
+    const error = await c.next(() => true);
+    expect(error).toMatchObject({ action: Actions.ERROR });
+    expect(error.channel).toBeUndefined();
+    expect(errorOf(error)).toMatchObject({ code: 40101, statusCode: 401 });
+    await closedWithin(c, 5000);
+  });
+
+  it('an unknown key name gets ERROR 40101 and the socket is closed', async () => {
+    const c = await open({ key: 'nosuchapp.nosuchkey:secret' });
+    expect(errorOf(await c.next(() => true))).toMatchObject({ code: 40101, statusCode: 401 });
+    await closedWithin(c, 5000);
+  });
+
+  it('no credentials get ERROR 40106 and the socket is closed', async () => {
+    const c = await open({});
+    const error = await c.next(() => true);
+    expect(error.action).toBe(Actions.ERROR);
+    expect(errorOf(error)).toMatchObject({ code: 40106, statusCode: 401 });
+    await closedWithin(c, 5000);
+  });
+
+  it('a token that is not one gets an error in-band, never a refused upgrade', async () => {
+    const c = await open({ access_token: 'not-a-token' });
+    const answer = await c.next(() => true);
+    expect([Actions.ERROR, Actions.DISCONNECTED]).toContain(answer.action);
+    expect(Number(errorOf(answer).code)).toBeGreaterThanOrEqual(40100);
+    expect(Number(errorOf(answer).code)).toBeLessThan(40200);
+    await closedWithin(c, 5000);
+  });
+
+  it('a token that expires while connected gets DISCONNECTED 40142 and the socket is closed', async () => {
+    const token = await requestToken({ ttl: 1500 });
+    const c = await connect({ access_token: token });
+    const disconnected = await c.next((pm) => pm.action === Actions.DISCONNECTED, 5000);
+    expect(disconnected.channel).toBeUndefined();
+    expect(errorOf(disconnected)).toMatchObject({ code: 40142, statusCode: 401 });
+    await closedWithin(c, 5000);
+  });
+
+  it('a client that does not read the DISCONNECTED 40142 and goes on publishing on that socket publishes nothing', async () => {
+    const token = await requestToken({ ttl: 1500 });
+    const c = await connect({ access_token: token });
+    const socket = pausable(c);
+    socket.pause(); // the client never sees the DISCONNECTED nor the close, and keeps writing
+    await sleep(2500);
+    const channel = uniqueChannel();
+    c.send({ action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ name: 'after-expiry' }] });
+    await sleep(500);
+    expect(await history(channel)).toEqual([]);
+    socket.resume();
+    expect(errorOf(await c.next((pm) => pm.action === Actions.DISCONNECTED))).toMatchObject({ code: 40142 });
+    expect(c.frames.filter((f) => f.action === Actions.ACK || f.action === Actions.NACK)).toEqual([]);
+    await closedWithin(c, 5000);
+  });
+
+  it('a token already expired at connect gets DISCONNECTED with a token error (40140-40149) and the socket is closed', async () => {
+    const token = await requestToken({ ttl: 1000 });
+    await sleep(1100);
+    const c = await open({ access_token: token });
+    const answer = await c.next(() => true);
+    expect(answer.action).toBe(Actions.DISCONNECTED);
+    expect(errorOf(answer).statusCode).toBe(401);
+    expect(Number(errorOf(answer).code)).toBeGreaterThanOrEqual(40140);
+    expect(Number(errorOf(answer).code)).toBeLessThan(40150);
+    await closedWithin(c, 5000);
+  });
+});
+
+describe('a connection that is over stays over', () => {
+  it('a MESSAGE right behind a frame that ends the connection (ERROR) is not published', async () => {
+    const c = await connect();
+    const channel = uniqueChannel();
+    c.sendRaw('{"action":15,');
+    c.send({ action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ name: 'after-error' }] });
+    await c.next((pm) => pm.action === Actions.ERROR);
+    await closedWithin(c, 5000);
+    await sleep(200);
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('a MESSAGE right behind CLOSE is not published', async () => {
+    const c = await connect();
+    const channel = uniqueChannel();
+    c.send({ action: Actions.CLOSE });
+    c.send({ action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ name: 'after-close' }] });
+    await c.next((pm) => pm.action === Actions.CLOSED);
+    await closedWithin(c, 5000);
+    await sleep(200);
+    expect(await history(channel)).toEqual([]);
+  });
+});
+
+describe('frames that are not what the protocol says', () => {
+  it('unknown actions and actions only the server sends are ignored; the connection goes on', async () => {
+    const c = await connect();
+    for (const action of [3, 4, 6, 8, 9, 11, 13, 18, 19, 20, 21, 99, -1, 2 ** 40]) c.send({ action });
+    await c.ping();
+    expect(c.frames.filter((f) => f.action === Actions.ERROR || f.action === Actions.DISCONNECTED)).toEqual([]);
+    expect(c.isClosed).toBe(false);
+  });
+
+  const bad: [string, 'json' | 'msgpack', string | Buffer, boolean][] = [
+    ['JSON that does not parse', 'json', '{"action":15,', false],
+    ['a JSON array', 'json', '[1,2]', false],
+    ['a JSON number', 'json', '15', false],
+    ['an object without an action', 'json', '{"channel":"x"}', false],
+    ['a string action', 'json', '{"action":"15"}', false],
+    ['a fractional action', 'json', '{"action":1.5}', false],
+    ['JSON in a binary frame, not UTF-8', 'json', Buffer.from([0x7b, 0x22, 0x61, 0x63, 0x74, 0x69, 0x6f, 0x6e, 0x22, 0x3a, 0x30, 0x2c, 0x22, 0x69, 0x64, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), true],
+    ['MessagePack that does not decode', 'msgpack', Buffer.from([0xc1, 0x00, 0x01]), true],
+    ['truncated MessagePack', 'msgpack', Buffer.from(encodeMsgpack({ action: 15, channel: 'x', msgSerial: 0 })).subarray(0, 9), true],
+    ['MessagePack in a text frame', 'msgpack', '{"action":0}', false],
+    ['MessagePack with a string that is not UTF-8', 'msgpack', Buffer.from([0x82, 0xa6, ...Buffer.from('action'), 0x00, 0xa2, ...Buffer.from('id'), 0xa2, 0xff, 0xfe]), true],
+    ['a MessagePack map with a map for a key', 'msgpack', Buffer.from([0x81, 0x80, 0x00]), true],
+    ['a MESSAGE without a msgSerial', 'json', '{"action":15,"channel":"x","messages":[{"data":"d"}]}', false],
+  ];
+
+  // 80013: "the connection received something it could not interpret as a valid protocol message".
+  it.each(bad)('%s: a connection ERROR 80013, then the socket is closed; other connections go on', async (_name, format, frame, binary) => {
+    const bystander = await connect();
+    const c = await connect({ key: ts.key }, format);
+    c.sendRaw(frame, binary);
+    const error = await c.next((pm) => pm.action === Actions.ERROR);
+    expect(error.channel).toBeUndefined();
+    const e = errorOf(error);
+    expect(typeof e.message).toBe('string');
+    expect(e).toMatchObject({ code: 80013, statusCode: 400 });
+    await closedWithin(c, 5000);
+    expect(c.undecodable).toEqual([]);
+    await bystander.ping();
+  });
+
+  it('a HEARTBEAT id that is not a string is echoed as one or refused, never taking the service down', async () => {
+    const c = await connect();
+    c.sendRaw('{"action":0,"id":{"toString":1}}');
+    c.sendRaw(`{"action":0,"id":${'['.repeat(100_000)}${']'.repeat(100_000)}}`);
+    const other = await connect();
+    await other.ping();
+    expect(c.undecodable).toEqual([]);
+  });
+});
+
+describe('handshake and idle timeouts', () => {
+  it('an upgrade request whose headers never end is answered 408 after the headers timeout (REQUEST_TIMEOUT_MS)', async () => {
+    const socket = tcpConnect(port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString('latin1')));
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`GET /?key=${encodeURIComponent(ts.key)}&format=json HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n`);
+    const closed = await Promise.race([new Promise((resolve) => socket.once('close', () => resolve(true))), sleep(8000).then(() => false)]);
+    socket.destroy();
+    expect(closed).toBe(true);
+    expect(received).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('a silent gateway sends HEARTBEAT at least every REALTIME_MAX_IDLE_INTERVAL_MS (heartbeats=true)', async () => {
+    const c = await connect();
+    const since = c.frames.length;
+    await sleep(2600);
+    expect(c.frames.slice(since).filter((f) => f.action === Actions.HEARTBEAT).length).toBeGreaterThanOrEqual(1);
+    expect(c.connectionId.length).toBeGreaterThan(0);
+  });
+
+  it('a client that stops answering (no frames, no pongs) is closed after 2 × maxIdleInterval + 10 s', { timeout: 40_000 }, async () => {
+    const c = await connect();
+    const socket = pausable(c);
+    socket.pause();
+    const before = ts.service.gateway.connectionCount;
+    const deadline = Date.now() + 25_000;
+    while (ts.service.gateway.connectionCount >= before && Date.now() < deadline) await sleep(250);
+    expect(ts.service.gateway.connectionCount).toBeLessThan(before);
+    socket.resume();
+    await closedWithin(c, 5000);
+  });
+});
+
+describe('connections per instance', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_CONNECTIONS: '3' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  it('a connection over REALTIME_MAX_CONNECTIONS gets DISCONNECTED 42910 and is closed; once one leaves, there is room', async () => {
+    const held = await Promise.all([1, 2, 3].map(() => RawClient.connect(smallPort, { key: small.key })));
+    clients.push(...held);
+    const over = await RawClient.open(smallPort, { key: small.key });
+    clients.push(over);
+    const answer = await over.next(() => true);
+    expect(answer.action).toBe(Actions.DISCONNECTED);
+    expect(errorOf(answer).code).toBe(42910);
+    expect(typeof errorOf(answer).statusCode).toBe('number');
+    await closedWithin(over, 5000);
+    // The held ones still work.
+    for (const c of held) await c.ping();
+    held[0].send({ action: Actions.CLOSE });
+    await closedWithin(held[0], 5000);
+    const deadline = Date.now() + 5000;
+    while (small.service.gateway.connectionCount > 2 && Date.now() < deadline) await sleep(50);
+    const again = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(again);
+    await again.ping();
+  });
+});
+
+describe('a client that does not read', () => {
+  const MAX_BUFFERED = 1024 * 1024;
+  let slow: TestService;
+  let slowPort: number;
+  beforeAll(async () => {
+    slow = await startTestService({ REALTIME_MAX_BUFFERED_BYTES: String(MAX_BUFFERED) });
+    await slow.service.app.listen({ port: 0, host: '127.0.0.1' });
+    slowPort = (slow.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await slow?.close();
+    if (slow) removeDir(slow.dataDir);
+  });
+
+  it('gets DISCONNECTED 80020 once REALTIME_MAX_BUFFERED_BYTES wait for it, and is closed; a reader on the same channel gets everything; memory stays bounded', { timeout: 120_000 }, async () => {
+    const channel = uniqueChannel('flood');
+    const stalled = await Promise.all(Array.from({ length: 8 }, () => RawClient.connect(slowPort, { key: slow.key })));
+    // The reader counts what it gets and keeps nothing: this process's memory is measured.
+    const reader = await RawClient.connect(slowPort, { key: slow.key }, 'msgpack');
+    clients.push(...stalled, reader);
+    for (const c of [...stalled, reader]) expect((await c.attach(channel)).action).toBe(Actions.ATTACHED);
+    let delivered = 0;
+    reader.ws.removeAllListeners('message');
+    reader.ws.on('message', () => delivered++);
+    for (const c of stalled) pausable(c).pause();
+
+    const used = (): number => {
+      const m = process.memoryUsage();
+      return m.heapUsed + m.external;
+    };
+    const before = used();
+    const publishes = 100;
+    const payload = 'p'.repeat(60_000);
+    let grown = 0;
+    for (let i = 0; i < publishes; i++) {
+      const res = await slow.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: slow.auth, 'content-type': 'application/json' },
+        payload: JSON.stringify(Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: payload }))),
+      });
+      expect(res.statusCode).toBe(201);
+      if (i % 10 === 9) grown = Math.max(grown, used() - before);
+    }
+    const deadline = Date.now() + 30_000;
+    while (delivered < publishes && Date.now() < deadline) await sleep(100);
+    grown = Math.max(grown, used() - before);
+    expect(delivered).toBe(publishes);
+    // 48 MB published, held by the history tail too; the 8 stalled sockets may hold 1 MiB and a frame each.
+    // Not a measurement: a bound far above what the limit allows, far below 8 copies of the flood.
+    expect(grown).toBeLessThan(256 * 1024 * 1024);
+
+    for (const c of stalled) pausable(c).resume();
+    for (const c of stalled) {
+      await closedWithin(c, 20_000);
+      const messages = c.frames.filter((f) => f.action === Actions.MESSAGE).length;
+      expect(messages).toBeGreaterThan(0);
+      expect(messages).toBeLessThan(publishes);
+      const last = c.frames.at(-1)!;
+      expect(last.action).toBe(Actions.DISCONNECTED);
+      expect(errorOf(last)).toMatchObject({ code: 80020, statusCode: 429 });
+      expect(c.undecodable).toEqual([]);
+    }
+  });
+});

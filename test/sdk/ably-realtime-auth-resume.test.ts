@@ -1,0 +1,485 @@
+// The official SDK's Realtime client (npm `ably` v2), unmodified, against the real listening
+// service: capabilities and clientIds enforced on attach, publish and presence; tokens that expire
+// while connected (renewed through the authCallback without losing the channels, or ending the
+// connection when nothing can renew them); and the resume of a connection whose socket dropped,
+// with the messages published meanwhile, in both wire formats.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import * as Ably from 'ably';
+import { rejection } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import {
+  Arrivals,
+  Clients,
+  NetworkCut,
+  collectMessages,
+  connectionState,
+  currentToken,
+  realtimeClient,
+  stateLog,
+  within,
+} from '../helpers/realtime.js';
+
+const postApps: unknown = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
+
+let ts: TestService;
+let port: number;
+/** Keys of an app made from test-app-setup.json, in setup order. */
+let fixtureKeys: string[];
+const clients = new Clients();
+const cuts: NetworkCut[] = [];
+
+beforeAll(async () => {
+  ts = await startTestService();
+  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
+  port = (ts.service.app.server.address() as AddressInfo).port;
+  const root = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
+  const created = await root.request('post', '/apps', 6, null, postApps as Record<string, unknown>);
+  expect(created.statusCode).toBe(201);
+  fixtureKeys = (created.items[0] as unknown as { keys: { keyStr: string }[] }).keys.map((k) => k.keyStr);
+});
+
+afterEach(async () => {
+  await clients.closeAll();
+  for (const cut of cuts.splice(0)) await cut.close();
+});
+
+afterAll(async () => {
+  await clients.closeAll();
+  await ts?.close();
+  if (ts) removeDir(ts.dataDir);
+});
+
+const FORMATS = [
+  { format: 'json', useBinaryProtocol: false },
+  { format: 'msgpack', useBinaryProtocol: true },
+];
+
+describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', ({ format, useBinaryProtocol }) => {
+  const realtime = (options: Ably.ClientOptions, via = port): Ably.Realtime => clients.add(realtimeClient(via, useBinaryProtocol, options));
+  const rest = (options: Ably.ClientOptions = { key: ts.key }): Ably.Rest =>
+    new Ably.Rest({ endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...options });
+  const token = (params: Ably.TokenParams): Promise<Ably.TokenDetails> => rest().auth.requestToken(params);
+
+  describe('capabilities and clientId', () => {
+    it('RTL4e, RTL14: attaching to a channel outside the capability fails the channel with 40160; the connection and other channels go on', async () => {
+      const details = await token({ capability: { 'allowed-*': ['publish', 'subscribe', 'presence'] } });
+      const client = realtime({ tokenDetails: details });
+      const refused = client.channels.get(uniqueChannel('refused'));
+      const err = await rejection(refused.attach());
+      expect(err).toMatchObject({ code: 40160, statusCode: 401 });
+      expect(refused.state).toBe('failed');
+      expect(refused.errorReason).toMatchObject({ code: 40160 });
+
+      expect(client.connection.state).toBe('connected');
+      const allowed = client.channels.get(uniqueChannel('allowed'));
+      const arrivals = await collectMessages(allowed);
+      await allowed.publish('still', 'works');
+      expect((await arrivals.count(1)).map((m) => m.data)).toEqual(['works']);
+    });
+
+    it('RTL4e: a capability of "*" does not reach metachannels: attaching [meta]channel.lifecycle fails with 40160', async () => {
+      const details = await token({ capability: { '*': ['*'] } });
+      const client = realtime({ tokenDetails: details });
+      const meta = client.channels.get('[meta]channel.lifecycle');
+      expect(await rejection(meta.attach())).toMatchObject({ code: 40160, statusCode: 401 });
+      expect(meta.state).toBe('failed');
+    });
+
+    it('RTL6: nobody publishes or enters presence on a metachannel, whatever the capability', async () => {
+      // The root key's capability is {"[*]*":["*"]}: everything, metachannels included.
+      const client = realtime({ key: ts.key, clientId: `meta-${format}` });
+      const meta = client.channels.get('[meta]channel.lifecycle');
+      await meta.attach();
+      expect(await rejection(meta.publish('forged', 'event'))).toMatchObject({ code: 40160 });
+      expect(await rejection(meta.presence.enter('here'))).toMatchObject({ code: 40160 });
+      expect(meta.state).toBe('attached');
+    });
+
+    it('RTL6, RTN7: publishing without the publish capability is refused with 40160 and stored nowhere', async () => {
+      const details = await token({ capability: { 'subonly-*': ['subscribe'] } });
+      const client = realtime({ tokenDetails: details });
+      const name = `subonly-${uniqueChannel()}`;
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+      // RTL4m: the modes granted are those the capability permits.
+      expect(channel.modes).toContain('subscribe');
+      expect(channel.modes).not.toContain('publish');
+      expect(channel.modes).not.toContain('presence');
+
+      const err = await rejection(channel.publish('refused', 'no'));
+      expect(err).toMatchObject({ code: 40160, statusCode: 401 });
+      // The channel stays attached, and gets what others publish.
+      expect(channel.state).toBe('attached');
+      await rest().channels.get(name).publish('allowed', 'from the root key');
+      await arrivals.count(1);
+      expect(arrivals.items.map((m) => m.name)).toEqual(['allowed']);
+      expect((await rest().channels.get(name).history()).items.map((m) => m.name)).toEqual(['allowed']);
+    });
+
+    it('RTP8, RTN7: entering presence without the presence capability is refused with 40160', async () => {
+      const details = await token({ clientId: `nopresence-${format}`, capability: { 'nopres-*': ['subscribe', 'publish'] } });
+      const client = realtime({ tokenDetails: details });
+      const name = `nopres-${uniqueChannel()}`;
+      const channel = client.channels.get(name);
+      await channel.attach();
+      const err = await rejection(channel.presence.enter('no'));
+      expect(err).toMatchObject({ code: 40160, statusCode: 401 });
+      expect((await rest().channels.get(name).presence.get()).items).toEqual([]);
+      // Publishing is allowed.
+      await channel.publish('allowed', 'yes');
+    });
+
+    it('RTL6, RTN7: a key whose capability only subscribes attaches, and its publish and presence are refused with 40160', async () => {
+      // keys[3] of test-app-setup.json: { "*": ["subscribe"] }.
+      const client = realtime({ key: fixtureKeys[3], clientId: `subscriber-${format}` });
+      const channel = client.channels.get(uniqueChannel('key-subonly'));
+      await channel.attach();
+      expect(channel.modes).not.toContain('publish');
+      expect(await rejection(channel.publish('refused', 'no'))).toMatchObject({ code: 40160 });
+      expect(await rejection(channel.presence.enter('no'))).toMatchObject({ code: 40160 });
+    });
+
+    it('RTP15f, RSA7: an identified token may not act for another clientId: enterClient and publish are refused with 40012', async () => {
+      const details = await token({ clientId: `alice-${format}` });
+      const client = realtime({ tokenDetails: details });
+      const name = uniqueChannel('rt-impersonate');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+
+      expect(await rejection(channel.presence.enterClient(`mallory-${format}`, 'pretending'))).toMatchObject({ code: 40012, statusCode: 400 });
+      expect(await rejection(channel.publish({ name: 'forged', data: 'x', clientId: `mallory-${format}` }))).toMatchObject({ code: 40012 });
+
+      // Its own identity is fine, implicit or explicit.
+      await channel.presence.enter('as myself');
+      await channel.publish({ name: 'explicit', data: 'y', clientId: `alice-${format}` });
+      await channel.publish('implicit', 'z');
+      await arrivals.count(2);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([
+        ['explicit', `alice-${format}`],
+        ['implicit', `alice-${format}`],
+      ]);
+      const members = await rest().channels.get(name).presence.get();
+      expect(members.items.map((m) => m.clientId)).toEqual([`alice-${format}`]);
+    });
+
+    it('RSA15c, RTN4: a token for one clientId, with a clientId option that differs, fails the connection with 40102', async () => {
+      const details = await token({ clientId: `alice-${format}` });
+      // A bare token: the SDK cannot see the token's clientId and sends its own as the clientId parameter.
+      const client = realtime({ token: details.token, clientId: `bob-${format}` });
+      await connectionState(client, 'failed').catch(() => undefined);
+      expect(client.connection.state).toBe('failed');
+      expect(client.connection.errorReason).toMatchObject({ code: 40102 });
+    });
+  });
+
+  describe('token expiry', () => {
+    it('RTN15h2, RTN22, RSA4: a short-lived token from the authCallback is renewed; the connection and its channels stay', async () => {
+      const keyRest = rest();
+      const issued: Ably.TokenDetails[] = [];
+      let renewed: () => void = () => undefined;
+      const secondToken = new Promise<void>((resolve) => (renewed = resolve));
+      const client = realtime({
+        authCallback: (_params, callback) => {
+          // The first token lives 2 s; the next ones a minute. A third is more than this test needs.
+          if (issued.length >= 3) return callback('no more tokens in this test', null);
+          keyRest.auth.requestToken({ clientId: `renewing-${format}`, ttl: issued.length === 0 ? 2_000 : 60_000 }).then(
+            (details) => {
+              issued.push(details);
+              callback(null, details);
+              if (issued.length === 2) renewed();
+            },
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      await connectionState(client, 'connected');
+      const connectionId = client.connection.id;
+      const connectionStates = stateLog(client.connection);
+      const connectionEvents = new Arrivals<Ably.ConnectionStateChange>();
+      client.connection.on(connectionEvents.push);
+      const name = uniqueChannel('rt-renew');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+      const channelStates = stateLog(channel);
+      await channel.publish('before', 'expiry');
+
+      await within(secondToken, 20_000, 'the SDK to ask for a second token (the service never told it the first expired)');
+      // Renewed in place (AUTH, then CONNECTED: an update) or by a resume after DISCONNECTED 4014x.
+      const renewal = await connectionEvents.until(
+        (changes) => changes.some((c) => c.current === 'connected'),
+        'the connection to be connected on the new token',
+      );
+      expect(renewal.find((c) => c.current === 'connected')!.reason ?? null).toBeNull();
+      expect(client.connection.id).toBe(connectionId);
+      expect(currentToken(client)).toBe(issued[1].token);
+      for (const s of connectionStates.filter((s) => s.current === 'disconnected')) {
+        expect(s.code).toBeGreaterThanOrEqual(40140);
+        expect(s.code).toBeLessThan(40150);
+      }
+      expect(connectionStates.map((s) => s.current)).not.toContain('failed');
+
+      // Past the first token's expiry, the channel works both ways.
+      expect(Date.now()).toBeGreaterThan(issued[0].expires);
+      await channel.publish('after', 'renewal');
+      await rest().channels.get(name).publish('rest', 'after renewal');
+      await arrivals.count(3);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([
+        ['before', `renewing-${format}`],
+        ['after', `renewing-${format}`],
+        ['rest', undefined],
+      ]);
+      // The channel was never detached, suspended or failed; re-attached on a resume it kept its continuity.
+      expect(channel.state).toBe('attached');
+      for (const s of channelStates) {
+        expect(['attaching', 'attached']).toContain(s.current);
+        if (s.current === 'attached') expect(s.resumed).toBe(true);
+      }
+      expect(issued).toHaveLength(2);
+    });
+
+    it('RTC8, RTC8a1: authorize() while connected renews in place (AUTH); a channel the new capability excludes fails, the others stay', async () => {
+      const keyRest = rest();
+      const [keep, lose] = [`keep-${uniqueChannel()}`, `lose-${uniqueChannel()}`];
+      let capability = JSON.stringify({ 'keep-*': ['*'], 'lose-*': ['*'] });
+      const issued: Ably.TokenDetails[] = [];
+      const client = realtime({
+        authCallback: (_params, callback) => {
+          keyRest.auth.requestToken({ clientId: `authorizing-${format}`, capability }).then(
+            (details) => {
+              issued.push(details);
+              callback(null, details);
+            },
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      const [keepChannel, loseChannel] = [client.channels.get(keep), client.channels.get(lose)];
+      const arrivals = await collectMessages(keepChannel);
+      await loseChannel.attach();
+      const connectionId = client.connection.id;
+      const connectionStates = stateLog(client.connection);
+      const connectionEvents = new Arrivals<Ably.ConnectionStateChange>();
+      client.connection.on(connectionEvents.push);
+      const keepStates = stateLog(keepChannel);
+      const loseStates = stateLog(loseChannel);
+
+      capability = JSON.stringify({ 'keep-*': ['*'] });
+      const details = await client.auth.authorize();
+      expect(details.token).toBe(issued[1].token);
+      expect(currentToken(client)).toBe(issued[1].token);
+      // RTN24: the CONNECTED that answers AUTH is an update of the connected state, not a new connection.
+      await connectionEvents.count(1);
+      expect(connectionEvents.items.map((c) => [c.previous, c.current])).toEqual([['connected', 'connected']]);
+      expect(connectionStates.map((c) => c.current)).toEqual(['connected']);
+      expect(client.connection.id).toBe(connectionId);
+
+      await within(loseChannel.whenState('failed'), 10_000, `channel ${lose} to fail`);
+      expect(loseChannel.errorReason).toMatchObject({ code: 40160 });
+      expect(loseStates.map((c) => [c.current, c.code])).toEqual([['failed', 40160]]);
+      expect(keepChannel.state).toBe('attached');
+      expect(keepStates).toEqual([]);
+      await keepChannel.publish('after', 'authorize');
+      await arrivals.count(1);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([['after', `authorizing-${format}`]]);
+    });
+
+    it('RSA4a2, RTN15h1: a token that expires with nothing to renew it ends the connection with 40171', async () => {
+      const details = await token({ ttl: 2_000 });
+      const client = realtime({ token: details.token });
+      await connectionState(client, 'connected');
+      const connectionStates = stateLog(client.connection);
+      await connectionState(client, 'failed', 20_000).catch(() => undefined);
+      expect(client.connection.state).toBe('failed');
+      expect(client.connection.errorReason).toMatchObject({ code: 40171 });
+      // It was told the token expired: the SDK only gives up after a token error (4014x) from the service.
+      expect(Date.now()).toBeGreaterThanOrEqual(details.expires);
+      expect(connectionStates.map((s) => s.current)).toContain('failed');
+    });
+
+    it('RTN14b: connecting with an expired token from an authCallback gets a new token and connects', async () => {
+      const keyRest = rest();
+      const expired = await keyRest.auth.requestToken({ ttl: 1_000 });
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expired.expires - Date.now() + 50)));
+      const handed: string[] = [];
+      const client = realtime({
+        authCallback: (_params, callback) => {
+          if (handed.length === 0) {
+            handed.push(expired.token);
+            return callback(null, expired);
+          }
+          keyRest.auth.requestToken({ ttl: 60_000 }).then(
+            (fresh) => {
+              handed.push(fresh.token);
+              callback(null, fresh);
+            },
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      await connectionState(client, 'connected');
+      expect(handed).toHaveLength(2);
+      expect(currentToken(client)).toBe(handed[1]);
+    });
+  });
+
+  describe('resume', () => {
+    it('RTN15c6, RTL4j: after the socket drops, the resumed connection keeps its id and gets every message published meanwhile, once', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const client = realtime({ key: ts.key, clientId: `resumer-${format}` }, network.port);
+      const [nameA, nameB] = [uniqueChannel('rt-resume-a'), uniqueChannel('rt-resume-b')];
+      const [channelA, channelB] = [client.channels.get(nameA), client.channels.get(nameB)];
+      const [arrivalsA, arrivalsB] = [await collectMessages(channelA), await collectMessages(channelB)];
+      const publisher = rest();
+      await publisher.channels.get(nameA).publish('before', '0');
+      await arrivalsA.count(1);
+      const connectionId = client.connection.id;
+      const connectionStates = stateLog(client.connection);
+      const channelStates = stateLog(channelA);
+
+      network.cut();
+      await connectionState(client, 'disconnected');
+      // The SDK's reconnection attempt waits at the relay while these are published and acknowledged.
+      for (let i = 1; i <= 5; i++) await publisher.channels.get(nameA).publish(`meanwhile-${i}`, String(i));
+      await publisher.channels.get(nameB).publish([{ name: 'b-1' }, { name: 'b-2' }]);
+      // A realtime publish while disconnected is queued by the SDK and sent on the resumed connection.
+      const queued = channelA.publish('queued', 'while disconnected');
+      network.release();
+      await connectionState(client, 'connected');
+      await queued;
+      await publisher.channels.get(nameA).publish('after', '6');
+      await publisher.channels.get(nameB).publish('b-after', '3');
+
+      // Delivery follows the log: once 'after' is here, anything sent twice or late would have been too.
+      await arrivalsA.until((items) => items.some((m) => m.name === 'after'), "'after' on channel A");
+      await arrivalsB.until((items) => items.some((m) => m.name === 'b-after'), "'b-after' on channel B");
+      expect(arrivalsA.items.map((m) => m.name)).toEqual([
+        'before',
+        'meanwhile-1',
+        'meanwhile-2',
+        'meanwhile-3',
+        'meanwhile-4',
+        'meanwhile-5',
+        'queued',
+        'after',
+      ]);
+      expect(arrivalsB.items.map((m) => m.name)).toEqual(['b-1', 'b-2', 'b-after']);
+      expect(new Set(arrivalsA.items.map((m) => m.id)).size).toBe(arrivalsA.items.length);
+
+      // The same connection (RTN15c6): no error on the way back, and the channel resumed.
+      expect(client.connection.id).toBe(connectionId);
+      expect(connectionStates.map((s) => s.current)).toEqual(['disconnected', 'connecting', 'connected']);
+      expect(connectionStates[2].code).toBeUndefined();
+      expect(channelStates.filter((s) => s.current === 'attached')).toEqual([{ current: 'attached', resumed: true }]);
+      expect(channelA.state).toBe('attached');
+      // The queued publish was published once.
+      const history = await publisher.channels.get(nameA).history();
+      expect(history.items.filter((m) => m.name === 'queued')).toHaveLength(1);
+      expect(history.items.find((m) => m.name === 'queued')!.connectionId).toBe(connectionId);
+    });
+
+    it('RTN19a, RTN15c6: a publish whose ACK was lost with the socket is sent again on the resumed connection, acknowledged, and published once', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const client = realtime({ key: ts.key }, network.port);
+      const name = uniqueChannel('rt-resend');
+      const channel = client.channels.get(name);
+      await channel.attach();
+      const watcher = await collectMessages(realtime({ key: ts.key }).channels.get(name));
+      const connectionId = client.connection.id;
+
+      // The service gets the publish and acknowledges it; the ACK never reaches the SDK.
+      network.mute();
+      let acknowledged = false;
+      const publish = channel.publish('in-flight', 'once').then((result) => {
+        acknowledged = true;
+        return result;
+      });
+      await watcher.count(1);
+      network.cut();
+      await connectionState(client, 'disconnected');
+      expect(acknowledged).toBe(false);
+      network.release();
+      const result = await within(publish, 15_000, 'the ACK of the publish sent again');
+      expect(result.serials).toHaveLength(1);
+      expect(client.connection.id).toBe(connectionId);
+
+      await rest().channels.get(name).publish('after', 'the resume');
+      await watcher.until((items) => items.some((m) => m.name === 'after'), "'after'");
+      expect(watcher.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
+      const history = await rest().channels.get(name).history({ direction: 'forwards' });
+      expect(history.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
+    });
+
+    it('RTN16: a new client given the recovery key of one whose socket dropped takes over its connection and gets what was published meanwhile', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const first = realtime({ key: ts.key, clientId: `recovered-${format}` }, network.port);
+      const name = uniqueChannel('rt-recover');
+      const firstChannel = first.channels.get(name);
+      const firstArrivals = await collectMessages(firstChannel);
+      await firstChannel.publish('before', 'by the first client');
+      await firstArrivals.count(1);
+      const connectionId = first.connection.id;
+      const recoveryKey = first.connection.createRecoveryKey();
+      expect(recoveryKey).toEqual(expect.any(String));
+      expect(JSON.parse(recoveryKey!)).toMatchObject({ msgSerial: 1, channelSerials: { [name]: expect.any(String) } });
+
+      // The page reloads: the first client's socket is gone and it never comes back.
+      network.cut();
+      await connectionState(first, 'disconnected');
+      const publisher = rest();
+      for (let i = 1; i <= 3; i++) await publisher.channels.get(name).publish(`meanwhile-${i}`, String(i));
+
+      const second = realtime({ key: ts.key, clientId: `recovered-${format}`, recover: recoveryKey! });
+      const connected = new Promise<Ably.ConnectionStateChange>((resolve) => second.connection.once('connected', resolve));
+      const change = await within(connected, 15_000, 'the recovering client to connect');
+      expect(change.reason ?? null).toBeNull();
+      expect(second.connection.id).toBe(connectionId);
+      // The recovered channel attaches from where the first client was.
+      const secondChannel = second.channels.get(name);
+      const arrivals = await collectMessages(secondChannel);
+      // Its msgSerial goes on from the first client's, so this is not taken for a repeat of 'before'.
+      await secondChannel.publish('after', 'by the second client');
+      await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
+      expect(arrivals.items.map((m) => m.name)).toEqual(['meanwhile-1', 'meanwhile-2', 'meanwhile-3', 'after']);
+      const history = await publisher.channels.get(name).history({ direction: 'forwards' });
+      expect(history.items.map((m) => [m.name, m.connectionId])).toEqual([
+        ['before', connectionId],
+        ['meanwhile-1', undefined],
+        ['meanwhile-2', undefined],
+        ['meanwhile-3', undefined],
+        ['after', connectionId],
+      ]);
+      first.close();
+    });
+
+    it('RTN15c7: a resume the service cannot honour gives a new connection, with the reason, and the channels attached again', async () => {
+      const network = await NetworkCut.start(port);
+      cuts.push(network);
+      const client = realtime({ key: ts.key }, network.port);
+      await connectionState(client, 'connected');
+      const connectionId = client.connection.id;
+      // A connectionKey the service never issued: the SDK sends it as `resume` on its next connection.
+      const manager = (client.connection as unknown as { connectionManager: { connectionKey?: string } }).connectionManager;
+      expect(manager.connectionKey).toBe(client.connection.key);
+      manager.connectionKey = `${connectionId}!not-a-key-it-issued`;
+      const name = uniqueChannel('rt-resume-fail');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+
+      const connected = new Promise<Ably.ConnectionStateChange>((resolve) => client.connection.once('connected', resolve));
+      network.cut();
+      network.release();
+      const change = await within(connected, 15_000, 'the connection to reconnect');
+      expect(client.connection.id).not.toBe(connectionId);
+      expect(change.reason).toBeDefined();
+      expect(change.reason!.code).toEqual(expect.any(Number));
+      await within(channel.whenState('attached'), 15_000, 'the channel to re-attach');
+      await rest().channels.get(name).publish('after', 'the new connection');
+      await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
+    });
+  });
+});
