@@ -25,8 +25,11 @@ export interface BenchOptions {
   publishOnly: boolean;
   /** BENCH_ONLY=realtime: the realtime rows only (bare `ws` baseline and the embedded service) */
   realtimeOnly: boolean;
-  /** the realtime rows: load-generator children, seconds of each fan-out and latency run, the connection ramp's cap and step */
-  realtime: { clients: number; durationS: number; latencyS: number; maxConnections: number; rampStep: number };
+  /**
+   * the realtime rows: load-generator children per server, throughput rounds per scenario and
+   * their seconds, seconds of each latency run, the connection ramp's cap and step
+   */
+  realtime: { clients: number; rounds: number; roundS: number; latencyS: number; maxConnections: number; rampStep: number };
   /** BENCH_SOAK=1: only the soak (steady publish and read load for soakS seconds), nothing else */
   soak: boolean;
   soakS: number;
@@ -64,7 +67,8 @@ const DEFAULTS: Record<string, number> = {
   BENCH_SOAK_READ_RATE: 500,
   BENCH_SOAK_GC: 0,
   BENCH_RT_CLIENTS: 2,
-  BENCH_RT_DURATION: 5,
+  BENCH_RT_ROUNDS: 3,
+  BENCH_RT_ROUND_DURATION: 3,
   BENCH_RT_LATENCY_DURATION: 4,
   BENCH_RT_MAX_CONNECTIONS: 20_000,
   BENCH_RT_RAMP_STEP: 2000,
@@ -110,8 +114,9 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     publishOnly: onlyOf(env) === 'publish',
     realtimeOnly: onlyOf(env) === 'realtime',
     realtime: {
-      clients: Math.round(numberOf(env, 'BENCH_RT_CLIENTS', 1, 16)),
-      durationS: Math.round(numberOf(env, 'BENCH_RT_DURATION', 1, 3600)),
+      clients: Math.round(numberOf(env, 'BENCH_RT_CLIENTS', 1, 10)),
+      rounds: Math.round(numberOf(env, 'BENCH_RT_ROUNDS', 1, 99)),
+      roundS: Math.round(numberOf(env, 'BENCH_RT_ROUND_DURATION', 1, 3600)),
       latencyS: Math.round(numberOf(env, 'BENCH_RT_LATENCY_DURATION', 1, 3600)),
       maxConnections: Math.round(numberOf(env, 'BENCH_RT_MAX_CONNECTIONS', 10_000, 1_000_000)),
       rampStep: Math.round(numberOf(env, 'BENCH_RT_RAMP_STEP', 100, 100_000)),

@@ -81,6 +81,8 @@ const subscribers: Connection[] = [];
 /** this child's subscribers per channel */
 const localSubscribers = new Map<string, number>();
 let unexpectedCloses = 0;
+/** the longest delivery latency since the last peek (progress lines) */
+let peekMaxUs = 0;
 
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
@@ -139,6 +141,7 @@ function delivered(frame: Frame, bytes: number): void {
       continue;
     }
     const latency = now - Number(d.slice(b + 1, c));
+    if (latency > peekMaxUs) peekMaxUs = latency;
     windowCounters.latency.add(latency);
     runCounters.latency.add(latency);
     if (publishing && Number(d.slice(0, a)) === CHILD) arrived(Number(d.slice(a + 1, b)));
@@ -281,8 +284,7 @@ function sweepLost(): void {
 }
 
 async function startPublishing(cmd: PublishCommand): Promise<void> {
-  publishers = [];
-  for (let i = 0; i < cmd.publishers; i++) publishers.push(await open(cmd.url, true));
+  publishers = await Promise.all(Array.from({ length: cmd.publishers }, () => open(cmd.url, true)));
   payload = cmd.payload;
   channels = cmd.channels;
   nextChannel = (CHILD * 7919) % channels.length;
@@ -362,8 +364,11 @@ async function handle(c: Command): Promise<unknown> {
       return {};
     case 'read':
       return { counters: (c.which === 'window' ? windowCounters : runCounters).snapshot(), problems: Object.fromEntries(problems), unexpectedCloses, held: subscribers.length - unexpectedCloses, inFlight: pending.size };
-    case 'peek':
-      return { delivered: windowCounters.delivered, published: windowCounters.published };
+    case 'peek': {
+      const maxUs = peekMaxUs;
+      peekMaxUs = 0;
+      return { delivered: windowCounters.delivered, published: windowCounters.published, maxUs };
+    }
     case 'publish':
       await startPublishing(c);
       return {};

@@ -17,7 +17,7 @@ import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
 import { runSoak, soakMarkdown, soakTable } from './soak.js';
-import { fanoutTable, latencyTable, memoryTable, probeRealtime, realtimeBench, realtimeMarkdown, realtimeUrl, type RealtimeServerResult } from './realtime-bench.js';
+import { fanoutTable, latencyTable, memoryTable, probeRealtime, realtimeBench, realtimeMarkdown, realtimeUrl, type RealtimeServerResult, type RealtimeTarget } from './realtime-bench.js';
 
 const options = benchOptions(process.env);
 const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
@@ -29,6 +29,7 @@ const BENCH_PATHS = Array.from({ length: options.channels }, (_, i) => `/channel
 const BUSY_LOAD = 0.5;
 const SETTLE_MS = 2000;
 const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
+const HTTP_CONNECTIONS_FOR_REALTIME = 1_000_000;
 
 const loadAverage = (): number => loadavg()[0];
 const log = (line: string): void => console.log(`[bench] ${line}`);
@@ -287,33 +288,40 @@ async function soakOnly(): Promise<void> {
 }
 
 /**
- * The realtime rows: the bare `ws` baseline, then the embedded service, each in a child of its own
- * (with --expose-gc, so that memory is read after a full GC). The markdown section, and whether
- * anything failed.
+ * The realtime rows: the bare `ws` baseline and the embedded service, each in a child of its own
+ * (with --expose-gc, so that memory is read after a full GC), measured side by side. The markdown
+ * section, and whether anything failed.
  */
 async function realtimeRows(head: string): Promise<{ section: string; failed: boolean }> {
   const o = options.realtime;
-  const results: RealtimeServerResult[] = [];
-  const skipped: string[] = [];
-  log('realtime: bare ws baseline: starting a child process');
+  const notes: string[] = [];
+  log('realtime: the bare ws baseline and the embedded service: starting a child process each');
   const bare = await startServer({ name: 'bare-ws', entry: 'test/bench/ws-bare-server.ts', env: {}, readyPath: '/', nodeArgs: ['--expose-gc'] });
-  await using(bare, async () => {
-    results.push(await realtimeBench('bare ws', bare, realtimeUrl(bare.url, ''), o, log));
-  });
-  log('realtime: the embedded service: starting a child process');
-  const service = await startServiceChild('service-realtime', {}, ['--expose-gc']);
-  await using(service, async () => {
-    const url = realtimeUrl(service.server.url, `key=${encodeURIComponent(service.key)}`);
-    const notThere = await probeRealtime(url);
-    if (notThere) {
-      log(`realtime: service skipped (${notThere})`);
-      skipped.push(`service, embedded: skipped (${notThere}).`);
-      return;
-    }
-    results.push(await realtimeBench('service, embedded', service.server, url, o, log));
-  });
+  running.add(bare);
+  let results: RealtimeServerResult[] = [];
+  try {
+    // MAX_CONNECTIONS (open HTTP connections, 10,000 by default) counts WebSocket sockets too:
+    // raised here so that the ramp finds the realtime limit or the machine's instead.
+    const service = await startServiceChild('service-realtime', { MAX_CONNECTIONS: String(HTTP_CONNECTIONS_FOR_REALTIME) }, ['--expose-gc']);
+    await using(service, async () => {
+      const targets: RealtimeTarget[] = [{ setup: 'bare ws', server: bare, wsUrl: realtimeUrl(bare.url, '') }];
+      const url = realtimeUrl(service.server.url, `key=${encodeURIComponent(service.key)}`);
+      const notThere = await probeRealtime(url);
+      if (notThere) {
+        log(`realtime: service skipped (${notThere})`);
+        notes.push(`service, embedded: skipped (${notThere}).`);
+      } else {
+        targets.push({ setup: 'service, embedded', server: service.server, wsUrl: url });
+        notes.push(`The service child runs with MAX_CONNECTIONS=${HTTP_CONNECTIONS_FOR_REALTIME}: that limit of open HTTP connections (10,000 by default) counts WebSocket sockets too.`);
+      }
+      results = await realtimeBench(targets, o, log);
+    });
+  } finally {
+    running.delete(bare);
+    await bare.stop();
+  }
   console.log(`\n${fanoutTable(results)}\n\n${latencyTable(results)}\n\n${memoryTable(results)}\n`);
-  return { section: realtimeMarkdown(results, o, head, skipped), failed: results.some((r) => r.failed) };
+  return { section: realtimeMarkdown(results, o, head, notes), failed: results.some((r) => r.failed) };
 }
 
 /** BENCH_ONLY=realtime: the realtime rows alone; their section of last-results.md replaced. */

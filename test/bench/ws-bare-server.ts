@@ -1,9 +1,9 @@
 // The realtime baseline: the same `ws` library on a plain node:http server, speaking just the frames
 // the realtime bench uses and doing nothing else (no auth, no log, no limits): CONNECTED on connect,
 // ATTACHED on ATTACH, and on a MESSAGE one delivery frame, serialized once, sent to every socket
-// attached to the channel, then the ACK. Its delivery frame has the fields the gateway fills in
-// (id, connectionId, timestamp, channelSerial; per message id, timestamp and connectionId), so both
-// servers send frames of about the same size.
+// attached to the channel, then the ACK. Its frames have the gateway's shape (a delivery carries
+// channel and channelSerial, and per message id, timestamp and connectionId; ids of the same
+// length), so both servers send frames of the same size.
 import { createServer } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -29,9 +29,8 @@ const http = createServer((_request, response) => response.writeHead(200).end('b
 const wss = new WebSocketServer({ noServer: true });
 http.on('upgrade', (request, socket, head) => wss.handleUpgrade(request, socket, head, (ws) => onConnection(ws)));
 
-let nextConnection = 0;
 function onConnection(ws: WebSocket): void {
-  const connectionId = `bare${(nextConnection++).toString(36)}`;
+  const connectionId = randomBytes(9).toString('base64url');
   const attached = new Set<string>();
   ws.send(
     JSON.stringify({
@@ -55,7 +54,7 @@ function onConnection(ws: WebSocket): void {
         const c = channelOf(frame.channel!);
         c.sockets.add(ws);
         attached.add(frame.channel!);
-        ws.send(JSON.stringify({ action: 11, channel: frame.channel, flags: MODES, channelSerial: `${c.serial}` }));
+        ws.send(JSON.stringify({ action: 11, channel: frame.channel, flags: MODES, channelSerial: `0:${c.serial}` }));
         break;
       }
       case 12:
@@ -68,8 +67,8 @@ function onConnection(ws: WebSocket): void {
         const serial = ++c.serial;
         const timestamp = Date.now();
         const id = `${connectionId}:${frame.msgSerial}`;
-        const messages = (frame.messages ?? []).map((m, i) => ({ ...m, id: m.id ?? `${id}:${i}`, timestamp, connectionId }));
-        const delivery = JSON.stringify({ action: 15, channel: frame.channel, id, connectionId, timestamp, channelSerial: `${serial}`, messages });
+        const messages = (frame.messages ?? []).map((m, i) => ({ id: m.id ?? `${id}:${i}`, timestamp, ...m, connectionId }));
+        const delivery = JSON.stringify({ action: 15, channel: frame.channel, channelSerial: `0:${serial}`, messages });
         for (const s of c.sockets) s.send(delivery);
         ws.send(JSON.stringify({ action: 1, msgSerial: frame.msgSerial, count: 1, res: [{ serials: messages.map((_, i) => `${serial}:${i}`) }] }));
         break;
