@@ -53,20 +53,21 @@ export class Connection {
     return this.credentials.app.appId;
   }
 
-  /** Sends a frame now; a client that does not read is disconnected instead of buffered for. */
-  sendFrame(frame: Frame): void {
+  /** Sends a frame now (true); a client that does not read is disconnected instead of buffered for. */
+  sendFrame(frame: Frame): boolean {
     const socket = this.socket;
-    if (!socket || socket.readyState !== socket.OPEN) return;
+    if (!socket || socket.readyState !== socket.OPEN) return false;
     if (socket.bufferedAmount > this.gateway.settings.maxBufferedBytes) {
       this.gateway.slowConsumer(this);
-      return;
+      return false;
     }
     this.lastSent = this.gateway.clock.now();
     socket.send(frame);
+    return true;
   }
 
-  send(pm: ProtocolMessage): void {
-    this.sendFrame(encodeFrame(pm, this.format));
+  send(pm: ProtocolMessage): boolean {
+    return this.sendFrame(encodeFrame(pm, this.format));
   }
 
   /** CONNECTED, for a new connection, a resume, or an AUTH that renewed the credentials. */
@@ -332,7 +333,9 @@ export class Connection {
     pm.presence.forEach((value, index) => {
       if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ServiceError('invalidRequestBody', `presence message ${index} is not an object`);
       const item = value as Record<string, unknown>;
-      const action = PRESENCE_ACTIONS[item.action as number];
+      // Only a number indexes the table: an object as a key throws when made a string, and
+      // "__proto__" or "constructor" found Object.prototype's own members.
+      const action = typeof item.action === 'number' ? PRESENCE_ACTIONS[item.action] : undefined;
       if (!action) throw new ServiceError('invalidRequestBody', `presence message ${index}: action must be 2 (enter), 3 (leave) or 4 (update)`);
       const clientId = this.presenceClientId(item.clientId, index);
       const id = typeof item.id === 'string' && item.id.length > 0 && item.id.length <= 256 ? item.id : `${this.id}:${msgSerial}:${index}`;
