@@ -286,11 +286,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
     }),
   });
-  const orphans = presence.connectionsHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
-  for (const o of orphans) {
-    await presenceProducer.append(o.appId, o.channel, [{ action: 'drop', id: `restart-${config.instanceId}-${randomId(6)}`, connectionId: o.connectionId, instanceId: config.instanceId }]);
-  }
-  if (orphans.length > 0) logger.info({ connections: orphans.length }, 'presence members of connections lost in a restart left');
+  await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);
   const realtime = gateway;
   usage.measureConnections(() => realtime.connectionsByApp());

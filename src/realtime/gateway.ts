@@ -191,7 +191,8 @@ export class Gateway {
           conn.clearTimers();
           this.detachSocket(conn, true);
         },
-        instanceDead: (instanceId) => this.removeMembersOf(instanceId),
+        instanceDead: (instanceId) =>
+          void this.removeMembersHeldBy((id) => id === instanceId).catch((err) => this.logger.error({ err, instanceId }, 'presence leave for a gone instance failed')),
       },
       holders,
     );
@@ -329,16 +330,21 @@ export class Gateway {
     return undefined;
   }
 
-  /** The members of connections an instance held: they leave (a crash, or a restart under another id). */
-  removeMembersOf(instanceId: string): void {
-    const held = this.deps.presence.connectionsHeldBy((id) => id === instanceId);
-    if (held.length > 0) this.logger.info({ instanceId, connections: held.length }, 'presence members of a gone instance leave');
-    for (const { appId, channel, connectionId } of held) {
-      const id = `${this.instanceId}-gone-${randomBytes(6).toString('base64url')}`;
-      this.presenceProducer
-        .append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }])
-        .catch((err) => this.logger.error({ err, instanceId, channel }, 'presence leave for a gone instance failed'));
-    }
+  /**
+   * The members of every connection held by an instance `held` matches leave: one that died, or
+   * this one's previous run after a restart.
+   */
+  async removeMembersHeldBy(held: (instanceId: string) => boolean): Promise<void> {
+    const found = this.deps.presence.connectionsHeldBy(held);
+    if (found.length === 0) return;
+    this.logger.info({ connections: found.length, instances: [...new Set(found.map((c) => c.instanceId))] }, 'presence members of connections an instance lost leave');
+    await Promise.all(found.map((c) => this.drop(c.appId, c.channel, c.connectionId, c.instanceId)));
+  }
+
+  /** A connection's members on a channel leave: a `drop` on the log (one leave per member). */
+  private drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
+    const id = `${this.instanceId}-${randomBytes(6).toString('base64url')}`;
+    return this.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
   }
 
   /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
@@ -442,10 +448,7 @@ export class Gateway {
 
   /** The members `conn` entered on `channel` leave (a `drop` on the log: one leave per member). */
   leaveAll(conn: Connection, channel: string): void {
-    const id = `${this.instanceId}-${randomBytes(6).toString('base64url')}`;
-    this.presenceProducer
-      .append(conn.appId, channel, [{ action: 'drop', id, connectionId: conn.id, instanceId: this.instanceId }])
-      .catch((err) => this.logger.error({ err, connectionId: conn.id, channel }, 'presence leave of a gone connection failed; its members stay until the instance restarts'));
+    this.drop(conn.appId, channel, conn.id, this.instanceId).catch((err) => this.logger.error({ err, connectionId: conn.id, channel }, 'presence leave of a gone connection failed; its members stay until the instance restarts'));
   }
 
   // ---- attachments and delivery
@@ -485,7 +488,7 @@ export class Gateway {
     if (params && Object.keys(params).length > 0) attached.params = {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(conn, channel, members);
-    for (const [i, event] of backlog.entries()) this.sendMessages(attachment, new OutgoingMessages(event, serialOf(partition, target)), i);
+    for (const event of backlog) this.sendMessages(attachment, new OutgoingMessages(event, serialOf(partition, target)));
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
@@ -551,7 +554,7 @@ export class Gateway {
     }
   }
 
-  private sendMessages(attachment: Attachment, out: OutgoingMessages, _index = 0): void {
+  private sendMessages(attachment: Attachment, out: OutgoingMessages): void {
     if (attachment.held) {
       if (attachment.held.length >= this.settings.maxReplayRecords) attachment.overflowed = true;
       else attachment.held.push(() => this.sendMessages(attachment, out));

@@ -9,22 +9,11 @@ import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
-import { describeWithInfra, findClickHouse, findKafka } from '../helpers/infra.js';
+import { describeWithInfra } from '../helpers/infra.js';
+import { findProductionInfra } from '../helpers/production.js';
 import { basic } from '../helpers/service.js';
 
-const kafka = await findKafka();
-const clickhouse = await findClickHouse();
-const infra =
-  kafka && clickhouse
-    ? {
-        ...kafka,
-        clickhouseUrl: clickhouse.url,
-        stop: async () => {
-          await kafka.stop();
-          await clickhouse.stop();
-        },
-      }
-    : undefined;
+const infra = await findProductionInfra();
 
 const KEY = 'e2eapp.k1:e2e-secret-e2e-secret';
 

@@ -4,31 +4,14 @@
 // when an instance dies, the
 // other removes the members it held.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { afterAll, expect, it } from 'vitest';
-import pino from 'pino';
 import * as Ably from 'ably';
-import { parseConfig } from '../../src/config.js';
-import { startService, type Service } from '../../src/service.js';
-import { productionAdapters } from '../../src/production-adapters.js';
-import { describeWithInfra, findClickHouse, findKafka } from '../helpers/infra.js';
+import type { Service } from '../../src/service.js';
+import { describeWithInfra } from '../helpers/infra.js';
+import { until as untilShared } from '../faults/publish-load.js';
+import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
 
-const kafka = await findKafka();
-const clickhouse = await findClickHouse();
-const infra =
-  kafka && clickhouse
-    ? {
-        ...kafka,
-        clickhouseUrl: clickhouse.url,
-        stop: async () => {
-          await kafka.stop();
-          await clickhouse.stop();
-        },
-      }
-    : undefined;
+const infra = await findProductionInfra();
 
 const KEY = 'rtapp.k1:rt-secret-rt-secret';
 const opened: { close(): void }[] = [];
@@ -39,37 +22,15 @@ afterAll(async () => {
   for (const s of services.splice(0)) await s.close().catch(() => undefined);
 });
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => untilShared(what, check, timeoutMs, 100);
 
 describeWithInfra('production mode: the realtime gateway on two instances of one Kafka', 'Kafka and ClickHouse', infra, (found) => {
   it('delivers across instances, shares presence, and removes the members of a dead one', async () => {
     const isolation = { topicPrefix: `rt-${randomBytes(4).toString('hex')}-`, tablePrefix: `rt_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
-      const dataDir = mkdtempSync(join(tmpdir(), 'cm-prod-rt-'));
-      const appsFile = join(dataDir, 'apps.json');
-      writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'rtapp', keys: [{ key: KEY }] }] }));
-      const config = parseConfig({
-        DATA_DIR: dataDir,
-        APPS_FILE: appsFile,
-        KAFKA_BROKERS: found.brokers.join(','),
-        CLICKHOUSE_URL: found.clickhouseUrl,
-        KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1',
-        INSTANCE_ID: instanceId,
-        REALTIME_INSTANCE_ALIVE_MS: '500',
-        REALTIME_PRESENCE_DROP_MS: '5000',
-        LOG_LEVEL: 'silent',
-      });
-      const logger = pino({ level: 'silent' });
-      const service = await startService(config, logger, await productionAdapters(config, logger, isolation));
-      services.push(service);
-      await service.app.listen({ port: 0, host: '127.0.0.1' });
-      return { service, port: (service.app.server.address() as AddressInfo).port };
+      const started = await startProductionInstance(found, { appId: 'rtapp', key: KEY, instanceId, isolation, env: { REALTIME_INSTANCE_ALIVE_MS: '500', REALTIME_PRESENCE_DROP_MS: '5000' } });
+      services.push(started.service);
+      return started;
     };
     const one = await start('instance-a');
     const two = await start('instance-b');

@@ -4,6 +4,7 @@
 // the service's own codec.
 import { decode as decodeMsgpack, encode as encodeMsgpack } from '@msgpack/msgpack';
 import WebSocket from 'ws';
+import { Action } from '../../src/realtime/protocol.js';
 
 export type Format = 'json' | 'msgpack';
 
@@ -19,25 +20,8 @@ export interface WireErrorLike {
   statusCode: unknown;
 }
 
-export const Actions = {
-  HEARTBEAT: 0,
-  ACK: 1,
-  NACK: 2,
-  CONNECTED: 4,
-  DISCONNECT: 5,
-  DISCONNECTED: 6,
-  CLOSE: 7,
-  CLOSED: 8,
-  ERROR: 9,
-  ATTACH: 10,
-  ATTACHED: 11,
-  DETACH: 12,
-  DETACHED: 13,
-  PRESENCE: 14,
-  MESSAGE: 15,
-  SYNC: 16,
-  AUTH: 17,
-} as const;
+// The protocol's action numbers, as the gateway defines them (the SDK suites check them against the SDK).
+export const Actions = Action;
 
 export interface Closed {
   code: number;

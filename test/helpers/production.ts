@@ -1,0 +1,60 @@
+// Production mode in one test process: Kafka and ClickHouse found as test/helpers/infra.ts finds
+// them, and service instances started on them as main.ts starts one, each with its own DATA_DIR
+// and instance id, sharing topics and tables under one isolation prefix.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { parseConfig } from '../../src/config.js';
+import { startService, type Service } from '../../src/service.js';
+import { productionAdapters } from '../../src/production-adapters.js';
+import { findClickHouse, findKafka, type KafkaInfra } from './infra.js';
+
+export type ProductionInfra = KafkaInfra & { clickhouseUrl: string };
+
+/** Kafka and ClickHouse together, or undefined when either is missing. */
+export async function findProductionInfra(): Promise<ProductionInfra | undefined> {
+  const kafka = await findKafka();
+  const clickhouse = await findClickHouse();
+  if (!kafka || !clickhouse) return undefined;
+  return {
+    ...kafka,
+    clickhouseUrl: clickhouse.url,
+    stop: async () => {
+      await kafka.stop();
+      await clickhouse.stop();
+    },
+  };
+}
+
+export interface InstanceSpec {
+  /** the one app of the instance's APPS_FILE, with one key (`appId.keyId:secret`) */
+  appId: string;
+  key: string;
+  instanceId: string;
+  isolation: { topicPrefix: string; tablePrefix: string };
+  /** more configuration (REALTIME_*, ...) */
+  env?: Record<string, string>;
+}
+
+/** A production-mode instance listening on a free loopback port. Close it in teardown. */
+export async function startProductionInstance(found: ProductionInfra, spec: InstanceSpec): Promise<{ service: Service; port: number }> {
+  const dataDir = mkdtempSync(join(tmpdir(), `cm-prod-${spec.instanceId}-`));
+  const appsFile = join(dataDir, 'apps.json');
+  writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: spec.appId, keys: [{ key: spec.key }] }] }));
+  const config = parseConfig({
+    DATA_DIR: dataDir,
+    APPS_FILE: appsFile,
+    KAFKA_BROKERS: found.brokers.join(','),
+    CLICKHOUSE_URL: found.clickhouseUrl,
+    KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1',
+    INSTANCE_ID: spec.instanceId,
+    LOG_LEVEL: 'silent',
+    ...spec.env,
+  });
+  const logger = pino({ level: 'silent' });
+  const service = await startService(config, logger, await productionAdapters(config, logger, spec.isolation));
+  await service.app.listen({ port: 0, host: '127.0.0.1' });
+  return { service, port: (service.app.server.address() as AddressInfo).port };
+}
