@@ -33,6 +33,8 @@ export class Connection {
   expiryTimer: NodeJS.Timeout | undefined;
   private tokenTimer: NodeJS.Timeout | undefined;
   private readonly acks: PendingAck[] = [];
+  /** Bytes of the frames whose publish or presence change is not answered yet (see hold). */
+  private inflightBytes = 0;
   private tokens: number;
   private tokensAt = 0;
 
@@ -121,8 +123,23 @@ export class Connection {
     return true;
   }
 
-  /** One ProtocolMessage from the client. Never throws: every problem is answered on the wire. */
-  handle(pm: ProtocolMessage): void {
+  /**
+   * Counts a frame's bytes until it is answered. Over maxInflightBytes the socket is not read
+   * until answers bring it back under, so TCP pushes back on the client: one sending faster than
+   * the log appends holds that much (and a frame) in memory here, not everything it sent.
+   */
+  private hold(bytes: number): () => void {
+    const max = this.gateway.settings.maxInflightBytes;
+    this.inflightBytes += bytes;
+    if (this.inflightBytes > max) this.socket?.pause();
+    return () => {
+      this.inflightBytes -= bytes;
+      if (this.inflightBytes <= max && this.socket?.isPaused) this.socket.resume();
+    };
+  }
+
+  /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */
+  handle(pm: ProtocolMessage, size = 0): void {
     const admitted = this.admit();
     switch (pm.action) {
       case Action.HEARTBEAT:
@@ -132,7 +149,7 @@ export class Connection {
         return;
       case Action.MESSAGE:
       case Action.PRESENCE:
-        return this.ackable(pm, admitted);
+        return this.ackable(pm, admitted, size);
       case Action.ATTACH:
         if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
         this.attach(pm).catch((err) => {
@@ -251,14 +268,16 @@ export class Connection {
 
   // ---- publish and presence, acknowledged in msgSerial order (§3.2)
 
-  private ackable(pm: ProtocolMessage, admitted: boolean): void {
+  private ackable(pm: ProtocolMessage, admitted: boolean, size: number): void {
     const msgSerial = pm.msgSerial;
     if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
       return this.gateway.fail(this, serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
     }
     const pending: PendingAck = { msgSerial };
     this.acks.push(pending);
+    const release = this.hold(size);
     const done = (result: PendingAck['result']): void => {
+      release();
       pending.result = result;
       this.flushAcks();
     };

@@ -285,7 +285,7 @@ export class Gateway {
         return this.fail(c, toWireError(err));
       }
       try {
-        c.handle(pm);
+        c.handle(pm, data.length);
       } catch (err) {
         // A bug, not the client's fault; thrown here it would end the process and every connection.
         this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
