@@ -139,6 +139,37 @@ describe('inbound rate per connection', () => {
   });
 });
 
+describe('publishes in flight per connection', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_INFLIGHT_BYTES: '1024' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  it('over REALTIME_MAX_INFLIGHT_BYTES of unanswered publishes, the gateway reads no further frames until answers come back', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const channel = uniqueChannel();
+    const n = 30;
+    const answers = Array.from({ length: n }, (_, i) => c.ackOf(i, 20_000));
+    // 30 publishes of 400 KB and a HEARTBEAT, written at once: the HEARTBEAT is read (and
+    // answered) only once the publishes before it were answered, but for the last, whose frame's
+    // end may come in the same read as the HEARTBEAT.
+    for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: 'p'.repeat(50_000) })) });
+    c.send({ action: Actions.HEARTBEAT, id: 'after' });
+    await Promise.all(answers);
+    await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'after');
+    const order = c.frames.filter((f) => f.action === Actions.ACK || (f.action === Actions.HEARTBEAT && f.id === 'after')).map((f) => (f.action === Actions.ACK ? `ack ${f.msgSerial}+${f.count}` : 'heartbeat'));
+    expect(order.indexOf('heartbeat'), order.join(', ')).toBeGreaterThanOrEqual(n - 1);
+  });
+});
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
