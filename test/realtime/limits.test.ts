@@ -400,6 +400,31 @@ describe('connections per instance', () => {
     const again = await RawClient.connect(smallPort, { key: small.key });
     clients.push(again);
     await again.ping();
+    for (const c of [...held, again]) c.close();
+  });
+
+  it('connections waiting for a resume are bounded too: past REALTIME_MAX_CONNECTIONS of them, the one dropped longest ago is forgotten and its members leave', async () => {
+    const channel = uniqueChannel();
+    const members = async (): Promise<string[]> => {
+      const res = await small.service.app.inject({ method: 'GET', url: `/channels/${channel}/presence`, headers: { authorization: small.auth } });
+      return (res.json() as { clientId: string }[]).map((m) => m.clientId);
+    };
+    const first = await RawClient.connect(smallPort, { key: small.key, clientId: 'dropped-first' });
+    expect((await first.presence(channel, [{ action: 2, data: 'here' }])).action).toBe(Actions.ACK);
+    first.close(); // dropped without CLOSE: resumable, its member stays for REALTIME_PRESENCE_DROP_MS (a minute)
+    await closedWithin(first, 5000);
+    const deadline = Date.now() + 5000;
+    while (!(await members()).includes('dropped-first') && Date.now() < deadline) await sleep(50);
+    expect(await members()).toEqual(['dropped-first']);
+    // Three more open and drop: four waiting, one too many.
+    for (let i = 0; i < 3; i++) {
+      const c = await RawClient.connect(smallPort, { key: small.key });
+      c.close();
+      await closedWithin(c, 5000);
+    }
+    const gone = Date.now() + 5000;
+    while ((await members()).length > 0 && Date.now() < gone) await sleep(50);
+    expect(await members()).toEqual([]);
   });
 });
 
