@@ -35,6 +35,9 @@ export class Connection {
   private readonly acks: PendingAck[] = [];
   /** Bytes of the frames whose publish or presence change is not answered yet (see hold). */
   private inflightBytes = 0;
+  /** The clientIds this connection entered, by channel, and how many in all (see countMembers). */
+  private readonly entered = new Map<string, Set<string>>();
+  private enteredCount = 0;
   private tokens: number;
   private tokensAt = 0;
 
@@ -379,9 +382,43 @@ export class Connection {
       if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;
       changes.push(change);
     });
+    this.countMembers(channel, changes);
     if (changes.some((c) => c.action !== 'leave')) this.presenceChannels.add(channel);
     if (changes.length > 0) await this.gateway.presenceProducer.append(this.appId, channel, changes);
     return ids;
+  }
+
+  /**
+   * Bounds the members this connection holds (maxMembersPerConnection, 91003) and the channels it
+   * holds them on (maxChannelsPerConnection, 90010): each member costs memory in the presence
+   * projection as long as the connection lives. Channels whose members the gateway made leave (a
+   * detach, a drop, the connection forgotten) are out of presenceChannels and stop counting.
+   */
+  private countMembers(channel: string, changes: PresenceChange[]): void {
+    const { maxMembersPerConnection, maxChannelsPerConnection } = this.gateway.settings;
+    for (const [held, clientIds] of this.entered) {
+      if (this.presenceChannels.has(held)) continue;
+      this.enteredCount -= clientIds.size;
+      this.entered.delete(held);
+    }
+    const clientIds = this.entered.get(channel) ?? new Set<string>();
+    const joining = new Set(changes.filter((c) => c.action !== 'leave' && !clientIds.has(c.clientId ?? '')).map((c) => c.clientId));
+    if (joining.size > 0 && clientIds.size === 0 && this.entered.size >= maxChannelsPerConnection) {
+      throw new ServiceError('tooManyChannels', `a connection may hold presence members on at most ${maxChannelsPerConnection} channels`);
+    }
+    if (this.enteredCount + joining.size > maxMembersPerConnection) {
+      throw new ServiceError('tooManyPresenceMembers', `a connection may hold at most ${maxMembersPerConnection} presence members; this one holds ${this.enteredCount}`);
+    }
+    for (const { action, clientId = '' } of changes) {
+      if (action === 'leave') {
+        if (clientIds.delete(clientId)) this.enteredCount--;
+      } else if (!clientIds.has(clientId)) {
+        clientIds.add(clientId);
+        this.enteredCount++;
+      }
+    }
+    if (clientIds.size > 0) this.entered.set(channel, clientIds);
+    else this.entered.delete(channel);
   }
 
   /**

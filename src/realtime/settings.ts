@@ -32,6 +32,12 @@ export interface RealtimeSettings {
    * sent. REALTIME_MAX_INFLIGHT_BYTES
    */
   maxInflightBytes: number;
+  /**
+   * Presence members one connection may hold, all channels together: each costs memory in the
+   * presence projection for as long as the connection lives. Above: NACK 91003.
+   * REALTIME_MAX_MEMBERS_PER_CONNECTION
+   */
+  maxMembersPerConnection: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -53,6 +59,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxInboundRate: 100,
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
+  maxMembersPerConnection: 10_000,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
