@@ -188,6 +188,58 @@ describe('channels per connection', () => {
   });
 });
 
+describe('presence members per connection', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_MEMBERS_PER_CONNECTION: '5', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  const enter = (clientId: string, action = 2): Record<string, unknown> => ({ action, clientId, data: clientId });
+
+  it('an enter beyond REALTIME_MAX_MEMBERS_PER_CONNECTION gets NACK 91003; updates, leaves and a DETACH make room as they should', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const [one, two] = [uniqueChannel(), uniqueChannel()];
+    expect((await c.presence(one, ['a', 'b', 'c'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+    expect((await c.presence(two, ['d', 'e'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+    const over = await c.presence(one, [enter('f')]);
+    expect(over.action).toBe(Actions.NACK);
+    expect(errorOf(over)).toMatchObject({ code: 91003, statusCode: 400 });
+    // Entering again, or updating, a member it holds adds none.
+    expect((await c.presence(one, [enter('a'), enter('b', 4)])).action).toBe(Actions.ACK);
+    expect((await c.presence(one, [enter('c', 3)])).action).toBe(Actions.ACK);
+    expect((await c.presence(one, [enter('f')])).action).toBe(Actions.ACK);
+    // A DETACH makes its members there leave: room for two more.
+    c.send({ action: Actions.DETACH, channel: two });
+    await c.next((pm) => pm.action === Actions.DETACHED && pm.channel === two);
+    expect((await c.presence(one, [enter('g'), enter('h')])).action).toBe(Actions.ACK);
+    // Members on a third channel: over REALTIME_MAX_CHANNELS_PER_CONNECTION channels with members.
+    expect((await c.presence(two, [enter('i', 3)])).action).toBe(Actions.ACK);
+    const res = await small.service.app.inject({ method: 'GET', url: `/channels/${one}/presence`, headers: { authorization: small.auth } });
+    expect((res.json() as { clientId: string }[]).map((m) => m.clientId).sort()).toEqual(['a', 'b', 'f', 'g', 'h']);
+  });
+
+  it('members on more channels than REALTIME_MAX_CHANNELS_PER_CONNECTION get NACK 90010', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const names = [uniqueChannel(), uniqueChannel(), uniqueChannel()];
+    expect((await c.presence(names[0], [enter('a')])).action).toBe(Actions.ACK);
+    expect((await c.presence(names[1], [enter('a')])).action).toBe(Actions.ACK);
+    const over = await c.presence(names[2], [enter('a')]);
+    expect(over.action).toBe(Actions.NACK);
+    expect(errorOf(over)).toMatchObject({ code: 90010, statusCode: 400 });
+    expect((await c.presence(names[0], [enter('a', 3)])).action).toBe(Actions.ACK);
+    expect((await c.presence(names[2], [enter('a')])).action).toBe(Actions.ACK);
+  });
+});
+
 describe('credentials', () => {
   it('a wrong secret gets ERROR 40101 and the socket is closed', async () => {
     const c = await open({ key: `${ts.key.split(':')[0]}:wrong-secret` });
