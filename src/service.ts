@@ -160,10 +160,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   subscriptions.push(presenceSub);
   await presenceSub.caughtUp;
 
-  // Stats: one projection over everything that is counted: messages, presence and usage reports.
+  // Stats: one projection over everything that is counted: messages, presence, usage reports and
+  // realtime connections made.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
   const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
-  for (const topic of [Topics.messages, Topics.presence, Topics.usage]) {
+  for (const topic of [Topics.messages, Topics.presence, Topics.usage, Topics.connections]) {
     const sub = log.consume({
       topic,
       consumer: consumerName(`stats-${topic}`),
@@ -291,6 +292,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   }
   if (orphans.length > 0) logger.info({ connections: orphans.length }, 'presence members of connections lost in a restart left');
   await gateway.start(app.server);
+  const realtime = gateway;
+  usage.measureConnections(() => realtime.connectionsByApp());
 
   const timers = [
     setInterval(() => {

@@ -22,6 +22,10 @@ interface BucketRow {
   channel_sum: string | number;
   channel_max: string | number;
   channel_min: string | number;
+  connection_samples: string | number;
+  connection_sum: string | number;
+  connection_max: string | number;
+  connection_min: string | number;
   last_sample: string | number;
 }
 
@@ -52,6 +56,7 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly ch: ClickHouseSession;
   private readonly database: string;
   private readonly samples: Sql;
+  private readonly samplesName: string;
   private readonly checkpoints: Sql;
   private readonly clock: Clock;
   private version = 0;
@@ -60,7 +65,8 @@ export class ClickHouseStatsStore implements StatsStore {
     this.ch = new ClickHouseSession(options, 'ClickHouseStatsStore');
     this.database = options.database ?? 'default';
     const prefix = options.tablePrefix ?? '';
-    this.samples = sqlTable(this.database, `${prefix}stats_samples`);
+    this.samplesName = `${prefix}stats_samples`;
+    this.samples = sqlTable(this.database, this.samplesName);
     this.checkpoints = sqlTable(this.database, `${prefix}stats_checkpoints`);
     this.clock = options.clock ?? systemClock;
   }
@@ -69,10 +75,17 @@ export class ClickHouseStatsStore implements StatsStore {
     if (this.database !== 'default') await this.ch.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.samples} (
         app_id String, sample_start UInt64, topic String, partition UInt32, slot UInt64, version UInt64,
-        counter_ids Array(UInt16), counter_values Array(Float64), channels UInt32, day Date
+        counter_ids Array(UInt16), counter_values Array(Float64), channels UInt32, day Date, connections UInt32 DEFAULT 0
       ) ENGINE = ReplacingMergeTree(version)
       PARTITION BY toYYYYMM(day)
       ORDER BY (app_id, sample_start, topic, partition, slot)`);
+    // A table made by an older release has no `connections` (18.16 has no ADD COLUMN IF NOT EXISTS).
+    const columns = await this.ch.select<{ name: string }>(
+      sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.samplesName}`,
+    );
+    if (!columns.some((c) => c.name === 'connections')) {
+      await this.ch.command(sql`ALTER TABLE ${this.samples} ADD COLUMN connections UInt32 DEFAULT 0`);
+    }
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.checkpoints} (
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
       ) ENGINE = ReplacingMergeTree(version)
@@ -97,6 +110,7 @@ export class ClickHouseStatsStore implements StatsStore {
             counter_ids: keys.map((k) => COUNTER_ID.get(k)),
             counter_values: keys.map((k) => r.counters[k]),
             channels: r.channels,
+            connections: r.connections,
             day: new Date(r.interval).toISOString().slice(0, 10),
           };
         }),
@@ -132,9 +146,10 @@ export class ClickHouseStatsStore implements StatsStore {
       SELECT ${BUCKET[q.unit]} AS bucket,
         sumMap(tupleElement(m, 1), tupleElement(m, 2)) AS counters,
         countIf(ch > 0) AS channel_samples, sum(ch) AS channel_sum, max(ch) AS channel_max, minIf(ch, ch > 0) AS channel_min,
+        countIf(co > 0) AS connection_samples, sum(co) AS connection_sum, max(co) AS connection_max, minIf(co, co > 0) AS connection_min,
         max(sample_start) AS last_sample
       FROM (
-        SELECT sample_start, sumMap(counter_ids, counter_values) AS m, sum(channels) AS ch
+        SELECT sample_start, sumMap(counter_ids, counter_values) AS m, sum(channels) AS ch, sum(connections) AS co
         FROM ${this.samples} FINAL
         WHERE app_id = ${q.appId} AND sample_start >= ${Math.max(0, q.start)} AND sample_start <= ${Math.max(0, q.end)}
         GROUP BY sample_start
@@ -155,6 +170,10 @@ export class ClickHouseStatsStore implements StatsStore {
         channelSum: Number(r.channel_sum),
         channelMax: Number(r.channel_max),
         channelMin: Number(r.channel_min),
+        connectionSamples: Number(r.connection_samples),
+        connectionSum: Number(r.connection_sum),
+        connectionMax: Number(r.connection_max),
+        connectionMin: Number(r.connection_min),
         lastSample: Number(r.last_sample),
       };
     });

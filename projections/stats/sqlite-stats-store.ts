@@ -38,15 +38,22 @@ export class SqliteStatsStore implements StatsStore {
         app_id TEXT NOT NULL, interval INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
         slot INTEGER NOT NULL, version INTEGER NOT NULL, channels INTEGER NOT NULL,
         ${COLUMNS.map((c) => `${c} REAL NOT NULL DEFAULT 0`).join(', ')},
+        connections INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (app_id, interval, topic, partition, slot)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS stats_checkpoints (
         topic TEXT NOT NULL, partition INTEGER NOT NULL, from_offset INTEGER NOT NULL, finalized INTEGER NOT NULL,
         PRIMARY KEY (topic, partition));`);
+    // A table made by an older release lacks the columns added since (counters are append-only).
+    const present = new Set(this.db.prepare(`SELECT name FROM pragma_table_info('stats_samples')`).pluck().all() as string[]);
+    for (const c of [...COLUMNS, 'connections'].filter((name) => !present.has(name))) {
+      this.db.exec(`ALTER TABLE stats_samples ADD COLUMN ${c} ${c === 'connections' ? 'INTEGER' : 'REAL'} NOT NULL DEFAULT 0`);
+    }
     const upsert = this.db.prepare(`
-      INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, channels, ${COLUMNS.join(', ')})
-      VALUES (?, ?, ?, ?, ?, ?, ?, ${COLUMNS.map(() => '?').join(', ')})
+      INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, channels, connections, ${COLUMNS.join(', ')})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ${COLUMNS.map(() => '?').join(', ')})
       ON CONFLICT (app_id, interval, topic, partition, slot) DO UPDATE SET
-        version = excluded.version, channels = excluded.channels, ${COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}
+        version = excluded.version, channels = excluded.channels, connections = excluded.connections,
+        ${COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}
       WHERE excluded.version >= stats_samples.version`);
     const saveCheckpoint = this.db.prepare(
       `INSERT INTO stats_checkpoints (topic, partition, from_offset, finalized) VALUES (?, ?, ?, ?)
@@ -54,7 +61,7 @@ export class SqliteStatsStore implements StatsStore {
     );
     this.writeTx = this.db.transaction((topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint) => {
       for (const r of rows) {
-        upsert.run(r.appId, r.interval, r.topic, r.partition, r.slot, r.version, r.channels, ...BASE_COUNTERS.map((name) => r.counters[name] ?? 0));
+        upsert.run(r.appId, r.interval, r.topic, r.partition, r.slot, r.version, r.channels, r.connections, ...BASE_COUNTERS.map((name) => r.counters[name] ?? 0));
       }
       for (const [partition, c] of checkpoint) {
         saveCheckpoint.run(topic, partition, c.from, Number.isFinite(c.finalized) ? c.finalized : -1);
@@ -95,8 +102,10 @@ export class SqliteStatsStore implements StatsStore {
     const samples = this.db
       .prepare(
         `SELECT ${bucket} AS bucket, SUM(ch > 0) AS channel_samples, SUM(ch) AS channel_sum, MAX(ch) AS channel_max,
-                MIN(CASE WHEN ch > 0 THEN ch END) AS channel_min, MAX(interval) AS last_sample
-         FROM (SELECT interval, SUM(channels) AS ch FROM stats_samples
+                MIN(CASE WHEN ch > 0 THEN ch END) AS channel_min,
+                SUM(co > 0) AS connection_samples, SUM(co) AS connection_sum, MAX(co) AS connection_max,
+                MIN(CASE WHEN co > 0 THEN co END) AS connection_min, MAX(interval) AS last_sample
+         FROM (SELECT interval, SUM(channels) AS ch, SUM(connections) AS co FROM stats_samples
                WHERE app_id = ? AND interval >= ? AND interval <= ? GROUP BY interval)
          GROUP BY bucket ORDER BY bucket`,
       )
@@ -106,6 +115,10 @@ export class SqliteStatsStore implements StatsStore {
       channel_sum: number;
       channel_max: number;
       channel_min: number | null;
+      connection_samples: number;
+      connection_sum: number;
+      connection_max: number;
+      connection_min: number | null;
       last_sample: number;
     }[];
     return samples.map((r) => ({
@@ -115,6 +128,10 @@ export class SqliteStatsStore implements StatsStore {
       channelSum: r.channel_sum,
       channelMax: r.channel_samples > 0 ? r.channel_max : 0,
       channelMin: r.channel_min ?? 0,
+      connectionSamples: r.connection_samples,
+      connectionSum: r.connection_sum,
+      connectionMax: r.connection_samples > 0 ? r.connection_max : 0,
+      connectionMin: r.connection_min ?? 0,
       lastSample: r.last_sample,
     }));
   }

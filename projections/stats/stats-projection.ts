@@ -13,6 +13,13 @@ const INBOUND_PRESENCE = { count: Base.inbound('realtime', 'presence', 'count'),
 const STORED = { count: Base.stored('messages', 'count'), data: Base.stored('messages', 'data') };
 const STORED_PRESENCE = { count: Base.stored('presence', 'count'), data: Base.stored('presence', 'data') };
 
+interface AppSample {
+  counters: Counters;
+  channels: Set<string>;
+  /** open realtime connections: the instances' readings, added up */
+  connections: number;
+}
+
 /** A sample stays open (and rewritable) until its partition's newest record is this much later. */
 const KEEP_MS = 60_000;
 
@@ -22,7 +29,7 @@ interface Sample {
   slot: number;
   firstOffset: number;
   lastOffset: number;
-  apps: Map<string, { counters: Counters; channels: Set<string> }>;
+  apps: Map<string, AppSample>;
 }
 
 interface PartitionState {
@@ -49,8 +56,8 @@ export interface StatsProjectionOptions {
 }
 
 /**
- * The stats projection (ARCHITECTURE: stats): rolls published messages, presence events and usage
- * reports up into 6-second samples per app. Replay-safe by construction:
+ * The stats projection (ARCHITECTURE: stats): rolls published messages, presence events, usage
+ * reports and realtime connections made up into 6-second samples per app. Replay-safe by construction:
  * - a sample is a function of one partition's records alone, keyed by (app, interval, topic,
  *   partition) and versioned by its last offset, so rewriting it gives the same row;
  * - samples close by record time (never by wall time or by when they were written); a record
@@ -59,7 +66,7 @@ export interface StatsProjectionOptions {
  *   (for `channels.opened`) but does not write again.
  */
 export class StatsProjection {
-  static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture'] as const;
+  static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture', 'connection.opened'] as const;
   private readonly partitions = new Map<string, Map<number, PartitionState>>();
   private stored = new Map<string, StatsCheckpoint>();
   private timer: NodeJS.Timeout | undefined;
@@ -94,9 +101,11 @@ export class StatsProjection {
     for (const record of records) {
       const state = this.state(record.topic, record.partition, record.offset);
       const event = decodeEvent(record.value);
+      // The record's own time counts: whether its interval has closed does not depend on where
+      // a replay starts (the first record after a resume had no newest time before it).
+      state.newest = Math.max(state.newest, record.timestamp);
       if (this.canHandle(event)) this.evolve(state, event, record);
       state.next = record.offset + 1;
-      state.newest = Math.max(state.newest, record.timestamp);
       this.closeSamples(state);
     }
     this.scheduleFlush();
@@ -124,9 +133,9 @@ export class StatsProjection {
     return interval + SAMPLE_MS + KEEP_MS <= state.newest;
   }
 
-  private appOf(sample: Sample, appId: string): { counters: Counters; channels: Set<string> } {
+  private appOf(sample: Sample, appId: string): AppSample {
     let app = sample.apps.get(appId);
-    if (!app) sample.apps.set(appId, (app = { counters: {}, channels: new Set() }));
+    if (!app) sample.apps.set(appId, (app = { counters: {}, channels: new Set(), connections: 0 }));
     return app;
   }
 
@@ -156,23 +165,35 @@ export class StatsProjection {
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
-        addCounter(app.counters, INBOUND_PRESENCE.count, 1);
-        addCounter(app.counters, INBOUND_PRESENCE.data, data);
+        // A drop is the service's own leave for a connection that went: no client sent it.
+        if (event.event.action !== 'drop') {
+          addCounter(app.counters, INBOUND_PRESENCE.count, 1);
+          addCounter(app.counters, INBOUND_PRESENCE.data, data);
+        }
         if (this.options.isPersisted(event.appId, event.channel)) {
           addCounter(app.counters, STORED_PRESENCE.count, 1);
           addCounter(app.counters, STORED_PRESENCE.data, data);
         }
         break;
       }
-      case 'usage.reported':
-        addCounters(this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId).counters, event.counters);
+      case 'usage.reported': {
+        const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
+        addCounters(app.counters, event.counters);
+        // Each instance's reading once per interval: the instances add up.
+        app.connections += event.connections ?? 0;
         break;
+      }
       case 'stats.fixture': {
         const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
         addCounters(app.counters, event.counters);
         for (let i = 0; i < (event.channels ?? 0); i++) app.channels.add(`\u0000fixture:${record.offset}:${i}`);
+        app.connections += event.connections ?? 0;
         break;
       }
+      case 'connection.opened':
+        // Made, not resumed: a resume (here or on another instance) is the same connection.
+        if (!event.resumed) addCounter(this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId).counters, Base.connectionsOpened, 1);
+        break;
       default:
         break;
     }
@@ -220,7 +241,9 @@ export class StatsProjection {
   }
 
   private rowsOf(topic: string, partition: number, sample: Sample, state: PartitionState): StatsRow[] {
-    if (sample.interval <= state.finalizedInStore) return []; // rebuilt for context only
+    // A sample final in the store is rebuilt for context only. A late record's row (its own slot)
+    // is written again: the same row, and perhaps the crash came before it was written at all.
+    if (sample.slot === 0 && sample.interval <= state.finalizedInStore) return [];
     return [...sample.apps].map(([appId, app]) => ({
       appId,
       interval: sample.interval,
@@ -230,6 +253,7 @@ export class StatsProjection {
       version: sample.lastOffset,
       counters: { ...app.counters },
       channels: app.channels.size,
+      connections: app.connections,
     }));
   }
 

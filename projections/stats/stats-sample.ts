@@ -1,7 +1,8 @@
 /**
- * The stats model. A 6-second sample holds base counters (a flat map) and the number of active
- * channels. Reads sum counters, take peak/min/mean of channel samples, and derive the `all` and
- * `persisted` sections (spec: Limits, quota rules):
+ * The stats model. A 6-second sample holds base counters (a flat map), the number of active
+ * channels and the number of open realtime connections. Reads sum counters, take peak/min/mean of
+ * the channel and connection samples, and derive the `all` and `persisted` sections (spec: Limits,
+ * quota rules):
  * - a published message in a persisted channel counts twice (inbound + persisted);
  * - a message read from persisted history counts once more (outbound), and also shows in the
  *   persisted section (persisted = stored + retrieved) without being counted twice in `all`.
@@ -18,6 +19,8 @@ export const Base = {
   stored: (type: 'messages' | 'presence', what: 'count' | 'data') => `persisted.stored.${type}.${what}`,
   retrieved: (what: 'count' | 'data') => `persisted.retrieved.messages.${what}`,
   channelsOpened: 'channels.opened',
+  /** realtime connections made (not resumed) */
+  connectionsOpened: 'connections.all.opened',
   api: (kind: 'all' | 'tokenRequests', outcome: 'succeeded' | 'failed' | 'refused') => `apiRequests.${kind}.${outcome}`,
 } as const;
 
@@ -38,6 +41,7 @@ export const BASE_COUNTERS: readonly string[] = [
   Base.retrieved('data'),
   Base.channelsOpened,
   ...(['all', 'tokenRequests'] as const).flatMap((kind) => (['succeeded', 'failed', 'refused'] as const).map((o) => Base.api(kind, o))),
+  Base.connectionsOpened,
 ];
 
 /** Adds n to one counter (no object built per call: this runs for every publish). */
@@ -62,6 +66,11 @@ export interface StatsBucket {
   channelSum: number;
   channelMax: number;
   channelMin: number;
+  /** connection samples (open realtime connections, summed over instances), as for channels */
+  connectionSamples: number;
+  connectionSum: number;
+  connectionMax: number;
+  connectionMin: number;
   /** start of the newest 6-second sample included */
   lastSample: number;
 }
@@ -166,13 +175,17 @@ export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSa
     put(`messages.all.presence.${what}`, allPres);
     put(`messages.all.all.${what}`, allMsgs + allPres);
   }
-  if (bucket.channelSamples > 0) {
-    out['channels.peak'] = bucket.channelMax;
-    // A sample with no data had no active channel.
-    out['channels.min'] = bucket.channelSamples >= totalSamples ? bucket.channelMin : 0;
-    out['channels.mean'] = Math.round((bucket.channelSum / Math.max(1, elapsedSamples)) * 1000) / 1000;
-  }
+  const gauge = (prefix: string, samples: number, sum: number, max: number, min: number): void => {
+    if (samples === 0) return;
+    out[`${prefix}.peak`] = max;
+    // A sample with no data had none (no active channel, no open connection).
+    out[`${prefix}.min`] = samples >= totalSamples ? min : 0;
+    out[`${prefix}.mean`] = Math.round((sum / Math.max(1, elapsedSamples)) * 1000) / 1000;
+  };
+  gauge('channels', bucket.channelSamples, bucket.channelSum, bucket.channelMax, bucket.channelMin);
   put('channels.opened', get(c, Base.channelsOpened));
+  gauge('connections.all', bucket.connectionSamples, bucket.connectionSum, bucket.connectionMax, bucket.connectionMin);
+  put('connections.all.opened', get(c, Base.connectionsOpened));
   for (const kind of ['all', 'tokenRequests'] as const) {
     for (const outcome of ['succeeded', 'failed', 'refused'] as const) put(Base.api(kind, outcome), sumOf([Base.api(kind, outcome)]));
   }
@@ -195,8 +208,11 @@ export function nestedSections(entries: Record<string, number>): Record<string, 
   return out;
 }
 
-/** Base counters from a nested fixture record (sandbox POST /stats); derived sections are ignored. */
-export function countersFromNested(record: Record<string, unknown>): { counters: Counters; channels?: number } {
+/**
+ * Base counters from a nested fixture record (sandbox POST /stats); derived sections are ignored.
+ * `channels` and `connections` are the peaks, kept as one sample's count.
+ */
+export function countersFromNested(record: Record<string, unknown>): { counters: Counters; channels?: number; connections?: number } {
   const counters: Counters = {};
   const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
   const section = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' ? (v as Record<string, unknown>) : {});
@@ -218,5 +234,11 @@ export function countersFromNested(record: Record<string, unknown>): { counters:
   }
   const channels = section(record.channels);
   if (num(channels.opened)) counters[Base.channelsOpened] = num(channels.opened);
-  return { counters, channels: num(channels.peak) || undefined };
+  // Connections of every kind: `all`, or else the sum of its parts (plain and tls).
+  const conns = section(record.connections);
+  const parts = conns.all !== undefined ? [section(conns.all)] : [section(conns.plain), section(conns.tls)];
+  const opened = parts.reduce((n, p) => n + num(p.opened), 0);
+  const peak = parts.reduce((n, p) => n + num(p.peak), 0);
+  if (opened) counters[Base.connectionsOpened] = opened;
+  return { counters, channels: num(channels.peak) || undefined, connections: peak || undefined };
 }

@@ -16,6 +16,8 @@ export interface StatsRow {
   counters: Counters;
   /** channels active in this sample (messages topic) */
   channels: number;
+  /** realtime connections open in this sample: the sum of the instances' readings (usage topic) */
+  connections: number;
 }
 
 export interface StatsQuery {

@@ -35,8 +35,9 @@ export interface AppDeleted {
 
 /**
  * Usage an instance counted during one 6-second interval (API and token requests, messages read
- * from history), appended every 6 seconds so that everything counted flows through the log.
- * Counters use the base keys of projections/stats/stats-sample.ts.
+ * from history, messages and presence sent over realtime), appended every 6 seconds so that
+ * everything counted flows through the log. Counters use the base keys of
+ * projections/stats/stats-sample.ts.
  */
 export interface UsageReported {
   type: 'usage.reported';
@@ -44,6 +45,12 @@ export interface UsageReported {
   intervalStart: number;
   instanceId: string;
   counters: Record<string, number>;
+  /**
+   * The app's realtime connections open on this instance when it looked during the interval (a
+   * reading, not a delta: an instance reports it at most once per interval, and the stats add the
+   * instances' readings up). Absent: none open, or not looked.
+   */
+  connections?: number;
 }
 
 /** Sandbox stats fixtures (POST /stats), merged into an app's stats like any other usage. */
@@ -53,6 +60,8 @@ export interface StatsFixture {
   intervalStart: number;
   counters: Record<string, number>;
   channels?: number;
+  /** open connections in the sample (the fixture's peak) */
+  connections?: number;
 }
 
 /**

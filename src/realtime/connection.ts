@@ -58,20 +58,21 @@ export class Connection {
     return this.credentials.app.appId;
   }
 
-  /** Sends a frame now; a client that does not read is disconnected instead of buffered for. */
-  sendFrame(frame: Frame): void {
+  /** Sends a frame now (true); a client that does not read is disconnected instead of buffered for. */
+  sendFrame(frame: Frame): boolean {
     const socket = this.socket;
-    if (!socket || socket.readyState !== socket.OPEN) return;
+    if (!socket || socket.readyState !== socket.OPEN) return false;
     if (socket.bufferedAmount > this.gateway.settings.maxBufferedBytes) {
       this.gateway.slowConsumer(this);
-      return;
+      return false;
     }
     this.lastSent = this.gateway.clock.now();
     socket.send(frame);
+    return true;
   }
 
-  send(pm: ProtocolMessage): void {
-    this.sendFrame(encodeFrame(pm, this.format));
+  send(pm: ProtocolMessage): boolean {
+    return this.sendFrame(encodeFrame(pm, this.format));
   }
 
   /** CONNECTED, for a new connection, a resume, or an AUTH that renewed the credentials. */

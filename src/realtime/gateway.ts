@@ -13,7 +13,7 @@ import { Topics } from '../log/port.js';
 import { partitionFor } from '../log/partitioner.js';
 import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
 import type { Publisher } from '../messages/publisher.js';
-import type { StoredMessage } from '../messages/message.js';
+import { dataSize, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
@@ -108,11 +108,19 @@ class OutgoingMessages {
     return (this.msgpack ??= this.build('msgpack'));
   }
 
+  /** Payload bytes of the messages, for stats (counted once however many receive them). */
+  get data(): number {
+    return (this.bytes ??= sizeOf(this.event.messages));
+  }
+  private bytes?: number;
+
   private build(format: WireFormat): Frame {
     const e = this.event;
     return encodeFrame({ action: Action.MESSAGE, channel: e.channel, channelSerial: this.channelSerial, messages: e.messages.map((m) => messageToWire(m, format)) }, format);
   }
 }
+
+const sizeOf = (items: readonly { data?: StoredMessage['data']; encoding?: string }[]): number => items.reduce((n, m) => n + dataSize(m.data, m.encoding), 0);
 
 function presenceToWire(m: StoredMessage | PresenceMember, format: WireFormat, action?: number): Record<string, unknown> {
   const wire = messageToWire(m as StoredMessage, format);
@@ -198,6 +206,13 @@ export class Gateway {
 
   get connectionCount(): number {
     return this.sockets;
+  }
+
+  /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
+  connectionsByApp(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const conn of this.connections.values()) if (conn.socket) counts.set(conn.appId, (counts.get(conn.appId) ?? 0) + 1);
+    return counts;
   }
 
   // ---- connecting (REALTIME-PROTOCOL.md §1, §6, §7)
@@ -555,7 +570,7 @@ export class Gateway {
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
-    conn.sendFrame(out.frame(conn.format));
+    if (conn.sendFrame(out.frame(conn.format))) this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
   }
 
   private deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {
@@ -575,12 +590,13 @@ export class Gateway {
     const subscribed = (attachment.modes & Flag.PRESENCE_SUBSCRIBE) !== 0;
     const items = subscribed ? entries : entries.filter((e) => e.connectionId === conn.id);
     if (items.length === 0) return;
-    conn.send({
+    const sent = conn.send({
       action: Action.PRESENCE,
       channel: attachment.channel,
       channelSerial: serialOf(attachment.partition, this.delivered[attachment.partition]),
       presence: items.map((e) => presenceToWire(e, conn.format)),
     });
+    if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
   }
 
   private members(appId: string, channel: string): PresenceMember[] {
@@ -606,12 +622,15 @@ export class Gateway {
     const pages = Math.max(1, Math.ceil(members.length / size));
     for (let page = 0; page < pages; page++) {
       const last = page === pages - 1;
-      conn.send({
+      const present = members.slice(page * size, (page + 1) * size);
+      const sent = conn.send({
         action: Action.SYNC,
         channel,
         channelSerial: `${syncId}:${last ? '' : page + 1}`,
-        presence: members.slice(page * size, (page + 1) * size).map((m) => presenceToWire(m, conn.format, 1)),
+        presence: present.map((m) => presenceToWire(m, conn.format, 1)),
       });
+      // Each `present` member sent counts as a presence message (spec: Events, `present`).
+      if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', present.length, sizeOf(present));
     }
   }
 

@@ -32,7 +32,7 @@ export interface StatsReader {
 
 export interface StatsFixtureWriter {
   /** Appends fixture samples for an app to the log (sandbox only). */
-  append(appId: string, fixtures: { intervalStart: number; counters: Record<string, number>; channels?: number }[]): Promise<void>;
+  append(appId: string, fixtures: { intervalStart: number; counters: Record<string, number>; channels?: number; connections?: number }[]): Promise<void>;
 }
 
 /** `start` / `end`: ms since the epoch or an interval id, rounded down to the 6-second boundary. */

@@ -23,6 +23,13 @@ export interface BenchOptions {
   cpuProfile: boolean;
   /** BENCH_ONLY=publish: publish throughput only (bare and embedded), for quick comparisons */
   publishOnly: boolean;
+  /** BENCH_ONLY=realtime: the realtime rows only (bare `ws` baseline and the embedded service) */
+  realtimeOnly: boolean;
+  /**
+   * the realtime rows: load-generator children per server, throughput rounds per scenario and
+   * their seconds, seconds of each latency run, the connection ramp's cap and step
+   */
+  realtime: { clients: number; rounds: number; roundS: number; latencyS: number; maxConnections: number; rampStep: number };
   /** BENCH_SOAK=1: only the soak (steady publish and read load for soakS seconds), nothing else */
   soak: boolean;
   soakS: number;
@@ -59,6 +66,12 @@ const DEFAULTS: Record<string, number> = {
   BENCH_SOAK_PUBLISH_RATE: 2000,
   BENCH_SOAK_READ_RATE: 500,
   BENCH_SOAK_GC: 0,
+  BENCH_RT_CLIENTS: 2,
+  BENCH_RT_ROUNDS: 3,
+  BENCH_RT_ROUND_DURATION: 3,
+  BENCH_RT_LATENCY_DURATION: 4,
+  BENCH_RT_MAX_CONNECTIONS: 20_000,
+  BENCH_RT_RAMP_STEP: 2000,
 };
 
 function numberOf(env: Record<string, string | undefined>, name: string, min: number, max: number): number {
@@ -82,7 +95,7 @@ function readMixOf(env: Record<string, string | undefined>): BenchOptions['soakR
 function onlyOf(env: Record<string, string | undefined>): string | undefined {
   const raw = env.BENCH_ONLY;
   if (raw === undefined || raw === '') return undefined;
-  if (raw !== 'publish') throw new Error(`BENCH_ONLY="${raw}" must be "publish" (or unset for everything)`);
+  if (raw !== 'publish' && raw !== 'realtime') throw new Error(`BENCH_ONLY="${raw}" must be "publish" or "realtime" (or unset for everything)`);
   return raw;
 }
 
@@ -99,6 +112,15 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     backgroundLoad: numberOf(env, 'BENCH_BACKGROUND_LOAD', 0, 1),
     cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
     publishOnly: onlyOf(env) === 'publish',
+    realtimeOnly: onlyOf(env) === 'realtime',
+    realtime: {
+      clients: Math.round(numberOf(env, 'BENCH_RT_CLIENTS', 1, 10)),
+      rounds: Math.round(numberOf(env, 'BENCH_RT_ROUNDS', 1, 99)),
+      roundS: Math.round(numberOf(env, 'BENCH_RT_ROUND_DURATION', 1, 3600)),
+      latencyS: Math.round(numberOf(env, 'BENCH_RT_LATENCY_DURATION', 1, 3600)),
+      maxConnections: Math.round(numberOf(env, 'BENCH_RT_MAX_CONNECTIONS', 10_000, 1_000_000)),
+      rampStep: Math.round(numberOf(env, 'BENCH_RT_RAMP_STEP', 100, 100_000)),
+    },
     soak: numberOf(env, 'BENCH_SOAK', 0, 1) === 1,
     soakS: Math.round(numberOf(env, 'BENCH_SOAK_SECONDS', 10, 86_400)),
     soakSampleS: Math.round(numberOf(env, 'BENCH_SOAK_SAMPLE_SECONDS', 1, 3600)),

@@ -17,6 +17,7 @@ import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
 import { runSoak, soakMarkdown, soakTable } from './soak.js';
+import { fanoutTable, latencyTable, memoryTable, probeRealtime, realtimeBench, realtimeMarkdown, realtimeUrl, type RealtimeServerResult, type RealtimeTarget } from './realtime-bench.js';
 
 const options = benchOptions(process.env);
 const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
@@ -28,6 +29,7 @@ const BENCH_PATHS = Array.from({ length: options.channels }, (_, i) => `/channel
 const BUSY_LOAD = 0.5;
 const SETTLE_MS = 2000;
 const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
+const HTTP_CONNECTIONS_FOR_REALTIME = 1_000_000;
 
 const loadAverage = (): number => loadavg()[0];
 const log = (line: string): void => console.log(`[bench] ${line}`);
@@ -285,8 +287,64 @@ async function soakOnly(): Promise<void> {
   }
 }
 
+/**
+ * The realtime rows: the bare `ws` baseline and the embedded service, each in a child of its own
+ * (with --expose-gc, so that memory is read after a full GC), measured side by side. The markdown
+ * section, and whether anything failed.
+ */
+async function realtimeRows(head: string): Promise<{ section: string; failed: boolean }> {
+  const o = options.realtime;
+  const notes: string[] = [];
+  log('realtime: the bare ws baseline and the embedded service: starting a child process each');
+  const bare = await startServer({ name: 'bare-ws', entry: 'test/bench/ws-bare-server.ts', env: {}, readyPath: '/', nodeArgs: ['--expose-gc'] });
+  running.add(bare);
+  let results: RealtimeServerResult[] = [];
+  try {
+    // MAX_CONNECTIONS (open HTTP connections, 10,000 by default) counts WebSocket sockets too:
+    // raised here so that the ramp finds the realtime limit or the machine's instead.
+    const service = await startServiceChild('service-realtime', { MAX_CONNECTIONS: String(HTTP_CONNECTIONS_FOR_REALTIME) }, ['--expose-gc']);
+    await using(service, async () => {
+      const targets: RealtimeTarget[] = [{ setup: 'bare ws', server: bare, wsUrl: realtimeUrl(bare.url, '') }];
+      const url = realtimeUrl(service.server.url, `key=${encodeURIComponent(service.key)}`);
+      const notThere = await probeRealtime(url);
+      if (notThere) {
+        log(`realtime: service skipped (${notThere})`);
+        notes.push(`service, embedded: skipped (${notThere}).`);
+      } else {
+        targets.push({ setup: 'service, embedded', server: service.server, wsUrl: url });
+        notes.push(`The service child runs with MAX_CONNECTIONS=${HTTP_CONNECTIONS_FOR_REALTIME}: that limit of open HTTP connections (10,000 by default) counts WebSocket sockets too.`);
+      }
+      results = await realtimeBench(targets, o, log);
+    });
+  } finally {
+    running.delete(bare);
+    await bare.stop();
+  }
+  console.log(`\n${fanoutTable(results)}\n\n${latencyTable(results)}\n\n${memoryTable(results)}\n`);
+  return { section: realtimeMarkdown(results, o, head, notes), failed: results.some((r) => r.failed) };
+}
+
+/** BENCH_ONLY=realtime: the realtime rows alone; their section of last-results.md replaced. */
+async function realtimeOnly(): Promise<void> {
+  const command = commandLine(process.env);
+  log(`${machineLine(ROOT)}`);
+  if (loadAverage() > BUSY_LOAD) log(`the machine is busy (1-minute load average ${loadAverage().toFixed(2)}): figures will be pessimistic`);
+  const { section, failed } = await realtimeRows(`Measured ${new Date().toISOString().slice(0, 10)} with \`${command}\` on ${machineLine(ROOT)}.`);
+  const previous = previousResults();
+  // Replaced in place of the old section, with the soak's after it as before.
+  writeFileSync(RESULTS_FILE, withSection(withSection(previous, 'realtime', section), 'soak', sectionOf(previous, 'soak')));
+  console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
+  console.log(section);
+  log(`realtime section written to ${RESULTS_FILE}`);
+  if (failed) {
+    log('some connections, attachments or deliveries failed: the figures above are not valid');
+    process.exitCode = 1;
+  }
+}
+
 async function main(): Promise<void> {
   if (options.soak) return soakOnly();
+  if (options.realtimeOnly) return realtimeOnly();
   const production = await productionEnv(process.env, ROOT);
   const report: Report = {
     command: commandLine(process.env, 'skipped' in production ? undefined : production.file ? 'local infrastructure' : 'environment'),
@@ -360,6 +418,14 @@ async function main(): Promise<void> {
     );
   }
 
+  let realtimeSection: string | undefined;
+  if (!options.publishOnly) {
+    log('realtime: fan-out, latency, memory and connections, bare ws then the embedded service');
+    const rt = await realtimeRows('Measured in the same run.');
+    realtimeSection = rt.section;
+    if (rt.failed) report.failed = true;
+  }
+
   const [bareResult, embeddedResult] = report.throughput.map((r) => r.result);
   if (bareResult && embeddedResult && embeddedResult.reqPerSec / bareResult.reqPerSec < RATIO_TARGET) {
     report.notes.push(
@@ -383,8 +449,9 @@ async function main(): Promise<void> {
   console.log(`\n${throughputTable(report.throughput)}\n\n${visibilityTable(report.visibility)}\n`);
   console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
   console.log(md);
+  if (realtimeSection) console.log(`${realtimeSection}\n`);
   // The soak's section stays as its own run left it.
-  if (!options.publishOnly) writeFileSync(RESULTS_FILE, withSection(md, 'soak', sectionOf(previousResults(), 'soak')));
+  if (!options.publishOnly) writeFileSync(RESULTS_FILE, withSection(withSection(md, 'realtime', realtimeSection), 'soak', sectionOf(previousResults(), 'soak')));
   if (report.failed) {
     log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
     process.exitCode = 1;

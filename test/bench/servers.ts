@@ -127,7 +127,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
 }
 
 /** utime + stime from /proc/<pid>/stat, in ms (the kernel counts in ticks of 10 ms). */
-function cpuMsOf(pid: number): number | undefined {
+export function cpuMsOf(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -161,7 +161,7 @@ function cpuMsByThreadOf(pid: number): Map<string, number> {
   return byName;
 }
 
-function rssMiBOf(pid: number): number | undefined {
+export function rssMiBOf(pid: number): number | undefined {
   try {
     const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
     return kb === undefined ? undefined : Number(kb) / 1024;

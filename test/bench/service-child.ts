@@ -14,6 +14,8 @@ export interface ServiceChild {
   server: ChildServer;
   /** Authorization header value for the app's key */
   auth: string;
+  /** the app's key, `appId.keyId:secret` (the realtime bench passes it as `key=` on the WebSocket URL) */
+  key: string;
   /** Stops the child and removes its DATA_DIR and ClickHouse tables. */
   stop(): Promise<void>;
 }
@@ -48,6 +50,7 @@ export async function startServiceChild(name: string, modeEnv: Record<string, st
   return {
     server,
     auth: `Basic ${Buffer.from(key).toString('base64')}`,
+    key,
     stop: async () => {
       await server.stop();
       await cleanUp();

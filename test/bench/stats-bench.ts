@@ -41,6 +41,7 @@ async function seed(store: StatsStore, appId: string, end: number, progress: (s:
       version: i,
       counters: { [Base.inbound('rest', 'messages', 'count')]: 10 + (i % 7), [Base.inbound('rest', 'messages', 'data')]: 1000 + i, [Base.api('all', 'succeeded')]: 3 },
       channels: 1 + (i % 13),
+      connections: 5 + (i % 11),
     });
     if (rows.length === 20_000) {
       await store.write('messages', rows, new Map());

@@ -1,4 +1,11 @@
+import { describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
+import { Base } from '../../projections/stats/stats-sample.js';
+import { T0 } from '../helpers/stats-log.js';
 import type { StatsStore } from '../../projections/stats/stats-store.js';
 import { statsStoreContract } from './stats-store.contract.js';
 
@@ -19,3 +26,32 @@ statsStoreContract(
   },
   { replayRuns: 4 },
 );
+
+describe('SqliteStatsStore on a table an older release made', () => {
+  it('adds the columns added since (connections, counters appended to BASE_COUNTERS) and keeps the rows it had', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stats-old-'));
+    try {
+      const path = join(dir, 'stats.db');
+      // The table as the release before realtime stats made it: 29 counters, no connections.
+      const old = new Database(path);
+      const columns = Array.from({ length: 29 }, (_, i) => `c${i + 1}`);
+      old.exec(`CREATE TABLE stats_samples (
+        app_id TEXT NOT NULL, interval INTEGER NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
+        slot INTEGER NOT NULL, version INTEGER NOT NULL, channels INTEGER NOT NULL,
+        ${columns.map((c) => `${c} REAL NOT NULL DEFAULT 0`).join(', ')},
+        PRIMARY KEY (app_id, interval, topic, partition, slot)) WITHOUT ROWID`);
+      old.prepare('INSERT INTO stats_samples (app_id, interval, topic, partition, slot, version, channels, c1) VALUES (?, ?, ?, ?, ?, ?, ?, ?)').run('a', T0, 'messages', 0, 0, 1, 2, 5);
+      old.close();
+
+      const store = new SqliteStatsStore(path);
+      await store.init();
+      await store.write('usage', [{ appId: 'a', interval: T0 + 6000, topic: 'usage', partition: 0, slot: 0, version: 1, counters: { [Base.connectionsOpened]: 3 }, channels: 0, connections: 4 }], new Map());
+      const [minute] = await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 + 59_999 });
+      expect(minute.counters).toEqual({ [Base.inbound('rest', 'messages', 'count')]: 5, [Base.connectionsOpened]: 3 });
+      expect([minute.channelMax, minute.connectionSamples, minute.connectionMax]).toEqual([2, 1, 4]);
+      await store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -20,6 +20,7 @@ const row = (over: Partial<StatsRow>): StatsRow => ({
   version: 1,
   counters: { 'messages.inbound.rest.messages.count': 1 },
   channels: 1,
+  connections: 0,
   ...over,
 });
 
@@ -63,6 +64,30 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
           [Date.UTC(2030, 1, 1), 16, Date.UTC(2030, 1, 1)],
         ]);
         expect(await store.query({ appId: 'a', unit: 'minute', start: T0 + 6000, end: T0 + 6000 })).toHaveLength(1);
+      });
+    });
+
+    it('open connections fold like channels: summed per 6-second sample over partitions and slots, then peak, min, mean, count', async () => {
+      await withStore(async (store) => {
+        await store.write('usage', [
+          row({ interval: T0, channels: 0, connections: 2 }),
+          row({ interval: T0, partition: 1, channels: 0, connections: 3 }), // another instance's reading, another partition
+          row({ interval: T0 + 6000, channels: 4, connections: 1 }),
+          row({ interval: T0 + 6000, slot: 99, version: 98, channels: 0, connections: 1 }), // a late report
+          row({ interval: T0 + 12_000, channels: 2, connections: 0 }), // counters, no connection open
+          row({ interval: T0 + 3600_000, connections: 7 }),
+        ], new Map());
+        const minutes = await store.query({ appId: 'a', unit: 'minute', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect(minutes.map((b) => [b.start, b.connectionSamples, b.connectionSum, b.connectionMax, b.connectionMin, b.channelMax])).toEqual([
+          [T0, 2, 7, 5, 2, 4],
+          [T0 + 3600_000, 1, 7, 7, 7, 1],
+        ]);
+        const [day] = await store.query({ appId: 'a', unit: 'day', start: 0, end: Date.UTC(2031, 0, 1) });
+        expect([day.connectionSamples, day.connectionSum, day.connectionMax, day.connectionMin]).toEqual([3, 14, 7, 2]);
+        // A sample written again replaces its reading, not adds to it.
+        await store.write('usage', [row({ interval: T0, version: 2, channels: 0, connections: 6 })], new Map());
+        const [minute] = await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 + 59_999 });
+        expect([minute.connectionSum, minute.connectionMax]).toEqual([11, 9]);
       });
     });
 

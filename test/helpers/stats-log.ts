@@ -6,7 +6,7 @@ import type { StatsStore } from '../../projections/stats/stats-store.js';
 
 // A synthetic log for stats replay tests: seeded, so every run builds the same one.
 export const T0 = Date.UTC(2030, 0, 1);
-export const TOPICS: Topic[] = [Topics.messages, Topics.presence, Topics.usage];
+export const TOPICS: Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
 export const isPersisted = (_app: string, channel: string) => channel.startsWith('persisted:');
 
 /** A seeded pseudo-random generator, so every run builds the same log. */
@@ -14,7 +14,7 @@ export function rng(seed: number): () => number {
   return () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
 }
 
-/** About 3,000 events over 10 minutes: messages, presence, usage reports (some late), fixtures. */
+/** About 3,000 events over 10 minutes: messages, presence, usage reports (some late), connections made and resumed. */
 export async function buildLog(events = 3000): Promise<EmbeddedLog> {
   const log = new EmbeddedLog({ path: ':memory:', partitions: 3 });
   const random = rng(42);
@@ -25,7 +25,7 @@ export async function buildLog(events = 3000): Promise<EmbeddedLog> {
     const kind = random();
     let topic: Topic;
     let event: LogEvent;
-    if (kind < 0.7) {
+    if (kind < 0.65) {
       topic = Topics.messages;
       const n = 1 + Math.floor(random() * 3);
       event = {
@@ -35,16 +35,28 @@ export async function buildLog(events = 3000): Promise<EmbeddedLog> {
         transport: 'rest',
         messages: Array.from({ length: n }, (_, j) => ({ id: `${i}:${j}`, timestamp: ts, data: 'x'.repeat(Math.floor(random() * 40)) })),
       };
-    } else if (kind < 0.85) {
+    } else if (kind < 0.8) {
       topic = Topics.presence;
       event = { type: 'presence.changed', appId: app, channel, event: { action: 'enter', id: `p${i}`, timestamp: ts, clientId: 'c', connectionId: 'k', data: 'd' } };
-    } else {
+    } else if (kind < 0.93) {
       topic = Topics.usage;
       // Some reports arrive minutes late; they still count in their own interval.
       const lag = random() < 0.2 ? 180_000 : 6000;
-      event = { type: 'usage.reported', appId: app, intervalStart: ts - lag - ((ts - lag) % 6000), instanceId: 'i1', counters: { 'apiRequests.all.succeeded': 1 + Math.floor(random() * 5) } };
+      const connections = random() < 0.5 ? 1 + Math.floor(random() * 9) : undefined;
+      event = {
+        type: 'usage.reported',
+        appId: app,
+        intervalStart: ts - lag - ((ts - lag) % 6000),
+        instanceId: `i${i % 2}`,
+        counters: { 'apiRequests.all.succeeded': 1 + Math.floor(random() * 5) },
+        ...(connections === undefined ? {} : { connections }),
+      };
+    } else {
+      topic = Topics.connections;
+      event = { type: 'connection.opened', appId: app, connectionId: `k${i}`, instanceId: 'i1', resumed: random() < 0.3 };
     }
-    await log.append(topic, [{ key: topic === Topics.usage ? app : channelKey(app, channel), timestamp: ts, value: encodeEvent(event) }]);
+    const key = topic === Topics.usage ? app : topic === Topics.connections ? `k${i}` : channelKey(app, channel);
+    await log.append(topic, [{ key, timestamp: ts, value: encodeEvent(event) }]);
   }
   return log;
 }

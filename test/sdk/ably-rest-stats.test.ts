@@ -151,7 +151,7 @@ describe.each([
       expect(second['messages.all.messages.data']).toBe(7000);
       expect(second['channels.peak']).toBeUndefined(); // no channel in that minute
 
-      // The minute with every section, entry by entry (zeros are left out; connections are not kept).
+      // The minute with every section, entry by entry (zeros are left out; tls connections count in `all`).
       expect(third).toEqual({
         'messages.inbound.realtime.messages.count': 70,
         'messages.inbound.realtime.messages.data': 7000,
@@ -183,6 +183,10 @@ describe.each([
         'channels.min': 0, // 9 of the minute's 10 samples had no channel
         'channels.mean': 5,
         'channels.opened': 30,
+        'connections.all.peak': 20,
+        'connections.all.min': 0,
+        'connections.all.mean': 2,
+        'connections.all.opened': 10,
         'apiRequests.all.succeeded': 50,
         'apiRequests.all.failed': 10,
         'apiRequests.tokenRequests.succeeded': 60,

@@ -32,7 +32,7 @@ function allBaseKeys(): string[] {
   }
   for (const type of ['messages', 'presence'] as const) for (const what of ['count', 'data'] as const) keys.push(Base.stored(type, what));
   for (const what of ['count', 'data'] as const) keys.push(Base.retrieved(what));
-  keys.push(Base.channelsOpened);
+  keys.push(Base.channelsOpened, Base.connectionsOpened);
   for (const kind of ['all', 'tokenRequests'] as const) {
     for (const outcome of ['succeeded', 'failed', 'refused'] as const) keys.push(Base.api(kind, outcome));
   }
@@ -53,10 +53,10 @@ const FULL_FIXTURE = {
   },
   persisted: { messages: { count: 17, data: 18 }, presence: { count: 19, data: 20 } },
   all: { all: { count: 999, data: 999 } }, // derived: ignored
-  connections: { all: { peak: 5, opened: 5 } }, // not kept
   channels: { peak: 21, opened: 23, mean: 999 },
   apiRequests: { succeeded: 24, failed: 25, refused: 26 },
   tokenRequests: { succeeded: 27, failed: 28, refused: 29 },
+  connections: { all: { peak: 31, opened: 30, mean: 999 }, tls: { peak: 999, opened: 999 } }, // `all` wins over its parts
 };
 
 /** A usage meter on a batcher that keeps what it is given. */
@@ -130,6 +130,7 @@ describe('BASE_COUNTERS', () => {
       'apiRequests.tokenRequests.failed',
       'apiRequests.tokenRequests.refused',
     ]);
+    expect(BASE_COUNTERS.slice(29)).toEqual(['connections.all.opened']);
   });
 
   it('holds every key the Base helpers can make, and nothing else', () => {
@@ -139,7 +140,7 @@ describe('BASE_COUNTERS', () => {
   });
 
   it('holds every counter countersFromNested gives for a fully populated fixture', () => {
-    const { counters, channels } = countersFromNested(FULL_FIXTURE);
+    const { counters, channels, connections } = countersFromNested(FULL_FIXTURE);
     expect(Object.keys(counters).filter((k) => !KNOWN.has(k))).toEqual([]);
     // Every base counter except `retrieved` (the spec's persisted section has no such split).
     expect(Object.keys(counters).sort()).toEqual(BASE_COUNTERS.filter((k) => !k.startsWith('persisted.retrieved.')).sort());
@@ -151,8 +152,16 @@ describe('BASE_COUNTERS', () => {
       'channels.opened': 23,
       'apiRequests.all.refused': 26,
       'apiRequests.tokenRequests.succeeded': 27,
+      'connections.all.opened': 30,
     });
     expect(channels).toBe(21);
+    expect(connections).toBe(31);
+  });
+
+  it('takes a fixture\'s connections from their parts (plain + tls) when it has no `all`', () => {
+    const { counters, connections } = countersFromNested({ connections: { plain: { peak: 2, opened: 3 }, tls: { peak: 20, opened: 10 } } });
+    expect(counters).toEqual({ 'connections.all.opened': 13 });
+    expect(connections).toBe(22);
   });
 
   it('holds every counter the usage meter reports', async () => {
@@ -163,9 +172,13 @@ describe('BASE_COUNTERS', () => {
       meter.apiRequest('app', status, true);
     }
     meter.historyRead('app', 3, 30, false);
+    meter.realtimeOutbound('app', 'messages', 2, 7);
+    meter.realtimeOutbound('app', 'messages', 1, 3);
+    meter.realtimeOutbound('app', 'presence', 4, 8);
     now += 6000;
     meter.historyRead('app', 2, 20, true);
     meter.historyRead('app', 0, 0, true); // nothing read: nothing counted
+    meter.realtimeOutbound('app', 'presence', 0, 0); // nothing sent: nothing counted
     await meter.flush();
     const events = reported();
     expect(events.map((e) => [e.appId, e.intervalStart])).toEqual([
@@ -183,6 +196,10 @@ describe('BASE_COUNTERS', () => {
       'apiRequests.tokenRequests.refused': 3,
       'messages.outbound.rest.messages.count': 3,
       'messages.outbound.rest.messages.data': 30,
+      'messages.outbound.realtime.messages.count': 3,
+      'messages.outbound.realtime.messages.data': 10,
+      'messages.outbound.realtime.presence.count': 4,
+      'messages.outbound.realtime.presence.data': 8,
     });
     expect(events[1].counters).toEqual({
       'messages.outbound.rest.messages.count': 2,
@@ -207,6 +224,9 @@ describe('BASE_COUNTERS', () => {
       [Topics.presence, { type: 'presence.changed', appId: 'app', channel: 'plain', event: { action: 'leave', id: 'p:1', timestamp: ts, clientId: 'c', connectionId: 'k' } }],
       ...reported().map((e): [string, LogEvent] => [Topics.usage, e]),
       [Topics.usage, { type: 'stats.fixture', appId: 'app', intervalStart: T0, ...countersFromNested(FULL_FIXTURE) }],
+      [Topics.connections, { type: 'connection.opened', appId: 'app', connectionId: 'k1', instanceId: 'i1', resumed: false }],
+      [Topics.connections, { type: 'connection.opened', appId: 'app', connectionId: 'k1', instanceId: 'i2', resumed: true }],
+      [Topics.connections, { type: 'instance.alive', instanceId: 'i1' }],
     ];
     const { store, rows } = rowStore();
     const projection = new StatsProjection({ store, isPersisted: (_app, channel) => channel.startsWith('persisted:'), flushIntervalMs: 1e9 });
@@ -236,13 +256,26 @@ describe('BASE_COUNTERS', () => {
     expect(total['persisted.retrieved.messages.data']).toBe(5);
     expect(total['channels.opened']).toBe(2 + 23);
     expect(total['apiRequests.tokenRequests.refused']).toBe(1 + 29);
+    expect(total['connections.all.opened']).toBe(1 + 30); // a connection made (its resume is not), and the fixture's
   });
 });
 
 describe('flatEntries and nestedSections', () => {
   // Every base counter populated, each with its ClickHouse id as its value.
   const counters: Counters = Object.fromEntries(BASE_COUNTERS.map((k, i) => [k, i + 1]));
-  const bucket: StatsBucket = { start: T0, counters, channelSamples: 10, channelSum: 35, channelMax: 7, channelMin: 2, lastSample: T0 + 54_000 };
+  const bucket: StatsBucket = {
+    start: T0,
+    counters,
+    channelSamples: 10,
+    channelSum: 35,
+    channelMax: 7,
+    channelMin: 2,
+    connectionSamples: 10,
+    connectionSum: 120,
+    connectionMax: 15,
+    connectionMin: 9,
+    lastSample: T0 + 54_000,
+  };
 
   it("turn a populated bucket into the spec's nested record", () => {
     const entries = flatEntries(bucket, 10, 10);
@@ -262,6 +295,7 @@ describe('flatEntries and nestedSections', () => {
       // all = inbound + outbound + stored
       all: { messages: { count: 6 + 22 + 17, data: 8 + 24 + 18 }, presence: { count: 10 + 26 + 19, data: 12 + 28 + 20 }, all: { count: 100, data: 110 } },
       channels: { peak: 7, min: 2, mean: 3.5, opened: 23 },
+      connections: { all: { peak: 15, min: 9, mean: 12, opened: 30 } },
       apiRequests: { succeeded: 24, failed: 25, refused: 26 },
       tokenRequests: { succeeded: 27, failed: 28, refused: 29 },
     });
@@ -284,8 +318,9 @@ describe('flatEntries and nestedSections', () => {
   });
 
   it('round-trip through countersFromNested (retrieved folds into stored: the spec has one persisted section)', () => {
-    const { counters: back, channels } = countersFromNested(nestedSections(flatEntries(bucket, 10, 10)));
+    const { counters: back, channels, connections } = countersFromNested(nestedSections(flatEntries(bucket, 10, 10)));
     expect(channels).toBe(7);
+    expect(connections).toBe(15);
     const expected: Counters = { ...counters };
     expected['persisted.stored.messages.count'] += expected['persisted.retrieved.messages.count'];
     expected['persisted.stored.messages.data'] += expected['persisted.retrieved.messages.data'];
@@ -295,7 +330,18 @@ describe('flatEntries and nestedSections', () => {
   });
 
   it('leave out empty sections and zero entries', () => {
-    const sparse: StatsBucket = { ...bucket, counters: { [Base.inbound('rest', 'messages', 'count')]: 2 }, channelSamples: 0, channelSum: 0, channelMax: 0, channelMin: 0 };
+    const sparse: StatsBucket = {
+      ...bucket,
+      counters: { [Base.inbound('rest', 'messages', 'count')]: 2 },
+      channelSamples: 0,
+      channelSum: 0,
+      channelMax: 0,
+      channelMin: 0,
+      connectionSamples: 0,
+      connectionSum: 0,
+      connectionMax: 0,
+      connectionMin: 0,
+    };
     const entries = flatEntries(sparse, 10, 10);
     expect(nestedSections(entries)).toEqual({
       inbound: { rest: { messages: { count: 2 }, all: { count: 2 } }, all: { messages: { count: 2 }, all: { count: 2 } } },

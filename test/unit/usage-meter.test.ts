@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { UsageMeter } from '../../src/stats/usage-meter.js';
 import type { AppendBatcher, PendingRecord } from '../../src/log/append-batcher.js';
 import { decodeEvent, type UsageReported } from '../../src/log/events.js';
-import { Base } from '../../projections/stats/stats-sample.js';
+import { Base, intervalOf } from '../../projections/stats/stats-sample.js';
 
 const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);
 const API_OK = Base.api('all', 'succeeded');
@@ -90,4 +90,83 @@ describe('usage meter: a log that refuses appends', () => {
     await expect(meter.close()).resolves.toBeUndefined();
     expect(lines.some((l) => /refused it on close/.test(l.msg))).toBe(true);
   });
+});
+
+// Issue 11, stats: open realtime connections are a level each instance reads once per 6-second
+// interval and reports once; the stats projection adds the instances' readings up.
+describe('usage meter: open realtime connections', () => {
+  const connectionsOf = (events: UsageReported[]) => events.map((e) => [e.intervalStart, e.appId, e.connections]);
+
+  it('reports the reading of each interval per app, with or without counters, and nothing for an app with none open', async () => {
+    let now = T0 + 3000;
+    const { meter, state } = meterOnFlakyLog({ now: () => now });
+    const open = new Map([['a', 2], ['b', 1], ['idle', 0]]);
+    meter.measureConnections(() => open);
+    meter.readConnections();
+    meter.apiRequest('a', 200, false);
+    meter.apiRequest('c', 200, false); // counters, no connection
+    now += 6000;
+    open.set('a', 5).delete('b');
+    meter.readConnections();
+    await meter.flush();
+    expect(connectionsOf(state.appended).sort()).toEqual([
+      [T0, 'a', 2],
+      [T0, 'b', 1],
+      [T0, 'c', undefined],
+      [T0 + 6000, 'a', 5],
+    ]);
+    expect(state.appended.find((e) => e.appId === 'b')?.counters).toEqual({});
+  });
+
+  it('a later reading in the same interval replaces the earlier one; once a flush took the interval, none is added', async () => {
+    let now = T0 + 1000;
+    const { meter, state } = meterOnFlakyLog({ now: () => now });
+    const open = new Map([['a', 4]]);
+    meter.measureConnections(() => open);
+    meter.readConnections();
+    open.set('a', 3);
+    now += 2000;
+    meter.readConnections();
+    await meter.flush(); // takes the current interval (as on close, or in tests)
+    open.set('a', 9);
+    now += 1000;
+    meter.readConnections(); // same interval: its reading went already, this one would count twice
+    meter.apiRequest('a', 200, false);
+    await meter.flush();
+    expect(connectionsOf(state.appended)).toEqual([
+      [T0, 'a', 3],
+      [T0, 'a', undefined],
+    ]);
+  });
+
+  it('a reading the log refused goes with the next flush, once', async () => {
+    let now = T0 + 3000;
+    const { meter, state } = meterOnFlakyLog({ now: () => now });
+    meter.measureConnections(() => new Map([['a', 7]]));
+    meter.readConnections();
+    now += 6000;
+    state.down = true;
+    await expect(meter.flush(false)).rejects.toThrow(/SQLITE_FULL/);
+    meter.readConnections(); // the next interval
+    state.down = false;
+    now += 6000;
+    await meter.flush(false);
+    expect(connectionsOf(state.appended)).toEqual([
+      [T0, 'a', 7],
+      [T0 + 6000, 'a', 7],
+    ]);
+  });
+
+  it('the meter reads by itself once per interval once started', async () => {
+    // The real clock: readings fall in the middle of each interval.
+    const { meter, state } = meterOnFlakyLog({ now: () => Date.now() });
+    const readAt: number[] = [];
+    meter.measureConnections(() => (readAt.push(Date.now()), new Map([['a', 1]])));
+    meter.start(60_000);
+    const deadline = Date.now() + 7000;
+    while (readAt.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await meter.close();
+    expect(readAt).toHaveLength(1);
+    expect(connectionsOf(state.appended)).toEqual([[intervalOf(readAt[0]), 'a', 1]]);
+  }, 10_000);
 });

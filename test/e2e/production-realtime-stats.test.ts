@@ -1,0 +1,122 @@
+// Production mode end to end for realtime usage statistics (issue 11, Stats): two service
+// instances on one Kafka and one ClickHouse. Each instance reads its own open connections and
+// counts what it sends; the stats (written by both instances' projections into the same tables)
+// add the instances up: connections open on both show in one peak, each connection made counts
+// once, and a message sent by each instance to its own subscriber counts once per subscriber.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { afterAll, expect, it } from 'vitest';
+import pino from 'pino';
+import * as Ably from 'ably';
+import { parseConfig } from '../../src/config.js';
+import { startService, type Service } from '../../src/service.js';
+import { productionAdapters } from '../../src/production-adapters.js';
+import { describeWithInfra, findClickHouse, findKafka } from '../helpers/infra.js';
+
+const kafka = await findKafka();
+const clickhouse = await findClickHouse();
+const infra =
+  kafka && clickhouse
+    ? {
+        ...kafka,
+        clickhouseUrl: clickhouse.url,
+        stop: async () => {
+          await kafka.stop();
+          await clickhouse.stop();
+        },
+      }
+    : undefined;
+
+const KEY = 'rtstats.k1:rt-stats-secret-secret';
+const opened: Ably.Realtime[] = [];
+const services: Service[] = [];
+
+afterAll(async () => {
+  for (const c of opened.splice(0)) c.close();
+  for (const s of services.splice(0)) await s.close().catch(() => undefined);
+});
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describeWithInfra('production mode: realtime usage statistics of two instances', 'Kafka and ClickHouse', infra, (found) => {
+  it('open connections of both instances add up in one sample; connections made and messages sent count once each', async () => {
+    const isolation = { topicPrefix: `rts-${randomBytes(4).toString('hex')}-`, tablePrefix: `rts_${randomBytes(4).toString('hex')}_` };
+    const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'cm-prod-rts-'));
+      const appsFile = join(dataDir, 'apps.json');
+      writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'rtstats', keys: [{ key: KEY }] }] }));
+      const config = parseConfig({
+        DATA_DIR: dataDir,
+        APPS_FILE: appsFile,
+        KAFKA_BROKERS: found.brokers.join(','),
+        CLICKHOUSE_URL: found.clickhouseUrl,
+        KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1',
+        INSTANCE_ID: instanceId,
+        LOG_LEVEL: 'silent',
+      });
+      const logger = pino({ level: 'silent' });
+      const service = await startService(config, logger, await productionAdapters(config, logger, isolation));
+      services.push(service);
+      await service.app.listen({ port: 0, host: '127.0.0.1' });
+      return { service, port: (service.app.server.address() as AddressInfo).port };
+    };
+    const since = Date.now();
+    const [one, two] = [await start('stats-a'), await start('stats-b')];
+    const client = (port: number): Ably.Realtime => {
+      const c = new Ably.Realtime({ key: KEY, endpoint: '127.0.0.1', port, tls: false, logLevel: 0 });
+      opened.push(c);
+      return c;
+    };
+
+    // Two connections on instance a, one on b, each subscribed to the same channel.
+    const clients = [client(one.port), client(one.port), client(two.port)];
+    const got = clients.map(() => [] as unknown[]);
+    for (const [i, c] of clients.entries()) await c.channels.get('room').subscribe((m) => void got[i].push(m.data));
+    // Published on b: a sends it to its two subscribers, b to its one.
+    await clients[2].channels.get('room').publish('m', 'hello');
+    await until('the message at every subscriber', () => got.every((g) => g.length === 1));
+
+    // Both instances read in the same moment (and so the same interval), then report.
+    one.service.usage.readConnections();
+    two.service.usage.readConnections();
+    await Promise.all([one.service.usage.flush(), two.service.usage.flush()]);
+
+    const rest = new Ably.Rest({ key: KEY, endpoint: '127.0.0.1', port: one.port, tls: false, logLevel: 0 });
+    let entries: Record<string, number> = {};
+    const summed = async (): Promise<Record<string, number>> => {
+      const page = await rest.stats({ start: since - 60_000, unit: 'minute', direction: 'forwards' });
+      const out: Record<string, number> = {};
+      for (const record of page.items) {
+        for (const [k, v] of Object.entries(record.entries) as [string, number][]) {
+          out[k] = k.endsWith('.peak') ? Math.max(out[k] ?? 0, v) : (out[k] ?? 0) + v;
+        }
+      }
+      return out;
+    };
+    const expected = {
+      'connections.all.peak': 3,
+      'connections.all.opened': 3,
+      'messages.inbound.realtime.messages.count': 1,
+      'messages.outbound.realtime.messages.count': 3,
+    };
+    await until(
+      'the stats of both instances',
+      async () => {
+        await Promise.all([one.service.stats.flush(), two.service.stats.flush()]);
+        entries = await summed();
+        return Object.entries(expected).every(([k, v]) => entries[k] === v);
+      },
+      20_000,
+    ).catch(() => undefined);
+    expect(entries).toMatchObject(expected);
+  });
+});
