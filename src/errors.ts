@@ -55,6 +55,7 @@ export const ErrorCodes = {
   serviceShuttingDown: { code: 80003, statusCode: 503 },
   tooManyChannels: { code: 90010, statusCode: 400 },
   presenceWithoutClientId: { code: 91000, statusCode: 400 },
+  tooManyPresenceMembers: { code: 91003, statusCode: 400 },
 } as const satisfies Record<string, { code: number; statusCode: number }>;
 
 export type ErrorKind = keyof typeof ErrorCodes;

@@ -33,6 +33,11 @@ export class Connection {
   expiryTimer: NodeJS.Timeout | undefined;
   private tokenTimer: NodeJS.Timeout | undefined;
   private readonly acks: PendingAck[] = [];
+  /** Bytes of the frames whose publish or presence change is not answered yet (see hold). */
+  private inflightBytes = 0;
+  /** The clientIds this connection entered, by channel, and how many in all (see countMembers). */
+  private readonly entered = new Map<string, Set<string>>();
+  private enteredCount = 0;
   private tokens: number;
   private tokensAt = 0;
 
@@ -122,8 +127,23 @@ export class Connection {
     return true;
   }
 
-  /** One ProtocolMessage from the client. Never throws: every problem is answered on the wire. */
-  handle(pm: ProtocolMessage): void {
+  /**
+   * Counts a frame's bytes until it is answered. Over maxInflightBytes the socket is not read
+   * until answers bring it back under, so TCP pushes back on the client: one sending faster than
+   * the log appends holds that much (and a frame) in memory here, not everything it sent.
+   */
+  private hold(bytes: number): () => void {
+    const max = this.gateway.settings.maxInflightBytes;
+    this.inflightBytes += bytes;
+    if (this.inflightBytes > max) this.socket?.pause();
+    return () => {
+      this.inflightBytes -= bytes;
+      if (this.inflightBytes <= max && this.socket?.isPaused) this.socket.resume();
+    };
+  }
+
+  /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */
+  handle(pm: ProtocolMessage, size = 0): void {
     const admitted = this.admit();
     switch (pm.action) {
       case Action.HEARTBEAT:
@@ -133,7 +153,7 @@ export class Connection {
         return;
       case Action.MESSAGE:
       case Action.PRESENCE:
-        return this.ackable(pm, admitted);
+        return this.ackable(pm, admitted, size);
       case Action.ATTACH:
         if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
         this.attach(pm).catch((err) => {
@@ -252,14 +272,16 @@ export class Connection {
 
   // ---- publish and presence, acknowledged in msgSerial order (§3.2)
 
-  private ackable(pm: ProtocolMessage, admitted: boolean): void {
+  private ackable(pm: ProtocolMessage, admitted: boolean, size: number): void {
     const msgSerial = pm.msgSerial;
     if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
       return this.gateway.fail(this, serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
     }
     const pending: PendingAck = { msgSerial };
     this.acks.push(pending);
+    const release = this.hold(size);
     const done = (result: PendingAck['result']): void => {
+      release();
       pending.result = result;
       this.flushAcks();
     };
@@ -361,9 +383,43 @@ export class Connection {
       if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;
       changes.push(change);
     });
+    this.countMembers(channel, changes);
     if (changes.some((c) => c.action !== 'leave')) this.presenceChannels.add(channel);
     if (changes.length > 0) await this.gateway.presenceProducer.append(this.appId, channel, changes);
     return ids;
+  }
+
+  /**
+   * Bounds the members this connection holds (maxMembersPerConnection, 91003) and the channels it
+   * holds them on (maxChannelsPerConnection, 90010): each member costs memory in the presence
+   * projection as long as the connection lives. Channels whose members the gateway made leave (a
+   * detach, a drop, the connection forgotten) are out of presenceChannels and stop counting.
+   */
+  private countMembers(channel: string, changes: PresenceChange[]): void {
+    const { maxMembersPerConnection, maxChannelsPerConnection } = this.gateway.settings;
+    for (const [held, clientIds] of this.entered) {
+      if (this.presenceChannels.has(held)) continue;
+      this.enteredCount -= clientIds.size;
+      this.entered.delete(held);
+    }
+    const clientIds = this.entered.get(channel) ?? new Set<string>();
+    const joining = new Set(changes.filter((c) => c.action !== 'leave' && !clientIds.has(c.clientId ?? '')).map((c) => c.clientId));
+    if (joining.size > 0 && clientIds.size === 0 && this.entered.size >= maxChannelsPerConnection) {
+      throw new ServiceError('tooManyChannels', `a connection may hold presence members on at most ${maxChannelsPerConnection} channels`);
+    }
+    if (this.enteredCount + joining.size > maxMembersPerConnection) {
+      throw new ServiceError('tooManyPresenceMembers', `a connection may hold at most ${maxMembersPerConnection} presence members; this one holds ${this.enteredCount}`);
+    }
+    for (const { action, clientId = '' } of changes) {
+      if (action === 'leave') {
+        if (clientIds.delete(clientId)) this.enteredCount--;
+      } else if (!clientIds.has(clientId)) {
+        clientIds.add(clientId);
+        this.enteredCount++;
+      }
+    }
+    if (clientIds.size > 0) this.entered.set(channel, clientIds);
+    else this.entered.delete(channel);
   }
 
   /**

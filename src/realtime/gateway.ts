@@ -143,6 +143,8 @@ export class Gateway {
   readonly publisher: Publisher;
   readonly presenceProducer: PresenceProducer;
   private readonly connections = new Map<string, Connection>();
+  /** Connections without a socket, waiting for a resume, the one dropped longest ago first. */
+  private readonly waiting = new Set<Connection>();
   /** Attachments by channel log key. */
   private readonly index = new Map<string, Set<Attachment>>();
   /** Next offset of the messages topic to deliver, per partition. */
@@ -188,6 +190,7 @@ export class Gateway {
           if (!conn) return;
           // Resumed on another instance: that one holds it (and its members) now.
           this.connections.delete(connectionId);
+          this.waiting.delete(conn);
           conn.clearTimers();
           this.detachSocket(conn, true);
         },
@@ -285,6 +288,7 @@ export class Gateway {
     clearTimeout(conn.dropTimer);
     clearTimeout(conn.expiryTimer);
     conn.dropTimer = conn.expiryTimer = undefined;
+    this.waiting.delete(conn);
     this.connections.set(conn.id, conn);
     conn.socket = ws;
     conn.lastReceived = this.clock.now();
@@ -301,7 +305,7 @@ export class Gateway {
         return this.fail(c, toWireError(err));
       }
       try {
-        c.handle(pm);
+        c.handle(pm, data.length);
       } catch (err) {
         // A bug, not the client's fault; thrown here it would end the process and every connection.
         this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
@@ -389,6 +393,11 @@ export class Gateway {
     conn.dropTimer.unref();
     conn.expiryTimer = setTimeout(() => this.forget(conn), Math.max(this.settings.connectionStateTtlMs, this.settings.presenceDropMs));
     conn.expiryTimer.unref();
+    // Bounded like open ones: a client opening and dropping sockets in a loop would otherwise leave
+    // one for every socket, each kept for connectionStateTtl. Over maxConnections, the one that
+    // has waited longest is forgotten, as if its window had ended (its members leave).
+    this.waiting.add(conn);
+    if (this.waiting.size > this.settings.maxConnections) this.forget(this.waiting.values().next().value!);
   }
 
   /** Takes a connection off its socket: its attachments stop (a resume attaches again and replays). */
@@ -402,6 +411,7 @@ export class Gateway {
   }
 
   private forget(conn: Connection): void {
+    this.waiting.delete(conn);
     if (this.connections.get(conn.id) !== conn) return;
     this.connections.delete(conn.id);
     this.deps.events.closed(conn.appId, conn.id);
@@ -661,6 +671,7 @@ export class Gateway {
       }
     }
     this.connections.clear();
+    this.waiting.clear();
     this.deps.presence.listener = undefined;
     await this.subscription?.stop();
     await this.deps.events.close();

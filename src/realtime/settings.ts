@@ -25,6 +25,19 @@ export interface RealtimeSettings {
    * REALTIME_MAX_BUFFERED_BYTES
    */
   maxBufferedBytes: number;
+  /**
+   * Bytes of one connection's frames whose publish or presence change is not answered yet. Above
+   * it the gateway stops reading the socket until answers come back (TCP pushes back on the
+   * client): a client sending faster than the log appends costs this much memory, not all it
+   * sent. REALTIME_MAX_INFLIGHT_BYTES
+   */
+  maxInflightBytes: number;
+  /**
+   * Presence members one connection may hold, all channels together: each costs memory in the
+   * presence projection for as long as the connection lives. Above: NACK 91003.
+   * REALTIME_MAX_MEMBERS_PER_CONNECTION
+   */
+  maxMembersPerConnection: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -45,6 +58,8 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxChannelsPerConnection: 200,
   maxInboundRate: 100,
   maxBufferedBytes: 8 * 1024 * 1024,
+  maxInflightBytes: 2 * 1024 * 1024,
+  maxMembersPerConnection: 10_000,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,

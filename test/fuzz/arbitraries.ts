@@ -24,26 +24,26 @@ export const nestedJson = (depth: number, kind: 'array' | 'object'): string =>
   kind === 'array' ? `${'['.repeat(depth)}1${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 
 /** The same nesting in MessagePack: fixarray-of-one headers (0x91) or fixmap-of-one (0x81 "a"). */
-const nestedMsgpack = (depth: number, kind: 'array' | 'object'): Buffer =>
+export const nestedMsgpack = (depth: number, kind: 'array' | 'object'): Buffer =>
   kind === 'array'
     ? Buffer.concat([Buffer.alloc(depth, 0x91), Buffer.from([0x01])])
     : Buffer.concat([Buffer.from(new Array(depth).fill([0x81, 0xa1, 0x61]).flat()), Buffer.from([0x01])]);
 
-const depthArb = fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 90, max: 200 }), fc.integer({ min: 1000, max: 20_000 }));
-const kindArb = fc.constantFrom<'array' | 'object'>('array', 'object');
+export const depthArb = fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 90, max: 200 }), fc.integer({ min: 1000, max: 20_000 }));
+export const kindArb = fc.constantFrom<'array' | 'object'>('array', 'object');
 
 /** Values for message fields: right and wrong types, empties, extremes. */
-const fieldValue = fc.oneof(
+export const fieldValue = fc.oneof(
   { weight: 4, arbitrary: text },
   { weight: 2, arbitrary: fc.jsonValue({ maxDepth: 3 }) },
   { weight: 1, arbitrary: fc.constantFrom('', '*', null, 0, -1, 1e308, true, [], {}, 'a'.repeat(300)) },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 70_000 }).map((n) => 'x'.repeat(n)) },
 );
 
-const encodingArb = fc.oneof(fc.constantFrom('base64', 'json', 'utf-8', 'utf-8/base64', 'json/base64', '/', '//', 'cipher+aes-128-cbc/base64', ''), text);
+export const encodingArb = fc.oneof(fc.constantFrom('base64', 'json', 'utf-8', 'utf-8/base64', 'json/base64', '/', '//', 'cipher+aes-128-cbc/base64', ''), text);
 
 /** Something shaped like a message, with any of its fields missing, wrong or extreme. */
-const messageLike = fc.record(
+export const messageLike = fc.record(
   {
     name: fieldValue,
     data: fc.oneof(fieldValue, fc.base64String({ maxLength: 40 })),
@@ -78,7 +78,7 @@ const WRONG_TYPES = [
 const json = (label: string, value: unknown): Body => ({ contentType: 'application/json', bytes: Buffer.from(JSON.stringify(value) ?? 'null'), label: `json ${label}` });
 
 /** Invalid UTF-8 sequences: a lone continuation byte, an overlong form, a surrogate, a truncated sequence, 0xff. */
-const invalidUtf8 = fc.constantFrom([0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xff], [0xc3, 0x28], [0xf8, 0x88, 0x80, 0x80, 0x80]);
+export const invalidUtf8 = fc.constantFrom([0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xff], [0xc3, 0x28], [0xf8, 0x88, 0x80, 0x80, 0x80]);
 
 /**
  * Where deep nesting goes in a route's body: the document around a nested value, as JSON text;

@@ -14,14 +14,15 @@ export interface Failure {
 
 interface RouteTally {
   inputs: number;
-  byStatus: Map<number, number>;
+  /** By HTTP status (0 for none), or by what became of a realtime connection. */
+  byStatus: Map<number | string, number>;
 }
 
 export class Tally {
   private readonly routes = new Map<string, RouteTally>();
   private readonly failures = new Map<string, Failure>();
 
-  record(route: string, status: number | 'none', input: string, violations: Violation[]): void {
+  record(route: string, status: number | string, input: string, violations: Violation[]): void {
     let t = this.routes.get(route);
     if (!t) this.routes.set(route, (t = { inputs: 0, byStatus: new Map() }));
     t.inputs++;
@@ -54,7 +55,7 @@ export class Tally {
   table(): string {
     const rows = [...this.routes.entries()].map(([route, t]) => {
       const statuses = [...t.byStatus.entries()]
-        .sort((a, b) => a[0] - b[0])
+        .sort((a, b) => (typeof a[0] === 'number' && typeof b[0] === 'number' ? a[0] - b[0] : String(a[0]).localeCompare(String(b[0]))))
         .map(([s, n]) => `${s === 0 ? 'none' : s}×${n}`)
         .join(' ');
       return [route, String(t.inputs), String(this.failuresOf(route).length), statuses];

@@ -139,6 +139,37 @@ describe('inbound rate per connection', () => {
   });
 });
 
+describe('publishes in flight per connection', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_INFLIGHT_BYTES: '1024' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  it('over REALTIME_MAX_INFLIGHT_BYTES of unanswered publishes, the gateway reads no further frames until answers come back', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const channel = uniqueChannel();
+    const n = 30;
+    const answers = Array.from({ length: n }, (_, i) => c.ackOf(i, 20_000));
+    // 30 publishes of 400 KB and a HEARTBEAT, written at once: the HEARTBEAT is read (and
+    // answered) only once the publishes before it were answered, but for the last, whose frame's
+    // end may come in the same read as the HEARTBEAT.
+    for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: 'p'.repeat(50_000) })) });
+    c.send({ action: Actions.HEARTBEAT, id: 'after' });
+    await Promise.all(answers);
+    await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'after');
+    const order = c.frames.filter((f) => f.action === Actions.ACK || (f.action === Actions.HEARTBEAT && f.id === 'after')).map((f) => (f.action === Actions.ACK ? `ack ${f.msgSerial}+${f.count}` : 'heartbeat'));
+    expect(order.indexOf('heartbeat'), order.join(', ')).toBeGreaterThanOrEqual(n - 1);
+  });
+});
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
@@ -154,6 +185,58 @@ describe('channels per connection', () => {
     expect((await c.attach(names[3])).action).toBe(Actions.ATTACHED);
     // A channel error is not a connection error.
     await c.ping();
+  });
+});
+
+describe('presence members per connection', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_MEMBERS_PER_CONNECTION: '5', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  const enter = (clientId: string, action = 2): Record<string, unknown> => ({ action, clientId, data: clientId });
+
+  it('an enter beyond REALTIME_MAX_MEMBERS_PER_CONNECTION gets NACK 91003; updates, leaves and a DETACH make room as they should', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const [one, two] = [uniqueChannel(), uniqueChannel()];
+    expect((await c.presence(one, ['a', 'b', 'c'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+    expect((await c.presence(two, ['d', 'e'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+    const over = await c.presence(one, [enter('f')]);
+    expect(over.action).toBe(Actions.NACK);
+    expect(errorOf(over)).toMatchObject({ code: 91003, statusCode: 400 });
+    // Entering again, or updating, a member it holds adds none.
+    expect((await c.presence(one, [enter('a'), enter('b', 4)])).action).toBe(Actions.ACK);
+    expect((await c.presence(one, [enter('c', 3)])).action).toBe(Actions.ACK);
+    expect((await c.presence(one, [enter('f')])).action).toBe(Actions.ACK);
+    // A DETACH makes its members there leave: room for two more.
+    c.send({ action: Actions.DETACH, channel: two });
+    await c.next((pm) => pm.action === Actions.DETACHED && pm.channel === two);
+    expect((await c.presence(one, [enter('g'), enter('h')])).action).toBe(Actions.ACK);
+    // Members on a third channel: over REALTIME_MAX_CHANNELS_PER_CONNECTION channels with members.
+    expect((await c.presence(two, [enter('i', 3)])).action).toBe(Actions.ACK);
+    const res = await small.service.app.inject({ method: 'GET', url: `/channels/${one}/presence`, headers: { authorization: small.auth } });
+    expect((res.json() as { clientId: string }[]).map((m) => m.clientId).sort()).toEqual(['a', 'b', 'f', 'g', 'h']);
+  });
+
+  it('members on more channels than REALTIME_MAX_CHANNELS_PER_CONNECTION get NACK 90010', async () => {
+    const c = await RawClient.connect(smallPort, { key: small.key });
+    clients.push(c);
+    const names = [uniqueChannel(), uniqueChannel(), uniqueChannel()];
+    expect((await c.presence(names[0], [enter('a')])).action).toBe(Actions.ACK);
+    expect((await c.presence(names[1], [enter('a')])).action).toBe(Actions.ACK);
+    const over = await c.presence(names[2], [enter('a')]);
+    expect(over.action).toBe(Actions.NACK);
+    expect(errorOf(over)).toMatchObject({ code: 90010, statusCode: 400 });
+    expect((await c.presence(names[0], [enter('a', 3)])).action).toBe(Actions.ACK);
+    expect((await c.presence(names[2], [enter('a')])).action).toBe(Actions.ACK);
   });
 });
 
@@ -369,6 +452,31 @@ describe('connections per instance', () => {
     const again = await RawClient.connect(smallPort, { key: small.key });
     clients.push(again);
     await again.ping();
+    for (const c of [...held, again]) c.close();
+  });
+
+  it('connections waiting for a resume are bounded too: past REALTIME_MAX_CONNECTIONS of them, the one dropped longest ago is forgotten and its members leave', async () => {
+    const channel = uniqueChannel();
+    const members = async (): Promise<string[]> => {
+      const res = await small.service.app.inject({ method: 'GET', url: `/channels/${channel}/presence`, headers: { authorization: small.auth } });
+      return (res.json() as { clientId: string }[]).map((m) => m.clientId);
+    };
+    const first = await RawClient.connect(smallPort, { key: small.key, clientId: 'dropped-first' });
+    expect((await first.presence(channel, [{ action: 2, data: 'here' }])).action).toBe(Actions.ACK);
+    first.close(); // dropped without CLOSE: resumable, its member stays for REALTIME_PRESENCE_DROP_MS (a minute)
+    await closedWithin(first, 5000);
+    const deadline = Date.now() + 5000;
+    while (!(await members()).includes('dropped-first') && Date.now() < deadline) await sleep(50);
+    expect(await members()).toEqual(['dropped-first']);
+    // Three more open and drop: four waiting, one too many.
+    for (let i = 0; i < 3; i++) {
+      const c = await RawClient.connect(smallPort, { key: small.key });
+      c.close();
+      await closedWithin(c, 5000);
+    }
+    const gone = Date.now() + 5000;
+    while ((await members()).length > 0 && Date.now() < gone) await sleep(50);
+    expect(await members()).toEqual([]);
   });
 });
 
