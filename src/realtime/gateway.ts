@@ -52,9 +52,20 @@ export interface Attachment {
   recordKey: string;
   partition: number;
   modes: number;
+  /**
+   * The client's own position in the channel's partition when it is ahead of this instance's
+   * delivery (a resume on an instance whose consumer lags the one it came from): records before it
+   * reached the client already and are not sent again.
+   */
+  from: number;
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
+}
+
+interface BacklogRecord {
+  event: MessagesPublished;
+  offset: number;
 }
 
 /** At most `n` holders at once; the others wait in order. */
@@ -98,6 +109,8 @@ class OutgoingMessages {
 
   constructor(
     readonly event: MessagesPublished,
+    /** The record's offset in its partition. */
+    readonly offset: number,
     readonly channelSerial: string,
   ) {
     this.connectionId = event.messages[0]?.connectionId;
@@ -467,21 +480,24 @@ export class Gateway {
     const recordKey = channelKey(conn.appId, channel);
     const partition = partitionFor(recordKey, this.partitions);
     this.detach(conn, channel);
-    const attachment: Attachment = { conn, channel, recordKey, partition, modes };
+    const target = this.delivered[partition];
+    const from = serial === undefined ? undefined : parseSerial(serial, partition);
+    const attachment: Attachment = { conn, channel, recordKey, partition, modes, from: from ?? 0 };
     // The presence set and the registration in the same tick: every change after the snapshot
     // reaches the attachment, none before it (no gap, no duplicate).
     const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.members(conn.appId, channel) : [];
-    const target = this.delivered[partition];
-    const from = serial === undefined ? undefined : parseSerial(serial, partition);
-    const replay = from !== undefined && from <= target;
+    // Behind the client's position (it comes from an instance whose delivery is further on): live
+    // delivery brings everything after it, and skips what the client has.
+    const ahead = from !== undefined && from > target;
+    const replay = from !== undefined && from < target;
     if (replay) attachment.held = [];
     let set = this.index.get(recordKey);
     if (!set) this.index.set(recordKey, (set = new Set()));
     set.add(attachment);
     conn.attachments.set(channel, attachment);
 
-    let backlog: MessagesPublished[] = [];
-    let resumed = false;
+    let backlog: BacklogRecord[] = [];
+    let resumed = ahead || from === target;
     if (replay) {
       try {
         backlog = await this.readBacklog(recordKey, partition, from, target);
@@ -494,11 +510,11 @@ export class Gateway {
     let flags = modes;
     if (members.length > 0) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
-    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: serialOf(partition, target) };
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: this.serialFor(attachment) };
     if (params && Object.keys(params).length > 0) attached.params = {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(conn, channel, members);
-    for (const event of backlog) this.sendMessages(attachment, new OutgoingMessages(event, serialOf(partition, target)));
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, target)));
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
@@ -506,7 +522,7 @@ export class Gateway {
   }
 
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
-  private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+  private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
     // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
     // once, replay holds a bounded amount of memory.
     await this.replaySlots.take();
@@ -517,8 +533,8 @@ export class Gateway {
     }
   }
 
-  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
-    const found: MessagesPublished[] = [];
+  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
+    const found: BacklogRecord[] = [];
     let offset = from;
     let scanned = 0;
     let bytes = 0;
@@ -529,7 +545,7 @@ export class Gateway {
         if (r.offset >= to) break;
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
-          if (event.type === 'messages.published') found.push(event);
+          if (event.type === 'messages.published') found.push({ event, offset: r.offset });
           bytes += r.value.byteLength;
           if (found.length > this.settings.maxReplayRecords || bytes > this.settings.maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
         }
@@ -556,7 +572,7 @@ export class Gateway {
       if (set) {
         const event = decodeEvent(r.value);
         if (event.type === 'messages.published') {
-          const out = new OutgoingMessages(event, serialOf(r.partition, r.offset + 1));
+          const out = new OutgoingMessages(event, r.offset, serialOf(r.partition, r.offset + 1));
           for (const attachment of set) this.sendMessages(attachment, out);
         }
       }
@@ -570,6 +586,7 @@ export class Gateway {
       else attachment.held.push(() => this.sendMessages(attachment, out));
       return;
     }
+    if (out.offset < attachment.from) return;
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
@@ -596,10 +613,15 @@ export class Gateway {
     const sent = conn.send({
       action: Action.PRESENCE,
       channel: attachment.channel,
-      channelSerial: serialOf(attachment.partition, this.delivered[attachment.partition]),
+      channelSerial: this.serialFor(attachment),
       presence: items.map((e) => presenceToWire(e, conn.format)),
     });
     if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
+  }
+
+  /** The attachment's position: never behind what its client already has. */
+  private serialFor(attachment: Attachment): string {
+    return serialOf(attachment.partition, Math.max(attachment.from, this.delivered[attachment.partition]));
   }
 
   private members(appId: string, channel: string): PresenceMember[] {

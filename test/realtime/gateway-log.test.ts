@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
 
 const opened: { close(): void }[] = [];
 let ts: TestService | undefined;
@@ -95,5 +96,37 @@ describe.each([
     await waitFor(async () => (await rest.channels.get(channelName).presence.get()).items.length === 1, 'the member entered again');
     const present = (await rest.channels.get(channelName).presence.get()).items;
     expect(present.map((m) => [m.clientId, m.data, m.connectionId])).toEqual([['survivor', 'here', id]]);
+  });
+
+  it('an attach whose channelSerial is ahead of this instance\'s delivery is RESUMED and gets no record twice (resume on a lagging instance)', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const channel = uniqueChannel();
+    const publish = async (data: string): Promise<void> => {
+      const res = await ts!.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth, 'content-type': 'application/json' }, payload: { name: 'm', data } });
+      expect(res.statusCode).toBe(201);
+    };
+    // Where the channel's partition stands: the serial of a plain attach.
+    const probe = await RawClient.connect(port, { key: ts.key }, format);
+    probe.send({ action: Actions.ATTACH, channel, flags: 0 });
+    const serial = String((await probe.next((pm) => pm.action === Actions.ATTACHED)).channelSerial);
+    const [partition, offset] = serial.split(':').map(Number);
+    probe.ws.close();
+
+    // A client that came from an instance further on has already had the next record (offset + 1
+    // is its position); this instance has not delivered it yet.
+    const client = await RawClient.connect(port, { key: ts.key }, format);
+    client.send({ action: Actions.ATTACH, channel, flags: 0, channelSerial: `${partition}:${offset + 1}` });
+    const attached = await client.next((pm) => pm.action === Actions.ATTACHED);
+    expect(Number(attached.flags) & 4).toBe(4); // RESUMED: continuity kept
+    expect(attached.channelSerial).toBe(`${partition}:${offset + 1}`);
+    await publish('had-it-already');
+    await publish('new');
+    const message = await client.next((pm) => pm.action === Actions.MESSAGE);
+    expect((message.messages as { data: unknown }[]).map((m) => m.data)).toEqual(['new']);
+    expect(message.channelSerial).toBe(`${partition}:${offset + 2}`);
+    expect(client.frames.filter((pm) => pm.action === Actions.MESSAGE)).toHaveLength(1);
+    client.ws.close();
   });
 });
