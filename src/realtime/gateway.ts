@@ -195,6 +195,9 @@ export class Gateway {
       onError: (err) => this.logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
     });
     await this.subscription.caughtUp;
+    // A resume reads its channel's backlog from the log: the first one should not wait for the
+    // reader to start.
+    log.prepareReads?.(Topics.messages).catch((err) => this.logger.warn({ err }, 'the log reader for resumes did not start; the first resume starts it'));
     const holders = new Set(this.deps.presence.connectionsHeldBy(() => true).map((c) => c.instanceId));
     await this.deps.events.start(
       {
