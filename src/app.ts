@@ -24,6 +24,7 @@ import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
+import { limitHttpConnections } from './http/connection-limit.js';
 
 export interface AppDeps {
   clock: Clock;
@@ -68,7 +69,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
   });
-  app.server.maxConnections = deps.limits.maxConnections;
+  limitHttpConnections(app.server, deps.limits.maxConnections);
 
   registerBodyParsers(app);
   const bodies = new BodyBudget(deps.limits.maxInflightBodyBytes);

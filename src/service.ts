@@ -29,6 +29,7 @@ import type { StatsStore } from '../projections/stats/stats-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
+import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
@@ -261,6 +262,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // The realtime gateway, on the same port. Members a previous run of this instance left present
   // (a crash, a restart) leave first: no connection survives a restart, and a client that
   // resumes here enters again (the SDK re-enters its members on every attach).
+  const openFiles = openFileLimit();
+  const realtimeSettings = { ...config.realtime, maxConnections: realtimeConnectionsFor(config.realtime.maxConnections, config.limits.maxConnections, openFiles) };
+  if (realtimeSettings.maxConnections < config.realtime.maxConnections) {
+    logger.warn(
+      { configured: config.realtime.maxConnections, effective: realtimeSettings.maxConnections, openFiles, httpConnections: config.limits.maxConnections },
+      'REALTIME_MAX_CONNECTIONS lowered to what the open-file limit leaves beside MAX_CONNECTIONS; raise the limit (ulimit -n) or lower MAX_CONNECTIONS for more',
+    );
+  }
   gateway = new Gateway({
     authenticator,
     apps: registry,
@@ -270,7 +279,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     log,
     clock,
     limits: config.limits,
-    settings: config.realtime,
+    settings: realtimeSettings,
     instanceId: config.instanceId,
     logger,
     usage,

@@ -1,5 +1,6 @@
 // The realtime gateway's timings and limits (README: The realtime interface). Defaults follow
 // what the SDK expects of the platform (REALTIME-PROTOCOL.md §1.4, §6).
+import { readFileSync } from 'node:fs';
 
 export interface RealtimeSettings {
   /** How long a dropped connection can be resumed. Sent as connectionDetails.connectionStateTtl. */
@@ -64,3 +65,31 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
 };
+
+/** File descriptors kept for everything but client sockets: log and store files, Kafka and ClickHouse. */
+const RESERVED_FILES = 256;
+
+/**
+ * The process's open-file limit (Linux: /proc/self/limits, "Max open files", the soft limit, which
+ * Node raises to the hard one at start), or undefined where it cannot be read.
+ */
+export function openFileLimit(read: () => string = () => readFileSync('/proc/self/limits', 'utf8')): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(read());
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * REALTIME_MAX_CONNECTIONS as the process can hold it: every socket is a file, so above the
+ * open-file limit less the HTTP connections (MAX_CONNECTIONS) and a reserve, accept fails with
+ * EMFILE and the client sees a reset, which the SDK retries as a network failure, instead of the
+ * gateway's DISCONNECTED 42910. Realtime keeps at least half of what is left after the reserve.
+ */
+export function realtimeConnectionsFor(configured: number, httpConnections: number, openFiles: number | undefined): number {
+  if (openFiles === undefined) return configured;
+  const usable = Math.max(2, openFiles - RESERVED_FILES);
+  return Math.min(configured, Math.max(Math.floor(usable / 2), usable - httpConnections));
+}
