@@ -16,7 +16,8 @@
   var max = 'max';
   /**
    * The charts and their series: `field` is the stats record's flat entry (version 2 and later),
-   * `how` how the range's total is made from the intervals' values.
+   * `how` how the range's total is made from the intervals' values (none for means: a mean of
+   * the range is not made from the intervals' means, so the table leaves them out).
    */
   var CHARTS = [
     {
@@ -67,7 +68,7 @@
       format: 'count',
       series: [
         { label: 'peak', field: 'channels.peak', how: max, color: '#1f5fbf' },
-        { label: 'mean', field: 'channels.mean', how: max, color: '#7f8c8d' },
+        { label: 'mean', field: 'channels.mean', how: null, color: '#7f8c8d' },
         { label: 'opened', field: 'channels.opened', how: sum, color: '#2a9d4b' },
       ],
     },
@@ -77,7 +78,7 @@
       format: 'count',
       series: [
         { label: 'peak', field: 'connections.all.peak', how: max, color: '#1f5fbf' },
-        { label: 'mean', field: 'connections.all.mean', how: max, color: '#7f8c8d' },
+        { label: 'mean', field: 'connections.all.mean', how: null, color: '#7f8c8d' },
         { label: 'opened', field: 'connections.all.opened', how: sum, color: '#2a9d4b' },
       ],
     },
@@ -296,6 +297,7 @@
     var totals = {};
     CHARTS.forEach(function (chart) {
       chart.series.forEach(function (s) {
+        if (!s.how) return;
         var total = 0;
         records.forEach(function (r) {
           var v = r.entries && typeof r.entries[s.field] === 'number' ? r.entries[s.field] : 0;
@@ -310,7 +312,11 @@
   function renderTotals(totals) {
     totalsBody.textContent = '';
     CHARTS.forEach(function (chart) {
-      chart.series.forEach(function (s, i) {
+      chart.series
+        .filter(function (s) {
+          return s.how;
+        })
+        .forEach(function (s, i) {
         var tr = document.createElement('tr');
         var cells = [i === 0 ? chart.title : '', s.label, s.field, s.how === max ? 'highest' : 'total'];
         cells.forEach(function (text, j) {
@@ -385,6 +391,21 @@
     };
     var timeLabel = { minute: '{YYYY}-{MM}-{DD} {HH}:{mm}', hour: '{YYYY}-{MM}-{DD} {HH}:00', day: '{YYYY}-{MM}-{DD}', month: '{YYYY}-{MM}' }[unit];
     var timeFormat = uPlot.fmtDate(timeLabel);
+    var tickFormats = { time: uPlot.fmtDate('{HH}:{mm}'), dayTime: uPlot.fmtDate('{MM}-{DD} {HH}:{mm}'), day: uPlot.fmtDate('{YYYY}-{MM}-{DD}'), month: uPlot.fmtDate('{YYYY}-{MM}') };
+    /** 24-hour UTC tick labels; the date where it changes, as the hover legend shows it. */
+    var timeTicks = function (_u, splits) {
+      var step = splits.length > 1 ? splits[1] - splits[0] : 86400;
+      var lastDay = '';
+      return splits.map(function (s) {
+        var d = utc(s);
+        if (step >= 28 * 86400) return tickFormats.month(d);
+        if (step >= 86400) return tickFormats.day(d);
+        var day = tickFormats.day(d);
+        var label = day !== lastDay ? tickFormats.dayTime(d) : tickFormats.time(d);
+        lastDay = day;
+        return label;
+      });
+    };
     CHARTS.forEach(function (chart) {
       var box = document.createElement('div');
       box.className = 'chart';
@@ -419,7 +440,7 @@
           }),
         ),
         axes: [
-          { stroke: '#444', grid: { stroke: '#e5e5e5' } },
+          { stroke: '#444', grid: { stroke: '#e5e5e5' }, values: timeTicks },
           {
             stroke: '#444',
             grid: { stroke: '#e5e5e5' },
