@@ -211,7 +211,10 @@
     var span = Number(presetInput.value);
     var unit = presetInput.selectedOptions[0].dataset.unit;
     if (unit) unitInput.value = unit;
+    var preset = presetInput.value;
     return serviceNow().then(function (now) {
+      // The user may have picked another preset, or typed a range, while the time was asked.
+      if (presetInput.value !== preset) return now;
       endInput.value = toInputValue(now);
       startInput.value = toInputValue(now - span);
       return now;

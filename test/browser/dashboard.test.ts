@@ -242,6 +242,23 @@ if (!haveChromium) {
       expect(problems).toEqual([]);
     }, 120_000);
 
+    it("a preset range ends at the service's time (GET /time), not the browser's", async () => {
+      await page.goto(`${base}/dashboard`);
+      await page.waitForSelector('body[data-ready="true"]');
+      await page.fill('#credential', key);
+      await page.selectOption('#preset', '86400000'); // last 24 hours, per hour
+      await page.click('#load');
+      await page.waitForSelector('#status[data-state="done"]');
+      expect(await page.inputValue('#end')).toBe('2030-01-15T13:00'); // the service clock: T0 + 3 h
+      expect(await page.inputValue('#start')).toBe('2030-01-14T13:00');
+      expect(await page.inputValue('#unit')).toBe('hour');
+      const totals = await shownTotals();
+      const expected = expectedTotals();
+      // The messages are all in the range; the API requests now include the page's own.
+      for (const field of ['messages.all.all.count', 'messages.inbound.all.all.data', 'channels.opened']) expect(totals[field]).toBe(expected[field]);
+      expect(problems).toEqual([]);
+    }, 120_000);
+
     it("shows the service's error message (spec: Errors) for bad credentials and a missing capability", async () => {
       const bad = `${key.slice(0, key.indexOf(':'))}:wrong-secret`;
       const expected = (await t.service.app.inject({ url: '/stats', headers: { authorization: basic(bad) } })).json().error;
