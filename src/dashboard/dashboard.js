@@ -532,7 +532,13 @@
     e.preventDefault();
     load();
   });
-  kindInput.addEventListener('change', placeholder);
+  kindInput.addEventListener('change', function () {
+    placeholder();
+    if (rememberInput.checked) remember();
+  });
+  credentialInput.addEventListener('input', function () {
+    if (rememberInput.checked) remember();
+  });
   rememberInput.addEventListener('change', remember);
   presetInput.addEventListener('change', function () {
     applyPreset();

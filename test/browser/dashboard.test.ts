@@ -272,6 +272,23 @@ if (!haveChromium) {
       expect(await page.textContent('#error')).toBe(`${denied.message} (code 40160, status 401)`);
     }, 120_000);
 
+    it('keeps the credential across a reload only when asked, in the tab (sessionStorage), never in localStorage', async () => {
+      await page.goto(`${base}/dashboard`);
+      await page.waitForSelector('body[data-ready="true"]');
+      await page.fill('#credential', key);
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      expect(await page.inputValue('#credential')).toBe('');
+      await page.fill('#credential', key);
+      await page.check('#remember');
+      await page.reload();
+      await page.waitForSelector('body[data-ready="true"]');
+      expect(await page.inputValue('#credential')).toBe(key);
+      expect(await page.evaluate(() => localStorage.length)).toBe(0);
+      await page.uncheck('#remember');
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    }, 120_000);
+
     it('says so when the range has no stats, with zero totals', async () => {
       expect(await show({ credential: key, start: '2030-01-14T00:00', end: '2030-01-14T01:00', unit: 'minute' })).toBe('empty');
       expect(await page.textContent('#empty')).toContain('No stats in this range');
