@@ -499,7 +499,7 @@
         var empty = document.createElement('p');
         empty.className = 'empty';
         empty.id = 'empty';
-        empty.textContent = 'No stats in this range (' + range + '): the app had no traffic then.';
+        empty.textContent = 'No stats in this range (' + range + '). Usage is counted in 6-second samples, so the last seconds may not show yet.';
         chartsEl.appendChild(empty);
         setStatus('empty', 'No stats from ' + range + '.');
         return;
