@@ -22,6 +22,7 @@ import type { TokenService } from './auth/tokens.js';
 import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
 import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 import { limitHttpConnections } from './http/connection-limit.js';
@@ -155,6 +156,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0), deps.isPersisted(appId, channel)),
   });
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
+  app.register(dashboardRoutes);
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(batchPresenceRoutes, { presence: deps.presence });

@@ -106,7 +106,7 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
     channelPath('/presence'),
     channelPath('/presence/history'),
     channelPath(''),
-    fc.constantFrom('/messages', '/presence', '/stats', '/time', '/apps', `/keys/${c.keyName}/requestToken`, `/apps/${deletableAppId}-not`),
+    fc.constantFrom('/messages', '/presence', '/stats', '/time', '/dashboard', '/apps', `/keys/${c.keyName}/requestToken`, `/apps/${deletableAppId}-not`),
   );
   const wrongMethod = fc
     .tuple(knownPaths, fc.constantFrom('PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), queryString, headers, messageBodies)
@@ -141,6 +141,8 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
       request: req('POST', fc.constant('/stats'), bodiesOf(statsFixtures, [{ wrap: (n) => `[{"intervalId":"2024-01-31:23:59","inbound":${n}}]` }, { wrap: (n) => n }])),
     },
     { label: 'GET /time', request: req('GET', fc.constant('/time')) },
+    { label: 'GET /dashboard', request: req('GET', fc.constant('/dashboard')) },
+    { label: 'GET /dashboard/assets/:file', request: req('GET', segment.map((f) => `/dashboard/assets/${f}`)) },
     {
       label: 'POST /apps (sandbox)',
       request: req('POST', fc.constant('/apps'), bodiesOf(appSetup, [{ wrap: (n) => `{"channels":[{"name":"c","presence":[{"clientId":"a","data":${n}}]}]}` }, { wrap: (n) => `{"keys":[{"capability":${n}}]}` }, { wrap: (n) => `{"namespaces":${n}}` }])),
