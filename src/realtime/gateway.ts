@@ -63,6 +63,25 @@ export interface Attachment {
   overflowed?: boolean;
 }
 
+/**
+ * Ids of connections that ended for good, the newest `max` of them (about 100 bytes each): a
+ * resume names one that any instance ended, and is refused rather than made a new life.
+ */
+class EndedConnections {
+  private readonly ids = new Set<string>();
+  constructor(private readonly max: number) {}
+
+  add(id: string): void {
+    this.ids.delete(id);
+    this.ids.add(id);
+    if (this.ids.size > this.max) this.ids.delete(this.ids.values().next().value!);
+  }
+
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+}
+
 /** Housekeeping ticks per second, each visiting that share of the connections. */
 const TICK_SLICES = 20;
 
@@ -159,6 +178,8 @@ export class Gateway {
   readonly publisher: Publisher;
   readonly presenceProducer: PresenceProducer;
   private readonly connections = new Map<string, Connection>();
+  /** Connections that ended for good, here or on another instance: a resume of one fails (80008). */
+  private readonly ended: EndedConnections;
   /** Connections without a socket, waiting for a resume, the one dropped longest ago first. */
   private readonly waiting = new Set<Connection>();
   /** Attachments by channel log key. */
@@ -183,6 +204,7 @@ export class Gateway {
     this.instanceId = deps.instanceId;
     this.publisher = deps.publisher;
     this.presenceProducer = deps.presenceProducer;
+    this.ended = new EndedConnections(deps.settings.maxEndedConnections);
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
   }
 
@@ -215,6 +237,7 @@ export class Gateway {
           conn.clearTimers();
           this.detachSocket(conn, true);
         },
+        ended: (connectionId) => this.ended.add(connectionId),
         instanceDead: (instanceId) =>
           void this.removeMembersHeldBy((id) => id === instanceId).catch((err) => this.logger.error({ err, instanceId }, 'presence leave for a gone instance failed')),
       },
@@ -224,6 +247,11 @@ export class Gateway {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
     this.ticker = setInterval(() => this.tick(), 1000 / TICK_SLICES);
     this.ticker.unref();
+  }
+
+  /** Whether a connection ended for good, here or (as the log says) on another instance. */
+  hasEnded(connectionId: string): boolean {
+    return this.ended.has(connectionId);
   }
 
   get connectionCount(): number {
@@ -287,6 +315,8 @@ export class Gateway {
       const existing = this.connections.get(id ?? connectionIdOf(resumeKey));
       if (id === undefined) {
         error = serviceError('invalidConnectionKey', 'the connection key is not valid for these credentials; a new connection was made');
+      } else if (!existing && this.ended.has(id)) {
+        error = serviceError('connectionExpired', 'unable to resume the connection: it was closed or not resumed within connectionStateTtl; a new connection was made');
       } else if (existing && existing.clientId !== clientId && existing.clientId !== undefined && existing.clientId !== '*') {
         error = serviceError('incompatibleCredentials', "the credentials' clientId does not match the connection's; a new connection was made");
       } else {
@@ -435,6 +465,7 @@ export class Gateway {
     this.waiting.delete(conn);
     if (this.connections.get(conn.id) !== conn) return;
     this.connections.delete(conn.id);
+    this.ended.add(conn.id);
     this.deps.events.closed(conn.appId, conn.id);
     conn.clearTimers();
     for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);

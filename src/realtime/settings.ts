@@ -39,6 +39,12 @@ export interface RealtimeSettings {
    * REALTIME_MAX_MEMBERS_PER_CONNECTION
    */
   maxMembersPerConnection: number;
+  /**
+   * Connections that ended for good (CLOSE, a fatal error, not resumed within connectionStateTtl)
+   * remembered by every instance, from the connections topic, so that a late resume of one is
+   * refused with 80008 instead of bringing it back. The newest are kept.
+   */
+  maxEndedConnections: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -61,6 +67,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
   maxMembersPerConnection: 10_000,
+  maxEndedConnections: 100_000,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,

@@ -11,6 +11,7 @@ import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
 import { until as untilShared } from '../faults/publish-load.js';
 import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
+import { RawClient } from '../helpers/raw-realtime.js';
 
 const infra = await findProductionInfra();
 
@@ -118,6 +119,18 @@ describeWithInfra('production mode: the realtime gateway on two instances of one
     const members = (await subscriber.channels.get('room').presence.get()).map((m) => m.clientId).sort();
     expect(members).toEqual(['mover', 'pub']);
 
+    // The mover closes on b; instance a learns it from the log, and refuses to bring it back.
+    const moverKey = mover.connection.key!;
+    await new Promise<void>((resolve) => {
+      mover.connection.once('closed', () => resolve());
+      mover.close();
+    });
+    await until('instance a to learn from the log that the connection ended', () => one.service.gateway.hasEnded(moverId!));
+    const late = await RawClient.connect(one.port, { key: KEY, resume: moverKey });
+    late.ws.close();
+    expect((late.frames[0].error as { code?: number } | undefined)?.code).toBe(80008);
+    expect(late.frames[0].connectionId).not.toBe(moverId);
+
     // Instance b dies without a word (no DISCONNECTED reaches anyone, no leave is written): its
     // members are removed by instance a once b has been silent for three alive intervals.
     publisher.close();
@@ -130,5 +143,5 @@ describeWithInfra('production mode: the realtime gateway on two instances of one
     const restOnA = async (): Promise<number> =>
       ((await one.service.app.inject({ url: '/channels/lobby/presence', headers: { authorization: `Basic ${Buffer.from(KEY).toString('base64')}` } })).json() as unknown[]).length;
     await until('the dead instance member to leave', async () => (await restOnA()) === 0, 20_000);
-  });
+  }, 90_000);
 });

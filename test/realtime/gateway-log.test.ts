@@ -129,4 +129,35 @@ describe.each([
     expect(client.frames.filter((pm) => pm.action === Actions.MESSAGE)).toHaveLength(1);
     client.ws.close();
   });
+
+  it('RTN15c7: a resume after connectionStateTtl, or after CLOSE, gets a new connection and error 80008; one within the window keeps its id', async () => {
+    ts = await startTestService({ REALTIME_CONNECTION_STATE_TTL_MS: '1000', REALTIME_PRESENCE_DROP_MS: '1000' });
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const connect = async (resume?: string): Promise<{ client: RawClient; id: string; key: string; error?: { code?: number } }> => {
+      const client = await RawClient.connect(port, { key: ts!.key, resume }, format);
+      const connected = client.frames[0];
+      const details = connected.connectionDetails as { connectionKey: string };
+      return { client, id: String(connected.connectionId), key: details.connectionKey, error: connected.error as { code?: number } | undefined };
+    };
+    const first = await connect();
+    first.client.ws.terminate();
+    // Within the window: the same connection.
+    const again = await connect(first.key);
+    expect(again.id).toBe(first.id);
+    expect(again.error).toBeUndefined();
+    again.client.ws.terminate();
+    // The window ends: a resume makes a new connection and says why.
+    await new Promise((r) => setTimeout(r, 1_600));
+    const late = await connect(first.key);
+    expect(late.id).not.toBe(first.id);
+    expect(late.error?.code).toBe(80008);
+    // CLOSE ends it at once.
+    late.client.send({ action: Actions.CLOSE });
+    await late.client.next((pm) => pm.action === Actions.CLOSED);
+    const afterClose = await connect(late.key);
+    expect(afterClose.id).not.toBe(late.id);
+    expect(afterClose.error?.code).toBe(80008);
+    afterClose.client.ws.close();
+  });
 });
