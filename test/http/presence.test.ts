@@ -49,6 +49,11 @@ describe('GET /channels/<channel_id>/presence (spec: Retrieve current presence m
     const byConnection = (await get(`${path(FIXTURES)}?connectionId=${one[0].connectionId}`)).json();
     expect(byConnection).toHaveLength(6);
     expect((await get(`${path(FIXTURES)}?connectionId=nobody`)).json()).toEqual([]);
+    // Both filters: the one member with that key, or none.
+    const both = (await get(`${path(FIXTURES)}?clientId=client_bool&connectionId=${one[0].connectionId}`)).json();
+    expect(both).toEqual(one);
+    expect((await get(`${path(FIXTURES)}?clientId=client_bool&connectionId=nobody`)).json()).toEqual([]);
+    expect((await get(`${path(FIXTURES)}?clientId=nobody&connectionId=${one[0].connectionId}`)).json()).toEqual([]);
   });
 
   it('pages with limit and Link next, each member exactly once', async () => {
