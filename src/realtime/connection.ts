@@ -128,18 +128,25 @@ export class Connection {
   }
 
   /**
-   * Counts a frame's bytes until it is answered. Over maxInflightBytes the socket is not read
-   * until answers bring it back under, so TCP pushes back on the client: one sending faster than
-   * the log appends holds that much (and a frame) in memory here, not everything it sent.
+   * Counts a frame's bytes until it is answered. Over maxInflightBytes, or with all connections
+   * together over maxTotalInflightBytes, the socket is not read until answers bring it back under,
+   * so TCP pushes back on the client: one sending faster than the log appends holds that much (and
+   * a frame) in memory here, not everything it sent.
    */
   private hold(bytes: number): () => void {
-    const max = this.gateway.settings.maxInflightBytes;
     this.inflightBytes += bytes;
-    if (this.inflightBytes > max) this.socket?.pause();
+    const overTotal = this.gateway.holdInflight(this, bytes);
+    if (overTotal || this.inflightBytes > this.gateway.settings.maxInflightBytes) this.socket?.pause();
     return () => {
       this.inflightBytes -= bytes;
-      if (this.inflightBytes <= max && this.socket?.isPaused) this.socket.resume();
+      this.gateway.releaseInflight(bytes);
+      this.resumeReading();
     };
+  }
+
+  /** Reads the socket again once this connection and all of them together are under their budgets. */
+  resumeReading(): void {
+    if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.overInflightTotal && this.socket?.isPaused) this.socket.resume();
   }
 
   /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */

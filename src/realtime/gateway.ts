@@ -249,6 +249,31 @@ export class Gateway {
     this.ticker.unref();
   }
 
+  /** Bytes of publishes and presence changes not answered yet, all connections together. */
+  private inflightTotal = 0;
+  /** Connections whose socket is not read because the total was over its budget. */
+  private readonly pausedForTotal = new Set<Connection>();
+
+  /** Counts a connection's unanswered frame against the total; true when the total is over its budget. */
+  holdInflight(conn: Connection, bytes: number): boolean {
+    this.inflightTotal += bytes;
+    if (!this.overInflightTotal) return false;
+    this.pausedForTotal.add(conn);
+    return true;
+  }
+
+  releaseInflight(bytes: number): void {
+    this.inflightTotal -= bytes;
+    if (this.overInflightTotal || this.pausedForTotal.size === 0) return;
+    const paused = [...this.pausedForTotal];
+    this.pausedForTotal.clear();
+    for (const conn of paused) conn.resumeReading();
+  }
+
+  get overInflightTotal(): boolean {
+    return this.inflightTotal > this.settings.maxTotalInflightBytes;
+  }
+
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
   hasEnded(connectionId: string): boolean {
     return this.ended.has(connectionId);

@@ -34,6 +34,12 @@ export interface RealtimeSettings {
    */
   maxInflightBytes: number;
   /**
+   * The same, all connections of the instance together: over it, a connection that sends one
+   * more publish or presence change is not read until the total is back under.
+   * REALTIME_MAX_TOTAL_INFLIGHT_BYTES
+   */
+  maxTotalInflightBytes: number;
+  /**
    * Presence members one connection may hold, all channels together: each costs memory in the
    * presence projection for as long as the connection lives. Above: NACK 91003.
    * REALTIME_MAX_MEMBERS_PER_CONNECTION
@@ -66,6 +72,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxInboundRate: 100,
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
+  maxTotalInflightBytes: 128 * 1024 * 1024,
   maxMembersPerConnection: 10_000,
   maxEndedConnections: 100_000,
   maxReplayRecords: 10_000,

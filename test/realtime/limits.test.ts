@@ -171,6 +171,41 @@ describe('publishes in flight per connection', () => {
   });
 });
 
+describe('publishes in flight, all connections together', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  it('over REALTIME_MAX_TOTAL_INFLIGHT_BYTES, a connection under its own budget is not read until the total is back under; every publish of three connections is answered', async () => {
+    const senders = await Promise.all([1, 2, 3].map(() => RawClient.connect(smallPort, { key: small.key })));
+    clients.push(...senders);
+    const channel = uniqueChannel();
+    const n = 20;
+    const answers = senders.flatMap((c) => Array.from({ length: n }, (_, i) => c.ackOf(i, 30_000)));
+    // A connection's own budget (2 MiB) would let five of its 400 KB publishes wait unanswered
+    // and read on; the total's 1 KiB holds each HEARTBEAT behind its connection's publishes.
+    for (const c of senders) {
+      for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: 'p'.repeat(50_000) })) });
+      c.send({ action: Actions.HEARTBEAT, id: 'after' });
+    }
+    const results = await Promise.all(answers);
+    expect(results.every((r) => r.action === Actions.ACK)).toBe(true);
+    for (const c of senders) {
+      await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'after');
+      const order = c.frames.filter((f) => f.action === Actions.ACK || (f.action === Actions.HEARTBEAT && f.id === 'after')).map((f) => (f.action === Actions.ACK ? `ack ${f.msgSerial}+${f.count}` : 'heartbeat'));
+      expect(order.indexOf('heartbeat'), order.join(', ')).toBeGreaterThanOrEqual(n - 1);
+    }
+  });
+});
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
