@@ -182,10 +182,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
-  const publisher = new Publisher(batcher, (appId, channel, id) => {
-    const seen = history.tail.idSeenAt(appId, channel, id);
-    return seen !== undefined && clock.now() - seen <= config.historyTailMs;
-  });
+  const publisher = new Publisher(
+    batcher,
+    (appId, channel, id) => {
+      const seen = history.tail.idSeenAt(appId, channel, id);
+      return seen !== undefined && clock.now() - seen <= config.historyTailMs;
+    },
+    clock,
+  );
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
     for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;

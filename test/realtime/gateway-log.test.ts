@@ -160,4 +160,27 @@ describe.each([
     expect(afterClose.error?.code).toBe(80008);
     afterClose.client.ws.close();
   });
+
+  it('idempotent publishing: repeats of a message id sent while the first is still being appended reach the log, and subscribers, once', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const channel = uniqueChannel();
+    const subscriber = await RawClient.connect(port, { key: ts.key }, format);
+    subscriber.send({ action: Actions.ATTACH, channel, flags: 0 });
+    await subscriber.next((pm) => pm.action === Actions.ATTACHED);
+    const publish = (id: string, data: string): Promise<number> =>
+      ts!.service.app
+        .inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth, 'content-type': 'application/json' }, payload: { id, name: 'm', data } })
+        .then((r) => r.statusCode);
+    // Five at once: none has been appended when the others are checked.
+    expect(await Promise.all([1, 2, 3, 4, 5].map((i) => publish('same-id', `copy-${i}`)))).toEqual([201, 201, 201, 201, 201]);
+    expect(await publish('marker', 'end')).toBe(201);
+    await subscriber.next((pm) => pm.action === Actions.MESSAGE && (pm.messages as { id: string }[]).some((m) => m.id === 'marker'));
+    const ids = subscriber.frames.filter((pm) => pm.action === Actions.MESSAGE).flatMap((pm) => (pm.messages as { id: string }[]).map((m) => m.id));
+    expect(ids).toEqual(['same-id', 'marker']);
+    const history = (await ts.service.app.inject({ url: `/channels/${channel}/messages?direction=forwards`, headers: { authorization: ts.auth } })).json() as { id: string }[];
+    expect(history.map((m) => m.id)).toEqual(['same-id', 'marker']);
+    subscriber.ws.close();
+  });
 });
