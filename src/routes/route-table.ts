@@ -10,8 +10,9 @@ export interface MethodRoute {
 }
 
 /**
- * Registers a resource's methods; the other methods on the same path answer 405 (code 40500)
- * rather than 404, so a wrong method is told apart from a wrong path.
+ * Registers a resource's methods. The other methods on the same path answer 404 with code 40400,
+ * as the platform does (the SDKs check it), in the error format; the message and an `Allow`
+ * header name the methods the path serves.
  */
 export function resource(app: FastifyInstance, url: string, methods: Partial<Record<Method, MethodRoute>>): void {
   for (const method of ALL) {
@@ -26,7 +27,7 @@ export function resource(app: FastifyInstance, url: string, methods: Partial<Rec
         config: { auth: 'none' },
         handler: async (_request, reply) => {
           reply.header('Allow', allowed);
-          throw new ServiceError('methodNotAllowed', `${method} is not supported on ${url}; use ${allowed}`);
+          throw new ServiceError('notFound', `${method} is not served on ${url}; it serves ${allowed}`);
         },
       });
     }
