@@ -21,14 +21,16 @@ export function resource(app: FastifyInstance, url: string, methods: Partial<Rec
       app.route({ ...route.options, method, url, handler: route.handler });
     } else {
       const allowed = Object.keys(methods).join(', ');
+      // Answered before the body is read, so no body (an empty JSON one, say) changes the answer.
       app.route({
         method,
         url,
         config: { auth: 'none' },
-        handler: async (_request, reply) => {
+        onRequest: (_request, reply, done) => {
           reply.header('Allow', allowed);
-          throw new ServiceError('notFound', `${method} is not served on ${url}; it serves ${allowed}`);
+          done(new ServiceError('notFound', `${method} is not served on ${url}; it serves ${allowed}`));
         },
+        handler: async () => undefined,
       });
     }
   }
