@@ -1,6 +1,7 @@
 // Token revocation in production mode (issue 12): a revocation is an event on the Kafka log
 // (the apps topic), consumed by every instance, so a token revoked through one instance is refused
 // with 40141 by the others, and by an instance started afterwards (it replays the topic at start).
+// And sandbox stats fixtures, read right after they are posted, through Kafka and ClickHouse.
 import { randomBytes } from 'node:crypto';
 import { afterAll, expect, it } from 'vitest';
 import type { Service } from '../../src/service.js';
@@ -20,7 +21,7 @@ const basic = (key: string): string => `Basic ${Buffer.from(key).toString('base6
 const bearer = (token: string): string => `Bearer ${Buffer.from(token).toString('base64')}`;
 
 describeWithInfra('production mode: token revocation is an event on the Kafka log', 'Kafka and ClickHouse', infra, (found) => {
-  it('a token revoked through one instance is refused with 40141 by another, and by an instance started afterwards', async () => {
+  it('a token revoked through one instance is refused with 40141 by another, and by an instance started afterwards; stats fixtures read right after POST /stats', async () => {
     const isolation = { topicPrefix: `rev-${randomBytes(4).toString('hex')}-`, tablePrefix: `rev_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<Service> => {
       const { service } = await startProductionInstance(found, { appId: 'revapp', key: 'revapp.k1:rev-secret-rev-secret', instanceId, isolation, env: { SANDBOX: '1' } });
@@ -66,6 +67,17 @@ describeWithInfra('production mode: token revocation is an event on the Kafka lo
     await until('instance b to refuse the revoked token', async () => (await read(b, bearer(revoked))).statusCode === 401);
     expect((await read(b, bearer(revoked))).json().error).toMatchObject({ code: 40141, statusCode: 401 });
     expect((await read(b, bearer(kept))).statusCode).toBe(200);
+
+    // Sandbox stats fixtures are readable when POST /stats returns (read-your-writes through Kafka and ClickHouse).
+    const posted = await a.app.inject({
+      method: 'POST',
+      url: '/stats',
+      headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
+      payload: [{ intervalId: '2033-03-03:10:00', inbound: { rest: { messages: { count: 7, data: 70 } } } }],
+    });
+    expect(posted.statusCode).toBe(201);
+    const stats = await a.app.inject({ url: '/stats?unit=minute&start=2033-03-03:10:00&end=2033-03-03:10:00', headers: { authorization: basic(key.keyStr) } });
+    expect(stats.json()).toMatchObject([{ intervalId: '2033-03-03:10:00', inbound: { rest: { messages: { count: 7 } } } }]);
 
     // A restart: b goes, c starts on the same log and refuses the token as soon as it answers.
     services.splice(services.indexOf(b), 1);
