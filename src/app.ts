@@ -17,6 +17,7 @@ import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
 import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
 import { requestTokenRoutes } from './routes/request-token.js';
+import { revokeTokensRoutes, type TokenRevoker } from './routes/revoke-tokens.js';
 import { batchPublishRoutes } from './routes/batch-publish.js';
 import type { TokenService } from './auth/tokens.js';
 import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
@@ -32,6 +33,8 @@ export interface AppDeps {
   authenticator: Authenticator;
   tokens: TokenService;
   apps: AppRegistry;
+  /** Token revocation (POST /keys/<keyName>/revokeTokens): appends and applies revocations. */
+  revoker: TokenRevoker;
   publisher: Publisher;
   /** The realtime connection a publish's connectionKey names (the realtime gateway). */
   connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
@@ -161,6 +164,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
+  app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }

@@ -56,6 +56,7 @@ const FLAGS: Record<string, string> = {
   'max-connections': 'MAX_CONNECTIONS',
   'max-token-nonces': 'MAX_TOKEN_NONCES',
   'max-token-nonces-per-app': 'MAX_TOKEN_NONCES_PER_APP',
+  'max-revocations': 'MAX_REVOCATIONS',
   'log-append-timeout-ms': 'LOG_APPEND_TIMEOUT_MS',
   'max-unstored-rows': 'MAX_UNSTORED_ROWS',
 };
@@ -176,6 +177,7 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
 
     maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),
+    maxRevocations: int(e, 'MAX_REVOCATIONS', d.maxRevocations, 1, 10_000_000),
   };
   // A publish of one message of the largest size must be possible.
   if (e.MAX_PUBLISH_BYTES === undefined || e.MAX_PUBLISH_BYTES === '') limits.maxPublishBytes = Math.max(limits.maxPublishBytes, limits.maxMessageSize);

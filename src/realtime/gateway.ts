@@ -510,6 +510,21 @@ export class Gateway {
     this.lostSocket(conn);
   }
 
+  /**
+   * Token revocation: each open connection whose credentials `revoked` matches gets DISCONNECTED
+   * 40141 (it may renew its token and resume), or with `hint` an AUTH asking it to renew now.
+   */
+  revokeConnections(revoked: (credentials: Credentials) => boolean, hint = false): number {
+    let n = 0;
+    for (const conn of this.connections.values()) {
+      if (!conn.socket || !revoked(conn.credentials)) continue;
+      n++;
+      if (hint) conn.send({ action: Action.AUTH });
+      else this.disconnect(conn, serviceError('tokenRevoked', 'the token of this connection has been revoked; renew it and resume'));
+    }
+    return n;
+  }
+
   /** A fatal problem: ERROR without a channel ends the connection (the SDK goes `failed`). */
   fail(conn: Connection, error: WireError): void {
     if (isTokenError(error.code)) return this.disconnect(conn, error);

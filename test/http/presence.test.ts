@@ -167,9 +167,17 @@ describe('GET /presence (spec: Batch presence)', () => {
     expect(res.json().error.code).toBeGreaterThanOrEqual(40000);
   });
 
-  it('protocol version 2 and later: {successCount, failureCount, results}', async () => {
-    const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': '6' });
+  it('protocol version 3 and later: {successCount, failureCount, results}', async () => {
+    for (const version of ['3', '6']) {
+      const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': version });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ successCount: 1, failureCount: 0, results: [{ channel: FIXTURES, presence: expect.any(Array) }] });
+    }
+  });
+
+  it('protocol version 2: the spec\'s array of per-channel results', async () => {
+    const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': '2' });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ successCount: 1, failureCount: 0, results: [{ channel: FIXTURES, presence: expect.any(Array) }] });
+    expect(res.json()).toMatchObject([{ channel: FIXTURES, presence: expect.any(Array) }]);
   });
 });
