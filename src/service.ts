@@ -307,6 +307,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     publisher,
     presenceProducer,
     presence,
+    history,
     log,
     clock,
     limits: config.limits,

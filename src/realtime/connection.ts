@@ -7,6 +7,7 @@ import { parsePublishBody, wellFormed, messageSize, type MessageData } from '../
 import type { PresenceChange } from '../presence/presence-producer.js';
 import { Action, Flag, MODES, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { Attachment, Gateway } from './gateway.js';
+import { parseRewind, type Rewind } from './rewind.js';
 
 /** A publish or presence change waiting for its ACK or NACK, in msgSerial order. */
 interface PendingAck {
@@ -226,7 +227,15 @@ export class Connection {
     }
     const params = pm.params && typeof pm.params === 'object' ? pm.params : undefined;
     const serial = typeof pm.channelSerial === 'string' ? pm.channelSerial : undefined;
-    await this.gateway.attach(this, channel, modes, serial, params);
+    let rewind: Rewind | undefined;
+    try {
+      rewind = parseRewind(params && Object.hasOwn(params, 'rewind') ? (params as Record<string, unknown>).rewind : undefined);
+    } catch (err) {
+      return this.channelError(channel, toWireError(err));
+    }
+    // A re-attach (ATTACH_RESUME, or a channelSerial to go on from) is not rewound again (§4).
+    const clean = serial === undefined && !(typeof pm.flags === 'number' && pm.flags & Flag.ATTACH_RESUME);
+    await this.gateway.attach(this, channel, modes, serial, params, clean ? rewind : undefined);
   }
 
   private detach(pm: ProtocolMessage): void {

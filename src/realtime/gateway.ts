@@ -18,11 +18,14 @@ import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import type { PresenceMember, PresenceProjection } from '../../projections/presence/presence-projection.js';
+import type { HistoryProjection } from '../../projections/history/history-projection.js';
+import type { HistoryEntry } from '../../projections/history/history-entry.js';
 import type { UsageMeter } from '../stats/usage-meter.js';
 import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import { MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { ConnectionEvents } from './connection-events.js';
 
 export interface GatewayDeps {
@@ -31,6 +34,8 @@ export interface GatewayDeps {
   publisher: Publisher;
   presenceProducer: PresenceProducer;
   presence: PresenceProjection;
+  /** Recent messages for `rewind` (the history projection). */
+  history: Pick<HistoryProjection, 'applied' | 'query'>;
   log: Log;
   clock: Clock;
   limits: Limits;
@@ -81,6 +86,9 @@ class EndedConnections {
     return this.ids.has(id);
   }
 }
+
+/** How long an attach with `rewind` waits for the history projection to reach its position. */
+const REWIND_WAIT_MS = 5_000;
 
 /** Housekeeping ticks per second, each visiting that share of the connections. */
 const TICK_SLICES = 20;
@@ -555,7 +563,7 @@ export class Gateway {
 
   // ---- attachments and delivery
 
-  async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined): Promise<void> {
+  async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void> {
     const recordKey = channelKey(conn.appId, channel);
     const partition = partitionFor(recordKey, this.partitions);
     this.detach(conn, channel);
@@ -569,7 +577,7 @@ export class Gateway {
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
     const replay = from !== undefined && from < target;
-    if (replay) attachment.held = [];
+    if (replay || rewind) attachment.held = [];
     let set = this.index.get(recordKey);
     if (!set) this.index.set(recordKey, (set = new Set()));
     set.add(attachment);
@@ -585,12 +593,21 @@ export class Gateway {
         this.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
       }
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
+    } else if (rewind) {
+      try {
+        backlog = await this.rewindBacklog(conn.appId, channel, partition, target, rewind);
+      } catch (err) {
+        this.logger.warn({ err, channel }, 'channel rewind not available; attaching without it');
+      }
+      if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     }
     let flags = modes;
+    if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
     if (members.length > 0) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
     const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: this.serialFor(attachment) };
-    if (params && Object.keys(params).length > 0) attached.params = {};
+    // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
+    if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(conn, channel, members);
     for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, target)));
@@ -598,6 +615,41 @@ export class Gateway {
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
     for (const send of held ?? []) send();
+  }
+
+  /**
+   * The channel's most recent messages before `target` (the attach position) as `rewind` asks,
+   * from the history projection once it has applied everything before `target`: what live
+   * delivery sends from `target` on follows them with no gap and no repeat.
+   */
+  private async rewindBacklog(appId: string, channel: string, partition: number, target: number, rewind: Rewind): Promise<BacklogRecord[]> {
+    const deadline = this.clock.now() + REWIND_WAIT_MS;
+    while ((this.deps.history.applied().get(partition) ?? 0) < target) {
+      if (this.clock.now() > deadline || this.closing) throw new Error(`history has not caught up with offset ${target} of partition ${partition}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const now = this.clock.now();
+    const start = 'sinceMs' in rewind ? now - rewind.sinceMs : now - MAX_REWIND_MS;
+    const wanted = 'count' in rewind ? rewind.count : this.settings.maxReplayRecords;
+    const found: HistoryEntry[] = [];
+    let after: number | undefined;
+    // Newest first, leaving out what came after the attach position (live delivery sends it).
+    while (found.length < wanted) {
+      // The end leaves room for another instance's clock running ahead; `target` bounds the rest.
+      const page = await this.deps.history.query({ appId, channel, start, end: now + 600_000, limit: 100, direction: 'backwards', after });
+      for (const e of page) if (Math.floor(e.serial / 1024) < target && found.length < wanted) found.push(e);
+      if (page.length < 100) break;
+      after = page[page.length - 1].serial;
+    }
+    // One MESSAGE per publish, oldest first.
+    const records: BacklogRecord[] = [];
+    for (const e of found.reverse()) {
+      const offset = Math.floor(e.serial / 1024);
+      const last = records[records.length - 1];
+      if (last && last.offset === offset) last.event.messages.push(e.message);
+      else records.push({ offset, event: { type: 'messages.published', appId, channel, transport: 'rest', messages: [e.message] } });
+    }
+    return records;
   }
 
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
