@@ -50,6 +50,17 @@ export interface Limits {
   maxTokenNonces: number;
   /** The share of maxTokenNonces one app may hold, so one app's flood cannot refuse the others'. Above: 42910 (429). MAX_TOKEN_NONCES_PER_APP */
   maxTokenNoncesPerApp: number;
+  /**
+   * How long the publisher remembers a client-supplied message id it appended, so that a repeat
+   * the history projection has not consumed yet is not appended again (src/messages/publisher.ts).
+   */
+  recentIdsWindowMs: number;
+  /**
+   * Such ids remembered per app (about 100 bytes each; a window's worth, at most twice this): an
+   * app publishing more client ids than this in a window keeps the protection of the history
+   * projection's index alone for the older ones; other apps are not affected.
+   */
+  maxRecentIdsPerApp: number;
   /** Targets in one token revocation request (POST /keys/<keyName>/revokeTokens). Above: 40003 (400), nothing revoked. */
   maxRevocationTargets: number;
   /**
@@ -110,6 +121,8 @@ export const DEFAULT_LIMITS: Limits = {
 
   maxTokenNonces: 500_000,
   maxTokenNoncesPerApp: 100_000,
+  recentIdsWindowMs: 30_000,
+  maxRecentIdsPerApp: 100_000,
   maxRevocationTargets: 100,
   maxRevocations: 100_000,
   maxRevocationsPerApp: 10_000,

@@ -199,6 +199,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       return seen !== undefined && clock.now() - seen <= config.historyTailMs;
     },
     clock,
+    config.limits,
   );
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
@@ -230,6 +231,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const revoker: TokenRevoker = {
     held: (appId) => revocations.held(appId),
     growth: (event) => revocations.growth(event),
+    changes: (event) => revocations.changes(event),
     // Applied here as soon as it is durable (this instance answers with it in force); the
     // consumer above gets it again from the log, a repeat that changes nothing.
     revoke: async (event) => {

@@ -77,6 +77,11 @@ export class RevocationRegistry {
     return n;
   }
 
+  /** Whether applying `event` would change anything (a repeat, or one an earlier revocation covers, would not). */
+  changes(event: TokensRevoked): boolean {
+    return [...new Set(event.targets)].some((target) => this.after(event, target) !== undefined);
+  }
+
   /** A target's entries once `event` is applied, or undefined when it changes nothing. */
   private after(event: TokensRevoked, target: string): Entry[] | undefined {
     const entries = this.byKey.get(event.keyName)?.get(target) ?? [];

@@ -1,9 +1,12 @@
+import { createHash } from 'node:crypto';
 import type { AppendBatcher, PendingRecord } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { channelKey, encodeEvent, type MessagesPublished } from '../log/events.js';
 import { isAssignedId, type OutgoingMessage } from './message.js';
 import { ServiceError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
+import { DEFAULT_LIMITS, type Limits } from '../limits.js';
+import { RecentKeys } from '../recent-keys.js';
 
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */
@@ -40,11 +43,6 @@ class PublishRecord implements PendingRecord {
   }
 }
 
-/** How long an appended client-supplied id is remembered here, for the history projection to have it. */
-const RECENT_MS = 30_000;
-/** Ids remembered so (about 150 bytes each); the oldest go first. */
-const MAX_RECENT = 100_000;
-
 /**
  * Appends one publish (to one channel) and resolves once it is durable. Messages whose id the
  * channel has just seen are repeats of an idempotent publish and are not appended again; the
@@ -53,42 +51,85 @@ const MAX_RECENT = 100_000;
  * "Just seen" is the history projection's idempotency index, which has a message only once it
  * has consumed it. A repeat sent while the first is still being appended, or before the projection
  * has it (a realtime client re-sending a publish whose ACK was lost with its socket, resumed at
- * once), was appended twice and delivered twice live: ids being appended and appended in the last
- * 30 s are remembered here too, and a repeat waits for the first's outcome.
+ * once), was appended twice and delivered twice live: ids being appended and appended lately are
+ * remembered here too (limits: recentIdsWindowMs, maxRecentIdsPerApp), and a repeat waits for the
+ * first's outcome. Each app has its own memory of them, so one app's ids never push out another's.
  */
 export class Publisher {
-  /** `channelKey\0id` → the first append's outcome while it runs (true: appended), then when it was appended. */
-  private readonly recent = new Map<string, Promise<boolean> | number>();
+  /** Per app: digest(channel, id) → the first append's outcome while it runs (true: appended), then when it was appended. */
+  private readonly recent = new Map<string, RecentKeys<Promise<boolean> | number>>();
 
   constructor(
     private readonly batcher: AppendBatcher,
     private readonly recentlySeen: (appId: string, channel: string, id: string) => boolean,
     private readonly clock: Clock = systemClock,
+    private readonly limits: Pick<Limits, 'recentIdsWindowMs' | 'maxRecentIdsPerApp'> = DEFAULT_LIMITS,
   ) {}
 
   async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: 'rest' | 'realtime' = 'rest'): Promise<PublishResult> {
-    const clientIds = messages.some((m) => !isAssignedId(m.id));
-    if (!clientIds) {
+    if (!messages.some((m) => !isAssignedId(m.id))) {
       await this.append(appId, channel, transport, messages, false);
       return { appended: messages.map((m) => m.id) };
     }
-    const fresh = await this.notRepeated(appId, channel, messages);
-    if (fresh.length === 0) return { appended: [] };
     let appended!: (ok: boolean) => void;
     const outcome = new Promise<boolean>((resolve) => (appended = resolve));
-    const keys = fresh.filter((m) => !isAssignedId(m.id)).map((m) => recentKey(appId, channel, m.id));
-    for (const key of keys) this.remember(key, outcome);
+    const { fresh, claimed } = await this.claim(appId, channel, messages, outcome);
+    if (fresh.length === 0) {
+      appended(false);
+      return { appended: [] };
+    }
+    const recent = this.recentOf(appId);
     try {
       await this.append(appId, channel, transport, fresh, true);
     } catch (err) {
-      for (const key of keys) if (this.recent.get(key) === outcome) this.recent.delete(key);
+      for (const key of claimed) if (recent.get(key) === outcome) recent.delete(key);
       appended(false);
       throw err;
     }
     const now = this.clock.now();
-    for (const key of keys) if (this.recent.get(key) === outcome) this.remember(key, now);
+    for (const key of claimed) if (recent.get(key) === outcome) recent.set(key, now);
     appended(true);
     return { appended: fresh.map((m) => m.id) };
+  }
+
+  /**
+   * The messages that are not repeats (assigned ids, and client ids neither remembered here nor
+   * seen by history), each client id claimed with `outcome` right after its last check, with no
+   * await between the two: of several repeats waiting on a first append that failed, one claims it.
+   */
+  private async claim(appId: string, channel: string, messages: OutgoingMessage[], outcome: Promise<boolean>): Promise<{ fresh: OutgoingMessage[]; claimed: string[] }> {
+    const recent = this.recentOf(appId);
+    const fresh: OutgoingMessage[] = [];
+    const claimed: string[] = [];
+    for (const m of messages) {
+      if (isAssignedId(m.id)) {
+        fresh.push(m);
+        continue;
+      }
+      const key = digestOf(channel, m.id);
+      let repeat = false;
+      for (;;) {
+        const earlier = recent.get(key);
+        if (earlier === outcome) repeat = true; // the same id twice in this publish
+        else if (typeof earlier === 'number') repeat = this.clock.now() - earlier <= this.limits.recentIdsWindowMs;
+        else if (earlier instanceof Promise) {
+          if (await earlier) repeat = true;
+          else continue; // the first failed: look again, another may have claimed it meanwhile
+        }
+        break;
+      }
+      if (repeat || this.recentlySeen(appId, channel, m.id)) continue;
+      recent.set(key, outcome);
+      claimed.push(key);
+      fresh.push(m);
+    }
+    return { fresh, claimed };
+  }
+
+  private recentOf(appId: string): RecentKeys<Promise<boolean> | number> {
+    let recent = this.recent.get(appId);
+    if (!recent) this.recent.set(appId, (recent = new RecentKeys(this.limits.maxRecentIdsPerApp, this.limits.recentIdsWindowMs, () => this.clock.now())));
+    return recent;
   }
 
   private async append(appId: string, channel: string, transport: 'rest' | 'realtime', messages: OutgoingMessage[], clientIds: boolean): Promise<void> {
@@ -101,34 +142,7 @@ export class Publisher {
       throw new ServiceError('unavailable', 'the log did not acknowledge the publish; retry', err);
     }
   }
-
-  /** The messages that are not repeats: assigned ids, and client ids neither remembered here nor seen by history. */
-  private async notRepeated(appId: string, channel: string, messages: OutgoingMessage[]): Promise<OutgoingMessage[]> {
-    const fresh: OutgoingMessage[] = [];
-    const now = this.clock.now();
-    for (const m of messages) {
-      if (isAssignedId(m.id)) {
-        fresh.push(m);
-        continue;
-      }
-      const earlier = this.recent.get(recentKey(appId, channel, m.id));
-      if (typeof earlier === 'number' && now - earlier <= RECENT_MS) continue;
-      if (earlier instanceof Promise && (await earlier)) continue;
-      if (!this.recentlySeen(appId, channel, m.id)) fresh.push(m);
-    }
-    return fresh;
-  }
-
-  private remember(key: string, value: Promise<boolean> | number): void {
-    this.recent.delete(key);
-    this.recent.set(key, value);
-    // Oldest first: past the window, or over the count.
-    const now = this.clock.now();
-    for (const [k, v] of this.recent) {
-      if (this.recent.size <= MAX_RECENT && (typeof v !== 'number' || now - v <= RECENT_MS)) break;
-      this.recent.delete(k);
-    }
-  }
 }
 
-const recentKey = (appId: string, channel: string, id: string): string => `${channelKey(appId, channel)}\u0000${id}`;
+/** A fixed-size key for a channel's message id, however long the two are. */
+const digestOf = (channel: string, id: string): string => createHash('sha256').update(channel).update('\u0000').update(id).digest().subarray(0, 18).toString('base64url');

@@ -136,8 +136,8 @@ export class Connection {
    */
   private hold(bytes: number): () => void {
     this.inflightBytes += bytes;
-    const overTotal = this.gateway.holdInflight(this, bytes);
-    if (overTotal || this.inflightBytes > this.gateway.settings.maxInflightBytes) this.socket?.pause();
+    this.gateway.holdInflight(bytes);
+    if (this.inflightBytes > this.gateway.settings.maxInflightBytes) this.pauseReading();
     return () => {
       this.inflightBytes -= bytes;
       this.gateway.releaseInflight(bytes);
@@ -145,9 +145,13 @@ export class Connection {
     };
   }
 
-  /** Reads the socket again once this connection and all of them together are under their budgets. */
+  pauseReading(): void {
+    this.socket?.pause();
+  }
+
+  /** Reads the socket again once this connection is under its budget and the gateway reads sockets. */
   resumeReading(): void {
-    if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.overInflightTotal && this.socket?.isPaused) this.socket.resume();
+    if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.readingThrottled && this.socket?.isPaused) this.socket.resume();
   }
 
   /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */

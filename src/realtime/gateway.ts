@@ -25,6 +25,8 @@ import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import { upgradedConnection } from '../http/connection-limit.js';
+import { RecentKeys } from '../recent-keys.js';
 import { MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { ConnectionEvents } from './connection-events.js';
 
@@ -66,25 +68,6 @@ export interface Attachment {
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
-}
-
-/**
- * Ids of connections that ended for good, the newest `max` of them (about 100 bytes each): a
- * resume names one that any instance ended, and is refused rather than made a new life.
- */
-class EndedConnections {
-  private readonly ids = new Set<string>();
-  constructor(private readonly max: number) {}
-
-  add(id: string): void {
-    this.ids.delete(id);
-    this.ids.add(id);
-    if (this.ids.size > this.max) this.ids.delete(this.ids.values().next().value!);
-  }
-
-  has(id: string): boolean {
-    return this.ids.has(id);
-  }
 }
 
 /** How long an attach with `rewind` waits for the history projection to reach its position. */
@@ -187,7 +170,7 @@ export class Gateway {
   readonly presenceProducer: PresenceProducer;
   private readonly connections = new Map<string, Connection>();
   /** Connections that ended for good, here or on another instance: a resume of one fails (80008). */
-  private readonly ended: EndedConnections;
+  private readonly ended: RecentKeys<true>;
   /** Connections without a socket, waiting for a resume, the one dropped longest ago first. */
   private readonly waiting = new Set<Connection>();
   /** Attachments by channel log key. */
@@ -212,7 +195,8 @@ export class Gateway {
     this.instanceId = deps.instanceId;
     this.publisher = deps.publisher;
     this.presenceProducer = deps.presenceProducer;
-    this.ended = new EndedConnections(deps.settings.maxEndedConnections);
+    // Kept by count: a client may come back with a key at any time (`recover` from a saved page).
+    this.ended = new RecentKeys(2 * deps.settings.maxEndedConnections, Number.MAX_SAFE_INTEGER, () => this.clock.now());
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
   }
 
@@ -245,41 +229,43 @@ export class Gateway {
           conn.clearTimers();
           this.detachSocket(conn, true);
         },
-        ended: (connectionId) => this.ended.add(connectionId),
+        ended: (connectionId) => this.ended.set(connectionId, true),
         instanceDead: (instanceId) =>
           void this.removeMembersHeldBy((id) => id === instanceId).catch((err) => this.logger.error({ err, instanceId }, 'presence leave for a gone instance failed')),
       },
       holders,
     );
     this.deps.presence.listener = (appId, channel, entries) => this.deliverPresence(appId, channel, entries);
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(server, req, socket, head));
     this.ticker = setInterval(() => this.tick(), 1000 / TICK_SLICES);
     this.ticker.unref();
   }
 
   /** Bytes of publishes and presence changes not answered yet, all connections together. */
   private inflightTotal = 0;
-  /** Connections whose socket is not read because the total was over its budget. */
-  private readonly pausedForTotal = new Set<Connection>();
+  /** Over maxTotalInflightBytes: no socket is read until the total is back under three quarters of it. */
+  private throttled = false;
 
-  /** Counts a connection's unanswered frame against the total; true when the total is over its budget. */
-  holdInflight(conn: Connection, bytes: number): boolean {
+  /** Counts a connection's unanswered frame against the total. */
+  holdInflight(bytes: number): void {
     this.inflightTotal += bytes;
-    if (!this.overInflightTotal) return false;
-    this.pausedForTotal.add(conn);
-    return true;
+    if (this.throttled || this.inflightTotal <= this.settings.maxTotalInflightBytes) return;
+    // Every socket, not only those with frames in flight: each one read could bring one more frame.
+    this.throttled = true;
+    this.logger.warn({ inflightBytes: this.inflightTotal }, 'realtime publishes in flight over their total budget; no connection is read until the log catches up');
+    for (const conn of this.connections.values()) conn.pauseReading();
   }
 
   releaseInflight(bytes: number): void {
     this.inflightTotal -= bytes;
-    if (this.overInflightTotal || this.pausedForTotal.size === 0) return;
-    const paused = [...this.pausedForTotal];
-    this.pausedForTotal.clear();
-    for (const conn of paused) conn.resumeReading();
+    if (!this.throttled || this.inflightTotal > 0.75 * this.settings.maxTotalInflightBytes) return;
+    this.throttled = false;
+    for (const conn of this.connections.values()) conn.resumeReading();
   }
 
-  get overInflightTotal(): boolean {
-    return this.inflightTotal > this.settings.maxTotalInflightBytes;
+  /** Whether sockets are not being read because the total in flight went over its budget. */
+  get readingThrottled(): boolean {
+    return this.throttled;
   }
 
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
@@ -300,7 +286,7 @@ export class Gateway {
 
   // ---- connecting (REALTIME-PROTOCOL.md §1, §6, §7)
 
-  private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  private upgrade(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
     let url: URL;
     try {
@@ -309,10 +295,16 @@ export class Gateway {
       url = new URL('http://localhost/invalid');
     }
     if (url.pathname !== '/' || this.closing) {
+      // Destroyed once written, as ws's own refusals are: a client that never closes its end
+      // would otherwise hold the socket open.
+      socket.once('finish', () => socket.destroy());
       socket.end(`HTTP/1.1 ${this.closing ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, url.searchParams));
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      upgradedConnection(server, socket);
+      this.accept(ws, url.searchParams);
+    });
   }
 
   private accept(ws: WebSocket, params: URLSearchParams): void {
@@ -376,6 +368,7 @@ export class Gateway {
     this.connections.set(conn.id, conn);
     conn.socket = ws;
     conn.lastReceived = this.clock.now();
+    if (this.throttled) ws.pause();
     const c = conn;
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       // A socket the connection let go of (ERROR, DISCONNECTED, CLOSED, a resume elsewhere) is
@@ -498,7 +491,7 @@ export class Gateway {
     this.waiting.delete(conn);
     if (this.connections.get(conn.id) !== conn) return;
     this.connections.delete(conn.id);
-    this.ended.add(conn.id);
+    this.ended.set(conn.id, true);
     this.deps.events.closed(conn.appId, conn.id);
     conn.clearTimers();
     for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);
@@ -566,9 +559,16 @@ export class Gateway {
   async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void> {
     const recordKey = channelKey(conn.appId, channel);
     const partition = partitionFor(recordKey, this.partitions);
+    let position = serial === undefined ? undefined : parseSerial(serial, partition);
+    if (position !== undefined && position > this.delivered[partition]) {
+      // Ahead of this instance's delivery: a position from another instance further on, believed
+      // only up to the log's end (a log made anew since has not reached it: no continuity).
+      const end = (await this.deps.log.endOffsets(Topics.messages).catch(() => undefined))?.get(partition);
+      if (end === undefined || position > end) position = undefined;
+    }
+    const from = position;
     this.detach(conn, channel);
     const target = this.delivered[partition];
-    const from = serial === undefined ? undefined : parseSerial(serial, partition);
     const attachment: Attachment = { conn, channel, recordKey, partition, modes, from: from ?? 0 };
     // The presence set and the registration in the same tick: every change after the snapshot
     // reaches the attachment, none before it (no gap, no duplicate).
@@ -812,7 +812,9 @@ export class Gateway {
       const conn = next.value;
       const socket = conn.socket;
       if (!socket || socket.readyState !== socket.OPEN) continue;
-      if (now - conn.lastReceived > 2 * idle + 10_000) {
+      // A socket the gateway is not reading (its publishes wait for the log) is not the client's silence.
+      if (socket.isPaused) conn.lastReceived = now;
+      else if (now - conn.lastReceived > 2 * idle + 10_000) {
         this.logger.debug({ connectionId: conn.id }, 'realtime client silent; socket closed');
         socket.terminate();
         continue;

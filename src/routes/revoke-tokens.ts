@@ -13,6 +13,8 @@ export interface TokenRevoker {
   held(appId?: string): number;
   /** How many more revocations would be held once `event` applies (a repeat takes no room). */
   growth(event: TokensRevoked): number;
+  /** Whether `event` would change what is revoked; one that would not is answered without a log append. */
+  changes(event: TokensRevoked): boolean;
   /** Appends the revocation to the log and applies it here; resolves once it is durable. */
   revoke(event: TokensRevoked): Promise<void>;
 }
@@ -30,7 +32,13 @@ type TargetResult = { target: string; issuedBefore: number; appliesAt: number } 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** One target's outcome: valid (`type:value` of a type tokens carry) or its own error. */
+/** A target's length: clientIds and revocation keys are short names; each held one costs memory on every instance. */
+const MAX_TARGET_LENGTH = 256;
+
 function checkTarget(target: string): ErrorBody | undefined {
+  if (target.length > MAX_TARGET_LENGTH) {
+    return new ServiceError('badRequest', `a target is at most ${MAX_TARGET_LENGTH} characters long; this one is ${target.length}`).toJSON();
+  }
   const colon = target.indexOf(':');
   const type = colon < 0 ? target : target.slice(0, colon);
   if (colon > 0 && colon < target.length - 1 && TARGET_TYPES.includes(type)) return undefined;
@@ -93,18 +101,21 @@ export async function revokeTokensRoutes(
         if (valid.length > 0) {
           const appId = credentials.app.appId;
           const event: TokensRevoked = { type: 'tokens.revoked', appId, keyName, targets: valid, issuedBefore, appliesAt };
-          const growth = opts.revoker.growth(event);
-          if (growth > 0 && (opts.revoker.held() + growth > opts.limits.maxRevocations || opts.revoker.held(appId) + growth > opts.limits.maxRevocationsPerApp)) {
+          // A repeat, or a revocation one already held covers, is in force already: answered as
+          // such, with nothing appended (the apps topic is replayed whole at every start).
+          const growth = opts.revoker.changes(event) ? opts.revoker.growth(event) : undefined;
+          if (growth !== undefined && growth > 0 && (opts.revoker.held() + growth > opts.limits.maxRevocations || opts.revoker.held(appId) + growth > opts.limits.maxRevocationsPerApp)) {
             throw new ServiceError(
               'rateLimited',
               `the service holds its maximum of token revocations (${opts.limits.maxRevocationsPerApp} per app, ${opts.limits.maxRevocations} in all); each lapses once the tokens it reaches have expired (24 hours after its issuedBefore); retry later`,
             );
           }
           try {
-            await opts.revoker.revoke(event);
+            if (growth !== undefined) await opts.revoker.revoke(event);
           } catch (err) {
             if (err instanceof ServiceError) throw err;
-            throw new ServiceError('unavailable', `the log did not acknowledge the revocation (${(err as Error).message}), so it may not hold; retry`, err);
+            // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+            throw new ServiceError('unavailable', 'the log did not acknowledge the revocation, so it may not hold; retry', err);
           }
         }
         const failureCount = results.filter((r) => 'error' in r).length;

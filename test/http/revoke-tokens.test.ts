@@ -208,6 +208,27 @@ describe('token revocation: what a client can make it cost', () => {
       removeDir(small.dataDir);
     }
   });
+
+  it('a repeat of a revocation in force appends nothing to the log (the apps topic is replayed at every start), and answers as the first did', async () => {
+    const appsEnd = async (): Promise<number> => [...(await t.service.log.endOffsets('apps')).values()].reduce((a, b) => a + b, 0);
+    const first = await revoke({ targets: ['clientId:repeat-me'] });
+    expect(first.statusCode).toBe(201);
+    const before = await appsEnd();
+    for (let i = 0; i < 5; i++) {
+      const again = await revoke({ targets: ['clientId:repeat-me'] });
+      expect(again.statusCode).toBe(201);
+      expect(again.json()).toEqual(first.json());
+    }
+    expect(await appsEnd()).toBe(before);
+  });
+
+  it('a target longer than 256 characters fails on its own (40000); the others are revoked', async () => {
+    const res = await revoke({ targets: [`clientId:${'x'.repeat(300)}`, 'clientId:short-enough'] });
+    expect(res.statusCode).toBe(201);
+    const body = res.json();
+    expect(body).toMatchObject({ successCount: 1, failureCount: 1 });
+    expect(body.results[0].error).toMatchObject({ code: 40000, message: expect.stringContaining('256') });
+  });
 });
 
 describe('a revocation is an event on the log', () => {

@@ -6,6 +6,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { embeddedAdapters } from '../../src/service.js';
+import { parseConfig } from '../../src/config.js';
+import type { ConsumeOptions, Log } from '../../src/log/port.js';
 import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
 
 const opened: { close(): void }[] = [];
@@ -98,8 +101,23 @@ describe.each([
     expect(present.map((m) => [m.clientId, m.data, m.connectionId])).toEqual([['survivor', 'here', id]]);
   });
 
-  it('an attach whose channelSerial is ahead of this instance\'s delivery is RESUMED and gets no record twice (resume on a lagging instance)', async () => {
-    ts = await startTestService();
+  it('an attach whose channelSerial is ahead of this instance\'s delivery is RESUMED and gets no record twice (resume on a lagging instance); one past the log\'s end is no position', async () => {
+    // The log as it is, but this instance's delivery holds its records until `release`: a
+    // delivery consumer lagging behind the client's position.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const lagging = (log: Log): Log =>
+      new Proxy(log, {
+        get: (target, prop, receiver) =>
+          prop === 'consume'
+            ? (options: ConsumeOptions) =>
+                target.consume(options.consumer === 'delivery' ? { ...options, handle: async (records) => gate.then(() => options.handle(records)) } : options)
+            : Reflect.get(target, prop, receiver),
+      });
+    ts = await startTestService({}, { adapters: (dataDir) => {
+      const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
+      return { ...adapters, log: lagging(adapters.log) };
+    } });
     const port = await listen(ts);
     const format: Format = binary ? 'msgpack' : 'json';
     const channel = uniqueChannel();
@@ -114,14 +132,23 @@ describe.each([
     const [partition, offset] = serial.split(':').map(Number);
     probe.ws.close();
 
-    // A client that came from an instance further on has already had the next record (offset + 1
-    // is its position); this instance has not delivered it yet.
+    // A position past the log's end (a log made anew since) is not believed: no RESUMED.
+    const stranger = await RawClient.connect(port, { key: ts.key }, format);
+    stranger.send({ action: Actions.ATTACH, channel, flags: 0, channelSerial: `${partition}:${offset + 5}` });
+    const fresh = await stranger.next((pm) => pm.action === Actions.ATTACHED);
+    expect(Number(fresh.flags) & 4).toBe(0);
+    expect(fresh.channelSerial).toBe(serial);
+    stranger.ws.close();
+
+    // The record at `offset` is in the log; this instance has not delivered it. A client that
+    // came from an instance further on has had it (offset + 1 is its position).
+    await publish('had-it-already');
     const client = await RawClient.connect(port, { key: ts.key }, format);
     client.send({ action: Actions.ATTACH, channel, flags: 0, channelSerial: `${partition}:${offset + 1}` });
     const attached = await client.next((pm) => pm.action === Actions.ATTACHED);
     expect(Number(attached.flags) & 4).toBe(4); // RESUMED: continuity kept
     expect(attached.channelSerial).toBe(`${partition}:${offset + 1}`);
-    await publish('had-it-already');
+    release();
     await publish('new');
     const message = await client.next((pm) => pm.action === Actions.MESSAGE);
     expect((message.messages as { data: unknown }[]).map((m) => m.data)).toEqual(['new']);

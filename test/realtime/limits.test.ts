@@ -175,7 +175,10 @@ describe('publishes in flight, all connections together', () => {
   let small: TestService;
   let smallPort: number;
   beforeAll(async () => {
-    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024' });
+    // Each connection's own budget small too: a connection paused for its own is read again
+    // whatever order the answers come in (it once stayed paused when its last answer came while
+    // the total was over).
+    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024', REALTIME_MAX_INFLIGHT_BYTES: '1024' });
     await small.service.app.listen({ port: 0, host: '127.0.0.1' });
     smallPort = (small.service.app.server.address() as AddressInfo).port;
   });
@@ -190,8 +193,8 @@ describe('publishes in flight, all connections together', () => {
     const channel = uniqueChannel();
     const n = 20;
     const answers = senders.flatMap((c) => Array.from({ length: n }, (_, i) => c.ackOf(i, 30_000)));
-    // A connection's own budget (2 MiB) would let five of its 400 KB publishes wait unanswered
-    // and read on; the total's 1 KiB holds each HEARTBEAT behind its connection's publishes.
+    // The total's 1 KiB holds each HEARTBEAT behind its connection's publishes, and every
+    // connection is read again once they are answered.
     for (const c of senders) {
       for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: 'p'.repeat(50_000) })) });
       c.send({ action: Actions.HEARTBEAT, id: 'after' });
@@ -517,6 +520,33 @@ describe('connections per instance', () => {
       expect(await get(agents[3])).toBe(200);
       for (const agent of agents) agent.destroy();
       for (const c of sockets) c.close();
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+
+  it('an upgrade the gateway refuses (another path) is answered 404 and its socket closed by the service, even when the client never closes its end', async () => {
+    const t = await startTestService({ MAX_CONNECTIONS: '5' });
+    try {
+      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.service.app.server.address() as AddressInfo).port;
+      const sockets = Array.from({ length: 20 }, () => {
+        const socket = tcpConnect({ port, host: '127.0.0.1', allowHalfOpen: true });
+        let answer = '';
+        // The service's end of the socket closing (its FIN): the client here never closes its own.
+        const closed = new Promise<string>((resolve) => socket.once('end', () => resolve(answer)).once('close', () => resolve(answer)));
+        socket.on('data', (d: Buffer) => (answer += d.toString()));
+        socket.on('error', () => undefined);
+        socket.write('GET /nope HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+        return closed;
+      });
+      const answers = await Promise.all(sockets.map((closed) => Promise.race([closed, sleep(5000).then(() => 'still open')])));
+      // Each was answered 404 and closed, or (over MAX_CONNECTIONS while others were open) closed at once.
+      for (const answer of answers) expect(answer === '' || answer.startsWith('HTTP/1.1 404'), answer).toBe(true);
+      expect(answers.filter((a) => a.startsWith('HTTP/1.1 404')).length).toBeGreaterThanOrEqual(5);
+      const time = await t.service.app.inject({ url: '/time' });
+      expect(time.statusCode).toBe(200);
     } finally {
       await t.close();
       removeDir(t.dataDir);
