@@ -24,6 +24,7 @@ import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
+import { channelsRoutes, type ChannelsReader } from './routes/channels.js';
 
 export interface AppDeps {
   clock: Clock;
@@ -36,6 +37,8 @@ export interface AppDeps {
   history: HistoryReader;
   presence: PresenceReader;
   stats: StatsReader;
+  /** Channel status and enumeration (projections/channels). */
+  channels: ChannelsReader;
   usage: UsageMeter;
   /** Whether a channel's history is persisted (for counting history reads). */
   isPersisted: (appId: string, channel: string) => boolean;
@@ -156,6 +159,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
+  app.register(channelsRoutes, { channels: deps.channels, clock: deps.clock });
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });

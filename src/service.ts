@@ -12,7 +12,8 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { decodeEvent, encodeEvent } from './log/events.js';
+import { channelKey, decodeEvent, encodeEvent } from './log/events.js';
+import { ServiceError } from './errors.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
 import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
@@ -30,6 +31,8 @@ import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
+import { ChannelsProjection } from '../projections/channels/channels-projection.js';
+import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -52,6 +55,7 @@ export interface Service {
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
   stats: StatsProjection;
+  channels: ChannelsProjection;
   usage: UsageMeter;
   batcher: AppendBatcher;
   gateway: Gateway;
@@ -176,6 +180,22 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     await sub.caughtUp;
   }
 
+  // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
+  // messages of the tail window (where the history projection starts), and the whole presence and
+  // connections topics (members and attachments may be older than any window).
+  const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs });
+  for (const [topic, start] of [[Topics.messages, new Map(from)], [Topics.presence, new Map()], [Topics.connections, new Map()]] as const) {
+    const sub = log.consume({
+      topic,
+      consumer: consumerName(`channels-${topic}`),
+      from: start,
+      handle: (records) => channels.apply(records),
+      onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
+    });
+    subscriptions.push(sub);
+    await sub.caughtUp;
+  }
+
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
   const presenceProducer = new PresenceProducer(batcher);
@@ -185,6 +205,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     const seen = history.tail.idSeenAt(appId, channel, id);
     return seen !== undefined && clock.now() - seen <= config.historyTailMs;
   });
+
+  const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger });
+  announcer.start();
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
     for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
@@ -240,6 +263,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         ),
     },
     stats: { query: (q) => statsStore.query(q), oldest: statsStore.oldestInterval ? (appId) => statsStore.oldestInterval!(appId) : undefined },
+    channels: {
+      details: (appId, channel, now) => channels.details(appId, channel, now),
+      list: (appId, q, now) => channels.list(appId, q, now),
+      activate: (appId, channel) =>
+        batcher
+          .append(Topics.connections, [{ key: channelKey(appId, channel), build: () => encodeEvent({ type: 'channel.activated', appId, channel }) }])
+          .then(
+            () => undefined,
+            (err) => {
+              throw new ServiceError('unavailable', 'the log did not acknowledge the activation; retry', err);
+            },
+          ),
+    },
     usage,
     isPersisted,
     statsFixtures: config.sandbox
@@ -315,6 +351,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['realtime gateway', () => gateway!.close()],
     ['http', () => app.close()],
     ['usage', () => usage.close()],
+    ['lifecycle announcer', () => announcer.close()],
     ['consumers', async () => {
       for (const s of subscriptions) await s.stop();
     }],
@@ -343,5 +380,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, gateway, createdDefaultKey, close };
+  return { app, config, log, registry, history, presence, presenceProducer, stats, channels, usage, batcher, gateway, createdDefaultKey, close };
 }

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import type { Log, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
-import { decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
+import { channelKey, decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
 import type { Clock } from '../clock.js';
 
 export interface ConnectionEventsOptions {
@@ -43,6 +43,8 @@ export class ConnectionEvents {
    */
   async start(handlers: ConnectionEventHandlers, suspects: Iterable<string>): Promise<void> {
     const { log, instanceId, clock } = this.options;
+    // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
+    this.append({ type: 'instance.started', instanceId }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
     this.subscription = log.consume({
       topic: Topics.connections,
@@ -90,6 +92,15 @@ export class ConnectionEvents {
 
   closed(appId: string, connectionId: string): void {
     this.append({ type: 'connection.closed', appId, connectionId, instanceId: this.options.instanceId }, connectionId);
+  }
+
+  /** An attachment began (channel occupancy and activity: projections/channels). */
+  attached(appId: string, channel: string, connectionId: string, modes: number): void {
+    this.append({ type: 'channel.attached', appId, channel, connectionId, instanceId: this.options.instanceId, modes }, channelKey(appId, channel));
+  }
+
+  detached(appId: string, channel: string, connectionId: string): void {
+    this.append({ type: 'channel.detached', appId, channel, connectionId }, channelKey(appId, channel));
   }
 
   private alive(): void {

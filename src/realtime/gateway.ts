@@ -479,6 +479,7 @@ export class Gateway {
     if (!set) this.index.set(recordKey, (set = new Set()));
     set.add(attachment);
     conn.attachments.set(channel, attachment);
+    this.deps.events.attached(conn.appId, channel, conn.id, modes);
 
     let backlog: MessagesPublished[] = [];
     let resumed = false;
@@ -545,6 +546,7 @@ export class Gateway {
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);
+    this.deps.events.detached(conn.appId, channel, conn.id);
     const set = this.index.get(attachment.recordKey);
     set?.delete(attachment);
     if (set?.size === 0) this.index.delete(attachment.recordKey);
