@@ -220,6 +220,13 @@ export class ChannelsProjection {
       const key = stateKey(appId, channel);
       if (m.name === 'channel.opened') this.announced.set(key, period);
       else if (m.name === 'channel.closed' && this.announced.get(key) === period) this.announced.delete(key);
+      else if (m.name === 'channel.occupancy') {
+        const s = this.channels.get(key);
+        if (s && s.occupancyCause === period) {
+          s.occupancyCause = undefined;
+          s.occupancyAnnouncedAt = m.timestamp;
+        }
+      }
     }
   }
 

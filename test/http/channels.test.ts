@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { Ajv } from 'ajv';
 import { decode } from '@msgpack/msgpack';
 import { basic, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
@@ -165,5 +167,46 @@ describe('GET /channels (spec: Channel enumeration)', () => {
   it('lists no metachannel', async () => {
     const all = (await get('/channels?by=id&limit=1000')).json() as string[];
     expect(all.some((c) => c.startsWith('[meta]'))).toBe(false);
+  });
+});
+
+describe('[meta]channel.lifecycle (spec: Events, 3)', () => {
+  const schema = JSON.parse(readFileSync(new URL('../fixtures/ably-common-channel-lifecycle.json', import.meta.url), 'utf8'));
+  const validate = new Ajv({ strict: false }).compile(schema);
+  const lifecycleOf = async (channel: string): Promise<{ id: string; name: string; details: Record<string, unknown> }[]> => {
+    const res = await get(`/channels/${encodeURIComponent('[meta]channel.lifecycle')}/messages?direction=forwards&limit=1000`);
+    expect(res.statusCode).toBe(200);
+    return (res.json() as { id: string; name: string; data: string; encoding: string }[])
+      .map((m) => ({ id: m.id, name: m.name, details: JSON.parse(m.data) }))
+      .filter((m) => m.details.channelId === channel);
+  };
+  const until = async (channel: string, names: string[]) => {
+    let events = await lifecycleOf(channel);
+    for (let i = 0; i < 300 && events.map((e) => e.name).join() !== names.join(); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      events = await lifecycleOf(channel);
+    }
+    expect(events.map((e) => e.name)).toEqual(names);
+    return events;
+  };
+
+  it('a channel put to use is opened and active in the region; left idle, it becomes inactive and closes; each event is ChannelDetails of the schema', async () => {
+    const channel = uniqueChannel('lifecycle');
+    await publish(channel);
+    const opened = await until(channel, ['channel.opened', 'channel.region.active']);
+    expect(opened[0].details).toMatchObject({ channelId: channel, name: channel, region: 'local', status: { isActive: true } });
+    now += IDLE_MS;
+    const all = await until(channel, ['channel.opened', 'channel.region.active', 'channel.region.inactive', 'channel.closed']);
+    expect(all[3].details).toMatchObject({ channelId: channel, status: { isActive: false } });
+    for (const e of all) expect(validate(e.details), JSON.stringify(validate.errors)).toBe(true);
+    // Ids come from the records that caused them: the same period of activity, the same ids.
+    expect(new Set(all.map((e) => e.id)).size).toBe(4);
+  });
+
+  it('"*" cannot read the metachannel; "[meta]*" can', async () => {
+    const wildcard = await get(`/channels/${encodeURIComponent('[meta]channel.lifecycle')}/messages`, keys[1].keyStr);
+    expect(wildcard.json().error.code).toBe(40160);
+    const keyWithMeta = await get(`/channels/${encodeURIComponent('[meta]channel.lifecycle')}/messages`, keys[4].keyStr);
+    expect(keyWithMeta.statusCode).toBe(200);
   });
 });
