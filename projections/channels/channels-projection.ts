@@ -1,13 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { LogRecord } from '../../src/log/port.js';
 import { decodeEvent, type LogEvent } from '../../src/log/events.js';
-import { isMetachannel } from '../../src/channels/channel-name.js';
+import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
 import { Flag } from '../../src/realtime/protocol.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import { ChannelIndex } from './channel-index.js';
 
-/** The metachannel the lifecycle events are messages on (spec: Events, 3). */
-export const LIFECYCLE_CHANNEL = '[meta]channel.lifecycle';
+export { LIFECYCLE_CHANNEL };
 
 /** spec: Occupancy. */
 export interface OccupancyMetrics {

@@ -58,7 +58,7 @@ describe.each([
     const names = Array.from({ length: 7 }, (_, i) => `${prefix}${i}`);
     for (const n of names) await rest().channels.get(n).publish('n', 'd');
     const seen: string[] = [];
-    let page: Ably.HttpPaginatedResponse<string> | null = await rest().request('get', '/channels', 3, { prefix, by: 'id', limit: 3 }, null);
+    let page: Ably.PaginatedResult<string> | null = await rest().request('get', '/channels', 3, { prefix, by: 'id', limit: 3 }, null);
     let pages = 0;
     while (page) {
       pages++;
