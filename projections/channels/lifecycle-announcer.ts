@@ -48,7 +48,7 @@ export class LifecycleAnnouncer {
           () => undefined,
           (err) => {
             this.options.logger.warn({ err, appId }, 'channel lifecycle events not appended; tried again');
-            this.options.projection.failed(announcements);
+            this.options.projection.failed(announcements, this.options.clock.now());
           },
         )
         .finally(() => this.inFlight.delete(append));
