@@ -99,7 +99,7 @@ const periodOfId = (id: string): string | undefined => {
  * idempotent-publish window still holds.
  */
 export class ChannelsProjection {
-  static readonly handles = ['messages.published', 'presence.changed', 'channel.attached', 'channel.detached', 'channel.activated', 'connection.closed', 'instance.started'] as const;
+  static readonly handles = ['messages.published', 'presence.changed', 'channel.attached', 'channel.detached', 'channel.activated', 'connection.closed', 'instance.started', 'instance.gone'] as const;
   private readonly channels = new Map<string, ChannelState>();
   private readonly index = new Map<string, ChannelIndex>();
   /**
@@ -161,6 +161,7 @@ export class ChannelsProjection {
       case 'connection.closed':
         return this.endAttachments(record, (connectionId) => connectionId === event.connectionId);
       case 'instance.started':
+      case 'instance.gone':
         return this.endAttachments(record, (_c, a) => a.instanceId === event.instanceId);
       default:
         return;

@@ -131,7 +131,16 @@ export interface InstanceStarted {
   instanceId: string;
 }
 
-export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted;
+/**
+ * An instance stopped saying it is alive (production mode): the live instance that cleans up
+ * after it says so, and the attachments the gone instance held end.
+ */
+export interface InstanceGone {
+  type: 'instance.gone';
+  instanceId: string;
+}
+
+export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
 export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture | ConnectionEvent;
 

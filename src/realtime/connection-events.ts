@@ -82,7 +82,10 @@ export class ConnectionEvents {
     const leader = alive.sort()[0] === this.options.instanceId;
     for (const id of dead) {
       this.lastSeen.delete(id);
-      if (leader) handlers.instanceDead(id);
+      if (leader) {
+        this.append({ type: 'instance.gone', instanceId: id }, id);
+        handlers.instanceDead(id);
+      }
     }
   }
 

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { ChannelsProjection } from '../../projections/channels/channels-projection.js';
+import { ChannelIndex } from '../../projections/channels/channel-index.js';
+import { encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { Topics, type LogRecord } from '../../src/log/port.js';
+import { Flag } from '../../src/realtime/protocol.js';
+
+const T0 = Date.UTC(2030, 0, 1);
+const IDLE = 10_000;
+let offset = 0;
+const record = (event: LogEvent, timestamp: number, topic: string = Topics.connections): LogRecord => ({ topic, partition: 0, offset: offset++, key: 'k', timestamp, value: encodeEvent(event) });
+const projection = () => new ChannelsProjection({ idleMs: IDLE, windowMs: 120_000, occupancyThrottleMs: 0, region: 'local' });
+const attach = (channel: string, connectionId: string, modes: number, instanceId = 'i1'): LogEvent => ({ type: 'channel.attached', appId: 'a', channel, connectionId, instanceId, modes });
+
+describe('channel activity (README: Channel activity)', () => {
+  it('a use keeps a channel active for the idle time after it, judged by record times', () => {
+    const p = projection();
+    p.apply([record({ type: 'messages.published', appId: 'a', channel: 'c', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);
+    expect(p.isActive('a', 'c', T0 + IDLE - 1)).toBe(true);
+    expect(p.isActive('a', 'c', T0 + IDLE)).toBe(false);
+    expect(p.isActive('b', 'c', T0)).toBe(false); // apps are apart
+  });
+
+  it('attached connections and present members keep it active however long; their end is a use', () => {
+    const p = projection();
+    p.apply([record(attach('c', 'conn1', Flag.SUBSCRIBE), T0)]);
+    expect(p.isActive('a', 'c', T0 + 10 * IDLE)).toBe(true);
+    p.apply([record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p', timestamp: T0, clientId: 'u', connectionId: 'conn2' } }, T0 + 1, Topics.presence)]);
+    p.apply([record({ type: 'channel.detached', appId: 'a', channel: 'c', connectionId: 'conn1' }, T0 + 5 * IDLE)]);
+    expect(p.isActive('a', 'c', T0 + 10 * IDLE)).toBe(true); // the member is still there
+    p.apply([record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'drop', id: 'd', timestamp: T0, connectionId: 'conn2' } }, T0 + 20 * IDLE, Topics.presence)]);
+    expect(p.isActive('a', 'c', T0 + 21 * IDLE - 1)).toBe(true);
+    expect(p.isActive('a', 'c', T0 + 21 * IDLE)).toBe(false);
+  });
+
+  it('occupancy metrics come from the modes each attachment was granted and the members present (spec: Occupancy)', () => {
+    const p = projection();
+    p.apply([
+      record(attach('c', 'c1', Flag.SUBSCRIBE | Flag.PUBLISH | Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE), T0),
+      record(attach('c', 'c2', Flag.SUBSCRIBE), T0),
+      record(attach('c', 'c3', Flag.PRESENCE_SUBSCRIBE), T0),
+      record(attach('c', 'c3', Flag.PUBLISH), T0), // attached again with other modes: one attachment
+      record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p1', timestamp: T0, clientId: 'u1', connectionId: 'c1' } }, T0, Topics.presence),
+      record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p2', timestamp: T0, clientId: 'u2', connectionId: 'c1' } }, T0, Topics.presence),
+      record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'update', id: 'p3', timestamp: T0, clientId: 'u2', connectionId: 'c1' } }, T0, Topics.presence),
+    ]);
+    expect(p.metrics('a', 'c')).toEqual({ connections: 3, publishers: 2, subscribers: 2, presenceConnections: 1, presenceMembers: 2, presenceSubscribers: 1 });
+  });
+
+  it("a connection closed, its instance restarted or gone: its attachments end", () => {
+    const p = projection();
+    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE, 'i1'), T0), record(attach('c', 'c2', Flag.SUBSCRIBE, 'i2'), T0), record(attach('d', 'c3', Flag.SUBSCRIBE, 'i3'), T0)]);
+    p.apply([record({ type: 'connection.closed', appId: 'a', connectionId: 'c1', instanceId: 'i1' }, T0 + 1)]);
+    expect(p.metrics('a', 'c').connections).toBe(1);
+    p.apply([record({ type: 'instance.gone', instanceId: 'i2' }, T0 + 2)]);
+    expect(p.metrics('a', 'c').connections).toBe(0);
+    p.apply([record({ type: 'instance.started', instanceId: 'i3' }, T0 + 3)]);
+    expect(p.metrics('a', 'd').connections).toBe(0);
+    expect(p.isActive('a', 'd', T0 + 3 + IDLE)).toBe(false);
+  });
+
+  it('metachannels are never active channels (their messages are the lifecycle events themselves)', () => {
+    const p = projection();
+    p.apply([record({ type: 'messages.published', appId: 'a', channel: '[meta]log', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);
+    p.apply([record({ type: 'channel.activated', appId: 'a', channel: '[meta]x' }, T0)]);
+    expect(p.list('a', { prefix: '', limit: 10 }, T0).channels).toEqual([]);
+  });
+});
+
+describe('channel index (GET /channels paging)', () => {
+  const all = (index: ChannelIndex, prefix = '', after?: string): string[] => {
+    const out: string[] = [];
+    index.scan(prefix, after, (n) => (out.push(n), true));
+    return out;
+  };
+
+  it('visits names in order after the cursor, with the prefix, across additions and removals', () => {
+    const index = new ChannelIndex();
+    for (const n of ['b', 'a', 'ab', 'c', 'abc']) index.add(n);
+    expect(all(index)).toEqual(['a', 'ab', 'abc', 'b', 'c']);
+    expect(all(index, 'ab')).toEqual(['ab', 'abc']);
+    expect(all(index, '', 'ab')).toEqual(['abc', 'b', 'c']);
+    expect(all(index, 'ab', 'a')).toEqual(['ab', 'abc']);
+    index.remove('abc');
+    index.remove('b');
+    index.add('b');
+    index.add('aa');
+    expect(all(index)).toEqual(['a', 'aa', 'ab', 'b', 'c']);
+    for (const n of ['a', 'aa', 'ab', 'b']) index.remove(n);
+    expect(all(index)).toEqual(['c']);
+    index.add('a');
+    expect(all(index)).toEqual(['a', 'c']);
+  });
+});
