@@ -39,6 +39,12 @@ export class ChannelIndex {
     }
   }
 
+  /** The first name (live or not) that starts with `prefix`, and those after it, while `visit` returns true. */
+  namesFrom(prefix: string, visit: (name: string) => boolean): void {
+    this.settle();
+    for (let i = lowerBound(this.sorted, prefix); i < this.sorted.length && this.sorted[i].startsWith(prefix); i++) if (!visit(this.sorted[i])) return;
+  }
+
   private settle(): void {
     if (this.removed > 0 && this.removed * 2 > this.sorted.length) {
       this.sorted = this.sorted.filter((n) => this.live.has(n));

@@ -71,6 +71,10 @@ export interface Announcement {
 }
 
 const BUCKET_MS = 250;
+/** Cursors longer than this, percent-encoded, are shortened (ChannelsProjection.cursorOf). */
+const LONG_CURSOR = 600;
+/** Starts a shortened cursor: a channel name never has control characters. */
+const CURSOR_MARK = '\u0001';
 const stateKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
 const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
 const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
@@ -266,9 +270,10 @@ export class ChannelsProjection {
   list(appId: string, q: { prefix: string; after?: string; limit: number }, now: number): { channels: string[]; more: boolean } {
     const index = this.index.get(appId);
     if (!index) return { channels: [], more: false };
+    const after = q.after === undefined ? undefined : this.nameOfCursor(index, q.after);
     const found: string[] = [];
     let more = false;
-    index.scan(q.prefix, q.after, (channel) => {
+    index.scan(q.prefix, after, (channel) => {
       const s = this.channels.get(stateKey(appId, channel));
       if (!s || !this.activeAt(s, now)) return true;
       if (found.length === q.limit) {
@@ -279,6 +284,29 @@ export class ChannelsProjection {
       return true;
     });
     return { channels: found, more };
+  }
+
+  /**
+   * The cursor that continues after `channel`: the name itself, or for a name too long to go in
+   * a Link header (2,048 bytes percent-encode to 6,144 characters), its first 100 characters and
+   * a hash, which nameOfCursor finds again among the names that start so.
+   */
+  static cursorOf(channel: string): string {
+    if (encodeURIComponent(channel).length <= LONG_CURSOR) return channel;
+    return `${CURSOR_MARK}${createHash('sha256').update(channel).digest('base64url')}${channel.slice(0, 100)}`;
+  }
+
+  private nameOfCursor(index: ChannelIndex, cursor: string): string {
+    if (!cursor.startsWith(CURSOR_MARK)) return cursor;
+    const hash = cursor.slice(1, 44);
+    const head = cursor.slice(44);
+    let found: string | undefined;
+    index.namesFrom(head, (name) => {
+      if (createHash('sha256').update(name).digest('base64url') === hash) found = name;
+      return found === undefined;
+    });
+    // Gone meanwhile: from the names that start like it (some may come again).
+    return found ?? head;
   }
 
   /** How many channels the projection holds (active, or idle and not yet swept). */

@@ -9,7 +9,7 @@ import { isMetachannel } from '../channels/channel-name.js';
 import type { Clock } from '../clock.js';
 import { channelFor } from './channel-messages.js';
 import { resource } from './route-table.js';
-import type { ChannelDetails } from '../../projections/channels/channels-projection.js';
+import { ChannelsProjection, type ChannelDetails } from '../../projections/channels/channels-projection.js';
 
 export interface ChannelsReader {
   details(appId: string, channel: string, now: number): ChannelDetails;
@@ -77,7 +77,7 @@ export async function channelsRoutes(app: FastifyInstance, opts: { channels: Cha
         const { channels, more } = opts.channels.list(appId, { prefix: prefix ?? '', after: cursor, limit }, now);
         const base: LinkParams = { prefix, by: query.by === undefined ? undefined : by, limit: query.limit === undefined ? undefined : limit, ...keptParams(query) };
         const links: Record<string, string> = { first: relativeUrl('channels', base), current: relativeUrl('channels', { ...base, cursor }) };
-        if (more) links.next = relativeUrl('channels', { ...base, cursor: channels[channels.length - 1] });
+        if (more) links.next = relativeUrl('channels', { ...base, cursor: ChannelsProjection.cursorOf(channels[channels.length - 1]) });
         const body = by === 'id' ? channels : channels.map((c) => opts.channels.details(appId, c, now));
         return sendResult(request, reply, 200, body, links);
       },

@@ -150,6 +150,24 @@ describe('GET /channels (spec: Channel enumeration)', () => {
     expect(seen).toEqual([...names, `${prefix}zz`]);
   });
 
+  it('pages past channels whose names are too long to go whole in a Link header', async () => {
+    const prefix = `${uniqueChannel('long')}-`;
+    const names = ['a', 'b', 'c', 'd'].map((s) => `${prefix}${s}${'é'.repeat(900)}`);
+    for (const n of names) expect((await publish(n)).statusCode).toBe(201);
+    await settled(() => names.every((n) => t.service.channels.isActive(appId, n, now)));
+    const seen: string[] = [];
+    let url: string | undefined = `/channels?prefix=${prefix}&by=id&limit=1`;
+    while (url) {
+      const res = await get(url);
+      expect(res.statusCode).toBe(200);
+      expect(String(res.headers.link).length).toBeLessThan(2048);
+      seen.push(...res.json());
+      const next = links(res.headers.link).next;
+      url = next ? `/channels${next.slice('./channels'.length)}` : undefined;
+    }
+    expect(seen).toEqual(names);
+  });
+
   it('limit defaults to 100 and above 1000 is refused', async () => {
     expect((await get('/channels?limit=1001')).json().error.code).toBe(40003);
     expect((await get('/channels?by=name')).json().error.code).toBe(40003);
