@@ -374,17 +374,18 @@ export class ChannelsProjection {
         this.index.get(s.appId)?.remove(s.channel);
         continue;
       }
-      const details: ChannelDetails = { channelId: s.channel, status: { isActive: true, occupancy: { metrics: metricsOf(s) } } };
+      let made: ChannelDetails | undefined;
+      const details = (): ChannelDetails => (made ??= { channelId: s.channel, status: { isActive: true, occupancy: { metrics: metricsOf(s) } } });
       if (!this.announced.has(key)) {
         if (recent(s.openedAt)) {
-          emit(s, 'channel.opened', s.period, details);
-          emit(s, 'channel.region.active', s.period, details);
+          emit(s, 'channel.opened', s.period, details());
+          emit(s, 'channel.region.active', s.period, details());
         }
         this.announced.set(key, { period: s.period, at: now });
       }
       if (s.occupancyCause !== undefined) {
         if (now - s.occupancyAnnouncedAt >= occupancyThrottleMs) {
-          if (recent(s.occupancyChangedAt)) emit(s, 'channel.occupancy', s.occupancyCause, details);
+          if (recent(s.occupancyChangedAt)) emit(s, 'channel.occupancy', s.occupancyCause, details());
           s.occupancyCause = undefined;
           s.occupancyAnnouncedAt = now;
         } else {
