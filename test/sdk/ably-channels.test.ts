@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
 import { rejection } from '../helpers/sdk.js';
 import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-import { Clients, connectionState, realtimeClient, within } from '../helpers/realtime.js';
+import { Clients, NetworkCut, connectionState, realtimeClient, within } from '../helpers/realtime.js';
 
 const IDLE_MS = 1_500;
 let ts: TestService;
@@ -105,6 +105,36 @@ describe.each([
     const names = events.map((e) => e.name);
     expect(names.slice(-2)).toEqual(['channel.region.inactive', 'channel.closed']);
     expect(events[events.length - 1].data.status).toMatchObject({ isActive: false, occupancy: { metrics: ZERO } });
+  });
+
+  it('a connection whose socket drops is no longer attached (it may resume, and then attaches again)', async () => {
+    const name = uniqueChannel('rt-drop');
+    const cut = await NetworkCut.start(port);
+    try {
+      const client = clients.add(new Ably.Realtime({ key: keys[0].keyStr, endpoint: '127.0.0.1', port: cut.port, tls: false, useBinaryProtocol, logLevel: 0 }));
+      await client.channels.get(name).attach();
+      const connections = async (): Promise<number> => (await rest().channels.get(name).status()).status!.occupancy!.metrics!.connections!;
+      expect(await connections()).toBe(1);
+      cut.cut();
+      await within(
+        (async () => {
+          while ((await connections()) !== 0) await new Promise((r) => setTimeout(r, 20));
+        })(),
+        10_000,
+        'the attachment to end',
+      );
+      cut.release();
+      await connectionState(client, 'connected');
+      await within(
+        (async () => {
+          while ((await connections()) !== 1) await new Promise((r) => setTimeout(r, 20));
+        })(),
+        10_000,
+        'the resumed connection to attach again',
+      );
+    } finally {
+      await cut.close();
+    }
   });
 
   it('"*" does not reach [meta]channel.lifecycle, and nobody publishes on it', async () => {

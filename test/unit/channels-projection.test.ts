@@ -67,6 +67,43 @@ describe('channel activity (README: Channel activity)', () => {
   });
 });
 
+describe('lifecycle announcements', () => {
+  it('channel.occupancy at most once per throttle interval, with the latest metrics (CHANNEL_OCCUPANCY_THROTTLE_MS)', () => {
+    const p = new ChannelsProjection({ idleMs: IDLE, windowMs: 120_000, occupancyThrottleMs: 1000, region: 'r1' });
+    const occupancy = (now: number): number[] =>
+      p
+        .announce(now)
+        .filter((a) => a.message.name === 'channel.occupancy')
+        .map((a) => JSON.parse(a.message.data as string).status.occupancy.metrics.connections);
+    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE), T0)]);
+    expect(occupancy(T0)).toEqual([1]);
+    p.apply([record(attach('c', 'c2', Flag.SUBSCRIBE), T0 + 100), record(attach('c', 'c3', Flag.SUBSCRIBE), T0 + 200)]);
+    expect(occupancy(T0 + 300)).toEqual([]); // held back
+    p.apply([record(attach('c', 'c4', Flag.SUBSCRIBE), T0 + 400)]);
+    expect(occupancy(T0 + 999)).toEqual([]);
+    expect(occupancy(T0 + 1000)).toEqual([4]); // one event, the latest count
+    expect(occupancy(T0 + 5000)).toEqual([]); // nothing changed since
+  });
+
+  it('opened and region.active when a period begins, region.inactive and closed at its end, ids named by the record that began it', () => {
+    const p = projection();
+    const names = (now: number) => p.announce(now).map((a) => `${a.message.name} ${a.message.id}`);
+    const first = record({ type: 'channel.activated', appId: 'a', channel: 'c' }, T0);
+    p.apply([first]);
+    const cause = `lc:${first.topic}:0:${first.offset}:`;
+    const opened = names(T0);
+    expect(opened.map((n) => n.split(' ')[0])).toEqual(['channel.opened', 'channel.region.active']);
+    expect(opened.every((n) => n.split(' ')[1].startsWith(cause))).toBe(true);
+    p.apply([record({ type: 'channel.activated', appId: 'a', channel: 'c' }, T0 + 1000)]); // same period
+    expect(names(T0 + 1000)).toEqual([]);
+    expect(names(T0 + 1000 + IDLE - 1)).toEqual([]);
+    const closed = names(T0 + 1000 + IDLE);
+    expect(closed.map((n) => n.split(' ')[0])).toEqual(['channel.region.inactive', 'channel.closed']);
+    expect(closed.every((n) => n.split(' ')[1].startsWith(cause))).toBe(true);
+    expect(p.size).toBe(0); // swept
+  });
+});
+
 describe('channel index (GET /channels paging)', () => {
   const all = (index: ChannelIndex, prefix = '', after?: string): string[] => {
     const out: string[] = [];
