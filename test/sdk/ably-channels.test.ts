@@ -137,7 +137,7 @@ describe.each([
     }
   });
 
-  it('"*" does not reach [meta]channel.lifecycle, and nobody publishes on it', async () => {
+  it('"*" does not reach [meta]channel.lifecycle, and nobody publishes or enters presence on it', async () => {
     const wildcard = realtime(keys[1].keyStr);
     const err = await rejection(wildcard.channels.get('[meta]channel.lifecycle').attach());
     expect(err.code).toBe(40160);
@@ -146,5 +146,8 @@ describe.each([
     await meta.attach();
     const refused = await rejection(meta.publish('x', 'y'));
     expect(refused.code).toBe(40160);
+    const member = realtime(keys[0].keyStr, 'meta-member');
+    const noPresence = await rejection(member.channels.get('[meta]channel.lifecycle').presence.enter('here'));
+    expect(noPresence.code).toBe(40160);
   });
 });
