@@ -206,7 +206,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return seen !== undefined && clock.now() - seen <= config.historyTailMs;
   });
 
-  const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger });
+  const connectionEvents = new ConnectionEvents({
+    log,
+    batcher,
+    clock,
+    logger,
+    instanceId: config.instanceId,
+    consumerName: consumerName('connections'),
+    // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
+    aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
+  });
+  // One instance announces lifecycle events (the others read them back), so that realtime
+  // subscribers do not get each twice; another takes over when it stops saying it is alive.
+  const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger, leads: () => connectionEvents.leads() });
   announcer.start();
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
@@ -311,16 +323,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger,
     usage,
     consumerName: consumerName('delivery'),
-    events: new ConnectionEvents({
-      log,
-      batcher,
-      clock,
-      logger,
-      instanceId: config.instanceId,
-      consumerName: consumerName('connections'),
-      // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
-      aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
-    }),
+    events: connectionEvents,
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);

@@ -152,12 +152,14 @@ export class ChannelsProjection {
         return;
       }
       case 'channel.attached': {
+        if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
         s.attachments.set(event.connectionId, { instanceId: event.instanceId, modes: event.modes });
         this.occupancyChanged(s, record);
         return;
       }
       case 'channel.detached': {
+        if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
         if (s.attachments.delete(event.connectionId)) this.occupancyChanged(s, record);
         return;

@@ -10,6 +10,8 @@ export interface LifecycleAnnouncerOptions {
   logger: Logger;
   /** How often due lifecycle events are looked for (and idle channels swept). */
   intervalMs?: number;
+  /** Whether this instance is the one that appends them (default: always). */
+  leads?: () => boolean;
 }
 
 const CHUNK = 200;
@@ -32,7 +34,13 @@ export class LifecycleAnnouncer {
 
   /** Announces what is due now; resolves once it is appended (or has failed and is due again). */
   tick(): Promise<void> {
-    const due = this.options.projection.announce(this.options.clock.now());
+    const now = this.options.clock.now();
+    const due = this.options.projection.announce(now);
+    if (this.options.leads && !this.options.leads()) {
+      // Another instance appends them: they stay due here until its messages are read back.
+      if (due.length > 0) this.options.projection.failed(due, now);
+      return Promise.resolve();
+    }
     // One publish per app and chunk: one log record each, well under Kafka's record size.
     const chunks = new Map<string, Announcement[][]>();
     for (const a of due) {

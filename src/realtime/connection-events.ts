@@ -34,6 +34,7 @@ export class ConnectionEvents {
   private timer: NodeJS.Timeout | undefined;
   /** Instances known to hold members, and when each was last heard of (this process's clock). */
   private readonly lastSeen = new Map<string, number>();
+  private startedAt: number | undefined;
 
   constructor(private readonly options: ConnectionEventsOptions) {}
 
@@ -43,6 +44,7 @@ export class ConnectionEvents {
    */
   async start(handlers: ConnectionEventHandlers, suspects: Iterable<string>): Promise<void> {
     const { log, instanceId, clock } = this.options;
+    this.startedAt = clock.now();
     // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
     this.append({ type: 'instance.started', instanceId }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
@@ -54,7 +56,11 @@ export class ConnectionEvents {
         for (const r of records) {
           const event = decodeEvent(r.value) as ConnectionEvent;
           if (event.type === 'connection.opened' && event.instanceId !== instanceId) handlers.movedAway(event.connectionId);
-          if (event.type === 'instance.alive' && event.instanceId !== instanceId) this.lastSeen.set(event.instanceId, clock.now());
+          if (event.type === 'instance.alive' && event.instanceId !== instanceId) {
+            // A new instance learns of this one at once, not an interval later (leads()).
+            if (!this.lastSeen.has(event.instanceId) && this.options.aliveIntervalMs > 0) this.alive();
+            this.lastSeen.set(event.instanceId, clock.now());
+          }
         }
       },
       onError: (err) => this.options.logger.error({ err }, 'connection events consumer failed on a batch; retrying'),
@@ -69,6 +75,21 @@ export class ConnectionEvents {
       }, every);
       this.timer.unref();
     }
+  }
+
+  /**
+   * Whether this instance is the one that acts for all (the alive instance with the smallest id,
+   * as for cleaning up after a dead one): always, in the embedded mode; in production mode, never
+   * during its first alive interval, while it learns which others are alive.
+   */
+  leads(): boolean {
+    if (this.options.aliveIntervalMs === 0) return true;
+    const now = this.options.clock.now();
+    // Not before it has heard the others (they answer its first alive at once): for one interval.
+    if (this.startedAt === undefined || now - this.startedAt < this.options.aliveIntervalMs) return false;
+    const deadline = 3 * this.options.aliveIntervalMs;
+    for (const [id, seen] of this.lastSeen) if (id < this.options.instanceId && now - seen <= deadline) return false;
+    return true;
   }
 
   private checkDead(handlers: ConnectionEventHandlers): void {

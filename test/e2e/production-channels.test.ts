@@ -1,8 +1,9 @@
 // Production mode end to end for channel status, enumeration and lifecycle events (issue 12): two
 // instances on one Kafka and ClickHouse. Activity is a projection of the log, so a status request
 // on one instance activates the channel on both; an attachment on one shows in the occupancy the
-// other reports; and the lifecycle events both instances derive are in the metachannel's history
-// once each (the same cause gives the same id, and the idempotent-publish rule drops a repeat).
+// other reports; and the lifecycle events are in the metachannel's history, and delivered to its
+// realtime subscribers, once each (one instance announces them; the same cause gives the same id
+// wherever it is derived, and the idempotent-publish rule drops a repeat).
 import { randomBytes } from 'node:crypto';
 import { afterAll, expect, it } from 'vitest';
 import * as Ably from 'ably';
@@ -29,7 +30,7 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
   it('a status request on one instance activates the channel on both; occupancy and lifecycle events agree', async () => {
     const isolation = { topicPrefix: `ch-${randomBytes(4).toString('hex')}-`, tablePrefix: `ch_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
-      const started = await startProductionInstance(found, { appId: 'chapp', key: KEY, instanceId, isolation, env: { CHANNEL_IDLE_MS: String(IDLE_MS), CHANNEL_OCCUPANCY_THROTTLE_MS: '200' } });
+      const started = await startProductionInstance(found, { appId: 'chapp', key: KEY, instanceId, isolation, env: { CHANNEL_IDLE_MS: String(IDLE_MS), CHANNEL_OCCUPANCY_THROTTLE_MS: '200', REALTIME_INSTANCE_ALIVE_MS: '1000' } });
       services.push(started.service);
       return started;
     };
@@ -38,6 +39,14 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
     const rest = (port: number): Ably.Rest => new Ably.Rest({ key: KEY, restHost: '127.0.0.1', port, tls: false, logLevel: 0 });
     const name = `room-${randomBytes(4).toString('hex')}`;
 
+    // A realtime subscriber of the metachannel on the instance that does not announce.
+    const watcher = new Ably.Realtime({ key: KEY, endpoint: '127.0.0.1', port: two.port, tls: false, logLevel: 0 });
+    opened.push(watcher);
+    const delivered: string[] = [];
+    await watcher.channels.get('[meta]channel.lifecycle').subscribe((m) => {
+      if ((m.data as { channelId?: string }).channelId === name && m.name !== 'channel.occupancy') delivered.push(m.name!);
+    });
+
     // spec: Channel status: the request activates the channel, on every instance (it is a log event).
     expect(await rest(one.port).channels.get(name).status()).toMatchObject({ channelId: name, status: { isActive: true } });
     await until('the channel listed on the other instance', async () => (await rest(two.port).request('get', '/channels', 3, { by: 'id', prefix: 'room-' }, null)).items.includes(name));
@@ -45,6 +54,9 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
     // An attachment on one instance: the other's status shows it (spec: Occupancy).
     const client = new Ably.Realtime({ key: KEY, clientId: 'member', endpoint: '127.0.0.1', port: one.port, tls: false, logLevel: 0 });
     opened.push(client);
+    await client.connection.whenState('connected');
+    // A use just before the attach: one period of activity however slow the steps above were.
+    await rest(one.port).channels.get(name).status();
     await client.channels.get(name).attach();
     await client.channels.get(name).presence.enter();
     await until('the occupancy on the other instance', async () => {
@@ -59,7 +71,8 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
     client.close();
     const lifecycle = async (port: number): Promise<string[]> => {
       const page = await rest(port).channels.get('[meta]channel.lifecycle').history({ direction: 'forwards', limit: 1000 });
-      return page.items.filter((m) => (m.data as { channelId?: string }).channelId === name && m.name !== 'channel.occupancy').map((m) => m.name!);
+      const events = page.items.filter((m) => (m.data as { channelId?: string }).channelId === name && m.name !== 'channel.occupancy');
+      return events.map((m) => m.name!);
     };
     const expected = ['channel.opened', 'channel.region.active', 'channel.region.inactive', 'channel.closed'];
     await until('the channel closed', async () => (await lifecycle(one.port)).includes('channel.closed'), 30_000);
@@ -67,5 +80,8 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
     expect(await lifecycle(one.port)).toEqual(expected);
     expect(await lifecycle(two.port)).toEqual(expected);
     expect((await rest(two.port).request('get', '/channels', 3, { by: 'id', prefix: name }, null)).items).toEqual([]);
+    // Delivered once each: one instance announces, the other reads its messages back.
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(delivered).toEqual(expected);
   });
 });

@@ -63,6 +63,8 @@ describe('channel activity (README: Channel activity)', () => {
     const p = projection();
     p.apply([record({ type: 'messages.published', appId: 'a', channel: '[meta]log', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);
     p.apply([record({ type: 'channel.activated', appId: 'a', channel: '[meta]x' }, T0)]);
+    p.apply([record(attach('[meta]channel.lifecycle', 'c1', Flag.SUBSCRIBE), T0)]);
+    expect(p.size).toBe(0);
     expect(p.list('a', { prefix: '', limit: 10 }, T0).channels).toEqual([]);
   });
 });
