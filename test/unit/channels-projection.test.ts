@@ -106,6 +106,39 @@ describe('lifecycle announcements', () => {
   });
 });
 
+describe('one instance announces, the others keep events due until they read them back', () => {
+  it('a follower announces nothing the leader did, and what the leader left undone once it leads', () => {
+    const leader = projection();
+    const follower = projection();
+    const log: LogRecord[] = [];
+    const both = (r: LogRecord) => {
+      log.push(r);
+      leader.apply([r]);
+      follower.apply([r]);
+    };
+    // As the announcer does for an instance that does not lead: announce, then put it back.
+    const follow = (now: number) => {
+      const due = follower.announce(now);
+      follower.failed(due, now);
+      return due.map((a) => a.message.name);
+    };
+    const append = (due: { appId: string; message: { id: string; timestamp: number } }[], now: number) => {
+      if (due.length === 0) return;
+      for (const a of due) a.message.timestamp = now;
+      both(record({ type: 'messages.published', appId: 'a', channel: '[meta]channel.lifecycle', transport: 'rest', messages: due.map((a) => a.message) as never }, now, Topics.messages));
+    };
+    both(record({ type: 'channel.activated', appId: 'a', channel: 'c' }, T0));
+    expect(follow(T0)).toEqual(['channel.opened', 'channel.region.active']); // due, not appended
+    append(leader.announce(T0 + 10), T0 + 10); // the leader's, read back by both
+    expect(follow(T0 + 20)).toEqual([]);
+    // The leader stops; the channel goes idle; the follower now leads and closes it, once.
+    const closed = follower.announce(T0 + IDLE);
+    expect(closed.map((a) => a.message.name)).toEqual(['channel.region.inactive', 'channel.closed']);
+    append(closed, T0 + IDLE);
+    expect(follower.announce(T0 + IDLE + 1000)).toEqual([]);
+  });
+});
+
 describe('channel index (GET /channels paging)', () => {
   const all = (index: ChannelIndex, prefix = '', after?: string): string[] => {
     const out: string[] = [];
