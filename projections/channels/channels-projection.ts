@@ -117,6 +117,8 @@ export class ChannelsProjection {
   private readonly due = new Map<number, Set<string>>();
   /** Channels with an occupancy change held back by the throttle. */
   private readonly throttled = new Set<string>();
+  /** The channels each connection is attached to (a connection's end visits only those). */
+  private readonly byConnection = new Map<string, Set<string>>();
 
   constructor(private readonly options: ChannelsOptions) {}
 
@@ -155,6 +157,9 @@ export class ChannelsProjection {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
         s.attachments.set(event.connectionId, { instanceId: event.instanceId, modes: event.modes });
+        let held = this.byConnection.get(event.connectionId);
+        if (!held) this.byConnection.set(event.connectionId, (held = new Set()));
+        held.add(stateKey(event.appId, event.channel));
         this.occupancyChanged(s, record);
         return;
       }
@@ -162,10 +167,15 @@ export class ChannelsProjection {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
         if (s.attachments.delete(event.connectionId)) this.occupancyChanged(s, record);
+        this.forgetAttachment(event.connectionId, stateKey(event.appId, event.channel));
         return;
       }
-      case 'connection.closed':
-        return this.endAttachments(record, (connectionId) => connectionId === event.connectionId);
+      case 'connection.closed': {
+        const keys = this.byConnection.get(event.connectionId);
+        if (!keys) return;
+        const states = [...keys].map((k) => this.channels.get(k)).filter((c): c is ChannelState => c !== undefined);
+        return this.endAttachments(record, (connectionId) => connectionId === event.connectionId, states);
+      }
       case 'instance.started':
       case 'instance.gone':
         return this.endAttachments(record, (_c, a) => a.instanceId === event.instanceId);
@@ -174,12 +184,20 @@ export class ChannelsProjection {
     }
   }
 
-  private endAttachments(record: LogRecord, ends: (connectionId: string, a: Attachment) => boolean): void {
-    for (const s of this.channels.values()) {
+  private forgetAttachment(connectionId: string, key: string): void {
+    const held = this.byConnection.get(connectionId);
+    held?.delete(key);
+    if (held?.size === 0) this.byConnection.delete(connectionId);
+  }
+
+  /** Ends the attachments `ends` picks, on `among` (default: every channel: a restart, a dead instance). */
+  private endAttachments(record: LogRecord, ends: (connectionId: string, a: Attachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
+    for (const s of among) {
       let changed = false;
       for (const [c, a] of s.attachments) {
         if (ends(c, a)) {
           s.attachments.delete(c);
+          this.forgetAttachment(c, stateKey(s.appId, s.channel));
           changed = true;
         }
       }
