@@ -62,6 +62,8 @@ interface ChannelState {
   occupancyCause?: string;
   occupancyChangedAt: number;
   occupancyAnnouncedAt: number;
+  /** The bucket of `due` it is in, if any: one at a time, however often it is used. */
+  dueBucket?: number;
 }
 
 /** A lifecycle message to append to LIFECYCLE_CHANNEL of an app. */
@@ -362,7 +364,11 @@ export class ChannelsProjection {
     for (const [bucket, due] of this.due) {
       if (bucket > now) continue;
       this.due.delete(bucket);
-      for (const k of due) keys.add(k);
+      for (const k of due) {
+        keys.add(k);
+        const s = this.channels.get(k);
+        if (s?.dueBucket === bucket) s.dueBucket = undefined;
+      }
     }
     for (const k of this.throttled) keys.add(k);
     this.throttled.clear();
@@ -412,14 +418,19 @@ export class ChannelsProjection {
           this.throttled.add(key);
         }
       }
-      if (!this.occupied(s)) this.schedule(key, s.lastUse + idleMs);
+      if (!this.occupied(s)) this.schedule(key, s.lastUse + idleMs, s);
     }
     return out;
   }
 
   /** Looks at a channel again once `at` has passed. */
-  private schedule(key: string, at: number): void {
+  private schedule(key: string, at: number, s?: ChannelState): void {
     const bucket = Math.ceil(at / BUCKET_MS) * BUCKET_MS;
+    if (s) {
+      if (s.dueBucket === bucket) return;
+      if (s.dueBucket !== undefined) this.due.get(s.dueBucket)?.delete(key);
+      s.dueBucket = bucket;
+    }
     let due = this.due.get(bucket);
     if (!due) this.due.set(bucket, (due = new Set()));
     due.add(key);
