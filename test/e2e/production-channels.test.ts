@@ -83,5 +83,5 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
     // Delivered once each: one instance announces, the other reads its messages back.
     await new Promise((r) => setTimeout(r, 1_000));
     expect(delivered).toEqual(expected);
-  });
+  }, 90_000);
 });
