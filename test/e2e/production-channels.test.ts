@@ -30,7 +30,7 @@ describeWithInfra('production mode: channel status, enumeration and lifecycle on
   it('a status request on one instance activates the channel on both; occupancy and lifecycle events agree', async () => {
     const isolation = { topicPrefix: `ch-${randomBytes(4).toString('hex')}-`, tablePrefix: `ch_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
-      const started = await startProductionInstance(found, { appId: 'chapp', key: KEY, instanceId, isolation, env: { CHANNEL_IDLE_MS: String(IDLE_MS), CHANNEL_OCCUPANCY_THROTTLE_MS: '200', REALTIME_INSTANCE_ALIVE_MS: '1000' } });
+      const started = await startProductionInstance(found, { appId: 'chapp', key: KEY, capability: { '[*]*': ['*'] }, instanceId, isolation, env: { CHANNEL_IDLE_MS: String(IDLE_MS), CHANNEL_OCCUPANCY_THROTTLE_MS: '200', REALTIME_INSTANCE_ALIVE_MS: '1000' } });
       services.push(started.service);
       return started;
     };

@@ -192,7 +192,7 @@ describe('[meta]channel.lifecycle (spec: Events, 3)', () => {
   const schema = JSON.parse(readFileSync(new URL('../fixtures/ably-common-channel-lifecycle.json', import.meta.url), 'utf8'));
   const validate = new Ajv({ strict: false }).compile(schema);
   const lifecycleOf = async (channel: string): Promise<{ id: string; name: string; details: Record<string, unknown> }[]> => {
-    const res = await get(`/channels/${encodeURIComponent('[meta]channel.lifecycle')}/messages?direction=forwards&limit=1000`);
+    const res = await get(`/channels/${encodeURIComponent('[meta]channel.lifecycle')}/messages?direction=forwards&limit=1000`, keys[4].keyStr);
     expect(res.statusCode).toBe(200);
     return (res.json() as { id: string; name: string; data: string; encoding: string }[])
       .map((m) => ({ id: m.id, name: m.name, details: JSON.parse(m.data) }))

@@ -24,7 +24,8 @@ beforeAll(async () => {
     method: 'POST',
     url: '/apps',
     headers: { authorization: basic(ts.key) },
-    payload: { keys: [{}, { capability: JSON.stringify({ '*': ['*'] }) }] },
+    // The first key reaches metachannels too; `*` alone does not (spec: Authentication, rule 6).
+    payload: { keys: [{ capability: JSON.stringify({ '[*]*': ['*'] }) }, { capability: JSON.stringify({ '*': ['*'] }) }] },
   });
   keys = created.json().keys;
 });
