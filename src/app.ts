@@ -26,6 +26,7 @@ import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes
 import { dashboardRoutes } from './routes/dashboard.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
+import { channelsRoutes, type ChannelsReader } from './routes/channels.js';
 import { limitHttpConnections } from './http/connection-limit.js';
 
 export interface AppDeps {
@@ -41,6 +42,8 @@ export interface AppDeps {
   history: HistoryReader;
   presence: PresenceReader;
   stats: StatsReader;
+  /** Channel status and enumeration (projections/channels). */
+  channels: ChannelsReader;
   usage: UsageMeter;
   /** Whether a channel's history is persisted (for counting history reads). */
   isPersisted: (appId: string, channel: string) => boolean;
@@ -162,6 +165,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(dashboardRoutes);
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
+  app.register(channelsRoutes, { channels: deps.channels, clock: deps.clock });
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });

@@ -25,7 +25,18 @@ export interface Config {
   instanceId: string;
   /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
   realtime: RealtimeSettings;
+  /** channel activity and lifecycle events (projections/channels) */
+  channels: ChannelSettings;
   // Faults of the production parts (prod-faults).
+}
+
+export interface ChannelSettings {
+  /** A channel stays active this long after its last use (at most HISTORY_TAIL_MS). CHANNEL_IDLE_MS */
+  idleMs: number;
+  /** At most one channel.occupancy event per channel this often. CHANNEL_OCCUPANCY_THROTTLE_MS */
+  occupancyThrottleMs: number;
+  /** The region named in channel.region.* events. REGION */
+  region: string;
 }
 
 export type Mode = 'embedded' | 'production';
@@ -134,8 +145,19 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
+    channels: parseChannels(e),
 
   };
+}
+
+function parseChannels(e: Record<string, string | undefined>): ChannelSettings {
+  const tail = int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000);
+  // Activity is rebuilt at start from the log's last HISTORY_TAIL_MS (what the memory tail reads).
+  const idleMs = int(e, 'CHANNEL_IDLE_MS', tail, 100, 3600_000);
+  if (idleMs > tail) throw new ConfigError(`CHANNEL_IDLE_MS (${idleMs}) must be at most HISTORY_TAIL_MS (${tail})`);
+  const region = e.REGION || 'local';
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(region)) throw new ConfigError(`REGION="${region}" must be 1 to 64 letters, digits, "_", "." or "-"`);
+  return { idleMs, occupancyThrottleMs: int(e, 'CHANNEL_OCCUPANCY_THROTTLE_MS', 1000, 0, 3600_000), region };
 }
 
 /** The realtime gateway's settings that can be set (src/realtime/settings.ts). */

@@ -13,7 +13,7 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
+import { channelKey, decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
 import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
@@ -34,6 +34,8 @@ import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
 import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
+import { ChannelsProjection } from '../projections/channels/channels-projection.js';
+import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -57,6 +59,7 @@ export interface Service {
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
   stats: StatsProjection;
+  channels: ChannelsProjection;
   usage: UsageMeter;
   batcher: AppendBatcher;
   gateway: Gateway;
@@ -187,6 +190,22 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     await sub.caughtUp;
   }
 
+  // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
+  // messages of the tail window (where the history projection starts), and the whole presence and
+  // connections topics (members and attachments may be older than any window).
+  const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs });
+  for (const [topic, start] of [[Topics.messages, new Map(from)], [Topics.presence, new Map()], [Topics.connections, new Map()]] as const) {
+    const sub = log.consume({
+      topic,
+      consumer: consumerName(`channels-${topic}`),
+      from: start,
+      handle: (records) => channels.apply(records),
+      onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
+    });
+    subscriptions.push(sub);
+    await sub.caughtUp;
+  }
+
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock);
   const presenceProducer = new PresenceProducer(batcher);
@@ -201,6 +220,21 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     clock,
     config.limits,
   );
+
+  const connectionEvents = new ConnectionEvents({
+    log,
+    batcher,
+    clock,
+    logger,
+    instanceId: config.instanceId,
+    consumerName: consumerName('connections'),
+    // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
+    aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
+  });
+  // One instance announces lifecycle events (the others read them back), so that realtime
+  // subscribers do not get each twice; another takes over when it stops saying it is alive.
+  const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger, leads: () => connectionEvents.leads() });
+  announcer.start();
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
     for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
@@ -268,6 +302,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         ),
     },
     stats: { query: (q) => statsStore.query(q), oldest: statsStore.oldestInterval ? (appId) => statsStore.oldestInterval!(appId) : undefined },
+    channels: {
+      details: (appId, channel, now) => channels.details(appId, channel, now),
+      list: (appId, q, now) => channels.list(appId, q, now),
+      activate: (appId, channel) =>
+        batcher
+          .append(Topics.connections, [{ key: channelKey(appId, channel), build: () => encodeEvent({ type: 'channel.activated', appId, channel }) }])
+          .then(
+            () => undefined,
+            (err) => {
+              throw new ServiceError('unavailable', 'the log did not acknowledge the activation; retry', err);
+            },
+          ),
+    },
     usage,
     isPersisted,
     statsFixtures: config.sandbox
@@ -318,16 +365,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger,
     usage,
     consumerName: consumerName('delivery'),
-    events: new ConnectionEvents({
-      log,
-      batcher,
-      clock,
-      logger,
-      instanceId: config.instanceId,
-      consumerName: consumerName('connections'),
-      // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
-      aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
-    }),
+    events: connectionEvents,
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);
@@ -375,6 +413,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['realtime gateway', () => gateway!.close()],
     ['http', () => app.close()],
     ['usage', () => usage.close()],
+    ['lifecycle announcer', () => announcer.close()],
     ['consumers', async () => {
       for (const s of subscriptions) await s.stop();
     }],
@@ -404,5 +443,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, usage, batcher, gateway, createdDefaultKey, close };
+  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, channels, usage, batcher, gateway, createdDefaultKey, close };
 }

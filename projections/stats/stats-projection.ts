@@ -1,3 +1,4 @@
+import { LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import { decodeEvent, type LogEvent } from '../../src/log/events.js';
 import { dataSize } from '../../src/messages/message.js';
@@ -197,6 +198,9 @@ export class StatsProjection {
     switch (event.type) {
       case 'messages.published': {
         const sample = this.sampleFor(state, record.timestamp, record.offset);
+        // The service's own lifecycle messages: no client published them, and the metachannel is
+        // not a channel in use (what is sent of them to subscribers counts, as outbound).
+        if (event.channel === LIFECYCLE_CHANNEL) break;
         const app = this.appOf(sample, event.appId);
         const count = event.messages.length;
         let data = 0;

@@ -3,6 +3,9 @@ import { ServiceError } from '../errors.js';
 export const META_PREFIX = '[meta]';
 const MAX_NAME_BYTES = 2048;
 
+/** The metachannel of channel lifecycle events (spec: Events, 3; projections/channels). */
+export const LIFECYCLE_CHANNEL = '[meta]channel.lifecycle';
+
 export const isMetachannel = (name: string): boolean => name.startsWith(META_PREFIX);
 
 /**

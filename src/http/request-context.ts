@@ -58,11 +58,13 @@ export function resolveContext(request: FastifyRequest, countReply?: ReplyCounte
   ctx.format = format;
   ctx.version = resolveVersion(header(request, 'x-service-version') ?? header(request, 'x-ably-version'), query.v);
   if (query.envelope !== undefined) {
-    if (query.envelope !== 'json' && query.envelope !== 'true') {
-      throw new ServiceError('invalidParameterValue', 'envelope must be "json"');
+    // The envelope is written in the response's format: `msgpack` with MessagePack (the SDK's
+    // channel.status() asks for it so), `json` with the others.
+    if (query.envelope !== 'json' && query.envelope !== 'true' && query.envelope !== 'msgpack') {
+      throw new ServiceError('invalidParameterValue', 'envelope must be "json" or "msgpack"');
     }
-    if (ctx.format === 'msgpack') {
-      throw new ServiceError('invalidParameterValue', 'envelope is supported only with the json, jsonp and html formats');
+    if ((ctx.format === 'msgpack') !== (query.envelope === 'msgpack')) {
+      throw new ServiceError('invalidParameterValue', 'envelope=msgpack goes with the msgpack format, envelope=json with the json, jsonp and html formats');
     }
     ctx.envelope = true;
   }

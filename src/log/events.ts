@@ -108,7 +108,54 @@ export interface InstanceAlive {
   instanceId: string;
 }
 
-export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive;
+/**
+ * A realtime connection attached to a channel here, with the modes it was granted (the protocol's
+ * flag bits: src/realtime/protocol.ts). Keyed by the channel, so a channel's attachments stay in
+ * order (projections/channels: occupancy and activity).
+ */
+export interface ChannelAttached {
+  type: 'channel.attached';
+  appId: string;
+  channel: string;
+  connectionId: string;
+  instanceId: string;
+  modes: number;
+}
+
+/** The attachment ended: a DETACH, or the connection's socket went (a resume attaches again). */
+export interface ChannelDetached {
+  type: 'channel.detached';
+  appId: string;
+  channel: string;
+  connectionId: string;
+}
+
+/** `GET /channels/<id>` activated the channel (spec: Channel activity): a use, like a publish. */
+export interface ChannelActivated {
+  type: 'channel.activated';
+  appId: string;
+  channel: string;
+}
+
+/**
+ * An instance's gateway started: no connection survives a restart, so every attachment the
+ * instance held before ends here (its detaches may never have reached the log).
+ */
+export interface InstanceStarted {
+  type: 'instance.started';
+  instanceId: string;
+}
+
+/**
+ * An instance stopped saying it is alive (production mode): the live instance that cleans up
+ * after it says so, and the attachments the gone instance held end.
+ */
+export interface InstanceGone {
+  type: 'instance.gone';
+  instanceId: string;
+}
+
+export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
 export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
 

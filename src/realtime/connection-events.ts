@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import type { Log, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
-import { decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
+import { channelKey, decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
 import type { Clock } from '../clock.js';
 
 export interface ConnectionEventsOptions {
@@ -36,6 +36,7 @@ export class ConnectionEvents {
   private timer: NodeJS.Timeout | undefined;
   /** Instances known to hold members, and when each was last heard of (this process's clock). */
   private readonly lastSeen = new Map<string, number>();
+  private startedAt: number | undefined;
 
   constructor(private readonly options: ConnectionEventsOptions) {}
 
@@ -45,6 +46,9 @@ export class ConnectionEvents {
    */
   async start(handlers: ConnectionEventHandlers, suspects: Iterable<string>): Promise<void> {
     const { log, instanceId, clock } = this.options;
+    this.startedAt = clock.now();
+    // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
+    this.append({ type: 'instance.started', instanceId }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
     this.subscription = log.consume({
       topic: Topics.connections,
@@ -55,7 +59,11 @@ export class ConnectionEvents {
           const event = decodeEvent(r.value) as ConnectionEvent;
           if (event.type === 'connection.opened' && event.instanceId !== instanceId) handlers.movedAway(event.connectionId);
           if (event.type === 'connection.closed') handlers.ended(event.connectionId);
-          if (event.type === 'instance.alive' && event.instanceId !== instanceId) this.lastSeen.set(event.instanceId, clock.now());
+          if (event.type === 'instance.alive' && event.instanceId !== instanceId) {
+            // A new instance learns of this one at once, not an interval later (leads()).
+            if (!this.lastSeen.has(event.instanceId) && this.options.aliveIntervalMs > 0) this.alive();
+            this.lastSeen.set(event.instanceId, clock.now());
+          }
         }
       },
       onError: (err) => this.options.logger.error({ err }, 'connection events consumer failed on a batch; retrying'),
@@ -72,6 +80,21 @@ export class ConnectionEvents {
     }
   }
 
+  /**
+   * Whether this instance is the one that acts for all (the alive instance with the smallest id,
+   * as for cleaning up after a dead one): always, in the embedded mode; in production mode, never
+   * during its first alive interval, while it learns which others are alive.
+   */
+  leads(): boolean {
+    if (this.options.aliveIntervalMs === 0) return true;
+    const now = this.options.clock.now();
+    // Not before it has heard the others (they answer its first alive at once): for one interval.
+    if (this.startedAt === undefined || now - this.startedAt < this.options.aliveIntervalMs) return false;
+    const deadline = 3 * this.options.aliveIntervalMs;
+    for (const [id, seen] of this.lastSeen) if (id < this.options.instanceId && now - seen <= deadline) return false;
+    return true;
+  }
+
   private checkDead(handlers: ConnectionEventHandlers): void {
     const now = this.options.clock.now();
     const deadline = 3 * this.options.aliveIntervalMs;
@@ -83,7 +106,10 @@ export class ConnectionEvents {
     const leader = alive.sort()[0] === this.options.instanceId;
     for (const id of dead) {
       this.lastSeen.delete(id);
-      if (leader) handlers.instanceDead(id);
+      if (leader) {
+        this.append({ type: 'instance.gone', instanceId: id }, id);
+        handlers.instanceDead(id);
+      }
     }
   }
 
@@ -93,6 +119,15 @@ export class ConnectionEvents {
 
   closed(appId: string, connectionId: string): void {
     this.append({ type: 'connection.closed', appId, connectionId, instanceId: this.options.instanceId }, connectionId);
+  }
+
+  /** An attachment began (channel occupancy and activity: projections/channels). */
+  attached(appId: string, channel: string, connectionId: string, modes: number): void {
+    this.append({ type: 'channel.attached', appId, channel, connectionId, instanceId: this.options.instanceId, modes }, channelKey(appId, channel));
+  }
+
+  detached(appId: string, channel: string, connectionId: string): void {
+    this.append({ type: 'channel.detached', appId, channel, connectionId }, channelKey(appId, channel));
   }
 
   private alive(): void {

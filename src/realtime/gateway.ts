@@ -582,6 +582,7 @@ export class Gateway {
     if (!set) this.index.set(recordKey, (set = new Set()));
     set.add(attachment);
     conn.attachments.set(channel, attachment);
+    this.deps.events.attached(conn.appId, channel, conn.id, modes);
 
     let backlog: BacklogRecord[] = [];
     let resumed = ahead || from === target;
@@ -692,6 +693,7 @@ export class Gateway {
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);
+    this.deps.events.detached(conn.appId, channel, conn.id);
     const set = this.index.get(attachment.recordKey);
     set?.delete(attachment);
     if (set?.size === 0) this.index.delete(attachment.recordKey);

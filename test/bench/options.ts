@@ -23,6 +23,8 @@ export interface BenchOptions {
   cpuProfile: boolean;
   /** BENCH_ONLY=publish: publish throughput only (bare and embedded), for quick comparisons */
   publishOnly: boolean;
+  /** BENCH_ONLY=channels: the channel status and enumeration rows only (printed, not written) */
+  channelsOnly: boolean;
   /** BENCH_ONLY=realtime: the realtime rows only (bare `ws` baseline and the embedded service) */
   realtimeOnly: boolean;
   /**
@@ -95,7 +97,7 @@ function readMixOf(env: Record<string, string | undefined>): BenchOptions['soakR
 function onlyOf(env: Record<string, string | undefined>): string | undefined {
   const raw = env.BENCH_ONLY;
   if (raw === undefined || raw === '') return undefined;
-  if (raw !== 'publish' && raw !== 'realtime') throw new Error(`BENCH_ONLY="${raw}" must be "publish" or "realtime" (or unset for everything)`);
+  if (raw !== 'publish' && raw !== 'realtime' && raw !== 'channels') throw new Error(`BENCH_ONLY="${raw}" must be "publish", "realtime" or "channels" (or unset for everything)`);
   return raw;
 }
 
@@ -113,6 +115,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
     publishOnly: onlyOf(env) === 'publish',
     realtimeOnly: onlyOf(env) === 'realtime',
+    channelsOnly: onlyOf(env) === 'channels',
     realtime: {
       clients: Math.round(numberOf(env, 'BENCH_RT_CLIENTS', 1, 10)),
       rounds: Math.round(numberOf(env, 'BENCH_RT_ROUNDS', 1, 99)),

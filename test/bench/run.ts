@@ -12,6 +12,7 @@ import { startServiceChild, PERSISTED_NAMESPACE, type ServiceChild } from './ser
 import { productionEnv } from './production-env.js';
 import { replayBench, statsQueryBench } from './stats-bench.js';
 import { tailMemoryBench } from './tail-memory.js';
+import { channelsBench } from './channels-bench.js';
 import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
 import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
@@ -349,6 +350,10 @@ async function realtimeOnly(): Promise<void> {
 async function main(): Promise<void> {
   if (options.soak) return soakOnly();
   if (options.realtimeOnly) return realtimeOnly();
+  if (options.channelsOnly) {
+    console.log(await channelsBench({ channels: 100_000, samples: Number(process.env.BENCH_CHANNELS_SAMPLES ?? 100), progress: log }));
+    return;
+  }
   const production = await productionEnv(process.env, ROOT);
   const report: Report = {
     command: commandLine(process.env, 'skipped' in production ? undefined : production.file ? 'local infrastructure' : 'environment'),
@@ -419,6 +424,8 @@ async function main(): Promise<void> {
       await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
       `**Memory.** The in-memory history tail holds every channel's last two minutes; each message costs what this measures (the bench's message, one per publish).`,
       await tailMemoryBench({ messages: 1_000_000, body: BODY, progress: log }),
+      `**Channels.** GET /channels and GET /channels/<id> with 100,000 active channels in one app, beside GET /time and a publish in the same service (inject, no network).`,
+      await channelsBench({ channels: 100_000, samples: Number(process.env.BENCH_CHANNELS_SAMPLES ?? 100), progress: log }),
     );
   }
 

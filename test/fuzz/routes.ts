@@ -119,7 +119,7 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
     channelPath('/presence'),
     channelPath('/presence/history'),
     channelPath(''),
-    fc.constantFrom('/messages', '/presence', '/stats', '/time', '/dashboard', '/apps', `/keys/${c.keyName}/requestToken`, `/keys/${c.keyName}/revokeTokens`, `/apps/${deletableAppId}-not`),
+    fc.constantFrom('/channels', '/messages', '/presence', '/stats', '/time', '/dashboard', '/apps', `/keys/${c.keyName}/requestToken`, `/keys/${c.keyName}/revokeTokens`, `/apps/${deletableAppId}-not`),
   );
   const wrongMethod = fc
     .tuple(knownPaths, fc.constantFrom('PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), queryString, headers, messageBodies)
@@ -152,6 +152,8 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
         .tuple(fc.array(channelSegment, { minLength: 1, maxLength: 5 }), fc.constantFrom(',', '%2C', '|', ''), queryString, headers)
         .map(([names, sep, q, h]) => build('GET', '/presence', `?channel=${names.join(sep === '' ? ',' : sep)}${sep === '|' ? '&separator=|' : ''}${q.replace('?', '&')}`, h)),
     },
+    { label: 'GET /channels/:id', request: req('GET', channelPath('')) },
+    { label: 'GET /channels', request: req('GET', fc.constant('/channels')) },
     { label: 'GET /stats', request: req('GET', fc.constant('/stats')) },
     {
       label: 'POST /stats (sandbox)',

@@ -34,6 +34,8 @@ export interface InstanceSpec {
   key: string;
   instanceId: string;
   isolation: { topicPrefix: string; tablePrefix: string };
+  /** the key's capability (default: none given, so `{"*":["*"]}`) */
+  capability?: Record<string, string[]>;
   /** more configuration (REALTIME_*, ...) */
   env?: Record<string, string>;
 }
@@ -42,7 +44,7 @@ export interface InstanceSpec {
 export async function startProductionInstance(found: ProductionInfra, spec: InstanceSpec): Promise<{ service: Service; port: number }> {
   const dataDir = mkdtempSync(join(tmpdir(), `cm-prod-${spec.instanceId}-`));
   const appsFile = join(dataDir, 'apps.json');
-  writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: spec.appId, keys: [{ key: spec.key }] }] }));
+  writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: spec.appId, keys: [{ key: spec.key, ...(spec.capability ? { capability: spec.capability } : {}) }] }] }));
   const config = parseConfig({
     DATA_DIR: dataDir,
     APPS_FILE: appsFile,

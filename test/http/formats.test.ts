@@ -77,7 +77,7 @@ describe('envelope (spec: Envelope response)', () => {
     expect(res.json()).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400 } } });
   });
 
-  it('an envelope is refused with MessagePack', async () => {
+  it('a JSON envelope is refused with MessagePack', async () => {
     const res = await get('/time?envelope=json&format=msgpack');
     expect(res.statusCode).toBe(400);
   });

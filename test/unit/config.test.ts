@@ -36,6 +36,14 @@ describe('configuration', () => {
     expect(() => parseConfig(env)).toThrowError(message);
   });
 
+  it('channels: idle time defaults to the history window and may not exceed it; region and occupancy throttle', () => {
+    expect(parseConfig({}).channels).toEqual({ idleMs: 120_000, occupancyThrottleMs: 1000, region: 'local' });
+    expect(parseConfig({ HISTORY_TAIL_MS: '60000' }).channels.idleMs).toBe(60_000);
+    expect(parseConfig({ CHANNEL_IDLE_MS: '15000', REGION: 'eu-west-1', CHANNEL_OCCUPANCY_THROTTLE_MS: '0' }).channels).toEqual({ idleMs: 15_000, occupancyThrottleMs: 0, region: 'eu-west-1' });
+    expect(() => parseConfig({ CHANNEL_IDLE_MS: '130000' })).toThrowError(/CHANNEL_IDLE_MS \(130000\) must be at most HISTORY_TAIL_MS \(120000\)/);
+    expect(() => parseConfig({ REGION: 'a b' })).toThrowError(ConfigError);
+  });
+
   it('refuses unknown flags', () => {
     expect(() => parseConfig({}, ['--prot', '1'])).toThrowError(/unknown flag --prot/);
   });

@@ -1,0 +1,481 @@
+import { createHash } from 'node:crypto';
+import type { LogRecord } from '../../src/log/port.js';
+import { decodeEvent, type LogEvent } from '../../src/log/events.js';
+import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
+import { Flag } from '../../src/realtime/protocol.js';
+import type { StoredMessage } from '../../src/messages/message.js';
+import { ChannelIndex } from './channel-index.js';
+
+export { LIFECYCLE_CHANNEL };
+
+/** spec: Occupancy. */
+export interface OccupancyMetrics {
+  connections: number;
+  publishers: number;
+  subscribers: number;
+  presenceConnections: number;
+  presenceMembers: number;
+  presenceSubscribers: number;
+}
+
+/** spec: ChannelDetails (the lifecycle events add `name` and `region`, as the platform's do). */
+export interface ChannelDetails {
+  channelId: string;
+  name?: string;
+  region?: string;
+  status: { isActive: boolean; occupancy: { metrics: OccupancyMetrics } };
+}
+
+export interface ChannelsOptions {
+  /** A channel stays active this long after its last use (CHANNEL_IDLE_MS). */
+  idleMs: number;
+  /**
+   * Events are announced only when what caused them is younger than this (the idempotent-publish
+   * window, HISTORY_TAIL_MS): a replay announces again only what the window can recognise as a repeat.
+   */
+  windowMs: number;
+  /** At most one `channel.occupancy` per channel this often (CHANNEL_OCCUPANCY_THROTTLE_MS). */
+  occupancyThrottleMs: number;
+  /** The region named in regional events. */
+  region: string;
+}
+
+interface Attachment {
+  instanceId: string;
+  modes: number;
+}
+
+/** One channel in use, or in use not long ago. */
+interface ChannelState {
+  appId: string;
+  channel: string;
+  /** The record time of its last use, and that record's position. */
+  lastUse: number;
+  /** The position of the record that began the current period of activity: names the period. */
+  period: string;
+  openedAt: number;
+  /** by connectionId */
+  attachments: Map<string, Attachment>;
+  /** memberKey -> connectionId */
+  members: Map<string, string>;
+  /** The last change of occupancy not yet announced: its position and record time. */
+  occupancyCause?: string;
+  occupancyChangedAt: number;
+  occupancyAnnouncedAt: number;
+  /** The bucket of `due` it is in, if any: one at a time, however often it is used. */
+  dueBucket?: number;
+}
+
+/** A lifecycle message to append to LIFECYCLE_CHANNEL of an app. */
+export interface Announcement {
+  appId: string;
+  message: StoredMessage;
+}
+
+const BUCKET_MS = 250;
+/** Cursors longer than this, percent-encoded, are shortened (ChannelsProjection.cursorOf). */
+const LONG_CURSOR = 600;
+/** Starts a shortened cursor: a channel name never has control characters. */
+const CURSOR_MARK = '\u0001';
+const stateKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
+const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
+const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
+const channelTag = (channel: string): string => createHash('sha1').update(channel).digest('base64url').slice(0, 12);
+
+/** A lifecycle message's id: `lc:<cause position>:<channel tag>:<event>` (the same cause, the same id). */
+const lifecycleId = (cause: string, channel: string, event: string): string => `lc:${cause}:${channelTag(channel)}:${event}`;
+const periodOfId = (id: string): string | undefined => {
+  const m = /^lc:(.+):[A-Za-z0-9_-]{12}:channel\.[a-z.]+$/.exec(id);
+  return m?.[1];
+};
+
+/**
+ * Channel activity, occupancy and lifecycle (ARCHITECTURE: lifecycle), a projection of the
+ * `messages`, `presence` and `connections` topics. The rule (README: Channel activity): a channel
+ * is active while it has attached realtime connections or present members, and for `idleMs` after
+ * its last use (a message published, a presence change, an attach or detach, a `GET
+ * /channels/<id>`), all judged by record times, so a restart and a rebuild from the log agree.
+ *
+ * Lifecycle events are messages on `[meta]channel.lifecycle` whose ids derive from the record
+ * that caused them: a period of activity is named by the record that began it, and its
+ * `channel.opened`, `channel.region.active`, `channel.region.inactive` and `channel.closed` carry
+ * that name; a `channel.occupancy` the record of the change it reports. What has been announced
+ * is itself read back from the log (the metachannel's messages), so after a crash the projection
+ * announces what is missing and nothing twice: a repeat has the id of a message the
+ * idempotent-publish window still holds.
+ */
+export class ChannelsProjection {
+  static readonly handles = ['messages.published', 'presence.changed', 'channel.attached', 'channel.detached', 'channel.activated', 'connection.closed', 'instance.started', 'instance.gone'] as const;
+  private readonly channels = new Map<string, ChannelState>();
+  private readonly index = new Map<string, ChannelIndex>();
+  /**
+   * The period whose `channel.opened` the log holds, per channel (read back from the metachannel,
+   * or announced by this process), and when it was announced.
+   */
+  private readonly announced = new Map<string, { period: string; at: number }>();
+  /** Channels to look at in the next announce(): something happened to them. */
+  private dirty = new Set<string>();
+  /** Channels whose idle time runs out within each bucket of time (its end, ms). */
+  private readonly due = new Map<number, Set<string>>();
+  /** Channels with an occupancy change held back by the throttle. */
+  private readonly throttled = new Set<string>();
+  /** The channels each connection is attached to (a connection's end visits only those). */
+  private readonly byConnection = new Map<string, Set<string>>();
+
+  constructor(private readonly options: ChannelsOptions) {}
+
+  canHandle(event: LogEvent): boolean {
+    return (ChannelsProjection.handles as readonly string[]).includes(event.type);
+  }
+
+  apply(records: LogRecord[]): void {
+    for (const r of records) {
+      const event = decodeEvent(r.value);
+      if (this.canHandle(event)) this.evolve(event, r);
+    }
+  }
+
+  evolve(event: LogEvent, record: LogRecord): void {
+    switch (event.type) {
+      case 'messages.published':
+        if (event.channel === LIFECYCLE_CHANNEL) return this.readBack(event.appId, event.messages);
+        if (!isMetachannel(event.channel)) this.use(event.appId, event.channel, record);
+        return;
+      case 'channel.activated':
+        if (!isMetachannel(event.channel)) this.use(event.appId, event.channel, record);
+        return;
+      case 'presence.changed': {
+        if (isMetachannel(event.channel)) return;
+        const s = this.use(event.appId, event.channel, record);
+        const e = event.event;
+        const before = s.members.size;
+        if (e.action === 'enter' || e.action === 'update') s.members.set(memberKey(e.clientId, e.connectionId), e.connectionId);
+        else if (e.action === 'leave') s.members.delete(memberKey(e.clientId, e.connectionId));
+        else if (e.action === 'drop') for (const [k, c] of s.members) if (c === e.connectionId) s.members.delete(k);
+        if (s.members.size !== before) this.occupancyChanged(s, record);
+        return;
+      }
+      case 'channel.attached': {
+        if (isMetachannel(event.channel)) return;
+        const s = this.use(event.appId, event.channel, record);
+        s.attachments.set(event.connectionId, { instanceId: event.instanceId, modes: event.modes });
+        let held = this.byConnection.get(event.connectionId);
+        if (!held) this.byConnection.set(event.connectionId, (held = new Set()));
+        held.add(stateKey(event.appId, event.channel));
+        this.occupancyChanged(s, record);
+        return;
+      }
+      case 'channel.detached': {
+        if (isMetachannel(event.channel)) return;
+        const s = this.use(event.appId, event.channel, record);
+        if (s.attachments.delete(event.connectionId)) this.occupancyChanged(s, record);
+        this.forgetAttachment(event.connectionId, stateKey(event.appId, event.channel));
+        return;
+      }
+      case 'connection.closed': {
+        const keys = this.byConnection.get(event.connectionId);
+        if (!keys) return;
+        const states = [...keys].map((k) => this.channels.get(k)).filter((c): c is ChannelState => c !== undefined);
+        return this.endAttachments(record, (connectionId) => connectionId === event.connectionId, states);
+      }
+      case 'instance.started':
+      case 'instance.gone':
+        return this.endAttachments(record, (_c, a) => a.instanceId === event.instanceId);
+      default:
+        return;
+    }
+  }
+
+  private forgetAttachment(connectionId: string, key: string): void {
+    const held = this.byConnection.get(connectionId);
+    held?.delete(key);
+    if (held?.size === 0) this.byConnection.delete(connectionId);
+  }
+
+  /** Ends the attachments `ends` picks, on `among` (default: every channel: a restart, a dead instance). */
+  private endAttachments(record: LogRecord, ends: (connectionId: string, a: Attachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
+    for (const s of among) {
+      let changed = false;
+      for (const [c, a] of s.attachments) {
+        if (ends(c, a)) {
+          s.attachments.delete(c);
+          this.forgetAttachment(c, stateKey(s.appId, s.channel));
+          changed = true;
+        }
+      }
+      if (changed) {
+        this.use(s.appId, s.channel, record);
+        this.occupancyChanged(s, record);
+      }
+    }
+  }
+
+  private occupied(s: ChannelState): boolean {
+    return s.attachments.size > 0 || s.members.size > 0;
+  }
+
+  private activeAt(s: ChannelState, at: number): boolean {
+    return this.occupied(s) || at - s.lastUse < this.options.idleMs;
+  }
+
+  /** A use of the channel at the record's time: it begins a period of activity if it had none. */
+  private use(appId: string, channel: string, record: LogRecord): ChannelState {
+    const key = stateKey(appId, channel);
+    this.dirty.add(key);
+    let s = this.channels.get(key);
+    if (!s) {
+      s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
+      this.channels.set(key, s);
+      this.indexOf(appId).add(channel);
+      return s;
+    }
+    if (!this.activeAt(s, record.timestamp)) {
+      s.period = positionOf(record);
+      s.openedAt = record.timestamp;
+    }
+    s.lastUse = Math.max(s.lastUse, record.timestamp);
+    return s;
+  }
+
+  private occupancyChanged(s: ChannelState, record: LogRecord): void {
+    s.occupancyCause = positionOf(record);
+    s.occupancyChangedAt = record.timestamp;
+  }
+
+  private indexOf(appId: string): ChannelIndex {
+    let index = this.index.get(appId);
+    if (!index) this.index.set(appId, (index = new ChannelIndex()));
+    return index;
+  }
+
+  /** The metachannel's own messages: which periods have been announced open, and closed. */
+  private readBack(appId: string, messages: StoredMessage[]): void {
+    for (const m of messages) {
+      const period = periodOfId(m.id);
+      const channel = channelIdOf(m);
+      if (period === undefined || channel === undefined) continue;
+      const key = stateKey(appId, channel);
+      this.dirty.add(key);
+      if (m.name === 'channel.opened') this.announced.set(key, { period, at: m.timestamp });
+      else if (m.name === 'channel.closed' && this.announced.get(key)?.period === period) this.announced.delete(key);
+      else if (m.name === 'channel.occupancy') {
+        const s = this.channels.get(key);
+        if (s && s.occupancyCause === period) {
+          s.occupancyCause = undefined;
+          s.occupancyAnnouncedAt = m.timestamp;
+        }
+      }
+    }
+  }
+
+  // ---- queries
+
+  isActive(appId: string, channel: string, now: number): boolean {
+    const s = this.channels.get(stateKey(appId, channel));
+    return s !== undefined && this.activeAt(s, now);
+  }
+
+  metrics(appId: string, channel: string): OccupancyMetrics {
+    const s = this.channels.get(stateKey(appId, channel));
+    return s ? metricsOf(s) : emptyMetrics();
+  }
+
+  /** spec: ChannelDetails, as GET /channels/<id> and GET /channels?by=value answer it. */
+  details(appId: string, channel: string, now: number): ChannelDetails {
+    return { channelId: channel, status: { isActive: this.isActive(appId, channel, now), occupancy: { metrics: this.metrics(appId, channel) } } };
+  }
+
+  /**
+   * Active channels of an app in name order, after `after` (exclusive), starting with `prefix`:
+   * following the last name returned visits every channel active throughout exactly once.
+   */
+  list(appId: string, q: { prefix: string; after?: string; limit: number }, now: number): { channels: string[]; more: boolean } {
+    const index = this.index.get(appId);
+    if (!index) return { channels: [], more: false };
+    const after = q.after === undefined ? undefined : this.nameOfCursor(index, q.after);
+    const found: string[] = [];
+    let more = false;
+    index.scan(q.prefix, after, (channel) => {
+      const s = this.channels.get(stateKey(appId, channel));
+      if (!s || !this.activeAt(s, now)) return true;
+      if (found.length === q.limit) {
+        more = true;
+        return false;
+      }
+      found.push(channel);
+      return true;
+    });
+    return { channels: found, more };
+  }
+
+  /**
+   * The cursor that continues after `channel`: the name itself, or for a name too long to go in
+   * a Link header (2,048 bytes percent-encode to 6,144 characters), its first 100 characters and
+   * a hash, which nameOfCursor finds again among the names that start so.
+   */
+  static cursorOf(channel: string): string {
+    if (encodeURIComponent(channel).length <= LONG_CURSOR) return channel;
+    return `${CURSOR_MARK}${createHash('sha256').update(channel).digest('base64url')}${channel.slice(0, 100)}`;
+  }
+
+  private nameOfCursor(index: ChannelIndex, cursor: string): string {
+    if (!cursor.startsWith(CURSOR_MARK)) return cursor;
+    const hash = cursor.slice(1, 44);
+    const head = cursor.slice(44);
+    let found: string | undefined;
+    index.namesFrom(head, (name) => {
+      if (createHash('sha256').update(name).digest('base64url') === hash) found = name;
+      return found === undefined;
+    });
+    // Gone meanwhile: from the names that start like it (some may come again).
+    return found ?? head;
+  }
+
+  /** How many channels the projection holds (active, or idle and not yet swept). */
+  get size(): number {
+    return this.channels.size;
+  }
+
+  // ---- lifecycle
+
+  /**
+   * The lifecycle messages now due, in order per channel, and channels no longer active swept
+   * away. Call it only once every topic has caught up: before that the projection does not know
+   * the whole of a channel's state. What it returns counts as announced; `failed` puts it back.
+   */
+  announce(now: number): Announcement[] {
+    const { windowMs, idleMs, occupancyThrottleMs, region } = this.options;
+    const out: Announcement[] = [];
+    const recent = (at: number): boolean => at > now - windowMs;
+    const emit = (s: { appId: string; channel: string }, name: string, cause: string, details: ChannelDetails): void => {
+      const data = JSON.stringify({ ...details, name: s.channel, region });
+      out.push({ appId: s.appId, message: { id: lifecycleId(cause, s.channel, name), timestamp: 0, name, data, encoding: 'json' } });
+    };
+    const closing = (appId: string, channel: string, period: string, at: number, metrics: OccupancyMetrics): void => {
+      if (!recent(at)) return;
+      const details: ChannelDetails = { channelId: channel, status: { isActive: false, occupancy: { metrics } } };
+      emit({ appId, channel }, 'channel.region.inactive', period, details);
+      emit({ appId, channel }, 'channel.closed', period, details);
+    };
+    // Only channels something happened to, or whose idle time may have run out: not every channel
+    // on every call (100,000 active channels cost 10-20 ms a scan).
+    const keys = this.dirty;
+    this.dirty = new Set();
+    for (const [bucket, due] of this.due) {
+      if (bucket > now) continue;
+      this.due.delete(bucket);
+      for (const k of due) {
+        keys.add(k);
+        const s = this.channels.get(k);
+        if (s?.dueBucket === bucket) s.dueBucket = undefined;
+      }
+    }
+    for (const k of this.throttled) keys.add(k);
+    this.throttled.clear();
+    for (const key of keys) {
+      const s = this.channels.get(key);
+      const announced = this.announced.get(key);
+      if (!s) {
+        // A period announced open whose channel the projection does not hold (its last use is
+        // older than what a restart reads back, or another instance has not read its cause yet):
+        // over once the idle time has passed since it was announced.
+        if (announced === undefined) continue;
+        if (now - announced.at < idleMs) {
+          this.schedule(key, announced.at + idleMs);
+          continue;
+        }
+        const sep = key.indexOf('\u0000');
+        closing(key.slice(0, sep), key.slice(sep + 1), announced.period, announced.at + idleMs, emptyMetrics());
+        this.announced.delete(key);
+        continue;
+      }
+      const active = this.activeAt(s, now);
+      if (announced !== undefined && (!active || announced.period !== s.period)) {
+        // The announced period ended: at its last use plus the idle time (or when the next began).
+        closing(s.appId, s.channel, announced.period, active ? s.openedAt : s.lastUse + idleMs, metricsOf(s));
+        this.announced.delete(key);
+      }
+      if (!active) {
+        this.channels.delete(key);
+        this.index.get(s.appId)?.remove(s.channel);
+        continue;
+      }
+      let made: ChannelDetails | undefined;
+      const details = (): ChannelDetails => (made ??= { channelId: s.channel, status: { isActive: true, occupancy: { metrics: metricsOf(s) } } });
+      if (!this.announced.has(key)) {
+        if (recent(s.openedAt)) {
+          emit(s, 'channel.opened', s.period, details());
+          emit(s, 'channel.region.active', s.period, details());
+        }
+        this.announced.set(key, { period: s.period, at: now });
+      }
+      if (s.occupancyCause !== undefined) {
+        if (now - s.occupancyAnnouncedAt >= occupancyThrottleMs) {
+          if (recent(s.occupancyChangedAt)) emit(s, 'channel.occupancy', s.occupancyCause, details());
+          s.occupancyCause = undefined;
+          s.occupancyAnnouncedAt = now;
+        } else {
+          this.throttled.add(key);
+        }
+      }
+      if (!this.occupied(s)) this.schedule(key, s.lastUse + idleMs, s);
+    }
+    return out;
+  }
+
+  /** Looks at a channel again once `at` has passed. */
+  private schedule(key: string, at: number, s?: ChannelState): void {
+    const bucket = Math.ceil(at / BUCKET_MS) * BUCKET_MS;
+    if (s) {
+      if (s.dueBucket === bucket) return;
+      if (s.dueBucket !== undefined) this.due.get(s.dueBucket)?.delete(key);
+      s.dueBucket = bucket;
+    }
+    let due = this.due.get(bucket);
+    if (!due) this.due.set(bucket, (due = new Set()));
+    due.add(key);
+  }
+
+  /** Announcements that could not be appended: due again at the next call. */
+  failed(announcements: Announcement[], now: number): void {
+    for (const { appId, message } of announcements) {
+      const channel = channelIdOf(message);
+      if (channel === undefined) continue;
+      const key = stateKey(appId, channel);
+      const period = periodOfId(message.id);
+      this.dirty.add(key);
+      if (message.name === 'channel.opened' && this.announced.get(key)?.period === period) this.announced.delete(key);
+      if (message.name === 'channel.closed' && period !== undefined && !this.announced.has(key)) this.announced.set(key, { period, at: now - this.options.idleMs });
+      const s = this.channels.get(key);
+      if (message.name === 'channel.occupancy' && s && s.occupancyCause === undefined) {
+        s.occupancyCause = period;
+        s.occupancyAnnouncedAt = 0;
+      }
+    }
+  }
+}
+
+const emptyMetrics = (): OccupancyMetrics => ({ connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceMembers: 0, presenceSubscribers: 0 });
+
+function metricsOf(s: ChannelState): OccupancyMetrics {
+  const m = emptyMetrics();
+  for (const a of s.attachments.values()) {
+    m.connections++;
+    if (a.modes & Flag.PUBLISH) m.publishers++;
+    if (a.modes & Flag.SUBSCRIBE) m.subscribers++;
+    if (a.modes & Flag.PRESENCE) m.presenceConnections++;
+    if (a.modes & Flag.PRESENCE_SUBSCRIBE) m.presenceSubscribers++;
+  }
+  m.presenceMembers = s.members.size;
+  return m;
+}
+
+function channelIdOf(m: StoredMessage): string | undefined {
+  if (typeof m.data !== 'string') return undefined;
+  try {
+    const details = JSON.parse(m.data) as { channelId?: unknown };
+    return typeof details.channelId === 'string' ? details.channelId : undefined;
+  } catch {
+    return undefined;
+  }
+}
