@@ -176,6 +176,8 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxInflightBytes: int(e, 'REALTIME_MAX_INFLIGHT_BYTES', d.maxInflightBytes, 1024, 1024 * 1024 * 1024),
     maxTotalInflightBytes: int(e, 'REALTIME_MAX_TOTAL_INFLIGHT_BYTES', d.maxTotalInflightBytes, 1024, 64 * 1024 * 1024 * 1024),
     maxMembersPerConnection: int(e, 'REALTIME_MAX_MEMBERS_PER_CONNECTION', d.maxMembersPerConnection, 1, 10_000_000),
+    maxPresenceMembers: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS', d.maxPresenceMembers, 1, 1_000_000_000),
+    maxPresenceMembersPerApp: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS_PER_APP', d.maxPresenceMembersPerApp, 1, 1_000_000_000),
     instanceAliveIntervalMs: int(e, 'REALTIME_INSTANCE_ALIVE_MS', d.instanceAliveIntervalMs, 100, 3600_000),
   };
 }

@@ -44,6 +44,9 @@ export class PresenceProjection {
   static readonly handles = ['presence.changed'] as const;
   readonly history: HistoryProjection;
   private readonly members = new Map<string, Map<string, PresenceMember>>();
+  /** Members present, all apps and per app (what the realtime limits on members read). */
+  private total = 0;
+  private readonly perApp = new Map<string, number>();
   /**
    * Told of every change as it is applied, with the presence messages it makes (the realtime
    * gateway delivers them): called in log order, after the member set includes the change.
@@ -90,12 +93,15 @@ export class PresenceProjection {
       case 'update': {
         const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
         if (e.instanceId !== undefined) member.instanceId = e.instanceId;
-        members.set(memberKey(member), member);
+        const key = memberKey(member);
+        if (!members.has(key)) this.count(event.appId, 1);
+        members.set(key, member);
         messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
         break;
       }
       case 'leave': {
         const existed = members.get(memberKey(e));
+        if (existed) this.count(event.appId, -1);
         members.delete(memberKey(e));
         // A leave carries the member's last data when it sends none of its own.
         messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
@@ -105,6 +111,7 @@ export class PresenceProjection {
         // An abrupt disconnect not resumed within the resume window: each of its members leaves.
         const gone = [...members.values()].filter((m) => m.connectionId === e.connectionId);
         for (const m of gone) members.delete(memberKey(m));
+        this.count(event.appId, -gone.length);
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
         break;
       }
@@ -114,6 +121,19 @@ export class PresenceProjection {
     if (members.size === 0) this.members.delete(key);
     if (messages.length > 0) this.listener?.(event.appId, event.channel, messages);
     return { appId: event.appId, channel: event.channel, messages };
+  }
+
+  /** Members present in all channels: of every app, or of one. */
+  memberCount(appId?: string): number {
+    return appId === undefined ? this.total : (this.perApp.get(appId) ?? 0);
+  }
+
+  private count(appId: string, delta: number): void {
+    if (delta === 0) return;
+    this.total += delta;
+    const n = (this.perApp.get(appId) ?? 0) + delta;
+    if (n === 0) this.perApp.delete(appId);
+    else this.perApp.set(appId, n);
   }
 
   /** Current members, ordered by member key, with the spec's optional filters. */

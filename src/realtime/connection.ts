@@ -430,6 +430,15 @@ export class Connection {
     if (this.enteredCount + joining.size > maxMembersPerConnection) {
       throw new ServiceError('tooManyPresenceMembers', `a connection may hold at most ${maxMembersPerConnection} presence members; this one holds ${this.enteredCount}`);
     }
+    // Every instance holds every member in its presence projection: bounded for the service, and
+    // per app so that one app's members cannot refuse another's.
+    const { maxPresenceMembers, maxPresenceMembersPerApp } = this.gateway.settings;
+    if (joining.size > 0 && this.gateway.presenceMembers() + joining.size > maxPresenceMembers) {
+      throw new ServiceError('tooManyPresenceMembers', `the service holds its maximum of ${maxPresenceMembers} presence members; retry once some have left`);
+    }
+    if (joining.size > 0 && this.gateway.presenceMembers(this.appId) + joining.size > maxPresenceMembersPerApp) {
+      throw new ServiceError('tooManyPresenceMembers', `this app has its maximum of ${maxPresenceMembersPerApp} presence members; retry once some have left`);
+    }
     for (const { action, clientId = '' } of changes) {
       if (action === 'leave') {
         if (clientIds.delete(clientId)) this.enteredCount--;

@@ -268,6 +268,11 @@ export class Gateway {
     return this.throttled;
   }
 
+  /** Presence members of all apps, or of one, in the presence projection (every instance's). */
+  presenceMembers(appId?: string): number {
+    return this.deps.presence.memberCount(appId);
+  }
+
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
   hasEnded(connectionId: string): boolean {
     return this.ended.has(connectionId);

@@ -46,6 +46,13 @@ export interface RealtimeSettings {
    */
   maxMembersPerConnection: number;
   /**
+   * Presence members in the service, all apps, and one app's share: each is held in every
+   * instance's presence projection (about 660 bytes). Above: NACK 91003.
+   * REALTIME_MAX_PRESENCE_MEMBERS, REALTIME_MAX_PRESENCE_MEMBERS_PER_APP
+   */
+  maxPresenceMembers: number;
+  maxPresenceMembersPerApp: number;
+  /**
    * Connections that ended for good (CLOSE, a fatal error, not resumed within connectionStateTtl)
    * remembered by every instance, from the connections topic, so that a late resume of one is
    * refused with 80008 instead of bringing it back. The newest are kept.
@@ -74,6 +81,8 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxInflightBytes: 2 * 1024 * 1024,
   maxTotalInflightBytes: 128 * 1024 * 1024,
   maxMembersPerConnection: 10_000,
+  maxPresenceMembers: 1_000_000,
+  maxPresenceMembersPerApp: 250_000,
   maxEndedConnections: 100_000,
   maxReplayRecords: 10_000,
   syncPageSize: 100,

@@ -209,6 +209,47 @@ describe('publishes in flight, all connections together', () => {
   });
 });
 
+describe('presence members in the service and per app', () => {
+  it('an enter beyond REALTIME_MAX_PRESENCE_MEMBERS_PER_APP or REALTIME_MAX_PRESENCE_MEMBERS gets NACK 91003; another app enters while one app is full; a leave makes room', async () => {
+    const t = await startTestService({ REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: '4', REALTIME_MAX_PRESENCE_MEMBERS: '6' });
+    try {
+      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.service.app.server.address() as AddressInfo).port;
+      expect(t.service.presence.memberCount()).toBe(0);
+      const otherKey = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json().keys[0].keyStr as string;
+      const a = await RawClient.connect(port, { key: t.key });
+      const b = await RawClient.connect(port, { key: otherKey });
+      clients.push(a, b);
+      const enter = (clientId: string, action = 2): Record<string, unknown> => ({ action, clientId, data: clientId });
+      const channel = uniqueChannel();
+      // The limits read the presence projection, which applies an ACKed change a moment later.
+      const applied = async (n: number): Promise<void> => {
+        for (let i = 0; i < 200 && t.service.presence.memberCount() !== n; i++) await sleep(10);
+        expect(t.service.presence.memberCount()).toBe(n);
+      };
+      expect((await a.presence(channel, ['a1', 'a2', 'a3', 'a4'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+      await applied(4);
+      const appFull = await a.presence(channel, [enter('a5')]);
+      expect(appFull.action).toBe(Actions.NACK);
+      expect(errorOf(appFull)).toMatchObject({ code: 91003, statusCode: 400, message: expect.stringContaining('this app') });
+      // The other app is not refused for the first one's members.
+      expect((await b.presence(channel, ['b1', 'b2'].map((id) => enter(id)))).action).toBe(Actions.ACK);
+      await applied(6);
+      const serviceFull = await b.presence(channel, [enter('b3')]);
+      expect(serviceFull.action).toBe(Actions.NACK);
+      expect(errorOf(serviceFull)).toMatchObject({ code: 91003, message: expect.stringContaining('the service') });
+      // A leave makes room.
+      expect((await a.presence(channel, [enter('a1', 3)])).action).toBe(Actions.ACK);
+      await applied(5);
+      expect((await b.presence(channel, [enter('b3')])).action).toBe(Actions.ACK);
+      await applied(6);
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+});
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
