@@ -1,10 +1,35 @@
 import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
-import { sql, sqlIdentifier, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import { sql, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
 import { systemClock, type Clock } from '../../src/clock.js';
-import { BASE_COUNTERS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+import { cover, sampleRange, dirtyRanges, foldInto, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type DirtyRange, type Level } from './rollups.js';
 
 const COUNTER_ID = new Map(BASE_COUNTERS.map((name, i) => [name, i + 1]));
-import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+
+const id = (name: string): Sql => sqlIdentifier(name);
+const list = (parts: Sql[]): Sql => sqlJoin(parts, sql`, `);
+/** Rollup counter columns c1..cN, by position in BASE_COUNTERS (as the samples' counter ids). */
+const COLUMNS = BASE_COUNTERS.map((_, i) => `c${i + 1}`);
+const FIGURES = [
+  'channel_samples', 'channel_sum', 'channel_max', 'channel_min',
+  'connection_samples', 'connection_sum', 'connection_max', 'connection_min', 'last_sample',
+] as const;
+/** Per-sample counter i as a number (0 when the sample has none). */
+const sampleCounter = (i: number): Sql => sql`arrayElement(counter_values, indexOf(counter_ids, ${i + 1}))`;
+
+/** SQL giving the start (ms) of the bucket of a unit that a ms column falls in (UTC). */
+const START: Record<Unit, (col: Sql) => Sql> = {
+  minute: (c) => sql`intDiv(${c}, 60000) * 60000`,
+  hour: (c) => sql`intDiv(${c}, 3600000) * 3600000`,
+  day: (c) => sql`intDiv(${c}, 86400000) * 86400000`,
+  month: (c) => sql`toUInt64(toStartOfMonth(toDateTime(intDiv(${c}, 1000), 'UTC'))) * 86400000`,
+};
+
+interface AggregateRow {
+  s: string | number;
+  [column: string]: string | number;
+}
 
 export interface ClickHouseStatsStoreOptions {
   client?: ClickHouseClient;
@@ -58,6 +83,8 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly samples: Sql;
   private readonly samplesName: string;
   private readonly checkpoints: Sql;
+  private readonly rollups: Sql;
+  private readonly rollupsName: string;
   private readonly clock: Clock;
   private version = 0;
 
@@ -68,6 +95,8 @@ export class ClickHouseStatsStore implements StatsStore {
     this.samplesName = `${prefix}stats_samples`;
     this.samples = sqlTable(this.database, this.samplesName);
     this.checkpoints = sqlTable(this.database, `${prefix}stats_checkpoints`);
+    this.rollupsName = `${prefix}stats_rollups`;
+    this.rollups = sqlTable(this.database, this.rollupsName);
     this.clock = options.clock ?? systemClock;
   }
 
@@ -90,10 +119,97 @@ export class ClickHouseStatsStore implements StatsStore {
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
+    await this.initRollups();
   }
 
+  /**
+   * Rollups per minute, hour, day and month (see rollups.ts), in a ReplacingMergeTree(version) read
+   * with FINAL. Each is recomputed by INSERT ... SELECT from the rows beneath it, read FINAL, and
+   * versioned by what that read saw: the sum over those rows of (version + 1) (a sample's version
+   * is its last offset; a rollup's is this sum). Rows only ever get replaced by newer versions, so a
+   * later read sees the same rows or more, with a larger sum; the recompute that read last (which,
+   * with several instances writing, is one that came after every write) has the largest version,
+   * and FINAL returns it. A replay writes the same rows and so the same versions and figures.
+   */
+  private async initRollups(): Promise<void> {
+    const existed = (
+      await this.ch.select<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${this.database} AND name = ${this.rollupsName}`)
+    ).length > 0;
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.rollups} (
+        app_id String, unit UInt8, bucket_start UInt64, version UInt64,
+        ${list(COLUMNS.map((c) => sql`${id(c)} Float64`))},
+        ${list(FIGURES.map((f) => sql`${id(f)} UInt64`))}
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY (app_id, unit, bucket_start)`);
+    const present = new Set(
+      (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.rollupsName}`)).map((c) => c.name),
+    );
+    for (const c of COLUMNS.filter((name) => !present.has(name))) await this.ch.command(sql`ALTER TABLE ${this.rollups} ADD COLUMN ${id(c)} Float64`);
+    if (existed) return;
+    // Samples an older release wrote have no rollups yet: every app, whole range, once.
+    const apps = await this.ch.select<{ app_id: string; oldest: string | number; newest: string | number }>(
+      sql`SELECT app_id, min(sample_start) AS oldest, max(sample_start) AS newest FROM ${this.samples} GROUP BY app_id`,
+    );
+    if (apps.length === 0) return;
+    for (const unit of ROLLUP_UNITS) {
+      await this.rollUpUnit(
+        unit,
+        apps.map((a) => ({ appId: a.app_id, from: bucketStart(Number(a.oldest), unit), to: bucketEnd(bucketStart(Number(a.newest), unit), unit) })),
+      );
+    }
+  }
+
+  /** Recomputes the rollups of a unit over these ranges, from the samples (minutes) or the unit below. */
+  private async rollUpUnit(unit: Unit, ranges: DirtyRange[]): Promise<void> {
+    if (ranges.length === 0) return;
+    const startCol = unit === 'minute' ? id('sample_start') : id('bucket_start');
+    const where = sqlJoin(
+      ranges.map((r) => sql`(app_id = ${r.appId} AND ${startCol} >= ${r.from} AND ${startCol} < ${r.to})`),
+      sql` OR `,
+    );
+    const columns = sql`app_id, unit, bucket_start, version, ${list(COLUMNS.map(id))}, ${list(FIGURES.map(id))}`;
+    if (unit === 'minute') {
+      await this.ch.command(sql`INSERT INTO ${this.rollups} (${columns})
+        SELECT app_id, toUInt8(${UNIT_CODE.minute}), ${START.minute(id('sample_start'))} AS b, sum(v),
+          ${list(COLUMNS.map((c) => sql`sum(${id(`s_${c}`)})`))},
+          countIf(ch > 0), sum(ch), max(ch), minIf(ch, ch > 0), countIf(co > 0), sum(co), max(co), minIf(co, co > 0), max(sample_start)
+        FROM (
+          SELECT app_id, sample_start, sum(version + 1) AS v, ${list(COLUMNS.map((c, i) => sql`sum(${sampleCounter(i)}) AS ${id(`s_${c}`)}`))},
+            toUInt64(sum(channels)) AS ch, toUInt64(sum(connections)) AS co
+          FROM ${this.samples} FINAL WHERE ${where}
+          GROUP BY app_id, sample_start
+        )
+        GROUP BY app_id, b`);
+      return;
+    }
+    const below = UNIT_CODE[ROLLUP_UNITS[ROLLUP_UNITS.indexOf(unit) - 1]];
+    await this.ch.command(sql`INSERT INTO ${this.rollups} (${columns})
+      SELECT app_id, toUInt8(${UNIT_CODE[unit]}), ${START[unit](id('bucket_start'))} AS b, sum(version),
+        ${list(COLUMNS.map((c) => sql`sum(${id(c)})`))},
+        sum(channel_samples), sum(channel_sum), max(channel_max), minIf(channel_min, channel_samples > 0),
+        sum(connection_samples), sum(connection_sum), max(connection_max), minIf(connection_min, connection_samples > 0), max(last_sample)
+      FROM ${this.rollups} FINAL WHERE unit = ${below} AND (${where})
+      GROUP BY app_id, b`);
+  }
+
+  /** Recomputes every rollup that samples of these rows fall in, bottom up. */
+  async rollUp(rows: { appId: string; interval: number }[]): Promise<void> {
+    const dirty = dirtyRanges(rows);
+    for (const unit of ROLLUP_UNITS) await this.rollUpUnit(unit, dirty[unit]);
+  }
+
+  /**
+   * Samples, then the rollups they fall in, then the checkpoint: a crash between any two replays
+   * samples the table already has (the same rows again) and recomputes their rollups; none is lost.
+   */
   async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
-    // Samples first: a crash in between replays samples the table already has, and loses none.
+    await this.writeSamples(rows);
+    await this.rollUp(rows);
+    await this.writeCheckpoint(topic, checkpoint);
+  }
+
+  /** The first step of `write` (public so that tests can stop after it, as a crash would). */
+  async writeSamples(rows: StatsRow[]): Promise<void> {
     if (rows.length > 0) {
       await this.ch.client.insert({
         table: this.samples.text,
@@ -116,6 +232,10 @@ export class ClickHouseStatsStore implements StatsStore {
         }),
       });
     }
+  }
+
+  /** The last step of `write`. */
+  async writeCheckpoint(topic: string, checkpoint: StatsCheckpoint): Promise<void> {
     this.version = Math.max(this.version + 1, this.clock.now() * 1000);
     await this.ch.client.insert({
       table: this.checkpoints.text,
@@ -140,7 +260,60 @@ export class ClickHouseStatsStore implements StatsStore {
     );
   }
 
+  /**
+   * Buckets from the rollups (FINAL), in one query: whole buckets of the unit, and where the range
+   * cuts a bucket, the rollups of smaller units and the samples that make up the part inside it.
+   */
   async query(q: StatsQuery): Promise<StatsBucket[]> {
+    const parts = cover(...sampleRange(q.start, q.end), q.unit).map((p) => this.pieceSql(q.appId, p.level, p.from, p.to));
+    if (parts.length === 0) return [];
+    const rows = await this.ch.select<AggregateRow>(sqlJoin(parts, sql` UNION ALL `));
+    const aggregates: Aggregate[] = rows.map((r) => {
+      const counters: Counters = {};
+      COLUMNS.forEach((c, i) => {
+        const v = Number(r[c]);
+        if (v) counters[BASE_COUNTERS[i]] = v;
+      });
+      return {
+        start: Number(r.s),
+        counters,
+        channelSamples: Number(r.channel_samples),
+        channelSum: Number(r.channel_sum),
+        channelMax: Number(r.channel_max),
+        channelMin: Number(r.channel_min),
+        connectionSamples: Number(r.connection_samples),
+        connectionSum: Number(r.connection_sum),
+        connectionMax: Number(r.connection_max),
+        connectionMin: Number(r.connection_min),
+        lastSample: Number(r.last_sample),
+      };
+    });
+    return foldInto(q.unit, aggregates);
+  }
+
+  /** One level's rows in [from, to), in the same columns and types whatever the level (UNION ALL). */
+  private pieceSql(appId: string, level: Level, from: number, to: number): Sql {
+    const counters = list(COLUMNS.map((c) => sql`toFloat64(${id(c)}) AS ${id(c)}`));
+    if (level === 'sample') {
+      return sql`SELECT toUInt64(sample_start) AS s, ${counters},
+          toUInt64(ch > 0) AS channel_samples, ch AS channel_sum, ch AS channel_max, ch AS channel_min,
+          toUInt64(co > 0) AS connection_samples, co AS connection_sum, co AS connection_max, co AS connection_min,
+          toUInt64(sample_start) AS last_sample
+        FROM (
+          SELECT sample_start, ${list(COLUMNS.map((c, i) => sql`sum(${sampleCounter(i)}) AS ${id(c)}`))},
+            toUInt64(sum(channels)) AS ch, toUInt64(sum(connections)) AS co
+          FROM ${this.samples} FINAL
+          WHERE app_id = ${appId} AND sample_start >= ${sqlInt(from)} AND sample_start < ${sqlInt(to)}
+          GROUP BY sample_start
+        )`;
+    }
+    return sql`SELECT toUInt64(bucket_start) AS s, ${counters}, ${list(FIGURES.map((f) => sql`toUInt64(${id(f)}) AS ${id(f)}`))}
+      FROM ${this.rollups} FINAL
+      WHERE app_id = ${appId} AND unit = ${UNIT_CODE[level as Unit]} AND bucket_start >= ${sqlInt(from)} AND bucket_start < ${sqlInt(to)}`;
+  }
+
+  /** The same buckets folded from the 6-second samples alone (what the rollups must always equal). */
+  async queryFromSamples(q: StatsQuery): Promise<StatsBucket[]> {
     // Inner: one total per 6-second sample (FINAL drops replayed rows); outer: unit buckets.
     const rows = await this.ch.select<BucketRow>(sql`
       SELECT ${BUCKET[q.unit]} AS bucket,
