@@ -1,5 +1,6 @@
 import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
-import { sql, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import { sql, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
@@ -85,6 +86,8 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly checkpoints: Sql;
   private readonly rollups: Sql;
   private readonly rollupsName: string;
+  private readonly view: Sql;
+  private readonly viewName: string;
   private readonly clock: Clock;
   private version = 0;
 
@@ -97,6 +100,8 @@ export class ClickHouseStatsStore implements StatsStore {
     this.checkpoints = sqlTable(this.database, `${prefix}stats_checkpoints`);
     this.rollupsName = `${prefix}stats_rollups`;
     this.rollups = sqlTable(this.database, this.rollupsName);
+    this.viewName = `${prefix}stats`;
+    this.view = sqlTable(this.database, this.viewName);
     this.clock = options.clock ?? systemClock;
   }
 
@@ -120,6 +125,40 @@ export class ClickHouseStatsStore implements StatsStore {
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
     await this.initRollups();
+    await this.initView();
+  }
+
+  /**
+   * The view `stats` for analysts: one row per app, unit and interval, one column per figure under
+   * the spec's name (NAMED_COLUMNS), computed as GET /stats computes it (mean over the samples
+   * elapsed so far in the current interval, min 0 unless every sample of the interval had one).
+   */
+  private async initView(): Promise<void> {
+    const present = new Set(
+      (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.viewName}`)).map((c) => c.name),
+    );
+    if (present.size > 0 && NAMED_COLUMNS.every((c) => present.has(c.name))) return;
+    // A view an older release made lacks counters added since: made again (it holds no data).
+    if (present.size > 0) await this.ch.command(sql`DROP TABLE IF EXISTS ${this.view}`);
+    const figures = NAMED_COLUMNS.map((c) => {
+      if (c.kind === 'sum') return sql`${sqlJoin(c.terms.map((t) => (t.times === 1 ? id(COLUMNS[t.counter]) : sql`${t.times} * ${id(COLUMNS[t.counter])}`)), sql` + `)} AS ${sqlDottedName(c.name)}`;
+      const [samples, sum, max, min] = ['samples', 'sum', 'max', 'min'].map((f) => id(`${c.of}_${f}`));
+      const value = c.figure === 'peak' ? max : c.figure === 'min' ? sql`if(${samples} >= total_samples, ${min}, 0)` : sql`round(${sum} / elapsed_samples, 3)`;
+      return sql`${value} AS ${sqlDottedName(c.name)}`;
+    });
+    await this.ch.command(sql`CREATE VIEW IF NOT EXISTS ${this.view} AS
+      SELECT app_id, unit_name AS unit, interval_start, intervalId, ${list(NAMED_COLUMNS.map((c) => sqlDottedName(c.name)))}
+      FROM (
+        SELECT app_id, transform(unit, [1, 2, 3, 4], ['minute', 'hour', 'day', 'month'], '') AS unit_name,
+          toDateTime(intDiv(bucket_start, 1000), 'UTC') AS interval_start,
+          multiIf(unit = 1, formatDateTime(interval_start, '%Y-%m-%d:%H:%M', 'UTC'), unit = 2, formatDateTime(interval_start, '%Y-%m-%d:%H', 'UTC'),
+                  unit = 3, formatDateTime(interval_start, '%Y-%m-%d', 'UTC'), formatDateTime(interval_start, '%Y-%m', 'UTC')) AS intervalId,
+          multiIf(unit = 1, 10, unit = 2, 600, unit = 3, 14400,
+                  (toUInt32(addMonths(toDate(interval_start), 1)) - toUInt32(toDate(interval_start))) * 14400) AS total_samples,
+          least(total_samples, greatest(1, intDiv(toInt64(intDiv(toUInt64(now()), 6)) * 6000 + 6000 - toInt64(bucket_start), 6000))) AS elapsed_samples,
+          ${list(figures)}
+        FROM ${this.rollups} FINAL
+      )`);
   }
 
   /**

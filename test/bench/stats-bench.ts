@@ -118,7 +118,7 @@ export async function statsQueryBench(options: {
   }
   if (production) {
     const client = createClickHouseClient({ url: production.CLICKHOUSE_URL });
-    for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints']) {
+    for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
       await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
     }
     await client.close();

@@ -6,7 +6,8 @@ import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { describeWithInfra, findClickHouse } from '../helpers/infra.js';
 import { statsStoreContract } from './stats-store.contract.js';
-import { Base } from '../../projections/stats/stats-sample.js';
+import { Base, BASE_COUNTERS, bucketEnd, flatEntries, intervalId as intervalIdOf, SAMPLE_MS } from '../../projections/stats/stats-sample.js';
+import { NAMED_COLUMNS, specName } from '../../projections/stats/named-columns.js';
 import { T0, buildLog, crashAfter, rng, runInstance, runToEnd, snapshot } from '../helpers/stats-log.js';
 import type { StatsCheckpoint, StatsRow } from '../../projections/stats/stats-store.js';
 
@@ -31,7 +32,7 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
           for (const s of opened) await s.close();
           const client = createClickHouseClient({ url });
           for (const prefix of prefixes) {
-            for (const table of ['stats_samples', 'stats_checkpoints', 'stats_rollups']) {
+            for (const table of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
               await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
             }
           }
@@ -61,7 +62,7 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
         for (const s of stores) await s.close();
         const client = createClickHouseClient({ url });
         for (const prefix of prefixes) {
-          for (const name of ['stats_samples', 'stats_checkpoints', 'stats_rollups']) {
+          for (const name of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
             await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + name)}`.text });
           }
         }
@@ -162,6 +163,53 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
     }
   });
 
+  it('the stats view: one column per figure under the spec name (inbound.rest.messages.count, apiRequests.succeeded, channels.peak...), as GET /stats computes them', async () => {
+    const t = tables();
+    const client = createClickHouseClient({ url });
+    try {
+      const prefix = t.prefix();
+      const store = t.open(prefix);
+      await store.init();
+      const start = Date.UTC(2026, 0, 31, 23, 58);
+      const random = rng(3);
+      const rows: StatsRow[] = [];
+      for (let i = 0; i < 60; i++) {
+        const counters: Record<string, number> = {};
+        for (const name of BASE_COUNTERS) if (random() < 0.5) counters[name] = 1 + Math.floor(random() * 100);
+        rows.push({ appId: 'a', interval: start + i * 6000, topic: 'usage', partition: i % 2, slot: 0, version: i, counters, channels: Math.floor(random() * 5), connections: Math.floor(random() * 4) });
+      }
+      await store.write('usage', rows, new Map());
+      for (const unit of ['minute', 'hour', 'day', 'month'] as const) {
+        const buckets = await store.query({ appId: 'a', unit, start: 0, end: start + 3600_000 });
+        const viewRows = (await (
+          await client.query({ query: sql`SELECT * FROM ${sqlTable('default', `${prefix}stats`)} WHERE app_id = 'a' AND unit = ${unit} ORDER BY interval_start`.text, format: 'JSONEachRow' })
+        ).json()) as Record<string, string | number>[];
+        expect(viewRows.map((r) => r.intervalId), unit).toEqual(buckets.map((b) => intervalIdOf(b.start, unit)));
+        buckets.forEach((b, i) => {
+          const total = (bucketEnd(b.start, unit) - b.start) / SAMPLE_MS;
+          const entries = flatEntries(b, total, total);
+          const expected = Object.fromEntries(NAMED_COLUMNS.map((c) => [c.name, 0]));
+          for (const [key, value] of Object.entries(entries)) expected[specName(key)] = value;
+          const got = Object.fromEntries(NAMED_COLUMNS.map((c) => [c.name, Number(viewRows[i][c.name])]));
+          expect(got, `${unit} ${viewRows[i].intervalId}`).toEqual(expected);
+        });
+      }
+      // By name, as an analyst would.
+      const months = (await (
+        await client.query({
+          query: sql`SELECT \`inbound.rest.messages.count\` AS n, \`apiRequests.succeeded\` AS ok, \`channels.peak\` AS peak FROM ${sqlTable('default', `${prefix}stats`)} WHERE app_id = 'a' AND unit = 'month'`.text,
+          format: 'JSONEachRow',
+        })
+      ).json()) as { n: number; ok: number; peak: number }[];
+      expect(months).toHaveLength(2); // January's last minutes and February's first
+      expect(months.reduce((n, m) => n + Number(m.n), 0)).toBe(rows.reduce((n, r) => n + (r.counters[Base.inbound('rest', 'messages', 'count')] ?? 0), 0));
+      expect(Number(months[0].peak)).toBeGreaterThan(0);
+    } finally {
+      await client.close();
+      await t.drop();
+    }
+  });
+
   it('a table an older release made gets the connections column, and keeps its rows', async () => {
     const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
     const table = sqlTable('default', `${tablePrefix}stats_samples`);
@@ -188,7 +236,7 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
       expect([minute.channelMax, minute.connectionSamples, minute.connectionMax]).toEqual([2, 1, 4]);
     } finally {
       await store.close();
-      for (const name of ['stats_samples', 'stats_checkpoints', 'stats_rollups']) {
+      for (const name of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
         await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + name)}`.text });
       }
       await client.close();
