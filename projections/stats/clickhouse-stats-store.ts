@@ -169,9 +169,6 @@ export class ClickHouseStatsStore implements StatsStore {
    * and FINAL returns it. A replay writes the same rows and so the same versions and figures.
    */
   private async initRollups(): Promise<void> {
-    const existed = (
-      await this.ch.select<{ name: string }>(sql`SELECT name FROM system.tables WHERE database = ${this.database} AND name = ${this.rollupsName}`)
-    ).length > 0;
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.rollups} (
         app_id String, unit UInt8, bucket_start UInt64, version UInt64,
         ${list(COLUMNS.map((c) => sql`${id(c)} Float64`))},
@@ -182,8 +179,11 @@ export class ClickHouseStatsStore implements StatsStore {
       (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.rollupsName}`)).map((c) => c.name),
     );
     for (const c of COLUMNS.filter((name) => !present.has(name))) await this.ch.command(sql`ALTER TABLE ${this.rollups} ADD COLUMN ${id(c)} Float64`);
-    if (existed) return;
-    // Samples an older release wrote have no rollups yet: every app, whole range, once.
+    // Samples an older release wrote have no rollups yet: every app, whole range, once. Months are
+    // written last (each level in one statement), so with any month row the rollups are complete;
+    // a start that died halfway through this does it again.
+    const months = await this.ch.select<{ n: string | number }>(sql`SELECT count() AS n FROM ${this.rollups} WHERE unit = ${UNIT_CODE.month}`);
+    if (Number(months[0]?.n ?? 0) > 0) return;
     const apps = await this.ch.select<{ app_id: string; oldest: string | number; newest: string | number }>(
       sql`SELECT app_id, min(sample_start) AS oldest, max(sample_start) AS newest FROM ${this.samples} GROUP BY app_id`,
     );
