@@ -190,20 +190,28 @@ export class SqliteStatsStore implements StatsStore {
         lastSample: r.start,
       }));
     }
-    this.rollupStmt ??= this.db.prepare(`SELECT * FROM stats_rollups WHERE app_id = ? AND unit = ? AND start >= ? AND start < ? ORDER BY start`);
-    return (this.rollupStmt.all(appId, UNIT_CODE[level], from, to) as ({ start: number } & Record<string, number>)[]).map((r) => ({
-      start: r.start,
-      counters: countersOf(r),
-      channelSamples: r.channel_samples,
-      channelSum: r.channel_sum,
-      channelMax: r.channel_max,
-      channelMin: r.channel_min,
-      connectionSamples: r.connection_samples,
-      connectionSum: r.connection_sum,
-      connectionMax: r.connection_max,
-      connectionMin: r.connection_min,
-      lastSample: r.last_sample,
-    }));
+    // Rows as arrays (raw): no object of 40 properties per row.
+    this.rollupStmt ??= this.db
+      .prepare(`SELECT start, ${FIGURES.join(', ')}, ${COLUMNS.join(', ')} FROM stats_rollups WHERE app_id = ? AND unit = ? AND start >= ? AND start < ? ORDER BY start`)
+      .raw(true);
+    const n = FIGURES.length + 1;
+    return (this.rollupStmt.all(appId, UNIT_CODE[level], from, to) as number[][]).map((r) => {
+      const counters: Counters = {};
+      for (let i = 0; i < BASE_COUNTERS.length; i++) if (r[n + i]) counters[BASE_COUNTERS[i]] = r[n + i];
+      return {
+        start: r[0],
+        counters,
+        channelSamples: r[1],
+        channelSum: r[2],
+        channelMax: r[3],
+        channelMin: r[4],
+        connectionSamples: r[5],
+        connectionSum: r[6],
+        connectionMax: r[7],
+        connectionMin: r[8],
+        lastSample: r[9],
+      };
+    });
   }
   private perIntervalStmt: Database.Statement | undefined;
   private rollupStmt: Database.Statement | undefined;
