@@ -136,8 +136,13 @@ export class ClickHouseStatsStore implements StatsStore {
       (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.viewName}`)).map((c) => c.name),
     );
     if (present.size > 0 && NAMED_COLUMNS.every((c) => present.has(c.name))) return;
-    // A view an older release made lacks counters added since: made again (it holds no data).
-    if (present.size > 0) await this.ch.command(sql`DROP TABLE IF EXISTS ${this.view}`);
+    if (present.size > 0) {
+      // A view an older release made lacks counters added since: made again (it holds no data).
+      // Anything else of that name is not ours to drop.
+      const [found] = await this.ch.select<{ engine: string }>(sql`SELECT engine FROM system.tables WHERE database = ${this.database} AND name = ${this.viewName}`);
+      if (found?.engine !== 'View') throw new Error(`${this.database}.${this.viewName} exists and is not the stats view (engine ${found?.engine}): the service keeps its stats view under that name; rename that table`);
+      await this.ch.command(sql`DROP TABLE IF EXISTS ${this.view}`);
+    }
     const figures = NAMED_COLUMNS.map((c) => {
       if (c.kind === 'sum') return sql`${sqlJoin(c.terms.map((t) => (t.times === 1 ? id(COLUMNS[t.counter]) : sql`${t.times} * ${id(COLUMNS[t.counter])}`)), sql` + `)} AS ${sqlDottedName(c.name)}`;
       const [samples, sum, max, min] = ['samples', 'sum', 'max', 'min'].map((f) => id(`${c.of}_${f}`));

@@ -210,6 +210,22 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
     }
   });
 
+  it('a table of its own named like the stats view is never dropped: the store refuses to start, saying why', async () => {
+    const t = tables();
+    const client = createClickHouseClient({ url });
+    try {
+      const prefix = t.prefix();
+      await client.command({ query: sql`CREATE TABLE ${sqlTable('default', `${prefix}stats`)} (x UInt8) ENGINE = MergeTree() ORDER BY x`.text });
+      await client.insert({ table: sqlTable('default', `${prefix}stats`).text, format: 'JSONEachRow', values: [{ x: 7 }] });
+      await expect(t.open(prefix).init()).rejects.toThrow(/is not the stats view/);
+      const rows = await (await client.query({ query: sql`SELECT x FROM ${sqlTable('default', `${prefix}stats`)}`.text, format: 'JSONEachRow' })).json();
+      expect(rows).toEqual([{ x: 7 }]);
+    } finally {
+      await client.close();
+      await t.drop();
+    }
+  });
+
   it('a table an older release made gets the connections column, and keeps its rows', async () => {
     const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
     const table = sqlTable('default', `${tablePrefix}stats_samples`);
