@@ -179,7 +179,8 @@ export class ClickHouseStatsStore implements StatsStore {
         ${list(COLUMNS.map((c) => sql`${id(c)} Float64`))},
         ${list(FIGURES.map((f) => sql`${id(f)} UInt64`))}
       ) ENGINE = ReplacingMergeTree(version)
-      ORDER BY (app_id, unit, bucket_start)`);
+      ORDER BY (app_id, unit, bucket_start)
+      SETTINGS index_granularity = 1024`);
     const present = new Set(
       (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.rollupsName}`)).map((c) => c.name),
     );
