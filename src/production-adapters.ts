@@ -11,6 +11,8 @@ export interface Isolation {
   topicPrefix?: string;
   /** Prepended to ClickHouse table names. */
   tablePrefix?: string;
+  /** Prepended to the projections' checkpoint names (a rebuild keeps checkpoints of its own). */
+  consumerPrefix?: string;
 }
 
 /**
@@ -38,8 +40,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       appendTimeoutMs: config.limits.logAppendTimeoutMs,
       logger: logger.child({ component: 'kafka' }),
     }),
-    historyStore: new ClickHouseHistoryStore({ client, consumer: 'history', tablePrefix: prefix }),
-    presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: 'presence-history', tablePrefix: `${prefix}presence_` }),
+    historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix }),
+    presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_` }),
     statsStore: new ClickHouseStatsStore({ client, tablePrefix: prefix }),
     // Fewer, larger inserts: ClickHouse wants parts, not rows (recent history is served from memory).
     projectionFlushMs: 1000,

@@ -72,7 +72,7 @@ export interface Service {
  * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
  * another holds it. The replay CLI reads the log beside a running service, without it.
  */
-export function embeddedAdapters(config: Config, { lock = true }: { lock?: boolean } = {}): Adapters {
+export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '' }: { lock?: boolean; consumerPrefix?: string } = {}): Adapters {
   mkdirSync(config.dataDir, { recursive: true });
   const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
   try {
@@ -84,8 +84,8 @@ export function embeddedAdapters(config: Config, { lock = true }: { lock?: boole
         // The log keeps at least the longest history retention, so projections can be rebuilt.
         retentionMs: (72 + 24) * 3600_000,
       }),
-      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db')),
-      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), 'presence-history', 'presence'),
+      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
+      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
       statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
     };
   } catch (err) {
@@ -95,10 +95,10 @@ export function embeddedAdapters(config: Config, { lock = true }: { lock?: boole
 }
 
 /** Builds adapters for the configured mode (production adapters load only when used). */
-export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean } = {}): Promise<Adapters> {
+export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
   if (modeOf(config) === 'embedded') return embeddedAdapters(config, options);
   const { productionAdapters } = await import('./production-adapters.js');
-  return productionAdapters(config, logger);
+  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
 }
 
 /**

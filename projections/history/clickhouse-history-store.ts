@@ -1,6 +1,7 @@
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/messages/message.js';
+import { messageToWire } from '../../src/messages/wire.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlDate, sqlIdentifier, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
@@ -18,6 +19,36 @@ export interface ClickHouseHistoryStoreOptions {
   /** Whose checkpoint this is (one projection, one name). */
   consumer?: string;
   clock?: Clock;
+}
+
+/**
+ * The message's fields as columns beside the MessagePack (issue 14: `SELECT ... WHERE name = 'order'`),
+ * as a JSON reader gets them: binary data as base64 with `base64` appended to the encoding, JSON
+ * data as its text. Absent fields are empty strings (action 0: not a presence entry). The reads of
+ * the service use `message` alone. Rows an older release wrote have them empty.
+ */
+const FIELD_COLUMNS = [
+  ['id', 'String'],
+  ['name', 'String'],
+  ['clientId', 'String'],
+  ['connectionId', 'String'],
+  ['data', 'String'],
+  ['encoding', 'String'],
+  ['action', 'UInt8'],
+] as const;
+
+function fieldColumns(m: StoredMessage): Record<string, string | number> {
+  const wire = messageToWire(m, 'json');
+  const data = wire.data === undefined ? '' : typeof wire.data === 'string' ? wire.data : JSON.stringify(wire.data);
+  return {
+    id: m.id,
+    name: m.name ?? '',
+    clientId: m.clientId ?? '',
+    connectionId: m.connectionId ?? '',
+    data,
+    encoding: typeof wire.encoding === 'string' ? wire.encoding : '',
+    action: m.action ?? 0,
+  };
 }
 
 interface MessageRow {
@@ -72,10 +103,18 @@ export class ClickHouseHistoryStore implements HistoryStore {
       await this.ch.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
     }
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.messages} (
-        app_id String, channel String, serial UInt64, partition UInt32, ts UInt64, expires_on Date, message String
+        app_id String, channel String, serial UInt64, partition UInt32, ts UInt64, expires_on Date, message String,
+        ${sqlJoin(FIELD_COLUMNS.map(([name, type]) => sql`${sqlIdentifier(name)} ${type === 'String' ? sql`String` : sql`UInt8`}`), sql`, `)}
       ) ENGINE = ReplacingMergeTree()
       PARTITION BY expires_on
       ORDER BY (app_id, channel, ts, serial)`);
+    // A table an older release made has no field columns (18.16 has no ADD COLUMN IF NOT EXISTS).
+    const present = new Set(
+      (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.messagesTable}`)).map((c) => c.name),
+    );
+    for (const [name, type] of FIELD_COLUMNS.filter(([name]) => !present.has(name))) {
+      await this.ch.command(sql`ALTER TABLE ${this.messages} ADD COLUMN ${sqlIdentifier(name)} ${type === 'String' ? sql`String` : sql`UInt8`}`);
+    }
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.state} (
         consumer String, version UInt64, checkpoint String, marks String
       ) ENGINE = ReplacingMergeTree(version)
@@ -99,6 +138,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
           ts: r.message.timestamp,
           expires_on: expiryDay(r.message.timestamp, r.retentionHours),
           message: Buffer.from(packValue(r.message)).toString('base64'),
+          ...fieldColumns(r.message),
         })),
       });
     }

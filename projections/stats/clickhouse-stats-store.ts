@@ -1,10 +1,34 @@
 import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
-import { sql, sqlIdentifier, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import { sql, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
+import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
-import { BASE_COUNTERS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+import { cover, sampleRange, dirtyRanges, foldInto, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type DirtyRange, type Level } from './rollups.js';
 
 const COUNTER_ID = new Map(BASE_COUNTERS.map((name, i) => [name, i + 1]));
-import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+
+const id = (name: string): Sql => sqlIdentifier(name);
+const list = (parts: Sql[]): Sql => sqlJoin(parts, sql`, `);
+/** Rollup counter columns c1..cN, by position in BASE_COUNTERS (as the samples' counter ids). */
+const COLUMNS = BASE_COUNTERS.map((_, i) => `c${i + 1}`);
+const FIGURES = [
+  'channel_samples', 'channel_sum', 'channel_max', 'channel_min',
+  'connection_samples', 'connection_sum', 'connection_max', 'connection_min', 'last_sample',
+] as const;
+
+/** SQL giving the start (ms) of the bucket of a unit that a ms column falls in (UTC). */
+const START: Record<Unit, (col: Sql) => Sql> = {
+  minute: (c) => sql`intDiv(${c}, 60000) * 60000`,
+  hour: (c) => sql`intDiv(${c}, 3600000) * 3600000`,
+  day: (c) => sql`intDiv(${c}, 86400000) * 86400000`,
+  month: (c) => sql`toUInt64(toStartOfMonth(toDateTime(intDiv(${c}, 1000), 'UTC'))) * 86400000`,
+};
+
+interface AggregateRow {
+  s: string | number;
+  [column: string]: string | number;
+}
 
 export interface ClickHouseStatsStoreOptions {
   client?: ClickHouseClient;
@@ -58,6 +82,10 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly samples: Sql;
   private readonly samplesName: string;
   private readonly checkpoints: Sql;
+  private readonly rollups: Sql;
+  private readonly rollupsName: string;
+  private readonly view: Sql;
+  private readonly viewName: string;
   private readonly clock: Clock;
   private version = 0;
 
@@ -68,6 +96,10 @@ export class ClickHouseStatsStore implements StatsStore {
     this.samplesName = `${prefix}stats_samples`;
     this.samples = sqlTable(this.database, this.samplesName);
     this.checkpoints = sqlTable(this.database, `${prefix}stats_checkpoints`);
+    this.rollupsName = `${prefix}stats_rollups`;
+    this.rollups = sqlTable(this.database, this.rollupsName);
+    this.viewName = `${prefix}stats`;
+    this.view = sqlTable(this.database, this.viewName);
     this.clock = options.clock ?? systemClock;
   }
 
@@ -90,10 +122,143 @@ export class ClickHouseStatsStore implements StatsStore {
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
+    await this.initRollups();
+    await this.initView();
   }
 
+  /**
+   * The view `stats` for analysts: one row per app, unit and interval, one column per figure under
+   * the spec's name (NAMED_COLUMNS), computed as GET /stats computes it (mean over the samples
+   * elapsed so far in the current interval, min 0 unless every sample of the interval had one).
+   */
+  private async initView(): Promise<void> {
+    const present = new Set(
+      (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.viewName}`)).map((c) => c.name),
+    );
+    if (present.size > 0 && NAMED_COLUMNS.every((c) => present.has(c.name))) return;
+    if (present.size > 0) {
+      // A view an older release made lacks counters added since: made again (it holds no data).
+      // Anything else of that name is not ours to drop.
+      const [found] = await this.ch.select<{ engine: string }>(sql`SELECT engine FROM system.tables WHERE database = ${this.database} AND name = ${this.viewName}`);
+      if (found?.engine !== 'View') throw new Error(`${this.database}.${this.viewName} exists and is not the stats view (engine ${found?.engine}): the service keeps its stats view under that name; rename that table`);
+      await this.ch.command(sql`DROP TABLE IF EXISTS ${this.view}`);
+    }
+    const figures = NAMED_COLUMNS.map((c) => {
+      if (c.kind === 'sum') return sql`${sqlJoin(c.terms.map((t) => (t.times === 1 ? id(COLUMNS[t.counter]) : sql`${t.times} * ${id(COLUMNS[t.counter])}`)), sql` + `)} AS ${sqlDottedName(c.name)}`;
+      const [samples, sum, max, min] = ['samples', 'sum', 'max', 'min'].map((f) => id(`${c.of}_${f}`));
+      const value = c.figure === 'peak' ? max : c.figure === 'min' ? sql`if(${samples} >= total_samples, ${min}, 0)` : sql`round(${sum} / elapsed_samples, 3)`;
+      return sql`${value} AS ${sqlDottedName(c.name)}`;
+    });
+    await this.ch.command(sql`CREATE VIEW IF NOT EXISTS ${this.view} AS
+      SELECT app_id, unit_name AS unit, interval_start, intervalId, ${list(NAMED_COLUMNS.map((c) => sqlDottedName(c.name)))}
+      FROM (
+        SELECT app_id, transform(unit, [1, 2, 3, 4], ['minute', 'hour', 'day', 'month'], '') AS unit_name,
+          toDateTime(intDiv(bucket_start, 1000), 'UTC') AS interval_start,
+          multiIf(unit = 1, formatDateTime(interval_start, '%Y-%m-%d:%H:%M', 'UTC'), unit = 2, formatDateTime(interval_start, '%Y-%m-%d:%H', 'UTC'),
+                  unit = 3, formatDateTime(interval_start, '%Y-%m-%d', 'UTC'), formatDateTime(interval_start, '%Y-%m', 'UTC')) AS intervalId,
+          multiIf(unit = 1, 10, unit = 2, 600, unit = 3, 14400,
+                  (toUInt32(addMonths(toDate(interval_start), 1)) - toUInt32(toDate(interval_start))) * 14400) AS total_samples,
+          least(total_samples, greatest(1, intDiv(toInt64(intDiv(toUInt64(now()), 6)) * 6000 + 6000 - toInt64(bucket_start), 6000))) AS elapsed_samples,
+          ${list(figures)}
+        FROM ${this.rollups} FINAL
+      )`);
+  }
+
+  /**
+   * Rollups per minute, hour, day and month (see rollups.ts), in a ReplacingMergeTree(version) read
+   * with FINAL. Each is recomputed by INSERT ... SELECT from the rows beneath it, read FINAL, and
+   * versioned by what that read saw: the sum over those rows of (version + 1) (a sample's version
+   * is its last offset; a rollup's is this sum). Rows only ever get replaced by newer versions, so a
+   * later read sees the same rows or more, with a larger sum; the recompute that read last (which,
+   * with several instances writing, is one that came after every write) has the largest version,
+   * and FINAL returns it. A replay writes the same rows and so the same versions and figures.
+   */
+  private async initRollups(): Promise<void> {
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.rollups} (
+        app_id String, unit UInt8, bucket_start UInt64, version UInt64,
+        ${list(COLUMNS.map((c) => sql`${id(c)} Float64`))},
+        ${list(FIGURES.map((f) => sql`${id(f)} UInt64`))}
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY (app_id, unit, bucket_start)
+      SETTINGS index_granularity = 1024`);
+    const present = new Set(
+      (await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.rollupsName}`)).map((c) => c.name),
+    );
+    for (const c of COLUMNS.filter((name) => !present.has(name))) await this.ch.command(sql`ALTER TABLE ${this.rollups} ADD COLUMN ${id(c)} Float64`);
+    // Samples an older release wrote have no rollups yet: every app, whole range, once. Months are
+    // written last (each level in one statement), so with any month row the rollups are complete;
+    // a start that died halfway through this does it again.
+    const months = await this.ch.select<{ n: string | number }>(sql`SELECT count() AS n FROM ${this.rollups} WHERE unit = ${UNIT_CODE.month}`);
+    if (Number(months[0]?.n ?? 0) > 0) return;
+    const apps = await this.ch.select<{ app_id: string; oldest: string | number; newest: string | number }>(
+      sql`SELECT app_id, min(sample_start) AS oldest, max(sample_start) AS newest FROM ${this.samples} GROUP BY app_id`,
+    );
+    if (apps.length === 0) return;
+    for (const unit of ROLLUP_UNITS) {
+      await this.rollUpUnit(
+        unit,
+        apps.map((a) => ({ appId: a.app_id, from: bucketStart(Number(a.oldest), unit), to: bucketEnd(bucketStart(Number(a.newest), unit), unit) })),
+      );
+    }
+  }
+
+  /** Recomputes the rollups of a unit over these ranges, from the samples (minutes) or the unit below. */
+  private async rollUpUnit(unit: Unit, ranges: DirtyRange[]): Promise<void> {
+    if (ranges.length === 0) return;
+    const startCol = unit === 'minute' ? id('sample_start') : id('bucket_start');
+    const where = sqlJoin(
+      ranges.map((r) => sql`(app_id = ${r.appId} AND ${startCol} >= ${r.from} AND ${startCol} < ${r.to})`),
+      sql` OR `,
+    );
+    const columns = sql`app_id, unit, bucket_start, version, ${list(COLUMNS.map(id))}, ${list(FIGURES.map(id))}`;
+    if (unit === 'minute') {
+      // Counters by sumMap per sample, then per minute; into columns once per minute (30
+      // arrayElement columns over every sample row cost more than the rest of the statement).
+      await this.ch.command(sql`INSERT INTO ${this.rollups} (${columns})
+        SELECT app_id, toUInt8(${UNIT_CODE.minute}), b, vv, ${list(COLUMNS.map((_, i) => sql`arrayElement(tupleElement(mm, 2), indexOf(tupleElement(mm, 1), ${i + 1}))`))},
+          cs, csum, cmax, cmin, os, osum, omax, omin, last
+        FROM (
+          SELECT app_id, ${START.minute(id('sample_start'))} AS b, sum(v) AS vv, sumMap(tupleElement(m, 1), tupleElement(m, 2)) AS mm,
+            countIf(ch > 0) AS cs, sum(ch) AS csum, max(ch) AS cmax, minIf(ch, ch > 0) AS cmin,
+            countIf(co > 0) AS os, sum(co) AS osum, max(co) AS omax, minIf(co, co > 0) AS omin, max(sample_start) AS last
+          FROM (
+            SELECT app_id, sample_start, sum(version + 1) AS v, sumMap(counter_ids, counter_values) AS m,
+              toUInt64(sum(channels)) AS ch, toUInt64(sum(connections)) AS co
+            FROM ${this.samples} FINAL WHERE ${where}
+            GROUP BY app_id, sample_start
+          )
+          GROUP BY app_id, b
+        )`);
+      return;
+    }
+    const below = UNIT_CODE[ROLLUP_UNITS[ROLLUP_UNITS.indexOf(unit) - 1]];
+    await this.ch.command(sql`INSERT INTO ${this.rollups} (${columns})
+      SELECT app_id, toUInt8(${UNIT_CODE[unit]}), ${START[unit](id('bucket_start'))} AS b, sum(version),
+        ${list(COLUMNS.map((c) => sql`sum(${id(c)})`))},
+        sum(channel_samples), sum(channel_sum), max(channel_max), minIf(channel_min, channel_samples > 0),
+        sum(connection_samples), sum(connection_sum), max(connection_max), minIf(connection_min, connection_samples > 0), max(last_sample)
+      FROM ${this.rollups} FINAL WHERE unit = ${below} AND (${where})
+      GROUP BY app_id, b`);
+  }
+
+  /** Recomputes every rollup that samples of these rows fall in, bottom up. */
+  async rollUp(rows: { appId: string; interval: number }[]): Promise<void> {
+    const dirty = dirtyRanges(rows);
+    for (const unit of ROLLUP_UNITS) await this.rollUpUnit(unit, dirty[unit]);
+  }
+
+  /**
+   * Samples, then the rollups they fall in, then the checkpoint: a crash between any two replays
+   * samples the table already has (the same rows again) and recomputes their rollups; none is lost.
+   */
   async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
-    // Samples first: a crash in between replays samples the table already has, and loses none.
+    await this.writeSamples(rows);
+    await this.rollUp(rows);
+    await this.writeCheckpoint(topic, checkpoint);
+  }
+
+  /** The first step of `write` (public so that tests can stop after it, as a crash would). */
+  async writeSamples(rows: StatsRow[]): Promise<void> {
     if (rows.length > 0) {
       await this.ch.client.insert({
         table: this.samples.text,
@@ -116,6 +281,10 @@ export class ClickHouseStatsStore implements StatsStore {
         }),
       });
     }
+  }
+
+  /** The last step of `write`. */
+  async writeCheckpoint(topic: string, checkpoint: StatsCheckpoint): Promise<void> {
     this.version = Math.max(this.version + 1, this.clock.now() * 1000);
     await this.ch.client.insert({
       table: this.checkpoints.text,
@@ -140,7 +309,86 @@ export class ClickHouseStatsStore implements StatsStore {
     );
   }
 
+  /**
+   * Buckets from the rollups (FINAL), in one query: whole buckets of the unit, and where the range
+   * cuts a bucket, the rollups of smaller units and the samples that make up the part inside it.
+   */
   async query(q: StatsQuery): Promise<StatsBucket[]> {
+    const pieces = cover(...sampleRange(q.start, q.end), q.unit);
+    if (pieces.length === 0) return [];
+    // Two reads at once, each one FINAL over key ranges: the rollup rows, and the samples at the
+    // edges (counters by sumMap: 30 arrayElement columns over a granule cost 10 ms on 18.16).
+    const rollupRanges = pieces.filter((p) => p.level !== 'sample');
+    const sampleRanges = pieces.filter((p) => p.level === 'sample');
+    const [rollups, samples] = await Promise.all([
+      rollupRanges.length === 0
+        ? Promise.resolve([])
+        : this.ch.select<AggregateRow>(sql`
+            SELECT bucket_start AS s, ${list(COLUMNS.map(id))}, ${list(FIGURES.map(id))}
+            FROM ${this.rollups} FINAL
+            WHERE app_id = ${q.appId} AND (${sqlJoin(
+              rollupRanges.map((p) => sql`(unit = ${UNIT_CODE[p.level as Unit]} AND bucket_start >= ${sqlInt(p.from)} AND bucket_start < ${sqlInt(p.to)})`),
+              sql` OR `,
+            )})`),
+      sampleRanges.length === 0
+        ? Promise.resolve([])
+        : this.ch.select<{ s: string | number; m: [(string | number)[], (string | number)[]]; ch: string | number; co: string | number }>(sql`
+            SELECT sample_start AS s, sumMap(counter_ids, counter_values) AS m, sum(channels) AS ch, sum(connections) AS co
+            FROM ${this.samples} FINAL
+            WHERE app_id = ${q.appId} AND (${sqlJoin(
+              sampleRanges.map((p) => sql`(sample_start >= ${sqlInt(p.from)} AND sample_start < ${sqlInt(p.to)})`),
+              sql` OR `,
+            )})
+            GROUP BY sample_start`),
+    ]);
+    const aggregates: Aggregate[] = rollups.map((r) => {
+      const counters: Counters = {};
+      COLUMNS.forEach((c, i) => {
+        const v = Number(r[c]);
+        if (v) counters[BASE_COUNTERS[i]] = v;
+      });
+      return {
+        start: Number(r.s),
+        counters,
+        channelSamples: Number(r.channel_samples),
+        channelSum: Number(r.channel_sum),
+        channelMax: Number(r.channel_max),
+        channelMin: Number(r.channel_min),
+        connectionSamples: Number(r.connection_samples),
+        connectionSum: Number(r.connection_sum),
+        connectionMax: Number(r.connection_max),
+        connectionMin: Number(r.connection_min),
+        lastSample: Number(r.last_sample),
+      };
+    });
+    for (const r of samples) {
+      const counters: Counters = {};
+      r.m[0].forEach((counterId, i) => {
+        const v = Number(r.m[1][i]);
+        const name = BASE_COUNTERS[Number(counterId) - 1];
+        if (v && name) counters[name] = v;
+      });
+      const ch = Number(r.ch);
+      const co = Number(r.co);
+      aggregates.push({
+        start: Number(r.s),
+        counters,
+        channelSamples: ch > 0 ? 1 : 0,
+        channelSum: ch,
+        channelMax: ch,
+        channelMin: ch,
+        connectionSamples: co > 0 ? 1 : 0,
+        connectionSum: co,
+        connectionMax: co,
+        connectionMin: co,
+        lastSample: Number(r.s),
+      });
+    }
+    return foldInto(q.unit, aggregates);
+  }
+
+  /** The same buckets folded from the 6-second samples alone (what the rollups must always equal). */
+  async queryFromSamples(q: StatsQuery): Promise<StatsBucket[]> {
     // Inner: one total per 6-second sample (FINAL drops replayed rows); outer: unit buckets.
     const rows = await this.ch.select<BucketRow>(sql`
       SELECT ${BUCKET[q.unit]} AS bucket,

@@ -1,6 +1,7 @@
 import { LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import { decodeEvent, type LogEvent } from '../../src/log/events.js';
+import { decodeEvent, decodedEvent, type LogEvent } from '../../src/log/events.js';
+import { summarizePublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/messages/message.js';
 import { addCounter, addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
@@ -110,11 +111,16 @@ export class StatsProjection {
   apply(records: LogRecord[]): void {
     for (const record of records) {
       const state = this.state(record.topic, record.partition, record.offset);
-      const event = decodeEvent(record.value);
       // The record's own time counts: whether its interval has closed does not depend on where
       // a replay starts (the first record after a resume had no newest time before it).
       state.newest = Math.max(state.newest, record.timestamp);
-      if (this.canHandle(event)) this.evolve(state, event, record);
+      // A publish not decoded yet is read for its counts alone (a rebuild's hot path).
+      const summary = decodedEvent(record.value) === undefined ? summarizePublished(record.value) : undefined;
+      if (summary) this.countPublished(state, summary, record);
+      else {
+        const event = decodeEvent(record.value);
+        if (this.canHandle(event)) this.evolve(state, event, record);
+      }
       state.next = record.offset + 1;
       this.closeSamples(state);
     }
@@ -197,27 +203,9 @@ export class StatsProjection {
   private evolve(state: PartitionState, event: LogEvent, record: LogRecord): void {
     switch (event.type) {
       case 'messages.published': {
-        const sample = this.sampleFor(state, record.timestamp, record.offset);
-        // The service's own lifecycle messages: no client published them, and the metachannel is
-        // not a channel in use (what is sent of them to subscribers counts, as outbound).
-        if (event.channel === LIFECYCLE_CHANNEL) break;
-        const app = this.appOf(sample, event.appId);
-        const count = event.messages.length;
         let data = 0;
         for (const m of event.messages) data += dataSize(m.data, m.encoding);
-        const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
-        addCounter(app.counters, keys.count, count);
-        addCounter(app.counters, keys.data, data);
-        if (this.options.isPersisted(event.appId, event.channel)) {
-          addCounter(app.counters, STORED.count, count);
-          addCounter(app.counters, STORED.data, data);
-        }
-        if (!app.channels.has(event.channel)) {
-          app.channels.add(event.channel);
-          if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
-            addCounter(app.counters, Base.channelsOpened, 1);
-          }
-        }
+        this.countPublished(state, { appId: event.appId, channel: event.channel, transport: event.transport, count: event.messages.length, data }, record);
         break;
       }
       case 'presence.changed': {
@@ -254,6 +242,27 @@ export class StatsProjection {
         break;
       default:
         break;
+    }
+  }
+
+  private countPublished(state: PartitionState, event: PublishedSummary, record: LogRecord): void {
+    const sample = this.sampleFor(state, record.timestamp, record.offset);
+    // The service's own lifecycle messages: no client published them, and the metachannel is
+    // not a channel in use (what is sent of them to subscribers counts, as outbound).
+    if (event.channel === LIFECYCLE_CHANNEL) return;
+    const app = this.appOf(sample, event.appId);
+    const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
+    addCounter(app.counters, keys.count, event.count);
+    addCounter(app.counters, keys.data, event.data);
+    if (this.options.isPersisted(event.appId, event.channel)) {
+      addCounter(app.counters, STORED.count, event.count);
+      addCounter(app.counters, STORED.data, event.data);
+    }
+    if (!app.channels.has(event.channel)) {
+      app.channels.add(event.channel);
+      if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
+        addCounter(app.counters, Base.channelsOpened, 1);
+      }
     }
   }
 

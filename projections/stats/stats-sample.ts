@@ -138,6 +138,33 @@ export function parseIntervalId(id: string): number | undefined {
 
 const get = (c: Counters, k: string): number => c[k] ?? 0;
 
+// The keys of flatEntries, built once (it runs for every record of every page).
+const DIRS = ['inbound', 'outbound'] as const;
+const TRANSPORTS = ['rest', 'realtime'] as const;
+const WHATS = (['count', 'data'] as const).map((what) => ({
+  what,
+  dirs: DIRS.map((dir) => ({
+    transports: TRANSPORTS.map((transport) => ({
+      msgs: `messages.${dir}.${transport}.messages.${what}`,
+      pres: `messages.${dir}.${transport}.presence.${what}`,
+      all: `messages.${dir}.${transport}.all.${what}`,
+    })),
+    allMsgs: `messages.${dir}.all.messages.${what}`,
+    allPres: `messages.${dir}.all.presence.${what}`,
+    allAll: `messages.${dir}.all.all.${what}`,
+  })),
+  stored: Base.stored('messages', what),
+  storedPres: Base.stored('presence', what),
+  retrieved: Base.retrieved(what),
+  persistedMsgs: `messages.persisted.messages.${what}`,
+  persistedPres: `messages.persisted.presence.${what}`,
+  persistedAll: `messages.persisted.all.${what}`,
+  allMsgs: `messages.all.messages.${what}`,
+  allPres: `messages.all.presence.${what}`,
+  allAll: `messages.all.all.${what}`,
+}));
+const API_KEYS = (['all', 'tokenRequests'] as const).flatMap((kind) => (['succeeded', 'failed', 'refused'] as const).map((o) => Base.api(kind, o)));
+
 /** The flat `entries` of a bucket (protocol 2+; schema app-stats-0.0.5), zeros left out. */
 export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSamples: number): Record<string, number> {
   const c = bucket.counters;
@@ -145,35 +172,40 @@ export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSa
   const put = (k: string, v: number): void => {
     if (v) out[k] = v;
   };
-  const sumOf = (keys: string[]): number => keys.reduce((a, k) => a + get(c, k), 0);
-  for (const what of ['count', 'data'] as const) {
-    const dirAll: Record<string, Record<string, number>> = {};
-    for (const dir of ['inbound', 'outbound'] as const) {
-      dirAll[dir] = { messages: 0, presence: 0 };
-      for (const transport of ['rest', 'realtime'] as const) {
-        const msgs = get(c, `messages.${dir}.${transport}.messages.${what}`);
-        const pres = get(c, `messages.${dir}.${transport}.presence.${what}`);
-        put(`messages.${dir}.${transport}.messages.${what}`, msgs);
-        put(`messages.${dir}.${transport}.presence.${what}`, pres);
-        put(`messages.${dir}.${transport}.all.${what}`, msgs + pres);
-        dirAll[dir].messages += msgs;
-        dirAll[dir].presence += pres;
+  for (const w of WHATS) {
+    let inMsgs = 0;
+    let inPres = 0;
+    let outMsgs = 0;
+    let outPres = 0;
+    w.dirs.forEach((d, i) => {
+      let dirMsgs = 0;
+      let dirPres = 0;
+      for (const t of d.transports) {
+        const msgs = get(c, t.msgs);
+        const pres = get(c, t.pres);
+        put(t.msgs, msgs);
+        put(t.pres, pres);
+        put(t.all, msgs + pres);
+        dirMsgs += msgs;
+        dirPres += pres;
       }
-      put(`messages.${dir}.all.messages.${what}`, dirAll[dir].messages);
-      put(`messages.${dir}.all.presence.${what}`, dirAll[dir].presence);
-      put(`messages.${dir}.all.all.${what}`, dirAll[dir].messages + dirAll[dir].presence);
-    }
-    const storedMsgs = get(c, Base.stored('messages', what));
-    const storedPres = get(c, Base.stored('presence', what));
-    const retrieved = get(c, Base.retrieved(what));
-    put(`messages.persisted.messages.${what}`, storedMsgs + retrieved);
-    put(`messages.persisted.presence.${what}`, storedPres);
-    put(`messages.persisted.all.${what}`, storedMsgs + retrieved + storedPres);
-    const allMsgs = dirAll.inbound.messages + dirAll.outbound.messages + storedMsgs;
-    const allPres = dirAll.inbound.presence + dirAll.outbound.presence + storedPres;
-    put(`messages.all.messages.${what}`, allMsgs);
-    put(`messages.all.presence.${what}`, allPres);
-    put(`messages.all.all.${what}`, allMsgs + allPres);
+      put(d.allMsgs, dirMsgs);
+      put(d.allPres, dirPres);
+      put(d.allAll, dirMsgs + dirPres);
+      if (i === 0) [inMsgs, inPres] = [dirMsgs, dirPres];
+      else [outMsgs, outPres] = [dirMsgs, dirPres];
+    });
+    const storedMsgs = get(c, w.stored);
+    const storedPres = get(c, w.storedPres);
+    const retrieved = get(c, w.retrieved);
+    put(w.persistedMsgs, storedMsgs + retrieved);
+    put(w.persistedPres, storedPres);
+    put(w.persistedAll, storedMsgs + retrieved + storedPres);
+    const allMsgs = inMsgs + outMsgs + storedMsgs;
+    const allPres = inPres + outPres + storedPres;
+    put(w.allMsgs, allMsgs);
+    put(w.allPres, allPres);
+    put(w.allAll, allMsgs + allPres);
   }
   const gauge = (prefix: string, samples: number, sum: number, max: number, min: number): void => {
     if (samples === 0) return;
@@ -186,24 +218,27 @@ export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSa
   put('channels.opened', get(c, Base.channelsOpened));
   gauge('connections.all', bucket.connectionSamples, bucket.connectionSum, bucket.connectionMax, bucket.connectionMin);
   put('connections.all.opened', get(c, Base.connectionsOpened));
-  for (const kind of ['all', 'tokenRequests'] as const) {
-    for (const outcome of ['succeeded', 'failed', 'refused'] as const) put(Base.api(kind, outcome), sumOf([Base.api(kind, outcome)]));
-  }
+  for (const k of API_KEYS) put(k, get(c, k));
   return out;
 }
+
+const PATHS = new Map<string, string[]>();
 
 /** The spec's nested record (version 0.8) from flat entries; sections with nothing are left out. */
 export function nestedSections(entries: Record<string, number>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(entries)) {
-    let path: string[];
-    if (key.startsWith('messages.')) path = key.slice('messages.'.length).split('.');
-    else if (key.startsWith('apiRequests.tokenRequests.')) path = ['tokenRequests', key.split('.')[2]];
-    else if (key.startsWith('apiRequests.all.')) path = ['apiRequests', key.split('.')[2]];
-    else path = key.split('.');
+  for (const key in entries) {
+    let path = PATHS.get(key);
+    if (!path) {
+      if (key.startsWith('messages.')) path = key.slice('messages.'.length).split('.');
+      else if (key.startsWith('apiRequests.tokenRequests.')) path = ['tokenRequests', key.split('.')[2]];
+      else if (key.startsWith('apiRequests.all.')) path = ['apiRequests', key.split('.')[2]];
+      else path = key.split('.');
+      if (PATHS.size < 1000) PATHS.set(key, path);
+    }
     let node = out as Record<string, unknown>;
-    for (const part of path.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
-    node[path[path.length - 1]] = value;
+    for (let i = 0; i < path.length - 1; i++) node = (node[path[i]] ??= {}) as Record<string, unknown>;
+    node[path[path.length - 1]] = entries[key];
   }
   return out;
 }

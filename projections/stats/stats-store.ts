@@ -41,8 +41,13 @@ export interface StatsStore {
   /** Writes rows, then the checkpoint of the topic they came from. */
   write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void>;
   loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
-  /** Buckets of the unit with any sample in [start, end], oldest first. */
+  /** Buckets of the unit with any sample in [start, end], oldest first (read from the rollups). */
   query(q: StatsQuery): Promise<StatsBucket[]>;
+  /**
+   * The same buckets folded from the 6-second samples alone, reading every sample: what `query`
+   * must always equal (tests and audits; the rollups' reference).
+   */
+  queryFromSamples(q: StatsQuery): Promise<StatsBucket[]>;
   /**
    * The app's oldest sample's interval (undefined: none), when the store finds it without a scan:
    * a page of stats need not look further back than that.

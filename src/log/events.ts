@@ -243,5 +243,8 @@ export const decodeEvent = (value: Uint8Array): LogEvent => {
   return (bytes[EVENT] ??= unpackValue(value) as LogEvent);
 };
 
+/** The event a value holds if it is already decoded (or was encoded here), without decoding it. */
+export const decodedEvent = (value: Uint8Array): LogEvent | undefined => (value as EventBytes)[EVENT];
+
 /** Log key that keeps one channel's events in one partition, in order. */
 export const channelKey = (appId: string, channel: string): string => `${appId}:${channel}`;

@@ -8,6 +8,7 @@ import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js'
 import type { Clock } from '../clock.js';
 import {
   bucketEnd,
+  bucketStart,
   countersFromNested,
   flatEntries,
   intervalId,
@@ -92,7 +93,8 @@ async function pageOfBuckets(stats: StatsReader, asked: StatsQuery, direction: '
   let span = wanted * UNIT_MS[q.unit];
   for (;;) {
     const window: StatsQuery =
-      direction === 'backwards' ? { ...q, start: Math.max(q.start, q.end - span) } : { ...q, end: Math.min(q.end, q.start + span) };
+      // Backwards, the window starts at a bucket's start, so its first bucket is whole (a page in one query).
+      direction === 'backwards' ? { ...q, start: Math.max(q.start, bucketStart(q.end - span, q.unit)) } : { ...q, end: Math.min(q.end, q.start + span) };
     const whole = window.start === q.start && window.end === q.end;
     const buckets = await stats.query(window);
     // A window edge may cut a bucket; it is complete once the window moves past it.

@@ -31,6 +31,72 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
     };
   });
 
+  it("has the message fields as columns (id, name, clientId, connectionId, data, encoding, action), so SELECT ... WHERE name = 'order' works", async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const store = new ClickHouseHistoryStore({ url, tablePrefix });
+    const client = createClickHouseClient({ url });
+    try {
+      await store.init();
+      const now = Date.now();
+      const entry = (serial: number, message: Record<string, unknown>) => ({
+        appId: 'a', channel: 'orders', serial, partition: 0, retentionHours: 24, message: { id: `m${serial}`, timestamp: now + serial, ...message },
+      });
+      await store.write([
+        entry(1, { name: 'order', clientId: 'alice', data: 'two apples' }),
+        entry(2, { name: 'order', data: new Uint8Array([1, 2, 255]), encoding: 'cipher' }),
+        entry(3, { name: 'refund', data: { amount: 5 }, connectionId: 'k1' }),
+        entry(4, {}),
+      ], new Map([[0, 5]]), []);
+      const rows = await (
+        await client.query({
+          query: sql`SELECT id, name, clientId, data, encoding FROM ${sqlTable('default', `${tablePrefix}history_messages`)}
+                     WHERE name = 'order' ORDER BY serial LIMIT 1 BY serial`.text,
+          format: 'JSONEachRow',
+        })
+      ).json();
+      expect(rows).toEqual([
+        { id: 'm1', name: 'order', clientId: 'alice', data: 'two apples', encoding: '' },
+        { id: 'm2', name: 'order', clientId: '', data: Buffer.from([1, 2, 255]).toString('base64'), encoding: 'cipher/base64' },
+      ]);
+      const [refund] = (await (
+        await client.query({ query: sql`SELECT data, connectionId FROM ${sqlTable('default', `${tablePrefix}history_messages`)} WHERE name = 'refund'`.text, format: 'JSONEachRow' })
+      ).json()) as { data: string }[];
+      expect(JSON.parse(refund.data)).toEqual({ amount: 5 });
+      // The service still reads the messages whole.
+      const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
+      expect(read.map((e) => e.message.name ?? null)).toEqual(['order', 'order', 'refund', null]);
+    } finally {
+      await store.close();
+      for (const table of ['history_messages', 'projection_state']) {
+        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
+      }
+      await client.close();
+    }
+  });
+
+  it('a table an older release made gets the field columns and keeps its rows', async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const client = createClickHouseClient({ url });
+    const table = sqlTable('default', `${tablePrefix}history_messages`);
+    const store = new ClickHouseHistoryStore({ url, tablePrefix });
+    try {
+      await client.command({
+        query: sql`CREATE TABLE ${table} (app_id String, channel String, serial UInt64, partition UInt32, ts UInt64, expires_on Date, message String)
+          ENGINE = ReplacingMergeTree() PARTITION BY expires_on ORDER BY (app_id, channel, ts, serial)`.text,
+      });
+      await store.init();
+      await store.write([{ appId: 'a', channel: 'c', serial: 1, partition: 0, retentionHours: 24, message: { id: 'x', timestamp: Date.now(), name: 'order' } }], new Map([[0, 2]]), []);
+      const rows = await (await client.query({ query: sql`SELECT name FROM ${table}`.text, format: 'JSONEachRow' })).json();
+      expect(rows).toEqual([{ name: 'order' }]);
+    } finally {
+      await store.close();
+      for (const name of ['history_messages', 'projection_state']) {
+        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + name)}`.text });
+      }
+      await client.close();
+    }
+  });
+
   describe('SQL literals', () => {
     it('come back from the server exactly as escaped', async () => {
       const client = createClickHouseClient({ url });

@@ -92,7 +92,7 @@ describeWithInfra('production mode: HTTP -> Kafka -> projections -> ClickHouse -
     } finally {
       await service.close();
       const client = createClickHouseClient({ url: found.clickhouseUrl });
-      for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints']) {
+      for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
         await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', isolation.tablePrefix + table)}`.text });
       }
       await client.close();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Sql, sql, sqlDate, sqlIdentifier, sqlInt, sqlJoin, sqlString, sqlTable } from '../../src/stores/clickhouse/sql.js';
+import { Sql, sql, sqlDate, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlString, sqlTable } from '../../src/stores/clickhouse/sql.js';
 
 describe('sqlString', () => {
   it('quotes plain text', () => {
@@ -77,6 +77,19 @@ describe('sqlInt', () => {
     expect(() => sqlInt(2n ** 64n)).toThrow(RangeError);
     expect(() => sqlInt(-(2n ** 63n) - 1n)).toThrow(RangeError);
     expect(() => sqlInt('1' as unknown as number)).toThrow(TypeError);
+  });
+});
+
+describe('sqlDottedName', () => {
+  it("backquotes the spec's counter names, identifiers joined by dots", () => {
+    expect(sqlDottedName('inbound.rest.messages.count').text).toBe('`inbound.rest.messages.count`');
+    expect(sqlDottedName('channels.peak').text).toBe('`channels.peak`');
+  });
+
+  it('refuses anything else: a backquote, an empty part, spaces', () => {
+    for (const bad of ['a`b', 'a..b', '.a', 'a.', 'a b', '', '1a.b', 'a.b`; DROP TABLE t']) {
+      expect(() => sqlDottedName(bad)).toThrow(RangeError);
+    }
   });
 });
 

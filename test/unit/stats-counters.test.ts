@@ -88,6 +88,7 @@ function rowStore(): { store: StatsStore; rows: StatsRow[] } {
     },
     loadCheckpoint: async () => new Map(),
     query: async () => [],
+    queryFromSamples: async () => [],
     close: async () => {},
   };
   return { store, rows };

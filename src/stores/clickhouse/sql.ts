@@ -68,6 +68,19 @@ export function sqlIdentifier(name: string): Sql {
   return new Sql(`\`${name}\``);
 }
 
+const DOTTED_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+
+/**
+ * A column name made of plain identifiers joined by dots, such as the spec's counter names
+ * (`inbound.rest.messages.count`), backquoted so that analysts can select it by that name.
+ */
+export function sqlDottedName(name: string): Sql {
+  if (typeof name !== 'string' || !DOTTED_NAME.test(name)) {
+    throw new RangeError(`sqlDottedName: ${JSON.stringify(name)} is not identifiers joined by dots`);
+  }
+  return new Sql(`\`${name}\``);
+}
+
 /** `database`.`table` */
 export function sqlTable(database: string, table: string): Sql {
   return new Sql(`${sqlIdentifier(database).text}.${sqlIdentifier(table).text}`);

@@ -1,0 +1,130 @@
+import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+
+/**
+ * Rollups of the 6-second samples per minute, hour, day and month (issue 14: a page of any unit reads
+ * about as many rows as it returns). A rollup is a pure function of what it covers:
+ * - a minute rolls up the samples of the minute, summed per 6-second interval over every partition
+ *   and slot first (a channel or connection figure is one per interval, over all partitions);
+ * - an hour rolls up its minutes, a day its hours, a month its days.
+ * Every figure folds associatively (counters and sample counts add, peaks take the largest, minima
+ * the smallest of the parts that had a sample), so a rollup equals the fold of its samples, and a
+ * page of any unit reads rollup rows, plus, at a window edge that cuts a bucket, the rows of the
+ * lower levels that make up the part inside the window (see `cover`).
+ *
+ * The stores recompute every rollup a write touches, bottom up, from the rows beneath it, so a replay,
+ * a rebuild or a late sample gives the same rows again. SQLite does it in the write's transaction;
+ * ClickHouse versions each rollup by what it read (see ClickHouseStatsStore).
+ */
+export const LEVELS = ['sample', 'minute', 'hour', 'day', 'month'] as const;
+export type Level = (typeof LEVELS)[number];
+export const ROLLUP_UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
+
+/** The unit number stored in rollup rows. */
+export const UNIT_CODE: Record<Unit, number> = { minute: 1, hour: 2, day: 3, month: 4 };
+
+const lower = (level: Level): Level => LEVELS[LEVELS.indexOf(level) - 1];
+
+/** A contiguous range [from, to) of one level's rows. */
+export interface Piece {
+  level: Level;
+  from: number;
+  to: number;
+}
+
+const startOf = (ms: number, level: Level): number => (level === 'sample' ? ms - (((ms % SAMPLE_MS) + SAMPLE_MS) % SAMPLE_MS) : bucketStart(ms, level));
+const endOf = (start: number, level: Level): number => (level === 'sample' ? start + SAMPLE_MS : bucketEnd(start, level));
+
+/**
+ * The fewest rows that make up [from, to) (6-second aligned): whole buckets of `level` inside it, and
+ * the parts at either end that no whole bucket covers, made up of the levels below, down to samples.
+ */
+export function cover(from: number, to: number, level: Level): Piece[] {
+  if (from >= to) return [];
+  if (level === 'sample') return [{ level, from, to }];
+  const first = startOf(from, level) === from ? from : endOf(startOf(from, level), level);
+  // The end of the last whole bucket: the start of the bucket `to` falls in.
+  const last = startOf(to, level);
+  if (last <= first) return cover(from, to, lower(level));
+  return [...cover(from, first, lower(level)), { level, from: first, to: last }, ...cover(last, to, lower(level))];
+}
+
+/** The samples' range [from, to) of a query's inclusive [start, end] (which need not be 6-second aligned). */
+export function sampleRange(start: number, end: number): [number, number] {
+  const floor = (ms: number): number => ms - (((ms % SAMPLE_MS) + SAMPLE_MS) % SAMPLE_MS);
+  const from = Math.max(0, start);
+  return [floor(from) === from ? from : floor(from) + SAMPLE_MS, end < 0 ? 0 : floor(end) + SAMPLE_MS];
+}
+
+/** One row of any level: a sample's totals over all partitions, or a rollup. */
+export interface Aggregate {
+  start: number;
+  counters: Counters;
+  channelSamples: number;
+  channelSum: number;
+  channelMax: number;
+  /** the smallest figure of the samples that had one (0 when none had) */
+  channelMin: number;
+  connectionSamples: number;
+  connectionSum: number;
+  connectionMax: number;
+  connectionMin: number;
+  lastSample: number;
+}
+
+/** Folds rows of any levels into buckets of the unit, oldest first. */
+export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
+  const buckets = new Map<number, StatsBucket>();
+  for (const row of rows) {
+    const start = bucketStart(row.start, unit);
+    const b = buckets.get(start);
+    if (!b) {
+      buckets.set(start, { ...row, start, counters: { ...row.counters } });
+      continue;
+    }
+    for (const [k, v] of Object.entries(row.counters)) if (v) b.counters[k] = (b.counters[k] ?? 0) + v;
+    if (row.channelSamples > 0) b.channelMin = b.channelSamples > 0 ? Math.min(b.channelMin, row.channelMin) : row.channelMin;
+    if (row.connectionSamples > 0) b.connectionMin = b.connectionSamples > 0 ? Math.min(b.connectionMin, row.connectionMin) : row.connectionMin;
+    b.channelSamples += row.channelSamples;
+    b.channelSum += row.channelSum;
+    b.channelMax = Math.max(b.channelMax, row.channelMax);
+    b.connectionSamples += row.connectionSamples;
+    b.connectionSum += row.connectionSum;
+    b.connectionMax = Math.max(b.connectionMax, row.connectionMax);
+    b.lastSample = Math.max(b.lastSample, row.lastSample);
+  }
+  return [...buckets.values()].sort((a, b) => a.start - b.start);
+}
+
+/** Ranges [from, to) of buckets of a unit to recompute for one app. */
+export interface DirtyRange {
+  appId: string;
+  from: number;
+  to: number;
+}
+
+/**
+ * The buckets of each unit that samples at these intervals fall in, as contiguous ranges per app
+ * (a rebuild writes thousands of minutes at once: one range, not one statement per minute).
+ */
+export function dirtyRanges(rows: { appId: string; interval: number }[]): Record<Unit, DirtyRange[]> {
+  const out = {} as Record<Unit, DirtyRange[]>;
+  const byApp = new Map<string, Set<number>>();
+  for (const r of rows) {
+    let set = byApp.get(r.appId);
+    if (!set) byApp.set(r.appId, (set = new Set()));
+    set.add(bucketStart(r.interval, 'minute'));
+  }
+  for (const unit of ROLLUP_UNITS) {
+    const ranges: DirtyRange[] = [];
+    for (const [appId, minutes] of byApp) {
+      const starts = [...new Set([...minutes].map((m) => bucketStart(m, unit)))].sort((a, b) => a - b);
+      for (const s of starts) {
+        const prev = ranges[ranges.length - 1];
+        if (prev && prev.appId === appId && prev.to === s) prev.to = bucketEnd(s, unit);
+        else ranges.push({ appId, from: s, to: bucketEnd(s, unit) });
+      }
+    }
+    out[unit] = ranges;
+  }
+  return out;
+}

@@ -1,0 +1,230 @@
+// Rebuild a projection from offset 0 of the log (ARCHITECTURE: "exact rebuild of every projection
+// from the log after a bug fix, with the same results"), beside a running service, whose reads go
+// on: the rebuild writes the same rows the projection wrote (rows are keyed and versioned by their
+// log position, so rewriting one replaces it, and the service's own writes of the newest rows agree
+// with it), never empties a table, and keeps checkpoints of its own. A composition root of its own:
+// it reads the configuration the service reads.
+//
+//   npm run rebuild -- --projection stats|history|presence [--data-dir ./data]
+//
+// With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka and writes ClickHouse, otherwise the
+// embedded log and store in DATA_DIR. A progress bar on stderr when it is a terminal.
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
+import { adaptersFor, type Adapters } from '../service.js';
+import { Topics, type Log, type Topic } from '../log/port.js';
+import { decodeEvent } from '../log/events.js';
+import { loadAppsFile } from '../apps/apps-file.js';
+import { loadOrCreateDefaultApp } from '../apps/default-app.js';
+import { AppRegistry } from '../../projections/apps/app-registry.js';
+import { StatsProjection } from '../../projections/stats/stats-projection.js';
+import type { StatsStore } from '../../projections/stats/stats-store.js';
+import { HistoryProjection } from '../../projections/history/history-projection.js';
+import { PresenceProjection } from '../../projections/presence/presence-projection.js';
+import { systemClock, type Clock } from '../clock.js';
+
+export const PROJECTIONS = ['stats', 'history', 'presence'] as const;
+export type RebuildTarget = (typeof PROJECTIONS)[number];
+
+export interface RebuildProgress {
+  /** records read so far, of `total` (the log's end offsets when the rebuild started) */
+  done: number;
+  total: number;
+}
+
+const USAGE = `usage: npm run rebuild -- --projection stats|history|presence [--data-dir DIR]
+
+Rebuilds a projection from offset 0 of the log, beside a running service (its reads go on).
+  --projection NAME   stats, history (persisted message history) or presence (presence history)
+  --help              this text
+Other flags are the service's (--data-dir ...). With KAFKA_BROKERS and CLICKHOUSE_URL set it reads
+Kafka and writes ClickHouse; otherwise the embedded log and store in DATA_DIR.`;
+
+/** The apps the service knows: its apps file or default app, and the apps topic. */
+async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
+  const registry = new AppRegistry();
+  if (config.appsFile) for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
+  else registry.put(loadOrCreateDefaultApp(config.dataDir, clock.now()).app);
+  await readAll(log, [Topics.apps], 10_000, (records) => {
+    for (const r of records) {
+      const event = decodeEvent(r.value);
+      if (registry.canHandle(event)) registry.evolve(event);
+    }
+  });
+  return registry;
+}
+
+/** Reads topics from offset 0 to their end offsets at the start, partition by partition. */
+async function readAll(
+  log: Log,
+  topics: Topic[],
+  batch: number,
+  handle: (records: Awaited<ReturnType<Log['read']>>, topic: Topic) => void | Promise<void>,
+  onProgress: (p: RebuildProgress) => void = () => {},
+  beforeTopic: (topic: Topic) => Promise<void> = async () => {},
+): Promise<number> {
+  const ends = new Map<Topic, Map<number, number>>();
+  for (const topic of topics) ends.set(topic, await log.endOffsets(topic));
+  const total = [...ends.values()].reduce((n, e) => n + [...e.values()].reduce((a, b) => a + b, 0), 0);
+  let done = 0;
+  onProgress({ done, total });
+  for (const topic of topics) {
+    await beforeTopic(topic);
+    for (const [partition, end] of ends.get(topic)!) {
+      for (let offset = 0; offset < end; ) {
+        const records = await log.read(topic, partition, offset, Math.min(batch, end - offset));
+        if (records.length === 0) break;
+        await handle(records, topic);
+        done += records.length;
+        offset = records[records.length - 1].offset + 1;
+        onProgress({ done, total });
+      }
+    }
+  }
+  return done;
+}
+
+/**
+ * Rebuilds one projection from offset 0 into the adapters' stores (history and presence with a
+ * checkpoint of their own: make the adapters with a consumerPrefix). Returns the records read.
+ */
+export async function rebuild(
+  target: RebuildTarget,
+  deps: { config: Config; adapters: Adapters; clock?: Clock; batch?: number },
+  onProgress: (p: RebuildProgress) => void = () => {},
+): Promise<number> {
+  const { config, adapters } = deps;
+  const clock = deps.clock ?? systemClock;
+  const batch = deps.batch ?? 10_000;
+  const registry = await loadRegistry(config, adapters.log, clock);
+  const retentionOf = (appId: string, channel: string): number | undefined => {
+    const rule = registry.rule(appId, channel);
+    return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
+  };
+  const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs: 1e9, maxUnstoredRows: Number.MAX_SAFE_INTEGER };
+  switch (target) {
+    case 'stats': {
+      // From offset 0 whatever the checkpoints say, and leaving the service's checkpoints as they are.
+      const inner = adapters.statsStore;
+      const store: StatsStore = {
+        kind: inner.kind,
+        init: () => inner.init(),
+        loadCheckpoint: async () => new Map(),
+        write: (topic, rows) => inner.write(topic, rows, new Map()),
+        query: (q) => inner.query(q),
+        queryFromSamples: (q) => inner.queryFromSamples(q),
+        close: () => inner.close(),
+      };
+      const projection = new StatsProjection({ store, isPersisted: (a, c) => retentionOf(a, c) !== undefined, flushIntervalMs: 1e9 });
+      const read = await readAll(
+        adapters.log,
+        [Topics.messages, Topics.presence, Topics.usage, Topics.connections],
+        batch,
+        async (records) => {
+          projection.apply(records);
+          await projection.flush();
+        },
+        onProgress,
+        async (topic) => void (await projection.start(topic)),
+      );
+      await projection.close();
+      return read;
+    }
+    case 'history':
+    case 'presence': {
+      const projection =
+        target === 'history'
+          ? new HistoryProjection({ store: adapters.historyStore, ...common })
+          : new PresenceProjection({ store: adapters.presenceHistoryStore, ...common });
+      const history = projection instanceof PresenceProjection ? projection.history : projection;
+      await projection.start();
+      const read = await readAll(
+        adapters.log,
+        [target === 'history' ? Topics.messages : Topics.presence],
+        batch,
+        async (records) => {
+          projection.apply(records);
+          await history.flush();
+        },
+        onProgress,
+      );
+      await history.close();
+      return read;
+    }
+  }
+}
+
+function progressLine(p: RebuildProgress, started: number): string {
+  const width = 30;
+  const done = p.total === 0 ? 1 : p.done / p.total;
+  const bar = '#'.repeat(Math.round(done * width)).padEnd(width, '.');
+  const seconds = (Date.now() - started) / 1000;
+  const rate = seconds > 0 ? Math.round(p.done / seconds) : 0;
+  return `\r[${bar}] ${(done * 100).toFixed(1)}%  ${p.done}/${p.total} records  ${rate.toLocaleString('en-US')}/s`;
+}
+
+async function main(): Promise<void> {
+  let target: RebuildTarget;
+  let config: Config;
+  try {
+    const { values, tokens } = parseArgs({
+      args: process.argv.slice(2),
+      options: { projection: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: false,
+      tokens: true,
+    });
+    if (values.help) {
+      process.stdout.write(`${USAGE}\n`);
+      return;
+    }
+    if (!PROJECTIONS.includes(values.projection as RebuildTarget)) {
+      throw new ConfigError(`--projection must be one of ${PROJECTIONS.join(', ')}${values.projection === undefined ? '' : `, not "${String(values.projection)}"`}\n${USAGE}`);
+    }
+    target = values.projection as RebuildTarget;
+    // The rest are the service's flags.
+    const rest: string[] = [];
+    for (const t of tokens ?? []) {
+      if (t.kind === 'option' && t.name !== 'projection' && t.name !== 'help') rest.push(t.rawName, ...(t.value === undefined ? [] : [t.value]));
+      if (t.kind === 'positional') rest.push(t.value);
+    }
+    config = parseConfig(process.env, rest);
+  } catch (err) {
+    if (err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`${(err as Error).message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = pino({ level: 'warn' }, pino.destination(2));
+  // Beside a running service: no data-dir lock, checkpoints of its own.
+  const adapters = await adaptersFor(config, logger, { lock: false, consumerPrefix: `rebuild-${Date.now()}-` });
+  const tty = process.stderr.isTTY === true;
+  const started = Date.now();
+  process.stderr.write(`rebuilding ${target} from offset 0 of the ${modeOf(config)} log\n`);
+  let last = 0;
+  let final: RebuildProgress = { done: 0, total: 0 };
+  try {
+    await rebuild(target, { config, adapters }, (p) => {
+      final = p;
+      if (tty && (Date.now() - last > 100 || p.done >= p.total)) {
+        last = Date.now();
+        process.stderr.write(progressLine(p, started));
+      }
+    });
+    if (tty) process.stderr.write('\n');
+    process.stderr.write(`rebuilt ${target}: ${final.done} records in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  } finally {
+    await adapters.statsStore.close();
+    await adapters.log.close();
+    await adapters.close?.();
+  }
+}
+
+// Run only as a command, not when a test imports rebuild.
+if (process.argv[1] && /rebuild\.[tj]s$/.test(process.argv[1])) {
+  main().catch((err) => {
+    process.stderr.write(`rebuild failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

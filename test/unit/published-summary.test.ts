@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { summarizePublished } from '../../src/log/published-summary.js';
+import { encodeEvent, type MessagesPublished } from '../../src/log/events.js';
+import { packValue } from '../../src/codec/msgpack.js';
+import { dataSize, type StoredMessage } from '../../src/messages/message.js';
+
+/** The bytes as they come back from a log: a copy, with no decoded event attached. */
+const fromLog = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
+
+const data = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  fc.uint8Array({ maxLength: 300 }),
+  fc.base64String(),
+  fc.constant('x'.repeat(70_000)),
+  fc.dictionary(fc.string(), fc.integer()),
+);
+const message = fc.record(
+  {
+    id: fc.string(),
+    timestamp: fc.nat(),
+    name: fc.string(),
+    data,
+    encoding: fc.constantFrom('base64', 'json', 'utf-8/base64', 'cipher+aes/base64', 'utf-8'),
+    clientId: fc.string(),
+    extras: fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.integer()))),
+  },
+  { requiredKeys: ['id', 'timestamp'] },
+);
+
+describe('summarizePublished (the stats rebuild reads publishes without decoding them)', () => {
+  it('gives the same app, channel, transport, count and data size as decoding the event, or nothing (then the event is decoded)', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.string(), fc.constantFrom('rest', 'realtime'), fc.array(message, { maxLength: 5 }), fc.boolean(), (appId, channel, transport, messages, generic) => {
+        const event: MessagesPublished = { type: 'messages.published', appId, channel, transport: transport as 'rest' | 'realtime', messages: messages as StoredMessage[] };
+        // The service's own encoding, and the generic encoder's (another field order is possible there).
+        const bytes = fromLog(generic ? packValue(event) : encodeEvent(event));
+        const summary = summarizePublished(bytes);
+        const jsonData = messages.some((m) => m.data !== undefined && typeof m.data === 'object' && !(m.data instanceof Uint8Array));
+        if (summary === undefined) {
+          // Only JSON data (counted by its JSON text) or text with lone surrogates is left to the decoder.
+          expect(jsonData || messages.some((m) => typeof m.data === 'string' && /[\uD800-\uDFFF]/.test(m.data))).toBe(true);
+          return;
+        }
+        expect(jsonData).toBe(false);
+        expect(summary).toEqual({
+          appId,
+          channel,
+          transport,
+          count: messages.length,
+          data: messages.reduce((n, m) => n + dataSize(m.data as StoredMessage['data'], m.encoding), 0),
+        });
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('other events, truncated bytes and garbage give nothing', () => {
+    expect(summarizePublished(fromLog(encodeEvent({ type: 'app.deleted', appId: 'a' })))).toBeUndefined();
+    expect(summarizePublished(fromLog(encodeEvent({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p', timestamp: 1, clientId: 'c', connectionId: 'k' } })))).toBeUndefined();
+    const ok = fromLog(encodeEvent({ type: 'messages.published', appId: 'a', channel: 'c', transport: 'rest', messages: [{ id: 'm', timestamp: 1, data: 'hello' }] }));
+    expect(summarizePublished(ok)).toEqual({ appId: 'a', channel: 'c', transport: 'rest', count: 1, data: 5 });
+    for (let cut = 0; cut < ok.length; cut++) expect(summarizePublished(ok.subarray(0, cut))).toBeUndefined();
+    fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => void summarizePublished(bytes)));
+  });
+});
