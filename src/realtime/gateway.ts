@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import { ServiceError } from '../errors.js';
@@ -13,7 +13,7 @@ import { Topics } from '../log/port.js';
 import { partitionFor } from '../log/partitioner.js';
 import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
 import type { Publisher } from '../messages/publisher.js';
-import { dataSize, type StoredMessage } from '../messages/message.js';
+import { dataSize, isAssignedId, type StoredMessage } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
@@ -69,6 +69,9 @@ export interface Attachment {
   held?: (() => void)[];
   overflowed?: boolean;
 }
+
+/** How long a delivered client-supplied id is remembered: the idempotency window of history's tail. */
+const DELIVERED_IDS_WINDOW_MS = 120_000;
 
 /** How long an attach with `rewind` waits for the history projection to reach its position. */
 const REWIND_WAIT_MS = 5_000;
@@ -175,6 +178,8 @@ export class Gateway {
   private readonly waiting = new Set<Connection>();
   /** Attachments by channel log key. */
   private readonly index = new Map<string, Set<Attachment>>();
+  /** Client-supplied message ids delivered lately, per channel (digests): repeats are not delivered again. */
+  private readonly deliveredIds: RecentKeys<number>;
   /** Next offset of the messages topic to deliver, per partition. */
   private delivered: number[] = [];
   private partitions = 1;
@@ -196,6 +201,7 @@ export class Gateway {
     this.publisher = deps.publisher;
     this.presenceProducer = deps.presenceProducer;
     // Kept by count: a client may come back with a key at any time (`recover` from a saved page).
+    this.deliveredIds = new RecentKeys(2 * deps.limits.maxRecentIdsPerApp, DELIVERED_IDS_WINDOW_MS, () => this.clock.now());
     this.ended = new RecentKeys(2 * deps.settings.maxEndedConnections, Number.MAX_SAFE_INTEGER, () => this.clock.now());
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
   }
@@ -708,14 +714,35 @@ export class Gateway {
     for (const r of records) {
       const set = this.index.get(r.key);
       if (set) {
-        const event = decodeEvent(r.value);
-        if (event.type === 'messages.published') {
+        const decoded = decodeEvent(r.value);
+        const event = decoded.type === 'messages.published' ? this.notRepeated(r.key, decoded) : undefined;
+        if (event) {
           const out = new OutgoingMessages(event, r.offset, serialOf(r.partition, r.offset + 1));
           for (const attachment of set) this.sendMessages(attachment, out);
         }
       }
       this.delivered[r.partition] = r.offset + 1;
     }
+  }
+
+  /**
+   * The event without messages whose client-supplied id this instance delivered on the channel
+   * lately (undefined when none is left): a repeat that reached the log anyway (appended by two
+   * instances, or racing re-sends) is delivered once, as history keeps it once.
+   */
+  private notRepeated(recordKey: string, event: MessagesPublished): MessagesPublished | undefined {
+    if (!event.clientIds) return event;
+    const now = this.clock.now();
+    const fresh = event.messages.filter((m) => {
+      if (isAssignedId(m.id)) return true;
+      const key = createHash('sha256').update(recordKey).update('\u0000').update(m.id).digest().subarray(0, 18).toString('base64url');
+      const seen = this.deliveredIds.get(key);
+      if (seen !== undefined && now - seen <= DELIVERED_IDS_WINDOW_MS) return false;
+      this.deliveredIds.set(key, now);
+      return true;
+    });
+    if (fresh.length === event.messages.length) return event;
+    return fresh.length === 0 ? undefined : { ...event, messages: fresh };
   }
 
   private sendMessages(attachment: Attachment, out: OutgoingMessages): void {

@@ -8,7 +8,8 @@ import * as Ably from 'ably';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
-import type { ConsumeOptions, Log } from '../../src/log/port.js';
+import { Topics, type ConsumeOptions, type Log } from '../../src/log/port.js';
+import { channelKey, encodeEvent, type MessagesPublished } from '../../src/log/events.js';
 import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
 
 const opened: { close(): void }[] = [];
@@ -208,6 +209,30 @@ describe.each([
     expect(ids).toEqual(['same-id', 'marker']);
     const history = (await ts.service.app.inject({ url: `/channels/${channel}/messages?direction=forwards`, headers: { authorization: ts.auth } })).json() as { id: string }[];
     expect(history.map((m) => m.id)).toEqual(['same-id', 'marker']);
+    subscriber.ws.close();
+  });
+
+  it('a message id that reaches the log twice (two instances appending it, racing re-sends) is delivered once, as history keeps it once', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const channel = uniqueChannel();
+    const subscriber = await RawClient.connect(port, { key: ts.key }, format);
+    subscriber.send({ action: Actions.ATTACH, channel, flags: 0 });
+    await subscriber.next((pm) => pm.action === Actions.ATTACHED);
+    const appId = ts.key.split('.')[0];
+    // Appended as another instance would, past this one's publisher (which drops repeats it knows).
+    const append = (id: string, data: string) => {
+      const timestamp = Date.now();
+      const event: MessagesPublished = { type: 'messages.published', appId, channel, transport: 'rest', clientIds: true, messages: [{ id, name: 'm', data, timestamp }] };
+      return ts!.service.log.append(Topics.messages, [{ key: channelKey(appId, channel), value: encodeEvent(event), timestamp }]);
+    };
+    await append('twice', 'first');
+    await append('twice', 'again');
+    await append('marker', 'end');
+    await subscriber.next((pm) => pm.action === Actions.MESSAGE && (pm.messages as { id: string }[]).some((m) => m.id === 'marker'));
+    const got = subscriber.frames.filter((pm) => pm.action === Actions.MESSAGE).flatMap((pm) => (pm.messages as { id: string; data: string }[]).map((m) => `${m.id}=${m.data}`));
+    expect(got).toEqual(['twice=first', 'marker=end']);
     subscriber.ws.close();
   });
 });
