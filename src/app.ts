@@ -24,6 +24,9 @@ import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
+import cors from '@fastify/cors';
+import type { Metrics } from './metrics/metrics.js';
+import { opsRoutes, type ReadinessCheck } from './routes/ops.js';
 
 export interface AppDeps {
   clock: Clock;
@@ -45,7 +48,19 @@ export interface AppDeps {
   /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
   sandbox?: AppAdmin;
   logger?: FastifyBaseLogger;
+  /** Counts every route's replies and latency (GET /metrics). */
+  metrics?: Metrics;
+  /** GET /ready's checks; without them /ready answers ready. */
+  readiness?: () => ReadinessCheck[];
+  /**
+   * Origins browsers may call from (CORS): `true` for any, a list of exact origins, or `false` for
+   * no CORS headers at all (CORS_ORIGINS).
+   */
+  corsOrigins?: boolean | string[];
 }
+
+/** Headers a browser script may read from a reply: the error headers and paging. */
+const EXPOSED_HEADERS = ['Link', 'X-Service-ErrorCode', 'X-Service-ErrorMessage', 'X-Ably-ErrorCode', 'X-Ably-ErrorMessage', 'Retry-After'];
 
 /** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
 export function buildApp(deps: AppDeps): FastifyInstance {
@@ -85,22 +100,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   // Every API request counts in the stats of the app it was made for (spec: stats apiRequests),
   // with the status its reply is sent with (src/http/reply.ts).
-  const countReply =
-    (tokenRequest: boolean): ReplyCounter =>
-    (request, status) => {
+  // The route's metrics are counted here too, in plain numbers (src/metrics/metrics.ts).
+  const countReply = (tokenRequest: boolean, method: string, url: string): ReplyCounter => {
+    const stats = deps.metrics?.route(method, url);
+    return (request, status) => {
+      if (stats) stats.reply(status, performance.now() - request.ctx!.startedAt);
       const appId =
         request.ctx?.credentials?.app.appId ??
         (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
       if (appId) deps.usage.apiRequest(appId, status, tokenRequest);
     };
+  };
 
   // One onRequest hook per route, in callback style (no promise per request): the request's context
   // (format, version, envelope, how its reply counts), then its credentials where the route needs
   // them. What a route needs is decided once, when it is added, rather than read from
   // request.routeOptions on every request.
   app.addHook('onRoute', (route) => {
-    const counter = countReply(route.url === '/keys/:keyName/requestToken');
-    const needsAuth = route.config?.auth !== 'none';
+    const counter = countReply(route.url === '/keys/:keyName/requestToken', String(route.method), route.url);
+    // CORS preflights (OPTIONS, answered by @fastify/cors) carry no credentials.
+    const needsAuth = route.config?.auth !== 'none' && route.method !== 'OPTIONS';
     // Routes open to anyone take small bodies only, unless they say otherwise (src/limits.ts).
     if (!needsAuth && route.bodyLimit === undefined) route.bodyLimit = deps.limits.maxOpenBodyBytes;
     if (route.method !== 'GET' && route.method !== 'HEAD') {
@@ -144,7 +163,16 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return sendError(request, reply, new ServiceError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`).toJSON());
   });
 
+  if (deps.corsOrigins !== undefined && deps.corsOrigins !== false) {
+    app.register(cors, {
+      origin: deps.corsOrigins === true ? '*' : deps.corsOrigins,
+      methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
+      exposedHeaders: EXPOSED_HEADERS,
+      maxAge: 600,
+    });
+  }
   app.register(timeRoutes, { clock: deps.clock });
+  if (deps.metrics) app.register(opsRoutes, { metrics: deps.metrics, readiness: deps.readiness ?? (() => []) });
   app.register(channelMessagesRoutes, {
     publisher: deps.publisher,
     history: deps.history,

@@ -30,6 +30,8 @@ import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
+import { Metrics } from './metrics/metrics.js';
+import type { ReadinessCheck } from './routes/ops.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -55,6 +57,9 @@ export interface Service {
   usage: UsageMeter;
   batcher: AppendBatcher;
   gateway: Gateway;
+  metrics: Metrics;
+  /** GET /ready's checks: not shutting down, the log writable, every consumer within READY_MAX_LAG. */
+  readiness(): ReadinessCheck[];
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
   close(): Promise<void>;
@@ -110,6 +115,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   }
 
   const subscriptions: Subscription[] = [];
+  /** Every projection's consumer by name, for its lag (GET /metrics, GET /ready). */
+  const consumers = new Map<string, Subscription>();
+  const metrics = new Metrics();
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
 
   // Applications created through the sandbox route: a small topic, replayed whole on every start.
@@ -126,6 +134,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
   });
   subscriptions.push(apps);
+  consumers.set('apps', apps);
   await apps.caughtUp;
 
   const retentionOf = (appId: string, channel: string): number | undefined => {
@@ -145,6 +154,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'history projection failed on a batch; retrying'),
   });
   subscriptions.push(historySub);
+  consumers.set('history', historySub);
   await historySub.caughtUp;
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
@@ -158,6 +168,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'presence projection failed on a batch; retrying'),
   });
   subscriptions.push(presenceSub);
+  consumers.set('presence', presenceSub);
   await presenceSub.caughtUp;
 
   // Stats: one projection over everything that is counted: messages, presence, usage reports and
@@ -173,11 +184,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       onError: (err) => logger.error({ err, topic }, 'stats projection failed on a batch; retrying'),
     });
     subscriptions.push(sub);
+    consumers.set(`stats-${topic}`, sub);
     await sub.caughtUp;
   }
 
   const appendClock = new MonotonicClock(clock);
-  const batcher = new AppendBatcher(log, appendClock);
+  const batcher = new AppendBatcher(log, appendClock, undefined, metrics.appends);
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
@@ -208,6 +220,28 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
       registry.remove(appId);
     },
+  };
+
+  const lagOf = (sub: Subscription): number => {
+    const at = sub.positions();
+    let lag = 0;
+    for (const [p, end] of sub.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+    return lag;
+  };
+  const consumerLag = (): Map<string, number> => new Map([...consumers].map(([name, sub]) => [name, lagOf(sub)]));
+  let closing: Promise<void> | undefined;
+  const readiness = (): ReadinessCheck[] => {
+    const lagging = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
+    const appends = metrics.appends;
+    return [
+      { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
+      { name: 'log', ok: appends.lastOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
+      {
+        name: 'consumers',
+        ok: lagging.length === 0,
+        detail: lagging.length === 0 ? `every consumer within ${config.readyMaxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', '),
+      },
+    ];
   };
 
   const tokens = new TokenService(registry, undefined, config.limits);
@@ -256,6 +290,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     limits: config.limits,
     sandbox: config.sandbox ? admin : undefined,
     logger: logger,
+    metrics,
+    readiness,
+    corsOrigins: config.corsOrigins,
   });
 
   // The realtime gateway, on the same port. Members a previous run of this instance left present
@@ -290,6 +327,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   await gateway.start(app.server);
   const realtime = gateway;
   usage.measureConnections(() => realtime.connectionsByApp());
+  metrics.attach({
+    consumerLag,
+    tailEntries: () => new Map([['history', history.tail.count], ['presence-history', presence.history.tail.count]]),
+    openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
+    realtime: () => realtime.metrics(),
+  });
 
   const timers = [
     setInterval(() => {
@@ -327,7 +370,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['log', () => log.close()],
     ['adapters', async () => adapters.close?.()], // last: the data directory's lock
   ];
-  let closing: Promise<void> | undefined;
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
@@ -343,5 +385,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, gateway, createdDefaultKey, close };
+  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
 }

@@ -24,6 +24,7 @@ import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey 
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
 import type { ConnectionEvents } from './connection-events.js';
+import type { RealtimeNumbers } from '../metrics/metrics.js';
 
 export interface GatewayDeps {
   authenticator: Authenticator;
@@ -156,6 +157,9 @@ export class Gateway {
   private ticker: NodeJS.Timeout | undefined;
   private closing = false;
   private readonly replaySlots = new Slots(4);
+  /** Counted for GET /metrics (metrics()). */
+  private delivered_ = 0;
+  private slowConsumers = 0;
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -207,6 +211,13 @@ export class Gateway {
 
   get connectionCount(): number {
     return this.sockets;
+  }
+
+  /** The gateway's numbers for GET /metrics (src/metrics/metrics.ts), read when scraped. */
+  metrics(): RealtimeNumbers {
+    let attachments = 0;
+    for (const set of this.index.values()) attachments += set.size;
+    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.delivered_, slowConsumerDisconnects: this.slowConsumers };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
@@ -450,6 +461,7 @@ export class Gateway {
    */
   slowConsumer(conn: Connection): void {
     const socket = conn.socket;
+    this.slowConsumers++;
     this.logger.warn({ connectionId: conn.id, buffered: socket?.bufferedAmount }, 'realtime client not reading; disconnected');
     const error = serviceError('deliveryRateExceeded', `the connection did not read what it was sent (more than ${this.settings.maxBufferedBytes} bytes waiting); resume to get the rest`);
     if (socket && socket.readyState === socket.OPEN) socket.send(encodeFrame({ action: Action.DISCONNECTED, error }, conn.format));
@@ -573,7 +585,10 @@ export class Gateway {
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
-    if (conn.sendFrame(out.frame(conn.format))) this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    if (conn.sendFrame(out.frame(conn.format))) {
+      this.delivered_ += out.event.messages.length;
+      this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    }
   }
 
   private deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {
