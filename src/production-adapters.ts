@@ -34,13 +34,15 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       `KAFKA_IDEMPOTENT=1, but the Kafka cluster at ${config.kafkaBrokers!.join(',')} names no controller among its brokers (librdkafka's mock broker?), so it cannot serve an idempotent producer; set KAFKA_IDEMPOTENT=0 or auto`,
     );
   }
-  const client = createClickHouseClient({ url: config.clickhouseUrl! });
+  const probe = createClickHouseClient({ url: config.clickhouseUrl!, quiet: true });
   try {
-    await waitForClickHouse(client, config.startupTimeoutMs);
+    await waitForClickHouse(probe, config.startupTimeoutMs);
   } catch (err) {
-    await client.close();
     throw new Error(`CLICKHOUSE_URL=${config.clickhouseUrl}: ${(err as Error).message}`);
+  } finally {
+    await probe.close();
   }
+  const client = createClickHouseClient({ url: config.clickhouseUrl! });
   const prefix = isolation.tablePrefix ?? '';
   return {
     log: new KafkaLog({
