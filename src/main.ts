@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // The composition root: read the configuration, check what it names, build the adapters and the
 // service, listen, and close gracefully within SHUTDOWN_TIMEOUT_MS. Nothing else reads process.env.
 // A start that cannot succeed ends with one line on stderr ("failed to start: ...") and exit code 1
