@@ -56,6 +56,8 @@ async function start(config: ReturnType<typeof parseConfig>): Promise<void> {
     await service.close().catch(() => {});
     throw listenError(err, config.host, config.port);
   }
+  const address = service.app.server.address();
+  const port = address && typeof address === 'object' ? address.port : config.port; // PORT=0: the one given
   if (service.createdDefaultKey) {
     // Printed once, on the start that created it, to the terminal (stderr), never into the JSON
     // log on stdout; it is kept in DATA_DIR/default-app.json.
@@ -63,11 +65,11 @@ async function start(config: ReturnType<typeof parseConfig>): Promise<void> {
     process.stderr.write(
       `\nCreated the default application. Its root key (keep it secret; also in ${config.dataDir}/default-app.json):\n\n  ${key}\n\n` +
         `Publish: curl -u '${key}' -H 'Content-Type: application/json' ` +
-        `-d '{"name":"greeting","data":"hello"}' http://localhost:${config.port}/channels/test/messages\n\n`,
+        `-d '{"name":"greeting","data":"hello"}' http://localhost:${port}/channels/test/messages\n\n`,
     );
     logger.info({ file: `${config.dataDir}/default-app.json` }, 'created the default application; its root key was printed on stderr and is in the file');
   }
-  logger.info({ mode: modeOf(config), port: config.port, host: config.host, dataDir: config.dataDir, sandbox: config.sandbox }, 'service listening');
+  logger.info({ mode: modeOf(config), port, host: config.host, dataDir: config.dataDir, sandbox: config.sandbox }, 'service listening');
 
   // Graceful shutdown: /ready fails at once (load balancers stop sending), the listener stops taking
   // connections, requests in flight (publishes) are answered, consumers stop and projections store
