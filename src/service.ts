@@ -356,7 +356,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // flush): the log and the data directory's lock are still closed. The first failure is thrown.
   const steps: [string, () => Promise<void>][] = [
     ['realtime gateway', () => gateway!.close()],
-    ['http', () => app.close()],
+    // Requests in flight are answered; a keep-alive connection is closed as soon as it is idle
+    // (fastify closes the idle ones once, when closing starts; the rest become idle later).
+    ['http', async () => {
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+      try {
+        await app.close();
+      } finally {
+        clearInterval(sweep);
+      }
+    }],
     ['usage', () => usage.close()],
     ['consumers', async () => {
       for (const s of subscriptions) await s.stop();
