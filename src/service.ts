@@ -33,6 +33,9 @@ import { ConnectionEvents } from './realtime/connection-events.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
 
+/** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
+const READY_LOG_FAILURE_HOLD_MS = 10_000;
+
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
   log: Log;
@@ -233,9 +236,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const readiness = (): ReadinessCheck[] => {
     const lagging = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
     const appends = metrics.appends;
+    // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
+    // instance out of rotation gets no publishes, so it must come back to find out (half-open).
+    const logOk = appends.lastOk || Date.now() - appends.lastAt > READY_LOG_FAILURE_HOLD_MS;
     return [
       { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
-      { name: 'log', ok: appends.lastOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
+      { name: 'log', ok: logOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
       {
         name: 'consumers',
         ok: lagging.length === 0,
