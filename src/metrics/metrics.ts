@@ -131,15 +131,25 @@ export interface MetricSources {
   realtime?: () => RealtimeNumbers;
 }
 
+/** prom-client's process metrics: one collector per process, however many services it runs (tests). */
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, prefix: 'cm_' });
+  }
+  return processRegistry;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly routes: RouteStats[] = [];
   readonly appends = new AppendStats();
   private sources: MetricSources | undefined;
+  /** The service's metrics and the process's (CPU, memory, event-loop lag, GC), prefixed like ours. */
+  private readonly scraped: Registry;
 
-  constructor({ processMetrics = true }: { processMetrics?: boolean } = {}) {
-    // Process metrics (CPU, memory, event-loop lag, GC), prefixed like ours.
-    if (processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'cm_' });
+  constructor() {
     const add = (name: string, help: string, type: Kind, read: () => Value[] | Promise<Value[]>): void =>
       this.registry.registerMetric(new Collected(name, help, type, read) as never);
 
@@ -177,6 +187,7 @@ export class Metrics {
     add('cm_realtime_attachments', 'Realtime channel attachments', 'gauge', realtime((r) => r.attachments));
     add('cm_realtime_messages_delivered_total', 'Messages the realtime gateway sent to subscribers', 'counter', realtime((r) => r.delivered));
     add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
+    this.scraped = Registry.merge([this.registry, processMetrics()]);
   }
 
   /** The counters of one route, made once when the route is added. */
@@ -191,7 +202,7 @@ export class Metrics {
   }
 
   text(): Promise<string> {
-    return this.registry.metrics();
+    return this.scraped.metrics();
   }
 
   get contentType(): string {

@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import type { Log } from '../../src/log/port.js';
+import type { AddressInfo } from 'node:net';
 import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
 let t: TestService;
 beforeAll(async () => {
@@ -166,6 +168,33 @@ describe('GET /metrics (Prometheus)', () => {
     await publish(t, channel);
     const text = (await t.service.app.inject({ method: 'GET', url: '/metrics' })).body;
     expect(text).not.toContain(channel);
+  });
+});
+
+describe('GET /metrics: the realtime gateway', () => {
+  it('counts sockets, connections, attachments and delivered messages', async () => {
+    const s = await startTestService();
+    let client: RawClient | undefined;
+    try {
+      await s.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (s.service.app.server.address() as AddressInfo).port;
+      client = await RawClient.connect(port, { key: s.key });
+      const channel = uniqueChannel();
+      client.send({ action: Actions.ATTACH, channel });
+      await client.next((pm) => pm.action === Actions.ATTACHED);
+      expect((await publish(s, channel)).statusCode).toBe(201);
+      await client.next((pm) => pm.action === Actions.MESSAGE);
+      const text = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(sample(text, 'cm_realtime_sockets')).toBe(1);
+      expect(sample(text, 'cm_realtime_connections')).toBe(1);
+      expect(sample(text, 'cm_realtime_attachments')).toBe(1);
+      expect(sample(text, 'cm_realtime_messages_delivered_total')).toBe(1);
+      expect(sample(text, 'cm_realtime_slow_consumer_disconnects_total')).toBe(0);
+      expect(sample(text, 'cm_http_open_connections')).toBeGreaterThanOrEqual(1);
+    } finally {
+      client?.close();
+      await s.close();
+    }
   });
 });
 
