@@ -166,8 +166,9 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   if (deps.corsOrigins !== undefined && deps.corsOrigins !== false) {
     app.register(cors, {
       origin: deps.corsOrigins === true ? '*' : deps.corsOrigins,
-      methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'],
-      exposedHeaders: EXPOSED_HEADERS,
+      // Strings, not arrays: @fastify/cors joins an array on every request.
+      methods: 'GET, HEAD, POST, PUT, DELETE, PATCH',
+      exposedHeaders: EXPOSED_HEADERS.join(', '),
       maxAge: 600,
     });
   }
