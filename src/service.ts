@@ -231,7 +231,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     for (const [p, end] of sub.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
     return lag;
   };
-  const consumerLag = (): Map<string, number> => new Map([...consumers].map(([name, sub]) => [name, lagOf(sub)]));
+  let gateway: Gateway | undefined;
+  const consumerLag = (): Map<string, number> => {
+    const lags = new Map([...consumers].map(([name, sub]) => [name, lagOf(sub)]));
+    if (gateway) lags.set('realtime-delivery', gateway.metrics().deliveryLag);
+    return lags;
+  };
   let closing: Promise<void> | undefined;
   const readiness = (): ReadinessCheck[] => {
     const lagging = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
@@ -252,7 +257,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   const tokens = new TokenService(registry, undefined, config.limits);
   const authenticator = new Authenticator(registry, tokens);
-  let gateway: Gateway | undefined;
   const app = buildApp({
     clock,
     authenticator,

@@ -118,6 +118,8 @@ export interface RealtimeNumbers {
   /** messages sent to subscribers (a MESSAGE of three messages counts three) */
   delivered: number;
   slowConsumerDisconnects: number;
+  /** records of the messages topic not yet delivered */
+  deliveryLag: number;
 }
 
 /** What the metrics read from the running service, each when scraped. */

@@ -217,7 +217,9 @@ export class Gateway {
   metrics(): RealtimeNumbers {
     let attachments = 0;
     for (const set of this.index.values()) attachments += set.size;
-    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.delivered_, slowConsumerDisconnects: this.slowConsumers };
+    let deliveryLag = 0;
+    for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
+    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.delivered_, slowConsumerDisconnects: this.slowConsumers, deliveryLag };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */

@@ -190,6 +190,7 @@ describe('GET /metrics: the realtime gateway', () => {
       expect(sample(text, 'cm_realtime_attachments')).toBe(1);
       expect(sample(text, 'cm_realtime_messages_delivered_total')).toBe(1);
       expect(sample(text, 'cm_realtime_slow_consumer_disconnects_total')).toBe(0);
+      expect(sample(text, 'cm_consumer_lag_records', { consumer: 'realtime-delivery' })).toBe(0);
       expect(sample(text, 'cm_http_open_connections')).toBeGreaterThanOrEqual(1);
     } finally {
       client?.close();
