@@ -1,7 +1,7 @@
 // The replay CLI (issue 13): util.parseArgs, --help, refusals with exit code 2, no data directory
 // created, a warning when nothing matched, and clean NDJSON on stdout however it is started.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -91,5 +91,15 @@ describe('replay CLI', () => {
     // Not a terminal: no progress bar, one summary line.
     expect(stderr).not.toContain('[#');
     expect(stderr).toMatch(/^replay: 2 messages of /m);
+  }, 60_000);
+
+  // util-linux `script` runs the replay on a pseudo-terminal; its stdout goes to a file.
+  it.runIf(process.platform === 'linux' && existsSync('/usr/bin/script'))('on a terminal, the progress bar is drawn on stderr', async () => {
+    const { dataDir, appId, channel } = await dataWithMessages();
+    const out = join(mkdtempSync(join(tmpdir(), 'cm-replay-tty-')), 'audit.ndjson');
+    const command = `${process.execPath} --import tsx src/cli/replay.ts --app ${appId} --channel ${channel} --data-dir ${dataDir} > ${out}`;
+    const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'], { cwd: ROOT, env: { ...process.env, KAFKA_BROKERS: '', CLICKHOUSE_URL: '' } });
+    expect(terminal).toMatch(/\[#+\] 100\.0%  offset \d+\/\d+  2 messages/);
+    expect(readFileSync(out, 'utf8').trim().split('\n')).toHaveLength(2);
   }, 60_000);
 });
