@@ -62,6 +62,18 @@ describe('replay CLI', () => {
     expect(existsSync(missing)).toBe(false);
   });
 
+  it('gives up on a Kafka that does not answer after STARTUP_TIMEOUT_MS, with one line (exit 1)', async () => {
+    const r = await runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), '--app', 'a', '--channel', 'c'], {
+      KAFKA_BROKERS: '127.0.0.1:9',
+      CLICKHOUSE_URL: 'http://127.0.0.1:9',
+      STARTUP_TIMEOUT_MS: '500',
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^replay failed: no Kafka broker of KAFKA_BROKERS=127\.0\.0\.1:9 answered within 500 ms/);
+    expect(r.stdout).toBe('');
+  });
+
   it('refuses a directory that holds no log, and creates nothing in it', async () => {
     const empty = mkdtempSync(join(tmpdir(), 'cm-replay-empty-'));
     const r = await replay('--app', 'a', '--channel', 'c', '--data-dir', empty);

@@ -17,13 +17,15 @@ export async function probeKafka(brokers: string[], clientId: string, timeoutMs:
     brokers,
     logLevel: logLevel.NOTHING,
     connectionTimeout: Math.min(timeoutMs, 3000),
-    retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 250, maxRetryTime: 1000 },
+    retry: { retries: 0 }, // tried again below, until the time is up
   });
   const admin = kafka.admin();
   let timer: NodeJS.Timeout | undefined;
   let last: unknown;
+  let gaveUp = false;
   const attempt = async (): Promise<KafkaCluster> => {
-    for (;;) {
+    // Stops once given up: nothing may keep a process that is exiting alive.
+    while (!gaveUp) {
       try {
         await admin.connect();
         const cluster = await admin.describeCluster();
@@ -33,10 +35,13 @@ export async function probeKafka(brokers: string[], clientId: string, timeoutMs:
         await new Promise((r) => setTimeout(r, 250));
       }
     }
+    throw new Error('given up');
   };
+  const attempting = attempt();
+  attempting.catch(() => {}); // settles after the race when given up
   try {
     return await Promise.race([
-      attempt(),
+      attempting,
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           const why = last instanceof Error ? `: ${last.message}` : '';
@@ -45,6 +50,7 @@ export async function probeKafka(brokers: string[], clientId: string, timeoutMs:
       }),
     ]);
   } finally {
+    gaveUp = true;
     clearTimeout(timer);
     await admin.disconnect().catch(() => {});
   }
