@@ -158,7 +158,7 @@ export class Gateway {
   private closing = false;
   private readonly replaySlots = new Slots(4);
   /** Counted for GET /metrics (metrics()). */
-  private delivered_ = 0;
+  private messagesDelivered = 0;
   private slowConsumers = 0;
 
   constructor(private readonly deps: GatewayDeps) {
@@ -219,7 +219,7 @@ export class Gateway {
     for (const set of this.index.values()) attachments += set.size;
     let deliveryLag = 0;
     for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
-    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.delivered_, slowConsumerDisconnects: this.slowConsumers, deliveryLag };
+    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, deliveryLag };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
@@ -588,7 +588,7 @@ export class Gateway {
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
     if (conn.sendFrame(out.frame(conn.format))) {
-      this.delivered_ += out.event.messages.length;
+      this.messagesDelivered += out.event.messages.length;
       this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
     }
   }
