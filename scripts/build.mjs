@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm run build`: compiles src/ and projections/ to plain JavaScript that runs with `node` alone
-// (no tsx), and copies the files tsc does not emit: the embedded log writer thread's worker
-// (src/log/embedded/sqlite-writer.worker.mjs, plain JavaScript on purpose). The output directory
+// (no tsx), and copies the files tsc does not emit, beside their compiled neighbours: the embedded
+// log writer thread's worker (src/log/embedded/sqlite-writer.worker.mjs, plain JavaScript on
+// purpose) and the dashboard page (src/dashboard/: HTML, browser JS, CSS). The output directory
 // gets a package.json saying its .js files are ES modules, so it runs wherever it is put.
 //
 //   node scripts/build.mjs [--out-dir dist]
@@ -34,7 +35,7 @@ const copyAssets = (dir) => {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) copyAssets(path);
-    else if (entry.name.endsWith('.mjs')) {
+    else if (!entry.name.endsWith('.ts')) {
       const target = join(out, relative(root, path));
       mkdirSync(dirname(target), { recursive: true });
       copyFileSync(path, target);

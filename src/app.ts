@@ -17,13 +17,16 @@ import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
 import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
 import { requestTokenRoutes } from './routes/request-token.js';
+import { revokeTokensRoutes, type TokenRevoker } from './routes/revoke-tokens.js';
 import { batchPublishRoutes } from './routes/batch-publish.js';
 import type { TokenService } from './auth/tokens.js';
 import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
 import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
+import { limitHttpConnections } from './http/connection-limit.js';
 import cors from '@fastify/cors';
 import type { Metrics } from './metrics/metrics.js';
 import { opsRoutes, type ReadinessCheck } from './routes/ops.js';
@@ -33,6 +36,8 @@ export interface AppDeps {
   authenticator: Authenticator;
   tokens: TokenService;
   apps: AppRegistry;
+  /** Token revocation (POST /keys/<keyName>/revokeTokens): appends and applies revocations. */
+  revoker: TokenRevoker;
   publisher: Publisher;
   /** The realtime connection a publish's connectionKey names (the realtime gateway). */
   connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
@@ -83,7 +88,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     frameworkErrors: frameworkError,
     clientErrorHandler: clientError,
   });
-  app.server.maxConnections = deps.limits.maxConnections;
+  limitHttpConnections(app.server, deps.limits.maxConnections);
 
   registerBodyParsers(app);
   const bodies = new BodyBudget(deps.limits.maxInflightBodyBytes);
@@ -183,10 +188,12 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0), deps.isPersisted(appId, channel)),
   });
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
+  app.register(dashboardRoutes);
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
+  app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }

@@ -75,6 +75,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['max-connections', 'MAX_CONNECTIONS', 'open HTTP connections (default 10000)'],
   ['max-token-nonces', 'MAX_TOKEN_NONCES', 'token request nonces remembered (default 500000)'],
   ['max-token-nonces-per-app', 'MAX_TOKEN_NONCES_PER_APP', 'nonces one app may hold (default 100000)'],
+  ['max-revocations', 'MAX_REVOCATIONS', 'token revocations remembered (src/limits.ts)'],
   ['log-append-timeout-ms', 'LOG_APPEND_TIMEOUT_MS', 'time Kafka has to acknowledge an append (default 5000)'],
   ['max-unstored-rows', 'MAX_UNSTORED_ROWS', 'history rows held while the store is down (default 200000)'],
 ];
@@ -231,6 +232,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxInboundRate: int(e, 'REALTIME_MAX_INBOUND_RATE', d.maxInboundRate, 1, 1_000_000),
     maxBufferedBytes: int(e, 'REALTIME_MAX_BUFFERED_BYTES', d.maxBufferedBytes, 64 * 1024, 1024 * 1024 * 1024),
     maxInflightBytes: int(e, 'REALTIME_MAX_INFLIGHT_BYTES', d.maxInflightBytes, 1024, 1024 * 1024 * 1024),
+    maxTotalInflightBytes: int(e, 'REALTIME_MAX_TOTAL_INFLIGHT_BYTES', d.maxTotalInflightBytes, 1024, 64 * 1024 * 1024 * 1024),
     maxMembersPerConnection: int(e, 'REALTIME_MAX_MEMBERS_PER_CONNECTION', d.maxMembersPerConnection, 1, 10_000_000),
     instanceAliveIntervalMs: int(e, 'REALTIME_INSTANCE_ALIVE_MS', d.instanceAliveIntervalMs, 100, 3600_000),
   };
@@ -255,6 +257,7 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
 
     maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),
+    maxRevocations: int(e, 'MAX_REVOCATIONS', d.maxRevocations, 1, 10_000_000),
   };
   // A publish of one message of the largest size must be possible.
   if (e.MAX_PUBLISH_BYTES === undefined || e.MAX_PUBLISH_BYTES === '') limits.maxPublishBytes = Math.max(limits.maxPublishBytes, limits.maxMessageSize);

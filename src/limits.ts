@@ -50,6 +50,22 @@ export interface Limits {
   maxTokenNonces: number;
   /** The share of maxTokenNonces one app may hold, so one app's flood cannot refuse the others'. Above: 42910 (429). MAX_TOKEN_NONCES_PER_APP */
   maxTokenNoncesPerApp: number;
+  /** Targets in one token revocation request (POST /keys/<keyName>/revokeTokens). Above: 40003 (400), nothing revoked. */
+  maxRevocationTargets: number;
+  /**
+   * Token revocations held, all apps together (one per key and target, about 200 bytes each; a
+   * revocation is dropped once every token it can reach has expired: 24 hours after its
+   * issuedBefore). When full, a revocation request is refused: 42910 (429, retry later). MAX_REVOCATIONS
+   */
+  maxRevocations: number;
+  /** The share of maxRevocations one app may hold. Above: 42910 (429). */
+  maxRevocationsPerApp: number;
+  /**
+   * Time a sandbox stats fixture (POST /stats) has to be applied by the stats projection before
+   * the call answers (read-your-writes). Above: 50003 (504); the fixture is on the log and counts
+   * once the projection gets to it.
+   */
+  statsFixtureVisibleMs: number;
   /** Presence members in one sandbox app's fixtures (POST /apps). Above: 40001 (400), nothing created. */
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
@@ -94,6 +110,10 @@ export const DEFAULT_LIMITS: Limits = {
 
   maxTokenNonces: 500_000,
   maxTokenNoncesPerApp: 100_000,
+  maxRevocationTargets: 100,
+  maxRevocations: 100_000,
+  maxRevocationsPerApp: 10_000,
+  statsFixtureVisibleMs: 10_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
 

@@ -3,22 +3,25 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { modeOf, type Config } from './config.js';
+import { ServiceError } from './errors.js';
 import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
-import { TokenService } from './auth/tokens.js';
+import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
 import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { decodeEvent, encodeEvent } from './log/events.js';
+import { decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
 import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
 import { keyString, type AppDefinition } from './apps/app.js';
 import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
+import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
+import type { TokenRevoker } from './routes/revoke-tokens.js';
 import { HistoryProjection } from '../projections/history/history-projection.js';
 import type { HistoryStore } from '../projections/history/history-store.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
@@ -29,6 +32,7 @@ import type { StatsStore } from '../projections/stats/stats-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
+import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
@@ -53,6 +57,7 @@ export interface Service {
   config: Config;
   log: Log;
   registry: AppRegistry;
+  revocations: RevocationRegistry;
   history: HistoryProjection;
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
@@ -123,6 +128,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const metrics = new Metrics();
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
 
+  // Token revocations, on the same topic: every instance holds them all, a restart included.
+  const revocations = new RevocationRegistry(DEFAULT_TOKEN_POLICY.maxTtlMs);
+  /** What a revocation does to realtime connections (set once the gateway exists). */
+  let onRevoked: ((event: TokensRevoked) => void) | undefined;
+
   // Applications created through the sandbox route: a small topic, replayed whole on every start.
   const apps = log.consume({
     topic: Topics.apps,
@@ -132,6 +142,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       for (const r of records) {
         const event = decodeEvent(r.value);
         if (registry.canHandle(event)) registry.evolve(event);
+        else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
       }
     },
     onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
@@ -196,10 +207,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
-  const publisher = new Publisher(batcher, (appId, channel, id) => {
-    const seen = history.tail.idSeenAt(appId, channel, id);
-    return seen !== undefined && clock.now() - seen <= config.historyTailMs;
-  });
+  const publisher = new Publisher(
+    batcher,
+    (appId, channel, id) => {
+      const seen = history.tail.idSeenAt(appId, channel, id);
+      return seen !== undefined && clock.now() - seen <= config.historyTailMs;
+    },
+    clock,
+  );
 
   const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
     for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
@@ -256,13 +271,24 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
 
   const tokens = new TokenService(registry, undefined, config.limits);
-  const authenticator = new Authenticator(registry, tokens);
+  const authenticator = new Authenticator(registry, tokens, revocations);
+  const revoker: TokenRevoker = {
+    held: (appId) => revocations.held(appId),
+    growth: (event) => revocations.growth(event),
+    // Applied here as soon as it is durable (this instance answers with it in force); the
+    // consumer above gets it again from the log, a repeat that changes nothing.
+    revoke: async (event) => {
+      await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
+      if (revocations.evolve(event)) onRevoked?.(event);
+    },
+  };
   const app = buildApp({
     clock,
     authenticator,
     connectionOf: (appId, key) => gateway?.connectionForKey(appId, key),
     tokens,
     apps: registry,
+    revoker,
     publisher,
     history: {
       query: (q) => history.query(q),
@@ -288,13 +314,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     isPersisted,
     statsFixtures: config.sandbox
       ? {
-          append: (appId, fixtures) =>
-            batcher
-              .append(
-                Topics.usage,
-                fixtures.map((f) => ({ key: appId, build: () => encodeEvent({ type: 'stats.fixture', appId, ...f }) })),
-              )
-              .then(() => undefined),
+          // Read-your-writes: answered once the stats projection has applied the fixtures and
+          // written them to its store, so the caller's next GET /stats sees them.
+          append: async (appId, fixtures) => {
+            const positions = await batcher.append(
+              Topics.usage,
+              fixtures.map((f) => ({ key: appId, build: () => encodeEvent({ type: 'stats.fixture', appId, ...f }) })),
+            );
+            try {
+              await stats.visible(Topics.usage, positions, config.limits.statsFixtureVisibleMs);
+            } catch (err) {
+              throw new ServiceError('timeout', `the stats fixtures are on the log but the stats projection did not apply them within ${config.limits.statsFixtureVisibleMs} ms; they count once it does`, err);
+            }
+          },
         }
       : undefined,
     limits: config.limits,
@@ -308,16 +340,25 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // The realtime gateway, on the same port. Members a previous run of this instance left present
   // (a crash, a restart) leave first: no connection survives a restart, and a client that
   // resumes here enters again (the SDK re-enters its members on every attach).
+  const openFiles = openFileLimit();
+  const realtimeSettings = { ...config.realtime, maxConnections: realtimeConnectionsFor(config.realtime.maxConnections, config.limits.maxConnections, openFiles) };
+  if (realtimeSettings.maxConnections < config.realtime.maxConnections) {
+    logger.warn(
+      { configured: config.realtime.maxConnections, effective: realtimeSettings.maxConnections, openFiles, httpConnections: config.limits.maxConnections },
+      'REALTIME_MAX_CONNECTIONS lowered to what the open-file limit leaves beside MAX_CONNECTIONS; raise the limit (ulimit -n) or lower MAX_CONNECTIONS for more',
+    );
+  }
   gateway = new Gateway({
     authenticator,
     apps: registry,
     publisher,
     presenceProducer,
     presence,
+    history,
     log,
     clock,
     limits: config.limits,
-    settings: config.realtime,
+    settings: realtimeSettings,
     instanceId: config.instanceId,
     logger,
     usage,
@@ -336,6 +377,22 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);
   const realtime = gateway;
+  // Realtime connections on a revoked token: DISCONNECTED 40141 once the revocation applies (the
+  // SDK renews its token and resumes); with allowReauthMargin, an AUTH first, so a client can
+  // renew before then and keep its connection.
+  const revocationTimers = new Set<NodeJS.Timeout>();
+  const disconnectRevoked = (): void => void realtime.revokeConnections((c) => revocations.isRevoked(c, clock.now()));
+  onRevoked = (event) => {
+    const delay = event.appliesAt - clock.now();
+    if (delay <= 0) return disconnectRevoked();
+    realtime.revokeConnections((c) => revocations.isRevokedOrPending(c), true);
+    const timer = setTimeout(() => {
+      revocationTimers.delete(timer);
+      disconnectRevoked();
+    }, delay + 5);
+    timer.unref();
+    revocationTimers.add(timer);
+  };
   usage.measureConnections(() => realtime.connectionsByApp());
   metrics.attach({
     consumerLag,
@@ -348,6 +405,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     setInterval(() => {
       history.evict();
       presence.history.evict();
+      revocations.prune(clock.now());
     }, 5_000),
     setInterval(() => {
       for (const store of [historyStore, presenceHistoryStore]) {
@@ -392,6 +450,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
+      for (const t of revocationTimers) clearTimeout(t);
       let first: unknown;
       for (const [name, step] of steps) {
         try {
@@ -404,5 +463,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, history, presence, presenceProducer, stats, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
+  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
 }

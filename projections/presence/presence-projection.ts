@@ -120,6 +120,12 @@ export class PresenceProjection {
   query(q: MembersQuery): { members: PresenceMember[]; next?: string } {
     const all = this.members.get(channelKey(q.appId, q.channel));
     if (!all) return { members: [] };
+    if (q.clientId !== undefined && q.connectionId !== undefined) {
+      // One member at most: looked up by its key (the gateway asks this for every re-entered member).
+      const key = memberKey({ clientId: q.clientId, connectionId: q.connectionId });
+      const member = all.get(key);
+      return { members: member && member.clientId === q.clientId && q.limit > 0 && (q.after === undefined || key > q.after) ? [member] : [] };
+    }
     const sorted = [...all.entries()]
       .filter(([, m]) => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -65,12 +65,21 @@ export interface StatsProjectionOptions {
  * - the checkpoint goes back to the newest final sample, which a replay rebuilds as context
  *   (for `channels.opened`) but does not write again.
  */
+interface Waiter {
+  topic: string;
+  partition: number;
+  offset: number;
+  resolve: () => void;
+}
+
 export class StatsProjection {
   static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture', 'connection.opened'] as const;
   private readonly partitions = new Map<string, Map<number, PartitionState>>();
   private stored = new Map<string, StatsCheckpoint>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  /** Callers waiting for a record to be applied (read-your-writes of sandbox stats fixtures). */
+  private waiters: Waiter[] = [];
 
   constructor(private readonly options: StatsProjectionOptions) {}
 
@@ -109,6 +118,51 @@ export class StatsProjection {
       this.closeSamples(state);
     }
     this.scheduleFlush();
+    if (this.waiters.length > 0) this.wake();
+  }
+
+  private appliedBeyond(topic: string, partition: number, offset: number): boolean {
+    return (this.partitions.get(topic)?.get(partition)?.next ?? 0) > offset;
+  }
+
+  private wake(): void {
+    const still: typeof this.waiters = [];
+    for (const w of this.waiters) {
+      if (this.appliedBeyond(w.topic, w.partition, w.offset)) w.resolve();
+      else still.push(w);
+    }
+    this.waiters = still;
+  }
+
+  /**
+   * Resolves once the records at `positions` of `topic` are applied and written to the store, so a
+   * query sees them (read-your-writes); rejects after `timeoutMs`.
+   */
+  async visible(topic: string, positions: { partition: number; offset: number }[], timeoutMs: number): Promise<void> {
+    const pending = positions.filter((p) => !this.appliedBeyond(topic, p.partition, p.offset));
+    if (pending.length > 0) {
+      const mine: Waiter[] = [];
+      const applied = Promise.all(
+        pending.map((p) => new Promise<void>((resolve) => {
+          const w = { topic, ...p, resolve };
+          mine.push(w);
+          this.waiters.push(w);
+        })),
+      );
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          applied,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`not applied within ${timeoutMs} ms`)), timeoutMs);
+          }),
+        ]);
+      } finally {
+        clearTimeout(timer);
+        this.waiters = this.waiters.filter((w) => !mine.includes(w));
+      }
+    }
+    await this.flush();
   }
 
   /**

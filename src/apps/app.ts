@@ -16,6 +16,11 @@ export interface KeyDefinition {
   /** JSON string, as the spec's token details carry it. */
   capability: string;
   revoked?: boolean;
+  /**
+   * Tokens this key issues can be revoked (POST /keys/<keyName>/revokeTokens), as the platform's
+   * key attribute of that name; fixed when the key is made.
+   */
+  revocableTokens?: boolean;
 }
 
 export interface NamespaceRule {
@@ -26,7 +31,17 @@ export interface NamespaceRule {
   [flag: string]: unknown;
 }
 
-/** All operations on every channel, metachannels included (publish and presence there stay impossible). */
+/**
+ * All operations on every channel, metachannels included (publish and presence there stay
+ * impossible): the default app's root key, the operator's own.
+ */
 export const ALL_RIGHTS = '{"[*]*":["*"]}';
+
+/**
+ * A key given no capability (APPS_FILE, sandbox POST /apps): every operation on every regular
+ * channel, as the platform gives it and the SDKs' tests of token capabilities expect. `*` does not
+ * reach metachannels (spec: Authentication, rule 6); a key that needs them says `[meta]*` or `[*]*`.
+ */
+export const DEFAULT_KEY_CAPABILITY = '{"*":["*"]}';
 
 export const keyString = (key: KeyDefinition): string => `${key.keyName}:${key.keySecret}`;

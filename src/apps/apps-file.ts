@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { ALL_RIGHTS, type AppDefinition, type KeyDefinition, type NamespaceRule } from './app.js';
+import { DEFAULT_KEY_CAPABILITY, type AppDefinition, type KeyDefinition, type NamespaceRule } from './app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
 
 /**
  * Reads APPS_FILE:
- * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]} } ],
+ * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]}, "revocableTokens": true } ],
  *               "namespaces": [ { "id": "persisted", "persisted": true, "retentionHours": 48 } ] } ] }
  * Errors name the file and what to fix.
  */
@@ -25,10 +25,10 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
     }
     const appId = app.appId;
     if (!Array.isArray(app.keys) || app.keys.length === 0) throw new Error(`${where}.keys must list at least one key`);
-    const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown }, j: number) => {
+    const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown; revocableTokens?: unknown }, j: number) => {
       const m = typeof k.key === 'string' ? /^([^.:]+)\.([^.:]+):(.+)$/.exec(k.key) : null;
       if (!m || m[1] !== appId) throw new Error(`${where}.keys[${j}].key must look like "${appId}.<keyId>:<secret>"`);
-      let capability = ALL_RIGHTS;
+      let capability = DEFAULT_KEY_CAPABILITY;
       if (k.capability !== undefined) {
         try {
           capability = stringifyCapability(parseCapability(k.capability));
@@ -36,7 +36,8 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
           throw new Error(`${where}.keys[${j}].capability: ${(err as Error).message}`);
         }
       }
-      return { keyName: `${m[1]}.${m[2]}`, keySecret: m[3], capability };
+      if (k.revocableTokens !== undefined && typeof k.revocableTokens !== 'boolean') throw new Error(`${where}.keys[${j}].revocableTokens must be true or false`);
+      return { keyName: `${m[1]}.${m[2]}`, keySecret: m[3], capability, ...(k.revocableTokens === true ? { revocableTokens: true } : {}) };
     });
     const namespaces = (Array.isArray(app.namespaces) ? app.namespaces : []) as NamespaceRule[];
     for (const [j, ns] of namespaces.entries()) {

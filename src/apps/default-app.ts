@@ -1,14 +1,14 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { ALL_RIGHTS, type AppDefinition } from './app.js';
+import { ALL_RIGHTS, DEFAULT_KEY_CAPABILITY, type AppDefinition } from './app.js';
 
 export const randomId = (bytes: number): string => randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x');
 
-/** A new app with one key per requested capability (sandbox and default app share this). */
+/** A new app with one key per key spec (sandbox and default app share this). */
 export function newApp(options: {
   source: AppDefinition['source'];
-  capabilities: (string | undefined)[];
+  keys: { capability?: string; revocableTokens?: boolean }[];
   namespaces?: AppDefinition['namespaces'];
   now: number;
 }): AppDefinition {
@@ -16,10 +16,11 @@ export function newApp(options: {
   return {
     appId,
     accountId: randomId(6),
-    keys: options.capabilities.map((capability) => ({
+    keys: options.keys.map(({ capability, revocableTokens }) => ({
       keyName: `${appId}.${randomId(6)}`,
       keySecret: randomBytes(24).toString('base64url'),
-      capability: capability ?? ALL_RIGHTS,
+      capability: capability ?? DEFAULT_KEY_CAPABILITY,
+      ...(revocableTokens ? { revocableTokens: true } : {}),
     })),
     namespaces: options.namespaces ?? [],
     source: options.source,
@@ -35,7 +36,7 @@ export function loadOrCreateDefaultApp(dataDir: string, now: number): { app: App
   const file = join(dataDir, 'default-app.json');
   if (existsSync(file)) return { app: JSON.parse(readFileSync(file, 'utf8')) as AppDefinition, created: false };
   mkdirSync(dataDir, { recursive: true });
-  const app = newApp({ source: 'default', capabilities: [ALL_RIGHTS], now });
+  const app = newApp({ source: 'default', keys: [{ capability: ALL_RIGHTS }], now });
   app.namespaces = [{ id: 'persisted', persisted: true }];
   writeFileSync(`${file}.tmp`, JSON.stringify(app, null, 2), { mode: 0o600 });
   renameSync(`${file}.tmp`, file);

@@ -3,6 +3,7 @@ import { ServiceError } from '../errors.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { parseCapability } from './capability.js';
 import type { Credentials, TokenVerifier } from './credentials.js';
+import type { RevocationRegistry } from '../../projections/revocations/revocation-registry.js';
 
 /** Compares secrets in constant time (over fixed-length digests, so lengths do not leak either). */
 export function secretsEqual(a: string, b: string): boolean {
@@ -32,16 +33,28 @@ export class Authenticator {
   constructor(
     private readonly apps: AppRegistry,
     private readonly tokens?: TokenVerifier,
+    private readonly revocations?: RevocationRegistry,
   ) {}
 
   authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
     const cacheKey = authorization === undefined ? undefined : `${authorization}\u0000${clientIdHeader ?? ''}`;
     const hit = cacheKey === undefined ? undefined : this.verified.get(cacheKey);
-    if (hit && hit.version === this.apps.version && hit.expires > now) return hit.credentials;
-    const credentials = this.check(authorization, clientIdHeader, now);
+    if (hit && hit.version === this.apps.version && hit.expires > now) return this.notRevoked(hit.credentials, now);
+    const credentials = this.notRevoked(this.check(authorization, clientIdHeader, now), now);
     if (cacheKey !== undefined) {
       if (this.verified.size >= Authenticator.CACHE_SIZE) this.verified.clear();
       this.verified.set(cacheKey, { credentials, version: this.apps.version, expires: credentials.expires ?? Infinity });
+    }
+    return credentials;
+  }
+
+  /**
+   * A revoked token is refused (40141) from the moment its revocation applies, cached or not: a
+   * revocation may apply later than it arrived (allowReauthMargin), so it is looked up every time.
+   */
+  private notRevoked(credentials: Credentials, now: number): Credentials {
+    if (credentials.method === 'token' && this.revocations?.isRevoked(credentials, now)) {
+      throw new ServiceError('tokenRevoked', 'this token has been revoked (token revocation); request a new one');
     }
     return credentials;
   }

@@ -29,6 +29,10 @@ export function parseCapability(input: unknown): Capability {
         `capability for "${resource}" must be a non-empty array of operations (${OPERATIONS.join(', ')})`,
       );
     }
+    // `*` is every operation: listed with others it says two things at once (the platform refuses it).
+    if (ops.length > 1 && ops.includes('*')) {
+      throw new ServiceError('invalidParameterValue', `capability for "${resource}" lists "*" (every operation) together with other operations; give "*" alone or list the operations`);
+    }
     cap.set(resource, new Set(ops as string[]));
   }
   if (cap.size === 0) throw new ServiceError('invalidParameterValue', 'capability is empty');

@@ -11,6 +11,10 @@ export interface Credentials {
   method: 'basic' | 'token';
   /** When token credentials stop being valid (ms since the epoch). */
   expires?: number;
+  /** When token credentials were issued (token revocation reaches tokens issued before a time). */
+  issued?: number;
+  /** The token's revocation key, if it was given one (a `revocationKey:<key>` revocation target). */
+  revocationKey?: string;
 }
 
 /** Verifies bearer tokens; the token issue plugs in here. */

@@ -27,6 +27,7 @@ export interface TokenDetails {
   expires: number;
   capability: string;
   clientId?: string;
+  revocationKey?: string;
 }
 
 /** The signed part of a token. */
@@ -36,6 +37,7 @@ interface TokenClaims {
   x: number; // expires
   c: string; // capability (canonical JSON)
   u?: string; // clientId
+  r?: string; // revocationKey
   n: string; // nonce, so two tokens issued in the same millisecond differ
 }
 
@@ -68,13 +70,15 @@ export class TokenService implements TokenVerifier {
     this.nonces = new NonceCache(limits);
   }
 
-  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number): TokenDetails {
+  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string): TokenDetails {
     const claims: TokenClaims = { k: keyName, i: now, x: now + ttlMs, c: stringifyCapability(capability), n: randomBytes(6).toString('base64url') };
     if (clientId !== undefined) claims.u = clientId;
+    if (revocationKey !== undefined) claims.r = revocationKey;
     const payload = b64url(JSON.stringify(claims));
     const token = `${payload}.${sign(keySecret, payload)}`;
     const details: TokenDetails = { token, keyName, issued: claims.i, expires: claims.x, capability: claims.c };
     if (clientId !== undefined) details.clientId = clientId;
+    if (revocationKey !== undefined) details.revocationKey = revocationKey;
     return details;
   }
 
@@ -93,7 +97,9 @@ export class TokenService implements TokenVerifier {
     if (!secretsEqual(expected, token.slice(dot + 1)) || !found) throw new ServiceError('tokenUnrecognized', 'token not recognized');
     if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that issued this token has been revoked');
     if (claims.x <= now) throw new ServiceError('tokenError', 'token expired');
-    return { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x };
+    const credentials: Credentials = { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x, issued: claims.i };
+    if (typeof claims.r === 'string') credentials.revocationKey = claims.r;
+    return credentials;
   }
 
   /** Refuses a timestamp outside the window. */

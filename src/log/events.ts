@@ -34,6 +34,21 @@ export interface AppDeleted {
 }
 
 /**
+ * Tokens revoked (POST /keys/<keyName>/revokeTokens), on the `apps` topic: every instance replays
+ * it at start and consumes it live, so a revocation holds on every instance and across restarts.
+ * A token of `keyName` issued before `issuedBefore` whose clientId or revocationKey a target names
+ * (`clientId:<id>`, `revocationKey:<key>`) is refused from `appliesAt` on.
+ */
+export interface TokensRevoked {
+  type: 'tokens.revoked';
+  appId: string;
+  keyName: string;
+  targets: string[];
+  issuedBefore: number;
+  appliesAt: number;
+}
+
+/**
  * Usage an instance counted during one 6-second interval (API and token requests, messages read
  * from history, messages and presence sent over realtime), appended every 6 seconds so that
  * everything counted flows through the log. Counters use the base keys of
@@ -95,7 +110,7 @@ export interface InstanceAlive {
 
 export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive;
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | UsageReported | StatsFixture | ConnectionEvent;
+export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
 
 /**
  * The event a value holds, kept on the value itself: a value is decoded at most once however many

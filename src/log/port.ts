@@ -68,6 +68,11 @@ export interface Log {
   consume(options: ConsumeOptions): Subscription;
   /** Reads records in offset order from one partition, for replay and audits. */
   read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]>;
+  /**
+   * Makes the first read of a topic as quick as the next ones (the Kafka adapter's reader joins a
+   * consumer group, some 3 s on a new group); optional, and a failure only leaves reads as they were.
+   */
+  prepareReads?(topic: Topic): Promise<void>;
   partitions(topic: Topic): Promise<number>;
   /** Next offset to be written, per partition. */
   endOffsets(topic: Topic): Promise<Map<number, number>>;

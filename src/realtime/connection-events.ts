@@ -21,6 +21,8 @@ export interface ConnectionEventHandlers {
   movedAway(connectionId: string): void;
   /** An instance has not said it is alive for three intervals, and this one is to clean up after it. */
   instanceDead(instanceId: string): void;
+  /** A connection ended for good on some instance (CLOSE, a fatal error, its resume window over). */
+  ended(connectionId: string): void;
 }
 
 /**
@@ -52,6 +54,7 @@ export class ConnectionEvents {
         for (const r of records) {
           const event = decodeEvent(r.value) as ConnectionEvent;
           if (event.type === 'connection.opened' && event.instanceId !== instanceId) handlers.movedAway(event.connectionId);
+          if (event.type === 'connection.closed') handlers.ended(event.connectionId);
           if (event.type === 'instance.alive' && event.instanceId !== instanceId) this.lastSeen.set(event.instanceId, clock.now());
         }
       },

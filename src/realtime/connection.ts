@@ -7,6 +7,7 @@ import { parsePublishBody, wellFormed, messageSize, type MessageData } from '../
 import type { PresenceChange } from '../presence/presence-producer.js';
 import { Action, Flag, MODES, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { Attachment, Gateway } from './gateway.js';
+import { parseRewind, type Rewind } from './rewind.js';
 
 /** A publish or presence change waiting for its ACK or NACK, in msgSerial order. */
 interface PendingAck {
@@ -128,18 +129,25 @@ export class Connection {
   }
 
   /**
-   * Counts a frame's bytes until it is answered. Over maxInflightBytes the socket is not read
-   * until answers bring it back under, so TCP pushes back on the client: one sending faster than
-   * the log appends holds that much (and a frame) in memory here, not everything it sent.
+   * Counts a frame's bytes until it is answered. Over maxInflightBytes, or with all connections
+   * together over maxTotalInflightBytes, the socket is not read until answers bring it back under,
+   * so TCP pushes back on the client: one sending faster than the log appends holds that much (and
+   * a frame) in memory here, not everything it sent.
    */
   private hold(bytes: number): () => void {
-    const max = this.gateway.settings.maxInflightBytes;
     this.inflightBytes += bytes;
-    if (this.inflightBytes > max) this.socket?.pause();
+    const overTotal = this.gateway.holdInflight(this, bytes);
+    if (overTotal || this.inflightBytes > this.gateway.settings.maxInflightBytes) this.socket?.pause();
     return () => {
       this.inflightBytes -= bytes;
-      if (this.inflightBytes <= max && this.socket?.isPaused) this.socket.resume();
+      this.gateway.releaseInflight(bytes);
+      this.resumeReading();
     };
+  }
+
+  /** Reads the socket again once this connection and all of them together are under their budgets. */
+  resumeReading(): void {
+    if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.overInflightTotal && this.socket?.isPaused) this.socket.resume();
   }
 
   /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */
@@ -219,7 +227,15 @@ export class Connection {
     }
     const params = pm.params && typeof pm.params === 'object' ? pm.params : undefined;
     const serial = typeof pm.channelSerial === 'string' ? pm.channelSerial : undefined;
-    await this.gateway.attach(this, channel, modes, serial, params);
+    let rewind: Rewind | undefined;
+    try {
+      rewind = parseRewind(params && Object.hasOwn(params, 'rewind') ? (params as Record<string, unknown>).rewind : undefined);
+    } catch (err) {
+      return this.channelError(channel, toWireError(err));
+    }
+    // A re-attach (ATTACH_RESUME, or a channelSerial to go on from) is not rewound again (§4).
+    const clean = serial === undefined && !(typeof pm.flags === 'number' && pm.flags & Flag.ATTACH_RESUME);
+    await this.gateway.attach(this, channel, modes, serial, params, clean ? rewind : undefined);
   }
 
   private detach(pm: ProtocolMessage): void {

@@ -18,11 +18,14 @@ import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import type { PresenceMember, PresenceProjection } from '../../projections/presence/presence-projection.js';
+import type { HistoryProjection } from '../../projections/history/history-projection.js';
+import type { HistoryEntry } from '../../projections/history/history-entry.js';
 import type { UsageMeter } from '../stats/usage-meter.js';
 import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import { MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { ConnectionEvents } from './connection-events.js';
 import type { RealtimeNumbers } from '../metrics/metrics.js';
 
@@ -32,6 +35,8 @@ export interface GatewayDeps {
   publisher: Publisher;
   presenceProducer: PresenceProducer;
   presence: PresenceProjection;
+  /** Recent messages for `rewind` (the history projection). */
+  history: Pick<HistoryProjection, 'applied' | 'query'>;
   log: Log;
   clock: Clock;
   limits: Limits;
@@ -53,9 +58,45 @@ export interface Attachment {
   recordKey: string;
   partition: number;
   modes: number;
+  /**
+   * The client's own position in the channel's partition when it is ahead of this instance's
+   * delivery (a resume on an instance whose consumer lags the one it came from): records before it
+   * reached the client already and are not sent again.
+   */
+  from: number;
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
+}
+
+/**
+ * Ids of connections that ended for good, the newest `max` of them (about 100 bytes each): a
+ * resume names one that any instance ended, and is refused rather than made a new life.
+ */
+class EndedConnections {
+  private readonly ids = new Set<string>();
+  constructor(private readonly max: number) {}
+
+  add(id: string): void {
+    this.ids.delete(id);
+    this.ids.add(id);
+    if (this.ids.size > this.max) this.ids.delete(this.ids.values().next().value!);
+  }
+
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+}
+
+/** How long an attach with `rewind` waits for the history projection to reach its position. */
+const REWIND_WAIT_MS = 5_000;
+
+/** Housekeeping ticks per second, each visiting that share of the connections. */
+const TICK_SLICES = 20;
+
+interface BacklogRecord {
+  event: MessagesPublished;
+  offset: number;
 }
 
 /** At most `n` holders at once; the others wait in order. */
@@ -99,6 +140,8 @@ class OutgoingMessages {
 
   constructor(
     readonly event: MessagesPublished,
+    /** The record's offset in its partition. */
+    readonly offset: number,
     readonly channelSerial: string,
   ) {
     this.connectionId = event.messages[0]?.connectionId;
@@ -144,6 +187,8 @@ export class Gateway {
   readonly publisher: Publisher;
   readonly presenceProducer: PresenceProducer;
   private readonly connections = new Map<string, Connection>();
+  /** Connections that ended for good, here or on another instance: a resume of one fails (80008). */
+  private readonly ended: EndedConnections;
   /** Connections without a socket, waiting for a resume, the one dropped longest ago first. */
   private readonly waiting = new Set<Connection>();
   /** Attachments by channel log key. */
@@ -155,6 +200,8 @@ export class Gateway {
   private subscription: Subscription | undefined;
   private readonly wss: WebSocketServer;
   private ticker: NodeJS.Timeout | undefined;
+  /** Where housekeeping goes on at the next tick (a Map iterator sees entries added meanwhile). */
+  private tickCursor: IterableIterator<Connection> = new Map<string, Connection>().values();
   private closing = false;
   private readonly replaySlots = new Slots(4);
   /** Counted for GET /metrics (metrics()). */
@@ -169,6 +216,7 @@ export class Gateway {
     this.instanceId = deps.instanceId;
     this.publisher = deps.publisher;
     this.presenceProducer = deps.presenceProducer;
+    this.ended = new EndedConnections(deps.settings.maxEndedConnections);
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
   }
 
@@ -186,6 +234,9 @@ export class Gateway {
       onError: (err) => this.logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
     });
     await this.subscription.caughtUp;
+    // A resume reads its channel's backlog from the log: the first one should not wait for the
+    // reader to start.
+    log.prepareReads?.(Topics.messages).catch((err) => this.logger.warn({ err }, 'the log reader for resumes did not start; the first resume starts it'));
     const holders = new Set(this.deps.presence.connectionsHeldBy(() => true).map((c) => c.instanceId));
     await this.deps.events.start(
       {
@@ -198,6 +249,7 @@ export class Gateway {
           conn.clearTimers();
           this.detachSocket(conn, true);
         },
+        ended: (connectionId) => this.ended.add(connectionId),
         instanceDead: (instanceId) =>
           void this.removeMembersHeldBy((id) => id === instanceId).catch((err) => this.logger.error({ err, instanceId }, 'presence leave for a gone instance failed')),
       },
@@ -205,8 +257,38 @@ export class Gateway {
     );
     this.deps.presence.listener = (appId, channel, entries) => this.deliverPresence(appId, channel, entries);
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
-    this.ticker = setInterval(() => this.tick(), 1000);
+    this.ticker = setInterval(() => this.tick(), 1000 / TICK_SLICES);
     this.ticker.unref();
+  }
+
+  /** Bytes of publishes and presence changes not answered yet, all connections together. */
+  private inflightTotal = 0;
+  /** Connections whose socket is not read because the total was over its budget. */
+  private readonly pausedForTotal = new Set<Connection>();
+
+  /** Counts a connection's unanswered frame against the total; true when the total is over its budget. */
+  holdInflight(conn: Connection, bytes: number): boolean {
+    this.inflightTotal += bytes;
+    if (!this.overInflightTotal) return false;
+    this.pausedForTotal.add(conn);
+    return true;
+  }
+
+  releaseInflight(bytes: number): void {
+    this.inflightTotal -= bytes;
+    if (this.overInflightTotal || this.pausedForTotal.size === 0) return;
+    const paused = [...this.pausedForTotal];
+    this.pausedForTotal.clear();
+    for (const conn of paused) conn.resumeReading();
+  }
+
+  get overInflightTotal(): boolean {
+    return this.inflightTotal > this.settings.maxTotalInflightBytes;
+  }
+
+  /** Whether a connection ended for good, here or (as the log says) on another instance. */
+  hasEnded(connectionId: string): boolean {
+    return this.ended.has(connectionId);
   }
 
   get connectionCount(): number {
@@ -279,6 +361,8 @@ export class Gateway {
       const existing = this.connections.get(id ?? connectionIdOf(resumeKey));
       if (id === undefined) {
         error = serviceError('invalidConnectionKey', 'the connection key is not valid for these credentials; a new connection was made');
+      } else if (!existing && this.ended.has(id)) {
+        error = serviceError('connectionExpired', 'unable to resume the connection: it was closed or not resumed within connectionStateTtl; a new connection was made');
       } else if (existing && existing.clientId !== clientId && existing.clientId !== undefined && existing.clientId !== '*') {
         error = serviceError('incompatibleCredentials', "the credentials' clientId does not match the connection's; a new connection was made");
       } else {
@@ -427,6 +511,7 @@ export class Gateway {
     this.waiting.delete(conn);
     if (this.connections.get(conn.id) !== conn) return;
     this.connections.delete(conn.id);
+    this.ended.add(conn.id);
     this.deps.events.closed(conn.appId, conn.id);
     conn.clearTimers();
     for (const channel of conn.presenceChannels) this.leaveAll(conn, channel);
@@ -444,6 +529,21 @@ export class Gateway {
   disconnect(conn: Connection, error: WireError): void {
     conn.send({ action: Action.DISCONNECTED, error });
     this.lostSocket(conn);
+  }
+
+  /**
+   * Token revocation: each open connection whose credentials `revoked` matches gets DISCONNECTED
+   * 40141 (it may renew its token and resume), or with `hint` an AUTH asking it to renew now.
+   */
+  revokeConnections(revoked: (credentials: Credentials) => boolean, hint = false): number {
+    let n = 0;
+    for (const conn of this.connections.values()) {
+      if (!conn.socket || !revoked(conn.credentials)) continue;
+      n++;
+      if (hint) conn.send({ action: Action.AUTH });
+      else this.disconnect(conn, serviceError('tokenRevoked', 'the token of this connection has been revoked; renew it and resume'));
+    }
+    return n;
   }
 
   /** A fatal problem: ERROR without a channel ends the connection (the SDK goes `failed`). */
@@ -477,25 +577,28 @@ export class Gateway {
 
   // ---- attachments and delivery
 
-  async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined): Promise<void> {
+  async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void> {
     const recordKey = channelKey(conn.appId, channel);
     const partition = partitionFor(recordKey, this.partitions);
     this.detach(conn, channel);
-    const attachment: Attachment = { conn, channel, recordKey, partition, modes };
+    const target = this.delivered[partition];
+    const from = serial === undefined ? undefined : parseSerial(serial, partition);
+    const attachment: Attachment = { conn, channel, recordKey, partition, modes, from: from ?? 0 };
     // The presence set and the registration in the same tick: every change after the snapshot
     // reaches the attachment, none before it (no gap, no duplicate).
     const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.members(conn.appId, channel) : [];
-    const target = this.delivered[partition];
-    const from = serial === undefined ? undefined : parseSerial(serial, partition);
-    const replay = from !== undefined && from <= target;
-    if (replay) attachment.held = [];
+    // Behind the client's position (it comes from an instance whose delivery is further on): live
+    // delivery brings everything after it, and skips what the client has.
+    const ahead = from !== undefined && from > target;
+    const replay = from !== undefined && from < target;
+    if (replay || rewind) attachment.held = [];
     let set = this.index.get(recordKey);
     if (!set) this.index.set(recordKey, (set = new Set()));
     set.add(attachment);
     conn.attachments.set(channel, attachment);
 
-    let backlog: MessagesPublished[] = [];
-    let resumed = false;
+    let backlog: BacklogRecord[] = [];
+    let resumed = ahead || from === target;
     if (replay) {
       try {
         backlog = await this.readBacklog(recordKey, partition, from, target);
@@ -504,23 +607,67 @@ export class Gateway {
         this.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
       }
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
+    } else if (rewind) {
+      try {
+        backlog = await this.rewindBacklog(conn.appId, channel, partition, target, rewind);
+      } catch (err) {
+        this.logger.warn({ err, channel }, 'channel rewind not available; attaching without it');
+      }
+      if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     }
     let flags = modes;
+    if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
     if (members.length > 0) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
-    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: serialOf(partition, target) };
-    if (params && Object.keys(params).length > 0) attached.params = {};
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: this.serialFor(attachment) };
+    // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
+    if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(conn, channel, members);
-    for (const event of backlog) this.sendMessages(attachment, new OutgoingMessages(event, serialOf(partition, target)));
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, target)));
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
     for (const send of held ?? []) send();
   }
 
+  /**
+   * The channel's most recent messages before `target` (the attach position) as `rewind` asks,
+   * from the history projection once it has applied everything before `target`: what live
+   * delivery sends from `target` on follows them with no gap and no repeat.
+   */
+  private async rewindBacklog(appId: string, channel: string, partition: number, target: number, rewind: Rewind): Promise<BacklogRecord[]> {
+    const deadline = this.clock.now() + REWIND_WAIT_MS;
+    while ((this.deps.history.applied().get(partition) ?? 0) < target) {
+      if (this.clock.now() > deadline || this.closing) throw new Error(`history has not caught up with offset ${target} of partition ${partition}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const now = this.clock.now();
+    const start = 'sinceMs' in rewind ? now - rewind.sinceMs : now - MAX_REWIND_MS;
+    const wanted = 'count' in rewind ? rewind.count : this.settings.maxReplayRecords;
+    const found: HistoryEntry[] = [];
+    let after: number | undefined;
+    // Newest first, leaving out what came after the attach position (live delivery sends it).
+    while (found.length < wanted) {
+      // The end leaves room for another instance's clock running ahead; `target` bounds the rest.
+      const page = await this.deps.history.query({ appId, channel, start, end: now + 600_000, limit: 100, direction: 'backwards', after });
+      for (const e of page) if (Math.floor(e.serial / 1024) < target && found.length < wanted) found.push(e);
+      if (page.length < 100) break;
+      after = page[page.length - 1].serial;
+    }
+    // One MESSAGE per publish, oldest first.
+    const records: BacklogRecord[] = [];
+    for (const e of found.reverse()) {
+      const offset = Math.floor(e.serial / 1024);
+      const last = records[records.length - 1];
+      if (last && last.offset === offset) last.event.messages.push(e.message);
+      else records.push({ offset, event: { type: 'messages.published', appId, channel, transport: 'rest', messages: [e.message] } });
+    }
+    return records;
+  }
+
   /** The channel's messages in its partition from `from` up to `to`, read from the log. */
-  private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
+  private async readBacklog(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
     // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
     // once, replay holds a bounded amount of memory.
     await this.replaySlots.take();
@@ -531,8 +678,8 @@ export class Gateway {
     }
   }
 
-  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<MessagesPublished[]> {
-    const found: MessagesPublished[] = [];
+  private async readBacklogRange(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
+    const found: BacklogRecord[] = [];
     let offset = from;
     let scanned = 0;
     let bytes = 0;
@@ -543,7 +690,7 @@ export class Gateway {
         if (r.offset >= to) break;
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
-          if (event.type === 'messages.published') found.push(event);
+          if (event.type === 'messages.published') found.push({ event, offset: r.offset });
           bytes += r.value.byteLength;
           if (found.length > this.settings.maxReplayRecords || bytes > this.settings.maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
         }
@@ -570,7 +717,7 @@ export class Gateway {
       if (set) {
         const event = decodeEvent(r.value);
         if (event.type === 'messages.published') {
-          const out = new OutgoingMessages(event, serialOf(r.partition, r.offset + 1));
+          const out = new OutgoingMessages(event, r.offset, serialOf(r.partition, r.offset + 1));
           for (const attachment of set) this.sendMessages(attachment, out);
         }
       }
@@ -584,6 +731,7 @@ export class Gateway {
       else attachment.held.push(() => this.sendMessages(attachment, out));
       return;
     }
+    if (out.offset < attachment.from) return;
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
@@ -613,10 +761,15 @@ export class Gateway {
     const sent = conn.send({
       action: Action.PRESENCE,
       channel: attachment.channel,
-      channelSerial: serialOf(attachment.partition, this.delivered[attachment.partition]),
+      channelSerial: this.serialFor(attachment),
       presence: items.map((e) => presenceToWire(e, conn.format)),
     });
     if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
+  }
+
+  /** The attachment's position: never behind what its client already has. */
+  private serialFor(attachment: Attachment): string {
+    return serialOf(attachment.partition, Math.max(attachment.from, this.delivered[attachment.partition]));
   }
 
   private members(appId: string, channel: string): PresenceMember[] {
@@ -656,11 +809,24 @@ export class Gateway {
 
   // ---- housekeeping
 
-  /** Heartbeats where the gateway was silent, pings where the client was, and dead sockets closed (§6.1). */
+  /**
+   * Heartbeats where the gateway was silent, pings where the client was, and dead sockets closed
+   * (§6.1). Each tick visits one slice of the connections, so each is visited once a second: one
+   * tick for all of them sent the HEARTBEATs and pings of connections made together in one go, and
+   * with 10,000 such connections delivery stalled for 140-240 ms every 16 s (README: Realtime).
+   */
   private tick(): void {
     const now = this.clock.now();
     const idle = this.settings.maxIdleIntervalMs;
-    for (const conn of this.connections.values()) {
+    let budget = Math.ceil(this.connections.size / TICK_SLICES);
+    while (budget-- > 0) {
+      let next = this.tickCursor.next();
+      if (next.done) {
+        this.tickCursor = this.connections.values();
+        next = this.tickCursor.next();
+        if (next.done) return;
+      }
+      const conn = next.value;
       const socket = conn.socket;
       if (!socket || socket.readyState !== socket.OPEN) continue;
       if (now - conn.lastReceived > 2 * idle + 10_000) {

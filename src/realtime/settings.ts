@@ -1,5 +1,6 @@
 // The realtime gateway's timings and limits (README: The realtime interface). Defaults follow
 // what the SDK expects of the platform (REALTIME-PROTOCOL.md §1.4, §6).
+import { readFileSync } from 'node:fs';
 
 export interface RealtimeSettings {
   /** How long a dropped connection can be resumed. Sent as connectionDetails.connectionStateTtl. */
@@ -33,11 +34,23 @@ export interface RealtimeSettings {
    */
   maxInflightBytes: number;
   /**
+   * The same, all connections of the instance together: over it, a connection that sends one
+   * more publish or presence change is not read until the total is back under.
+   * REALTIME_MAX_TOTAL_INFLIGHT_BYTES
+   */
+  maxTotalInflightBytes: number;
+  /**
    * Presence members one connection may hold, all channels together: each costs memory in the
    * presence projection for as long as the connection lives. Above: NACK 91003.
    * REALTIME_MAX_MEMBERS_PER_CONNECTION
    */
   maxMembersPerConnection: number;
+  /**
+   * Connections that ended for good (CLOSE, a fatal error, not resumed within connectionStateTtl)
+   * remembered by every instance, from the connections topic, so that a late resume of one is
+   * refused with 80008 instead of bringing it back. The newest are kept.
+   */
+  maxEndedConnections: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -59,8 +72,38 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxInboundRate: 100,
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
+  maxTotalInflightBytes: 128 * 1024 * 1024,
   maxMembersPerConnection: 10_000,
+  maxEndedConnections: 100_000,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
 };
+
+/** File descriptors kept for everything but client sockets: log and store files, Kafka and ClickHouse. */
+const RESERVED_FILES = 256;
+
+/**
+ * The process's open-file limit (Linux: /proc/self/limits, "Max open files", the soft limit, which
+ * Node raises to the hard one at start), or undefined where it cannot be read.
+ */
+export function openFileLimit(read: () => string = () => readFileSync('/proc/self/limits', 'utf8')): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(read());
+    return m && m[1] !== 'unlimited' ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * REALTIME_MAX_CONNECTIONS as the process can hold it: every socket is a file, so above the
+ * open-file limit less the HTTP connections (MAX_CONNECTIONS) and a reserve, accept fails with
+ * EMFILE and the client sees a reset, which the SDK retries as a network failure, instead of the
+ * gateway's DISCONNECTED 42910. Realtime keeps at least half of what is left after the reserve.
+ */
+export function realtimeConnectionsFor(configured: number, httpConnections: number, openFiles: number | undefined): number {
+  if (openFiles === undefined) return configured;
+  const usable = Math.max(2, openFiles - RESERVED_FILES);
+  return Math.min(configured, Math.max(Math.floor(usable / 2), usable - httpConnections));
+}

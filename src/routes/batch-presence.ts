@@ -51,7 +51,7 @@ export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence
             }
           }),
         );
-        if (request.ctx?.version.modern) {
+        if (request.ctx?.version.batchResults) {
           const failureCount = results.filter((r) => 'error' in r).length;
           return sendResult(request, reply, 200, { successCount: results.length - failureCount, failureCount, results });
         }

@@ -125,7 +125,7 @@ async function publishAll(publisher: Publisher, credentials: Credentials, specs:
 /**
  * POST /messages (spec: Bulk publish): one publish per channel and message set, all in parallel,
  * each succeeding or failing on its own. The spec's outcomes (201 / error / 400 with 40020 and
- * batchResponse); for protocol 2 and later, one `{successCount, failureCount, results}` per spec.
+ * batchResponse), up to protocol 2; from protocol 3, one `{successCount, failureCount, results}` per spec.
  */
 export async function batchPublishRoutes(app: FastifyInstance, opts: { publisher: Publisher; limits: BatchLimits }): Promise<void> {
   resource(app, '/messages', {
@@ -134,7 +134,7 @@ export async function batchPublishRoutes(app: FastifyInstance, opts: { publisher
         const credentials = credentialsOf(request);
         const specs = parseSpecs(parseBatchSpecs(request.body, opts.limits), credentials, opts.limits);
         const perSpec = await publishAll(opts.publisher, credentials, specs);
-        if (request.ctx?.version.modern) {
+        if (request.ctx?.version.batchResults) {
           const results = perSpec.map((results) => {
             const failureCount = results.filter((r) => 'error' in r).length;
             return { successCount: results.length - failureCount, failureCount, results };

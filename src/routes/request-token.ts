@@ -45,8 +45,12 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         if (body.capability !== undefined && typeof body.capability !== 'string' && !isObject(body.capability)) {
           throw new ServiceError('invalidRequestBody', 'capability must be a JSON string');
         }
+        if (body.revocationKey !== undefined && (typeof body.revocationKey !== 'string' || body.revocationKey.length === 0 || body.revocationKey.length > 256)) {
+          throw new ServiceError('invalidParameterValue', 'revocationKey must be a string of 1 to 256 characters');
+        }
         let ttl: number;
         let clientId = body.clientId as string | undefined;
+        let revocationKey = body.revocationKey as string | undefined;
         let held;
         let secret: string;
         if (body.mac !== undefined || body.nonce !== undefined) {
@@ -55,6 +59,10 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
             throw new ServiceError('invalidRequestBody', 'nonce must be a string of at least 16 characters');
           }
           if (typeof body.mac !== 'string') throw new ServiceError('invalidRequestBody', 'mac must be a string');
+          // The mac does not cover it, so whoever holds the signed request could take it out.
+          if (revocationKey !== undefined) {
+            throw new ServiceError('invalidParameterValue', 'a signed token request cannot carry a revocationKey (its mac does not cover it); ask with credentials, in an unsigned token request');
+          }
           const found = opts.apps.key(keyName);
           const capabilityText = typeof body.capability === 'string' ? body.capability : body.capability === undefined ? undefined : JSON.stringify(body.capability);
           const expected = found ? tokenRequestMac(found.key.keySecret, { ...body, capability: capabilityText, keyName }) : 'x';
@@ -84,11 +92,18 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
           } else if (credentials.clientId === undefined && credentials.method === 'token' && clientId !== undefined) {
             throw new ServiceError('invalidClientId', `the token that asks has no clientId, so the token it requests cannot have one ("${clientId}")`);
           }
+          // A token hands on its revocation key: revoking it reaches the tokens it asked for.
+          if (credentials.revocationKey !== undefined) {
+            if (revocationKey !== undefined && revocationKey !== credentials.revocationKey) {
+              throw new ServiceError('invalidParameterValue', "revocationKey differs from the asking token's; a token hands on its own");
+            }
+            revocationKey = credentials.revocationKey;
+          }
           held = credentials.capability;
           secret = opts.apps.key(keyName)!.key.keySecret;
         }
         const capability = opts.tokens.capabilityFor(held, body.capability);
-        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now));
+        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now, revocationKey));
       },
     },
   });

@@ -10,8 +10,9 @@ export interface MethodRoute {
 }
 
 /**
- * Registers a resource's methods; the other methods on the same path answer 405 (code 40500)
- * rather than 404, so a wrong method is told apart from a wrong path.
+ * Registers a resource's methods. The other methods on the same path answer 404 with code 40400,
+ * as the platform does (the SDKs check it), in the error format; the message and an `Allow`
+ * header name the methods the path serves.
  */
 export function resource(app: FastifyInstance, url: string, methods: Partial<Record<Method, MethodRoute>>): void {
   for (const method of ALL) {
@@ -20,14 +21,16 @@ export function resource(app: FastifyInstance, url: string, methods: Partial<Rec
       app.route({ ...route.options, method, url, handler: route.handler });
     } else {
       const allowed = Object.keys(methods).join(', ');
+      // Answered before the body is read, so no body (an empty JSON one, say) changes the answer.
       app.route({
         method,
         url,
         config: { auth: 'none' },
-        handler: async (_request, reply) => {
+        onRequest: (_request, reply, done) => {
           reply.header('Allow', allowed);
-          throw new ServiceError('methodNotAllowed', `${method} is not supported on ${url}; use ${allowed}`);
+          done(new ServiceError('notFound', `${method} is not served on ${url}; it serves ${allowed}`));
         },
+        handler: async () => undefined,
       });
     }
   }

@@ -44,11 +44,15 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
   if (!Array.isArray(rawKeys) || rawKeys.length === 0 || rawKeys.length > MAX_KEYS) {
     throw new ServiceError('invalidRequestBody', `keys must be an array of 1 to ${MAX_KEYS} key objects`);
   }
-  const capabilities = rawKeys.map((k, i) => {
+  const keys = rawKeys.map((k, i) => {
     if (!isObject(k)) throw new ServiceError('invalidRequestBody', `keys[${i}] must be an object`);
-    if (k.capability === undefined) return undefined;
+    if (k.revocableTokens !== undefined && typeof k.revocableTokens !== 'boolean') {
+      throw new ServiceError('invalidRequestBody', `keys[${i}].revocableTokens must be true or false`);
+    }
+    const revocableTokens = k.revocableTokens === true;
+    if (k.capability === undefined) return { revocableTokens };
     try {
-      return stringifyCapability(parseCapability(k.capability));
+      return { capability: stringifyCapability(parseCapability(k.capability)), revocableTokens };
     } catch (err) {
       throw new ServiceError('invalidRequestBody', `keys[${i}].capability: ${(err as Error).message}`);
     }
@@ -104,7 +108,7 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
       }),
     };
   });
-  return { app: newApp({ source: 'sandbox', capabilities, namespaces, now }), presence };
+  return { app: newApp({ source: 'sandbox', keys, namespaces, now }), presence };
 }
 
 /** Sandbox provisioning (SANDBOX=1), as the SDKs' test harnesses use it. */
@@ -130,6 +134,7 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
             keySecret: k.keySecret,
             keyStr: keyString(k),
             capability: k.capability,
+            revocableTokens: k.revocableTokens === true,
             expires: null,
           })),
           namespaces: created.namespaces,

@@ -29,7 +29,11 @@ const BENCH_PATHS = Array.from({ length: options.channels }, (_, i) => `/channel
 const BUSY_LOAD = 0.5;
 const SETTLE_MS = 2000;
 const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
-const HTTP_CONNECTIONS_FOR_REALTIME = 1_000_000;
+/**
+ * MAX_CONNECTIONS of the realtime service child: WebSocket sockets do not count against it, but the
+ * open-file limit is shared, and REALTIME_MAX_CONNECTIONS is lowered to what the HTTP ones leave.
+ */
+const HTTP_CONNECTIONS_FOR_REALTIME = 1_000;
 
 const loadAverage = (): number => loadavg()[0];
 const log = (line: string): void => console.log(`[bench] ${line}`);
@@ -300,8 +304,8 @@ async function realtimeRows(head: string): Promise<{ section: string; failed: bo
   running.add(bare);
   let results: RealtimeServerResult[] = [];
   try {
-    // MAX_CONNECTIONS (open HTTP connections, 10,000 by default) counts WebSocket sockets too:
-    // raised here so that the ramp finds the realtime limit or the machine's instead.
+    // MAX_CONNECTIONS (open HTTP connections, 10,000 by default) takes its share of the open-file
+    // limit from the realtime connections: lowered here, so that the ramp finds the gateway's limit.
     const service = await startServiceChild('service-realtime', { MAX_CONNECTIONS: String(HTTP_CONNECTIONS_FOR_REALTIME) }, ['--expose-gc']);
     await using(service, async () => {
       const targets: RealtimeTarget[] = [{ setup: 'bare ws', server: bare, wsUrl: realtimeUrl(bare.url, '') }];
@@ -312,7 +316,7 @@ async function realtimeRows(head: string): Promise<{ section: string; failed: bo
         notes.push(`service, embedded: skipped (${notThere}).`);
       } else {
         targets.push({ setup: 'service, embedded', server: service.server, wsUrl: url });
-        notes.push(`The service child runs with MAX_CONNECTIONS=${HTTP_CONNECTIONS_FOR_REALTIME}: that limit of open HTTP connections (10,000 by default) counts WebSocket sockets too.`);
+        notes.push(`The service child runs with MAX_CONNECTIONS=${HTTP_CONNECTIONS_FOR_REALTIME}: the open-file limit less those HTTP connections and a reserve of 256 bounds REALTIME_MAX_CONNECTIONS.`);
       }
       results = await realtimeBench(targets, o, log);
     });

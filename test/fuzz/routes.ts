@@ -100,13 +100,26 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
     { maxLength: 4 },
   );
 
+  const revocation = fc.record(
+    {
+      targets: fc.oneof(
+        fc.array(fc.oneof(fc.constantFrom('clientId:fuzz', 'revocationKey:k', 'channel:c', 'bad:x', 'nocolon', 'clientId:'), text), { maxLength: 5 }),
+        fc.integer({ min: 95, max: 110 }).map((n) => Array.from({ length: n }, (_, i) => `clientId:c${i}`)),
+        fc.jsonValue({ maxDepth: 2 }),
+      ),
+      issuedBefore: fc.oneof(fc.constantFrom(now, now - 3600_001, now + 60_000, 1e20, -1), fc.integer(), text),
+      allowReauthMargin: fc.oneof(fc.boolean(), text),
+    },
+    { requiredKeys: [] },
+  );
+
   const anyMethod = fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS');
   const knownPaths = fc.oneof(
     channelPath('/messages'),
     channelPath('/presence'),
     channelPath('/presence/history'),
     channelPath(''),
-    fc.constantFrom('/messages', '/presence', '/stats', '/time', '/apps', `/keys/${c.keyName}/requestToken`, `/apps/${deletableAppId}-not`),
+    fc.constantFrom('/messages', '/presence', '/stats', '/time', '/dashboard', '/apps', `/keys/${c.keyName}/requestToken`, `/keys/${c.keyName}/revokeTokens`, `/apps/${deletableAppId}-not`),
   );
   const wrongMethod = fc
     .tuple(knownPaths, fc.constantFrom('PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), queryString, headers, messageBodies)
@@ -125,6 +138,10 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
       request: req('POST', fc.oneof(fc.constant(c.keyName), segment).map((k) => `/keys/${k}/requestToken`), bodiesOf(tokenRequest, [{ wrap: (n) => `{"keyName":"${c.keyName}","timestamp":${now},"capability":${n}}` }, { wrap: (n) => n }])),
     },
     {
+      label: 'POST /keys/:keyName/revokeTokens',
+      request: req('POST', fc.oneof(fc.constant(c.keyName), segment).map((k) => `/keys/${k}/revokeTokens`), bodiesOf(revocation, [{ wrap: (n) => `{"targets":${n}}` }, { wrap: (n) => `{"targets":["clientId:a"],"issuedBefore":${n}}` }, { wrap: (n) => n }])),
+    },
+    {
       label: 'POST /messages',
       request: req('POST', fc.constant('/messages'), fc.oneof({ weight: 30, arbitrary: bodiesOf(batchBody, [{ wrap: (n) => `{"channels":"fuzz-deep","messages":{"data":${n}}}` }, { wrap: (n) => `[{"channels":["a","b"],"messages":[{"extras":{"push":${n}}}]}]` }, { wrap: (n) => `{"channels":${n},"messages":{}}` }]) }, { weight: 1, arbitrary: overLimitBatch })),
     },
@@ -141,6 +158,8 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
       request: req('POST', fc.constant('/stats'), bodiesOf(statsFixtures, [{ wrap: (n) => `[{"intervalId":"2024-01-31:23:59","inbound":${n}}]` }, { wrap: (n) => n }])),
     },
     { label: 'GET /time', request: req('GET', fc.constant('/time')) },
+    { label: 'GET /dashboard', request: req('GET', fc.constant('/dashboard')) },
+    { label: 'GET /dashboard/assets/:file', request: req('GET', segment.map((f) => `/dashboard/assets/${f}`)) },
     {
       label: 'POST /apps (sandbox)',
       request: req('POST', fc.constant('/apps'), bodiesOf(appSetup, [{ wrap: (n) => `{"channels":[{"name":"c","presence":[{"clientId":"a","data":${n}}]}]}` }, { wrap: (n) => `{"keys":[{"capability":${n}}]}` }, { wrap: (n) => `{"namespaces":${n}}` }])),

@@ -58,9 +58,12 @@ describe('authentication (spec: Authentication)', () => {
     expect((await request('POST', 'cansubscribe:news', namespaced)).statusCode).toBe(401);
   });
 
-  it('a key with no capability in the setup gets all rights', async () => {
-    expect(keys[0].capability).toBe('{"[*]*":["*"]}');
+  it('a key with no capability in the setup gets {"*":["*"]}, as the platform gives it: every regular channel, no metachannel', async () => {
+    expect(keys[0].capability).toBe('{"*":["*"]}');
     expect((await request('POST', uniqueChannel(), basic(keys[0].keyStr))).statusCode).toBe(201);
+    expect((await request('GET', uniqueChannel(), basic(keys[0].keyStr))).statusCode).toBe(200);
+    // Authentication rule 6: "*" alone does not reach metachannels.
+    expect((await request('GET', '[meta]channel.lifecycle', basic(keys[0].keyStr))).json().error.code).toBe(40160);
   });
 
   it('"[*]*" reaches metachannel history, but publishing there is never possible', async () => {

@@ -82,19 +82,39 @@ describe('POST /messages (spec: Bulk publish)', () => {
     expect((await batch({ channels: 'a', messages: {} }, {}, 'Basic eDp5')).statusCode).toBe(401);
   });
 
-  it('protocol version 2 and later: one {successCount, failureCount, results} per spec, status 201', async () => {
-    const good = `ok:${uniqueChannel()}`;
-    const res = await batch([{ channels: [good, 'nope'], messages: [{ data: 'x' }] }], { 'x-ably-version': '6' }, restricted);
+  it('protocol version 3 and later: one {successCount, failureCount, results} per spec, status 201', async () => {
+    for (const version of ['3', '6']) {
+      const good = `ok:${uniqueChannel()}`;
+      const res = await batch([{ channels: [good, 'nope'], messages: [{ data: 'x' }] }], { 'x-ably-version': version }, restricted);
+      expect(res.statusCode).toBe(201);
+      expect(res.json()).toEqual([
+        {
+          successCount: 1,
+          failureCount: 1,
+          results: [
+            { channel: good, messageId: expect.any(String), serials: [expect.any(String)] },
+            { channel: 'nope', error: expect.objectContaining({ code: 40160 }) },
+          ],
+        },
+      ]);
+      // One BatchSpec (not in an array): its BatchResult alone.
+      const single = await batch({ channels: good, messages: { data: 'y' } }, { 'x-ably-version': version }, restricted);
+      expect(single.statusCode).toBe(201);
+      expect(single.json()).toMatchObject({ successCount: 1, failureCount: 0, results: [{ channel: good, messageId: expect.any(String) }] });
+    }
+  });
+
+  it('protocol version 2, one BatchSpec: the spec\'s flat array of per-channel results, 201', async () => {
+    const [a, b] = [`ok:${uniqueChannel()}`, `ok:${uniqueChannel()}`];
+    const res = await batch({ channels: [a, b], messages: [{ data: 'x' }] }, { 'x-ably-version': '2' }, restricted);
     expect(res.statusCode).toBe(201);
     expect(res.json()).toEqual([
-      {
-        successCount: 1,
-        failureCount: 1,
-        results: [
-          { channel: good, messageId: expect.any(String), serials: [expect.any(String)] },
-          { channel: 'nope', error: expect.objectContaining({ code: 40160 }) },
-        ],
-      },
+      { channel: a, messageId: expect.any(String) },
+      { channel: b, messageId: expect.any(String) },
     ]);
+    // A failure among them: the spec's 400 with 40020 and batchResponse, as for 0.8.
+    const mixed = await batch({ channels: [a, 'nope'], messages: [{ data: 'x' }] }, { 'x-ably-version': '2' }, restricted);
+    expect(mixed.statusCode).toBe(400);
+    expect(mixed.json()).toMatchObject({ error: { code: 40020 }, batchResponse: [{ channel: a, messageId: expect.any(String) }, { channel: 'nope', error: { code: 40160 } }] });
   });
 });

@@ -98,12 +98,18 @@ describe('versions (spec: Versioning)', () => {
 });
 
 describe('routes', () => {
-  it('a known route with an unsupported method gets 405 (40500)', async () => {
+  it('a known path with a method it does not serve gets 404 (40400) in the error format, as the platform answers', async () => {
     const res = await t.service.app.inject({ method: 'DELETE', url: '/time' });
-    expect(res.statusCode).toBe(405);
-    expect(res.json().error.code).toBe(40500);
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toMatchObject({ code: 40400, statusCode: 404, message: expect.stringContaining('GET') });
+    expect(res.headers['x-service-errorcode']).toBe('40400');
+    expect(res.headers['x-ably-errorcode']).toBe('40400');
     const put = await t.service.app.inject({ method: 'PUT', url: '/channels/x/messages', headers: { authorization: t.auth } });
-    expect(put.statusCode).toBe(405);
+    expect(put.statusCode).toBe(404);
+    expect(put.json().error.code).toBe(40400);
+    const msgpack = await t.service.app.inject({ method: 'GET', url: '/messages', headers: { accept: 'application/x-msgpack' } });
+    expect(msgpack.statusCode).toBe(404);
+    expect(msgpack.headers['content-type']).toContain('application/x-msgpack');
   });
 
   it('an unknown route gets 404 (40400), even without credentials', async () => {

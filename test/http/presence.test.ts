@@ -49,6 +49,11 @@ describe('GET /channels/<channel_id>/presence (spec: Retrieve current presence m
     const byConnection = (await get(`${path(FIXTURES)}?connectionId=${one[0].connectionId}`)).json();
     expect(byConnection).toHaveLength(6);
     expect((await get(`${path(FIXTURES)}?connectionId=nobody`)).json()).toEqual([]);
+    // Both filters: the one member with that key, or none.
+    const both = (await get(`${path(FIXTURES)}?clientId=client_bool&connectionId=${one[0].connectionId}`)).json();
+    expect(both).toEqual(one);
+    expect((await get(`${path(FIXTURES)}?clientId=client_bool&connectionId=nobody`)).json()).toEqual([]);
+    expect((await get(`${path(FIXTURES)}?clientId=nobody&connectionId=${one[0].connectionId}`)).json()).toEqual([]);
   });
 
   it('pages with limit and Link next, each member exactly once', async () => {
@@ -162,9 +167,17 @@ describe('GET /presence (spec: Batch presence)', () => {
     expect(res.json().error.code).toBeGreaterThanOrEqual(40000);
   });
 
-  it('protocol version 2 and later: {successCount, failureCount, results}', async () => {
-    const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': '6' });
+  it('protocol version 3 and later: {successCount, failureCount, results}', async () => {
+    for (const version of ['3', '6']) {
+      const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': version });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ successCount: 1, failureCount: 0, results: [{ channel: FIXTURES, presence: expect.any(Array) }] });
+    }
+  });
+
+  it('protocol version 2: the spec\'s array of per-channel results', async () => {
+    const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': '2' });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ successCount: 1, failureCount: 0, results: [{ channel: FIXTURES, presence: expect.any(Array) }] });
+    expect(res.json()).toMatchObject([{ channel: FIXTURES, presence: expect.any(Array) }]);
   });
 });

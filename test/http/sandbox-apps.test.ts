@@ -42,7 +42,7 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
   });
 
   it('refuses a malformed setup body with 400, not 5xx', async () => {
-    for (const payload of [{ keys: 'x' }, { keys: [{ capability: 'nope' }] }, { namespaces: [{}] }, { channels: [{ name: '[bad]x' }] }]) {
+    for (const payload of [{ keys: 'x' }, { keys: [{ capability: 'nope' }] }, { keys: [{ capability: '{"a":["*","publish"]}' }] }, { namespaces: [{}] }, { channels: [{ name: '[bad]x' }] }]) {
       const res = await t.service.app.inject({ method: 'POST', url: '/apps', payload });
       expect(res.statusCode, JSON.stringify(payload)).toBe(400);
     }

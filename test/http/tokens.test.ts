@@ -174,6 +174,9 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
       ['no timestamp', () => ({ keyName, nonce: nonce(), mac: 'x' }), 400, 40001],
       ['a keyName that differs from the path', () => signed({}, 'other.key'), 400, 40001],
       ['bad capability JSON', () => signed({ capability: '{nope' }), 400, 40003],
+      ['a capability with an unknown operation', () => signed({ capability: '{"channel0":["shout"]}' }), 400, 40003],
+      ['a capability with an empty list of operations', () => signed({ capability: '{"channel0":[]}' }), 400, 40003],
+      ['a capability listing "*" with other operations (as the platform refuses it)', () => signed({ capability: '{"channel0":["*","publish"]}' }), 400, 40003],
       ['a non-object body', () => 'just a string', 400, 40001],
     ])('%s', async (_what, body, status, code) => {
       const res = await requestToken(body());

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
 
 const opened: { close(): void }[] = [];
 let ts: TestService | undefined;
@@ -95,5 +96,91 @@ describe.each([
     await waitFor(async () => (await rest.channels.get(channelName).presence.get()).items.length === 1, 'the member entered again');
     const present = (await rest.channels.get(channelName).presence.get()).items;
     expect(present.map((m) => [m.clientId, m.data, m.connectionId])).toEqual([['survivor', 'here', id]]);
+  });
+
+  it('an attach whose channelSerial is ahead of this instance\'s delivery is RESUMED and gets no record twice (resume on a lagging instance)', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const channel = uniqueChannel();
+    const publish = async (data: string): Promise<void> => {
+      const res = await ts!.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth, 'content-type': 'application/json' }, payload: { name: 'm', data } });
+      expect(res.statusCode).toBe(201);
+    };
+    // Where the channel's partition stands: the serial of a plain attach.
+    const probe = await RawClient.connect(port, { key: ts.key }, format);
+    probe.send({ action: Actions.ATTACH, channel, flags: 0 });
+    const serial = String((await probe.next((pm) => pm.action === Actions.ATTACHED)).channelSerial);
+    const [partition, offset] = serial.split(':').map(Number);
+    probe.ws.close();
+
+    // A client that came from an instance further on has already had the next record (offset + 1
+    // is its position); this instance has not delivered it yet.
+    const client = await RawClient.connect(port, { key: ts.key }, format);
+    client.send({ action: Actions.ATTACH, channel, flags: 0, channelSerial: `${partition}:${offset + 1}` });
+    const attached = await client.next((pm) => pm.action === Actions.ATTACHED);
+    expect(Number(attached.flags) & 4).toBe(4); // RESUMED: continuity kept
+    expect(attached.channelSerial).toBe(`${partition}:${offset + 1}`);
+    await publish('had-it-already');
+    await publish('new');
+    const message = await client.next((pm) => pm.action === Actions.MESSAGE);
+    expect((message.messages as { data: unknown }[]).map((m) => m.data)).toEqual(['new']);
+    expect(message.channelSerial).toBe(`${partition}:${offset + 2}`);
+    expect(client.frames.filter((pm) => pm.action === Actions.MESSAGE)).toHaveLength(1);
+    client.ws.close();
+  });
+
+  it('RTN15c7: a resume after connectionStateTtl, or after CLOSE, gets a new connection and error 80008; one within the window keeps its id', async () => {
+    ts = await startTestService({ REALTIME_CONNECTION_STATE_TTL_MS: '1000', REALTIME_PRESENCE_DROP_MS: '1000' });
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const connect = async (resume?: string): Promise<{ client: RawClient; id: string; key: string; error?: { code?: number } }> => {
+      const client = await RawClient.connect(port, { key: ts!.key, resume }, format);
+      const connected = client.frames[0];
+      const details = connected.connectionDetails as { connectionKey: string };
+      return { client, id: String(connected.connectionId), key: details.connectionKey, error: connected.error as { code?: number } | undefined };
+    };
+    const first = await connect();
+    first.client.ws.terminate();
+    // Within the window: the same connection.
+    const again = await connect(first.key);
+    expect(again.id).toBe(first.id);
+    expect(again.error).toBeUndefined();
+    again.client.ws.terminate();
+    // The window ends: a resume makes a new connection and says why.
+    await new Promise((r) => setTimeout(r, 1_600));
+    const late = await connect(first.key);
+    expect(late.id).not.toBe(first.id);
+    expect(late.error?.code).toBe(80008);
+    // CLOSE ends it at once.
+    late.client.send({ action: Actions.CLOSE });
+    await late.client.next((pm) => pm.action === Actions.CLOSED);
+    const afterClose = await connect(late.key);
+    expect(afterClose.id).not.toBe(late.id);
+    expect(afterClose.error?.code).toBe(80008);
+    afterClose.client.ws.close();
+  });
+
+  it('idempotent publishing: repeats of a message id sent while the first is still being appended reach the log, and subscribers, once', async () => {
+    ts = await startTestService();
+    const port = await listen(ts);
+    const format: Format = binary ? 'msgpack' : 'json';
+    const channel = uniqueChannel();
+    const subscriber = await RawClient.connect(port, { key: ts.key }, format);
+    subscriber.send({ action: Actions.ATTACH, channel, flags: 0 });
+    await subscriber.next((pm) => pm.action === Actions.ATTACHED);
+    const publish = (id: string, data: string): Promise<number> =>
+      ts!.service.app
+        .inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth, 'content-type': 'application/json' }, payload: { id, name: 'm', data } })
+        .then((r) => r.statusCode);
+    // Five at once: none has been appended when the others are checked.
+    expect(await Promise.all([1, 2, 3, 4, 5].map((i) => publish('same-id', `copy-${i}`)))).toEqual([201, 201, 201, 201, 201]);
+    expect(await publish('marker', 'end')).toBe(201);
+    await subscriber.next((pm) => pm.action === Actions.MESSAGE && (pm.messages as { id: string }[]).some((m) => m.id === 'marker'));
+    const ids = subscriber.frames.filter((pm) => pm.action === Actions.MESSAGE).flatMap((pm) => (pm.messages as { id: string }[]).map((m) => m.id));
+    expect(ids).toEqual(['same-id', 'marker']);
+    const history = (await ts.service.app.inject({ url: `/channels/${channel}/messages?direction=forwards`, headers: { authorization: ts.auth } })).json() as { id: string }[];
+    expect(history.map((m) => m.id)).toEqual(['same-id', 'marker']);
+    subscriber.ws.close();
   });
 });

@@ -2,6 +2,7 @@
 // table gives (issue 11, Connections: "Limits with clear errors"). Raw `ws` clients speak the
 // protocol frame by frame (REALTIME-PROTOCOL.md) against a listening service whose limits are
 // lowered through the environment.
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { connect as tcpConnect } from 'node:net';
@@ -167,6 +168,41 @@ describe('publishes in flight per connection', () => {
     await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'after');
     const order = c.frames.filter((f) => f.action === Actions.ACK || (f.action === Actions.HEARTBEAT && f.id === 'after')).map((f) => (f.action === Actions.ACK ? `ack ${f.msgSerial}+${f.count}` : 'heartbeat'));
     expect(order.indexOf('heartbeat'), order.join(', ')).toBeGreaterThanOrEqual(n - 1);
+  });
+});
+
+describe('publishes in flight, all connections together', () => {
+  let small: TestService;
+  let smallPort: number;
+  beforeAll(async () => {
+    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024' });
+    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
+    smallPort = (small.service.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await small?.close();
+    if (small) removeDir(small.dataDir);
+  });
+
+  it('over REALTIME_MAX_TOTAL_INFLIGHT_BYTES, a connection under its own budget is not read until the total is back under; every publish of three connections is answered', async () => {
+    const senders = await Promise.all([1, 2, 3].map(() => RawClient.connect(smallPort, { key: small.key })));
+    clients.push(...senders);
+    const channel = uniqueChannel();
+    const n = 20;
+    const answers = senders.flatMap((c) => Array.from({ length: n }, (_, i) => c.ackOf(i, 30_000)));
+    // A connection's own budget (2 MiB) would let five of its 400 KB publishes wait unanswered
+    // and read on; the total's 1 KiB holds each HEARTBEAT behind its connection's publishes.
+    for (const c of senders) {
+      for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: Array.from({ length: 8 }, (_, j) => ({ name: `m${i}-${j}`, data: 'p'.repeat(50_000) })) });
+      c.send({ action: Actions.HEARTBEAT, id: 'after' });
+    }
+    const results = await Promise.all(answers);
+    expect(results.every((r) => r.action === Actions.ACK)).toBe(true);
+    for (const c of senders) {
+      await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'after');
+      const order = c.frames.filter((f) => f.action === Actions.ACK || (f.action === Actions.HEARTBEAT && f.id === 'after')).map((f) => (f.action === Actions.ACK ? `ack ${f.msgSerial}+${f.count}` : 'heartbeat'));
+      expect(order.indexOf('heartbeat'), order.join(', ')).toBeGreaterThanOrEqual(n - 1);
+    }
   });
 });
 
@@ -453,6 +489,38 @@ describe('connections per instance', () => {
     clients.push(again);
     await again.ping();
     for (const c of [...held, again]) c.close();
+  });
+
+  it('realtime sockets do not count against MAX_CONNECTIONS (open HTTP connections): with 3 allowed, 5 WebSocket connections and 3 HTTP ones are served, a 4th HTTP one is closed', async () => {
+    const t = await startTestService({ MAX_CONNECTIONS: '3' });
+    try {
+      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.service.app.server.address() as AddressInfo).port;
+      const sockets = await Promise.all([1, 2, 3, 4, 5].map(() => RawClient.connect(port, { key: t.key })));
+      clients.push(...sockets);
+      for (const c of sockets) await c.ping();
+      // Keep-alive HTTP connections, each held open by its own agent.
+      const agents = [1, 2, 3, 4].map(() => new http.Agent({ keepAlive: true, maxSockets: 1 }));
+      const get = (agent: http.Agent): Promise<number> =>
+        new Promise((resolve, reject) => {
+          const req = http.get({ host: '127.0.0.1', port, path: '/time', agent }, (res) => {
+            res.resume();
+            res.once('end', () => resolve(res.statusCode ?? 0));
+          });
+          req.once('error', reject);
+        });
+      for (const agent of agents.slice(0, 3)) expect(await get(agent)).toBe(200);
+      await expect(get(agents[3])).rejects.toThrow(/socket hang up|ECONNRESET/);
+      // One HTTP connection closed: room for another.
+      agents[0].destroy();
+      await sleep(100);
+      expect(await get(agents[3])).toBe(200);
+      for (const agent of agents) agent.destroy();
+      for (const c of sockets) c.close();
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
   });
 
   it('connections waiting for a resume are bounded too: past REALTIME_MAX_CONNECTIONS of them, the one dropped longest ago is forgotten and its members leave', async () => {

@@ -412,4 +412,41 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       expect(page.items.map((m) => m.name)).toEqual(['after', 'once']);
     });
   });
+
+  describe('rewind (channel params)', () => {
+    it('RTL4k: rewind=N sends the last N messages before the live ones, once, and ATTACHED echoes the param', async () => {
+      const name = uniqueChannel('rt-rewind');
+      await rest().channels.get(name).publish([1, 2, 3, 4].map((i) => ({ name: `old-${i}`, data: String(i) })));
+      const client = realtime();
+      const channel = client.channels.get(name, { params: { rewind: '3' } });
+      const arrivals = await collectMessages(channel);
+      expect(channel.params).toEqual({ rewind: '3' });
+      await rest().channels.get(name).publish('live', '5');
+      await arrivals.until((items) => items.some((m) => m.name === 'live'), "'live'");
+      expect(arrivals.items.map((m) => m.name)).toEqual(['old-2', 'old-3', 'old-4', 'live']);
+    });
+
+    it('RTL4k: rewind by time sends the messages of that window; a resumed attach is not rewound again', async () => {
+      const name = uniqueChannel('rt-rewind-time');
+      await rest().channels.get(name).publish('recent', '1');
+      const client = realtime();
+      const channel = client.channels.get(name, { params: { rewind: '1m' } });
+      const arrivals = await collectMessages(channel);
+      await arrivals.until((items) => items.length === 1, "'recent'");
+      // New params attach it again without a detach (ATTACH_RESUME with its channelSerial): no second rewind.
+      await channel.setOptions({ params: { rewind: '2m' } }); // resolves on the new ATTACHED
+      expect(channel.params).toEqual({ rewind: '2m' });
+      await rest().channels.get(name).publish('live', '2');
+      await arrivals.until((items) => items.some((m) => m.name === 'live'), "'live'");
+      expect(arrivals.items.map((m) => m.name)).toEqual(['recent', 'live']);
+    });
+
+    it('an unusable rewind fails the attach with 40003', async () => {
+      const client = realtime();
+      const channel = client.channels.get(uniqueChannel('rt-rewind-bad'), { params: { rewind: '1h' } });
+      const err = await rejection(channel.attach());
+      expect(err.code).toBe(40003);
+      expect(channel.state).toBe('failed');
+    });
+  });
 });

@@ -23,7 +23,7 @@ describe('response format (spec: Common behaviour)', () => {
 
 describe('versions (spec: Versioning)', () => {
   it('a request with no version gets 0.8, the spec form', () => {
-    expect(resolveVersion(undefined, undefined)).toEqual({ value: '0.8', modern: false });
+    expect(resolveVersion(undefined, undefined)).toEqual({ value: '0.8', modern: false, batchResults: false });
   });
   it('the SDK protocol versions select the newer shapes', () => {
     expect(resolveVersion('6', undefined).modern).toBe(true);

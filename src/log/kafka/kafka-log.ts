@@ -273,6 +273,16 @@ export class KafkaLog implements Log {
     const from = Math.max(fromOffset, range.low);
     const end = Math.min(range.high, from + maxRecords);
     if (from >= end) return [];
+    return this.readerOf(topic).read(partition, from, end);
+  }
+
+  async prepareReads(topic: Topic): Promise<void> {
+    if (this.closed) throw new Error('log is closed');
+    await this.readerOf(topic).prepare();
+  }
+
+  private readerOf(topic: Topic): KafkaTopicReader {
+    const kafkaTopic = this.kafkaTopic(topic);
     let reader = this.readers.get(kafkaTopic);
     if (!reader) {
       reader = new KafkaTopicReader({
@@ -286,7 +296,7 @@ export class KafkaLog implements Log {
       });
       this.readers.set(kafkaTopic, reader);
     }
-    return reader.read(partition, from, end);
+    return reader;
   }
 
   async partitions(topic: Topic): Promise<number> {

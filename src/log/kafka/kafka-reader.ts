@@ -45,6 +45,13 @@ export class KafkaTopicReader {
     return result;
   }
 
+  /** Joins the reader's group now rather than on the first read. */
+  prepare(): Promise<void> {
+    const result = this.queue.then(() => (this.closed ? undefined : this.start()));
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await this.queue;
