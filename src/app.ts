@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginCallback, type FastifyRequest, type onRequestHookHandler } from 'fastify';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
@@ -27,7 +27,7 @@ import { dashboardRoutes } from './routes/dashboard.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 import { limitHttpConnections } from './http/connection-limit.js';
-import cors from '@fastify/cors';
+import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { Metrics } from './metrics/metrics.js';
 import { opsRoutes, type ReadinessCheck } from './routes/ops.js';
 
@@ -169,7 +169,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
 
   if (deps.corsOrigins !== undefined && deps.corsOrigins !== false) {
-    app.register(cors, {
+    app.register(corsForBrowsers, {
       origin: deps.corsOrigins === true ? '*' : deps.corsOrigins,
       // Strings, not arrays: @fastify/cors joins an array on every request.
       methods: 'GET, HEAD, POST, PUT, DELETE, PATCH',
@@ -197,6 +197,25 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }
+
+/**
+ * @fastify/cors, for requests that carry an Origin header only (browsers send one on every
+ * cross-origin request and preflight): SDKs and servers send none, and a publish without one
+ * skips the plugin's hook (an object spread and two headers per request). Its onRequest hook is
+ * wrapped as it is added; registered at the root like the plugin itself (skip-override).
+ */
+const corsForBrowsers: FastifyPluginCallback<FastifyCorsOptions> = (instance, options, done) => {
+  const guarded = Object.create(instance) as FastifyInstance;
+  guarded.addHook = ((name: string, hook: onRequestHookHandler) => {
+    if (name !== 'onRequest') return instance.addHook(name as 'onRequest', hook);
+    return instance.addHook('onRequest', function (this: FastifyInstance, request, reply, next) {
+      if (request.headers.origin === undefined) return next();
+      return hook.call(this, request, reply, next);
+    });
+  }) as FastifyInstance['addHook'];
+  (cors as unknown as FastifyPluginCallback<FastifyCorsOptions>)(guarded, options, done);
+};
+(corsForBrowsers as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
 
 /** An onRequest hook from a synchronous step: what it throws becomes the request's error. */
 function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler {

@@ -219,6 +219,19 @@ describe('CORS (@fastify/cors, CORS_ORIGINS)', () => {
     expect(String(res.headers['access-control-expose-headers'])).toContain('X-Ably-ErrorCode');
   });
 
+  it('a request without Origin (an SDK, a server) gets no CORS headers: browsers always send one', async () => {
+    const res = await t.service.app.inject({ method: 'GET', url: '/time' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+    expect(res.headers['access-control-expose-headers']).toBeUndefined();
+  });
+
+  it('an OPTIONS request that is no preflight (no Origin) is not answered as one', async () => {
+    const res = await t.service.app.inject({ method: 'OPTIONS', url: '/channels/x/messages' });
+    expect(res.statusCode).toBe(404);
+    expect(res.headers['access-control-allow-methods']).toBeUndefined();
+  });
+
   it('an origin not in CORS_ORIGINS gets no Access-Control-Allow-Origin', async () => {
     const res = await t.service.app.inject({ method: 'GET', url: '/time', headers: { origin: 'https://evil.example.net' } });
     expect(res.headers['access-control-allow-origin']).toBeUndefined();
