@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest, type onRequestHookHandler } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginCallback, type FastifyRequest, type onRequestHookHandler } from 'fastify';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
@@ -28,6 +28,9 @@ import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 import { channelsRoutes, type ChannelsReader } from './routes/channels.js';
 import { limitHttpConnections } from './http/connection-limit.js';
+import cors, { type FastifyCorsOptions } from '@fastify/cors';
+import type { Metrics } from './metrics/metrics.js';
+import { opsRoutes, type ReadinessCheck } from './routes/ops.js';
 
 export interface AppDeps {
   clock: Clock;
@@ -53,7 +56,19 @@ export interface AppDeps {
   /** Present when SANDBOX=1: enables POST /apps and DELETE /apps/:appId. */
   sandbox?: AppAdmin;
   logger?: FastifyBaseLogger;
+  /** Counts every route's replies and latency (GET /metrics). */
+  metrics?: Metrics;
+  /** GET /ready's checks; without them /ready answers ready. */
+  readiness?: () => ReadinessCheck[];
+  /**
+   * Origins browsers may call from (CORS): `true` for any, a list of exact origins, or `false` for
+   * no CORS headers at all (CORS_ORIGINS).
+   */
+  corsOrigins?: boolean | string[];
 }
+
+/** Headers a browser script may read from a reply: the error headers and paging. */
+const EXPOSED_HEADERS = ['Link', 'X-Service-ErrorCode', 'X-Service-ErrorMessage', 'X-Ably-ErrorCode', 'X-Ably-ErrorMessage', 'Retry-After'];
 
 /** Builds the HTTP app; it never listens (src/main.ts does), so tests drive it with inject(). */
 export function buildApp(deps: AppDeps): FastifyInstance {
@@ -93,22 +108,26 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   // Every API request counts in the stats of the app it was made for (spec: stats apiRequests),
   // with the status its reply is sent with (src/http/reply.ts).
-  const countReply =
-    (tokenRequest: boolean): ReplyCounter =>
-    (request, status) => {
+  // The route's metrics are counted here too, in plain numbers (src/metrics/metrics.ts).
+  const countReply = (tokenRequest: boolean, method: string, url: string): ReplyCounter => {
+    const stats = deps.metrics?.route(method, url);
+    return (request, status) => {
+      if (stats) stats.reply(status, performance.now() - request.ctx!.startedAt);
       const appId =
         request.ctx?.credentials?.app.appId ??
         (tokenRequest ? deps.apps.key((request.params as { keyName: string }).keyName)?.app.appId : undefined);
       if (appId) deps.usage.apiRequest(appId, status, tokenRequest);
     };
+  };
 
   // One onRequest hook per route, in callback style (no promise per request): the request's context
   // (format, version, envelope, how its reply counts), then its credentials where the route needs
   // them. What a route needs is decided once, when it is added, rather than read from
   // request.routeOptions on every request.
   app.addHook('onRoute', (route) => {
-    const counter = countReply(route.url === '/keys/:keyName/requestToken');
-    const needsAuth = route.config?.auth !== 'none';
+    const counter = countReply(route.url === '/keys/:keyName/requestToken', String(route.method), route.url);
+    // CORS preflights (OPTIONS, answered by @fastify/cors) carry no credentials.
+    const needsAuth = route.config?.auth !== 'none' && route.method !== 'OPTIONS';
     // Routes open to anyone take small bodies only, unless they say otherwise (src/limits.ts).
     if (!needsAuth && route.bodyLimit === undefined) route.bodyLimit = deps.limits.maxOpenBodyBytes;
     if (route.method !== 'GET' && route.method !== 'HEAD') {
@@ -152,7 +171,17 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     return sendError(request, reply, new ServiceError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`).toJSON());
   });
 
+  if (deps.corsOrigins !== undefined && deps.corsOrigins !== false) {
+    app.register(corsForBrowsers, {
+      origin: deps.corsOrigins === true ? '*' : deps.corsOrigins,
+      // Strings, not arrays: @fastify/cors joins an array on every request.
+      methods: 'GET, HEAD, POST, PUT, DELETE, PATCH',
+      exposedHeaders: EXPOSED_HEADERS.join(', '),
+      maxAge: 600,
+    });
+  }
   app.register(timeRoutes, { clock: deps.clock });
+  if (deps.metrics) app.register(opsRoutes, { metrics: deps.metrics, readiness: deps.readiness ?? (() => []) });
   app.register(channelMessagesRoutes, {
     publisher: deps.publisher,
     history: deps.history,
@@ -172,6 +201,25 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }
+
+/**
+ * @fastify/cors, for requests that carry an Origin header only (browsers send one on every
+ * cross-origin request and preflight): SDKs and servers send none, and a publish without one
+ * skips the plugin's hook (an object spread and two headers per request). Its onRequest hook is
+ * wrapped as it is added; registered at the root like the plugin itself (skip-override).
+ */
+const corsForBrowsers: FastifyPluginCallback<FastifyCorsOptions> = (instance, options, done) => {
+  const guarded = Object.create(instance) as FastifyInstance;
+  guarded.addHook = ((name: string, hook: onRequestHookHandler) => {
+    if (name !== 'onRequest') return instance.addHook(name as 'onRequest', hook);
+    return instance.addHook('onRequest', function (this: FastifyInstance, request, reply, next) {
+      if (request.headers.origin === undefined) return next();
+      return hook.call(this, request, reply, next);
+    });
+  }) as FastifyInstance['addHook'];
+  (cors as unknown as FastifyPluginCallback<FastifyCorsOptions>)(guarded, options, done);
+};
+(corsForBrowsers as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
 
 /** An onRequest hook from a synchronous step: what it throws becomes the request's error. */
 function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler {

@@ -1,4 +1,6 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
 import { DEFAULT_LIMITS, type Limits } from './limits.js';
 import { DEFAULT_REALTIME_SETTINGS, type RealtimeSettings } from './realtime/settings.js';
 
@@ -17,8 +19,12 @@ export interface Config {
   historyTailMs: number;
   /** default retention of persisted namespaces, hours (24 to 72) */
   persistedRetentionHours: number;
-  /** Kafka: idempotent producer (on for real Kafka; librdkafka's mock broker cannot take it) */
-  kafkaIdempotent: boolean;
+  /**
+   * Kafka: idempotent producer. 'auto' (the default): on when the cluster can serve it (it names a
+   * controller among its brokers; librdkafka's mock broker does not), off otherwise, with a warning.
+   * true: required (the start fails at once without it); false: off.
+   */
+  kafkaIdempotent: boolean | 'auto';
   kafkaClientId: string;
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
@@ -27,6 +33,14 @@ export interface Config {
   realtime: RealtimeSettings;
   /** channel activity and lifecycle events (projections/channels) */
   channels: ChannelSettings;
+  /** Origins browsers may call from: true (any), a list, or false (no CORS headers). CORS_ORIGINS */
+  corsOrigins: boolean | string[];
+  /** GET /ready fails while a consumer has more records than this left to apply. READY_MAX_LAG */
+  readyMaxLag: number;
+  /** Longest wait for Kafka and ClickHouse to answer at start. STARTUP_TIMEOUT_MS */
+  startupTimeoutMs: number;
+  /** Longest graceful shutdown; past it the process exits anyway. SHUTDOWN_TIMEOUT_MS */
+  shutdownTimeoutMs: number;
   // Faults of the production parts (prod-faults).
 }
 
@@ -44,48 +58,86 @@ export const modeOf = (config: Config): Mode => (config.kafkaBrokers && config.c
 
 export class ConfigError extends Error {}
 
-const FLAGS: Record<string, string> = {
-  port: 'PORT',
-  host: 'HOST',
-  'data-dir': 'DATA_DIR',
-  'kafka-brokers': 'KAFKA_BROKERS',
-  'clickhouse-url': 'CLICKHOUSE_URL',
-  'apps-file': 'APPS_FILE',
-  sandbox: 'SANDBOX',
-  'log-level': 'LOG_LEVEL',
-  'max-message-size': 'MAX_MESSAGE_SIZE',
-  'history-tail-ms': 'HISTORY_TAIL_MS',
-  'persisted-retention-hours': 'PERSISTED_RETENTION_HOURS',
-  'kafka-idempotent': 'KAFKA_IDEMPOTENT',
-  'instance-id': 'INSTANCE_ID',
-  'max-messages-per-publish': 'MAX_MESSAGES_PER_PUBLISH',
-  'max-publish-bytes': 'MAX_PUBLISH_BYTES',
-  'max-batch-messages': 'MAX_BATCH_MESSAGES',
-  'max-body-bytes': 'MAX_BODY_BYTES',
-  'max-inflight-body-bytes': 'MAX_INFLIGHT_BODY_BYTES',
-  'request-timeout-ms': 'REQUEST_TIMEOUT_MS',
-  'max-connections': 'MAX_CONNECTIONS',
-  'max-token-nonces': 'MAX_TOKEN_NONCES',
-  'max-token-nonces-per-app': 'MAX_TOKEN_NONCES_PER_APP',
-  'max-revocations': 'MAX_REVOCATIONS',
-  'log-append-timeout-ms': 'LOG_APPEND_TIMEOUT_MS',
-  'max-unstored-rows': 'MAX_UNSTORED_ROWS',
-};
+/** Command-line flags: name, the variable it sets, what it means (`--help` prints them). */
+const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
+  ['port', 'PORT', 'HTTP port (default 8080)'],
+  ['host', 'HOST', 'listen address, an IP address or a host name (default 0.0.0.0)'],
+  ['data-dir', 'DATA_DIR', 'embedded log, projections, default app (default ./data)'],
+  ['kafka-brokers', 'KAFKA_BROKERS', 'host:port,...; with --clickhouse-url: production mode'],
+  ['clickhouse-url', 'CLICKHOUSE_URL', 'http://host:8123; with --kafka-brokers: production mode'],
+  ['apps-file', 'APPS_FILE', 'applications and keys (JSON); without it a default app is created'],
+  ['sandbox', 'SANDBOX', 'enable POST /apps, DELETE /apps/:id and POST /stats (test harnesses)'],
+  ['log-level', 'LOG_LEVEL', 'fatal, error, warn, info (default), debug, trace, silent'],
+  ['cors-origins', 'CORS_ORIGINS', 'origins browsers may call from: * (default), a comma list, or none'],
+  ['ready-max-lag', 'READY_MAX_LAG', 'records a consumer may have left before GET /ready fails (default 10000)'],
+  ['startup-timeout-ms', 'STARTUP_TIMEOUT_MS', 'wait for Kafka and ClickHouse at start (default 30000)'],
+  ['shutdown-timeout-ms', 'SHUTDOWN_TIMEOUT_MS', 'longest graceful shutdown (default 15000)'],
+  ['max-message-size', 'MAX_MESSAGE_SIZE', 'bytes of one message (default 65536)'],
+  ['history-tail-ms', 'HISTORY_TAIL_MS', 'history kept in memory for every channel (default 120000)'],
+  ['persisted-retention-hours', 'PERSISTED_RETENTION_HOURS', 'retention of persisted namespaces, 24 to 72 (default 24)'],
+  ['kafka-idempotent', 'KAFKA_IDEMPOTENT', 'idempotent producer: auto (default), 1 (required) or 0'],
+  ['instance-id', 'INSTANCE_ID', 'this instance\'s stable name (default: the pid)'],
+  ['max-messages-per-publish', 'MAX_MESSAGES_PER_PUBLISH', 'messages in one publish (default 1000)'],
+  ['max-publish-bytes', 'MAX_PUBLISH_BYTES', 'bytes of one publish (default 524288)'],
+  ['max-batch-messages', 'MAX_BATCH_MESSAGES', 'messages of one batch publish (default 10000)'],
+  ['max-body-bytes', 'MAX_BODY_BYTES', 'largest request body (default 2097152)'],
+  ['max-inflight-body-bytes', 'MAX_INFLIGHT_BODY_BYTES', 'request bodies held at once, all clients (default 134217728)'],
+  ['request-timeout-ms', 'REQUEST_TIMEOUT_MS', 'time to receive a whole request (default 30000)'],
+  ['max-connections', 'MAX_CONNECTIONS', 'open HTTP connections (default 10000)'],
+  ['max-token-nonces', 'MAX_TOKEN_NONCES', 'token request nonces remembered (default 500000)'],
+  ['max-token-nonces-per-app', 'MAX_TOKEN_NONCES_PER_APP', 'nonces one app may hold (default 100000)'],
+  ['max-revocations', 'MAX_REVOCATIONS', 'token revocations remembered (src/limits.ts)'],
+  ['log-append-timeout-ms', 'LOG_APPEND_TIMEOUT_MS', 'time Kafka has to acknowledge an append (default 5000)'],
+  ['max-unstored-rows', 'MAX_UNSTORED_ROWS', 'history rows held while the store is down (default 200000)'],
+];
+const FLAGS: Record<string, string> = Object.fromEntries(FLAG_TABLE.map(([flag, variable]) => [flag, variable]));
+/** Flags that take no value (`--sandbox` is SANDBOX=1). */
+const SWITCHES = new Set(['sandbox']);
+
+/** `--help` of the service: every flag with its variable. */
+export function serviceUsage(command = 'channel-messaging'): string {
+  const rows = FLAG_TABLE.map(([flag, variable, help]) => `  --${(flag + (SWITCHES.has(flag) ? '' : ' <value>')).padEnd(34)} ${variable.padEnd(26)} ${help}`);
+  return (
+    `Usage: ${command} [flags]\n\n` +
+    `Runs the channel messaging service. Every flag overrides the environment variable beside it;\n` +
+    `the README's Configuration section has the rest (REALTIME_*, EMBEDDED_PARTITIONS, KAFKA_CLIENT_ID).\n\n` +
+    `${rows.join('\n')}\n  --help, -h${' '.repeat(61)}this text\n`
+  );
+}
+
+/** The command line, read by node:util parseArgs: the flags given, and whether --help was. */
+export function parseCommandLine(argv: string[]): { help: boolean; flags: Record<string, string> } {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        help: { type: 'boolean', short: 'h' },
+        ...Object.fromEntries(FLAG_TABLE.map(([flag]) => [flag, { type: SWITCHES.has(flag) ? ('boolean' as const) : ('string' as const) }])),
+      },
+    });
+  } catch (err) {
+    const message = (err as Error).message;
+    const unknown = /Unknown option '(-[^']*)'/.exec(message);
+    if (unknown) throw new ConfigError(`unknown flag ${unknown[1]} (see --help)`);
+    const positional = /Unexpected argument '([^']*)'/.exec(message);
+    if (positional) throw new ConfigError(`unexpected argument "${positional[1]}"; flags look like --port 8080 (see --help)`);
+    throw new ConfigError(`${message.split('\n')[0]} (see --help)`);
+  }
+  const flags: Record<string, string> = {};
+  let help = false;
+  for (const [name, value] of Object.entries(parsed.values)) {
+    if (name === 'help') help = value === true;
+    else flags[FLAGS[name]] = value === true ? '1' : value === false ? '0' : String(value);
+  }
+  return { help, flags };
+}
 
 /** Command-line flags (`--port 9000`, `--sandbox`) override the environment variable of the same name. */
 export function mergeFlags(env: Record<string, string | undefined>, argv: string[]): Record<string, string | undefined> {
-  const merged = { ...env };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"; flags look like --port 8080`);
-    const [name, inline] = arg.slice(2).split('=', 2);
-    const variable = FLAGS[name];
-    if (!variable) throw new ConfigError(`unknown flag --${name}; known flags: ${Object.keys(FLAGS).map((f) => `--${f}`).join(' ')}`);
-    if (inline !== undefined) merged[variable] = inline;
-    else if (argv[i + 1] !== undefined && !argv[i + 1].startsWith('--')) merged[variable] = argv[++i];
-    else merged[variable] = '1';
-  }
-  return merged;
+  return { ...env, ...parseCommandLine(argv).flags };
 }
 
 function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
@@ -128,9 +180,14 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL="${logLevel}" must be one of fatal, error, warn, info, debug, trace, silent`);
   }
+  const host = e.HOST || '0.0.0.0';
+  // An IP address, or a host name (resolved when the service listens).
+  if (!isIP(host) && !/^(?=.{1,253}$)[a-zA-Z0-9]([a-zA-Z0-9-]{0,62})(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,62}))*$/.test(host)) {
+    throw new ConfigError(`HOST="${host}" must be an IP address (0.0.0.0, ::, 127.0.0.1) or a host name`);
+  }
   return {
     port: int(e, 'PORT', 8080, 0, 65535),
-    host: e.HOST || '0.0.0.0',
+    host,
     dataDir: resolve(e.DATA_DIR || './data'),
     kafkaBrokers,
     clickhouseUrl: clickhouse || undefined,
@@ -140,13 +197,16 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     limits: parseLimits(e),
     historyTailMs: int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000),
     persistedRetentionHours: int(e, 'PERSISTED_RETENTION_HOURS', 24, 24, 72),
-    kafkaIdempotent: bool(e, 'KAFKA_IDEMPOTENT', true),
+    kafkaIdempotent: e.KAFKA_IDEMPOTENT === undefined || e.KAFKA_IDEMPOTENT === '' || e.KAFKA_IDEMPOTENT.toLowerCase() === 'auto' ? 'auto' : bool(e, 'KAFKA_IDEMPOTENT', true),
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
     channels: parseChannels(e),
-
+    corsOrigins: parseOrigins(e.CORS_ORIGINS),
+    readyMaxLag: int(e, 'READY_MAX_LAG', 10_000, 0, 1_000_000_000),
+    startupTimeoutMs: int(e, 'STARTUP_TIMEOUT_MS', 30_000, 100, 3600_000),
+    shutdownTimeoutMs: int(e, 'SHUTDOWN_TIMEOUT_MS', 15_000, 100, 3600_000),
   };
 }
 
@@ -158,6 +218,26 @@ function parseChannels(e: Record<string, string | undefined>): ChannelSettings {
   const region = e.REGION || 'local';
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(region)) throw new ConfigError(`REGION="${region}" must be 1 to 64 letters, digits, "_", "." or "-"`);
   return { idleMs, occupancyThrottleMs: int(e, 'CHANNEL_OCCUPANCY_THROTTLE_MS', 1000, 0, 3600_000), region };
+}
+
+/** CORS_ORIGINS: `*` (default, any origin), `none`, or a comma list of origins (`https://app.example.com`). */
+function parseOrigins(raw: string | undefined): boolean | string[] {
+  const value = raw?.trim() ?? '';
+  if (value === '' || value === '*') return true;
+  if (value.toLowerCase() === 'none') return false;
+  const origins = value.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  for (const origin of origins) {
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !/^https?:$/.test(url.protocol) || url.origin !== origin) {
+      throw new ConfigError(`CORS_ORIGINS entry "${origin}" must be an origin such as https://app.example.com (scheme, host, port if any; no path), or set CORS_ORIGINS to * or none`);
+    }
+  }
+  return origins;
 }
 
 /** The realtime gateway's settings that can be set (src/realtime/settings.ts). */

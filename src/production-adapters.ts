@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Adapters } from './service.js';
 import { KafkaLog } from './log/kafka/kafka-log.js';
+import { probeKafka } from './log/kafka/kafka-probe.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
 import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
@@ -20,19 +21,36 @@ export interface Isolation {
  * ClickHouse client serves every store and is closed with the adapters.
  */
 export async function productionAdapters(config: Config, logger: Logger, isolation: Isolation = {}): Promise<Adapters> {
-  const client = createClickHouseClient({ url: config.clickhouseUrl! });
-  try {
-    await waitForClickHouse(client, 30_000);
-  } catch (err) {
-    await client.close();
-    throw new Error(`CLICKHOUSE_URL=${config.clickhouseUrl}: ${(err as Error).message}`);
+  // Both answer within STARTUP_TIMEOUT_MS, or the start ends saying which one did not.
+  const cluster = await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
+  let idempotent = config.kafkaIdempotent === true;
+  if (config.kafkaIdempotent === 'auto') {
+    idempotent = cluster.controllerKnown;
+    if (!idempotent) {
+      logger.warn(
+        'KAFKA_IDEMPOTENT=auto: the Kafka cluster names no controller among its brokers (librdkafka\'s mock broker does that), so the producer runs without idempotence; set KAFKA_IDEMPOTENT=0 to say so explicitly',
+      );
+    }
+  } else if (idempotent && !cluster.controllerKnown) {
+    throw new Error(
+      `KAFKA_IDEMPOTENT=1, but the Kafka cluster at ${config.kafkaBrokers!.join(',')} names no controller among its brokers (librdkafka's mock broker?), so it cannot serve an idempotent producer; set KAFKA_IDEMPOTENT=0 or auto`,
+    );
   }
+  const probe = createClickHouseClient({ url: config.clickhouseUrl!, quiet: true });
+  try {
+    await waitForClickHouse(probe, config.startupTimeoutMs);
+  } catch (err) {
+    throw new Error(`CLICKHOUSE_URL=${config.clickhouseUrl}: ${(err as Error).message}`);
+  } finally {
+    await probe.close();
+  }
+  const client = createClickHouseClient({ url: config.clickhouseUrl! });
   const prefix = isolation.tablePrefix ?? '';
   return {
     log: new KafkaLog({
       brokers: config.kafkaBrokers!,
       clientId: config.kafkaClientId,
-      idempotent: config.kafkaIdempotent,
+      idempotent,
       topicPrefix: isolation.topicPrefix,
       // Bounds publish-to-visible delay on brokers that hold a fetch for its whole wait even when
       // data arrives (librdkafka's mock does; Kafka answers early). Costs ~10 idle fetches/s per consumer.

@@ -36,6 +36,11 @@ import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
+import { Metrics } from './metrics/metrics.js';
+import type { ReadinessCheck } from './routes/ops.js';
+
+/** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
+const READY_LOG_FAILURE_HOLD_MS = 10_000;
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -63,6 +68,9 @@ export interface Service {
   usage: UsageMeter;
   batcher: AppendBatcher;
   gateway: Gateway;
+  metrics: Metrics;
+  /** GET /ready's checks: not shutting down, the log writable, every consumer within READY_MAX_LAG. */
+  readiness(): ReadinessCheck[];
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
   close(): Promise<void>;
@@ -118,6 +126,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   }
 
   const subscriptions: Subscription[] = [];
+  /** Every projection's consumer by name, for its lag (GET /metrics, GET /ready). */
+  const consumers = new Map<string, Subscription>();
+  const metrics = new Metrics();
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
 
   // Token revocations, on the same topic: every instance holds them all, a restart included.
@@ -140,6 +151,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
   });
   subscriptions.push(apps);
+  consumers.set('apps', apps);
   await apps.caughtUp;
 
   const retentionOf = (appId: string, channel: string): number | undefined => {
@@ -159,6 +171,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'history projection failed on a batch; retrying'),
   });
   subscriptions.push(historySub);
+  consumers.set('history', historySub);
   await historySub.caughtUp;
   logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
 
@@ -172,6 +185,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     onError: (err) => logger.error({ err }, 'presence projection failed on a batch; retrying'),
   });
   subscriptions.push(presenceSub);
+  consumers.set('presence', presenceSub);
   await presenceSub.caughtUp;
 
   // Stats: one projection over everything that is counted: messages, presence, usage reports and
@@ -187,6 +201,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       onError: (err) => logger.error({ err, topic }, 'stats projection failed on a batch; retrying'),
     });
     subscriptions.push(sub);
+    consumers.set(`stats-${topic}`, sub);
     await sub.caughtUp;
   }
 
@@ -207,7 +222,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   }
 
   const appendClock = new MonotonicClock(clock);
-  const batcher = new AppendBatcher(log, appendClock);
+  const batcher = new AppendBatcher(log, appendClock, undefined, metrics.appends);
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
@@ -260,6 +275,36 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
   };
 
+  const lagOf = (sub: Subscription): number => {
+    const at = sub.positions();
+    let lag = 0;
+    for (const [p, end] of sub.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+    return lag;
+  };
+  let gateway: Gateway | undefined;
+  const consumerLag = (): Map<string, number> => {
+    const lags = new Map([...consumers].map(([name, sub]) => [name, lagOf(sub)]));
+    if (gateway) lags.set('realtime-delivery', gateway.metrics().deliveryLag);
+    return lags;
+  };
+  let closing: Promise<void> | undefined;
+  const readiness = (): ReadinessCheck[] => {
+    const lagging = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
+    const appends = metrics.appends;
+    // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
+    // instance out of rotation gets no publishes, so it must come back to find out (half-open).
+    const logOk = appends.lastOk || Date.now() - appends.lastAt > READY_LOG_FAILURE_HOLD_MS;
+    return [
+      { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
+      { name: 'log', ok: logOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
+      {
+        name: 'consumers',
+        ok: lagging.length === 0,
+        detail: lagging.length === 0 ? `every consumer within ${config.readyMaxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', '),
+      },
+    ];
+  };
+
   const tokens = new TokenService(registry, undefined, config.limits);
   const authenticator = new Authenticator(registry, tokens, revocations);
   const revoker: TokenRevoker = {
@@ -273,7 +318,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (revocations.evolve(event)) onRevoked?.(event);
     },
   };
-  let gateway: Gateway | undefined;
   const app = buildApp({
     clock,
     authenticator,
@@ -337,6 +381,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     limits: config.limits,
     sandbox: config.sandbox ? admin : undefined,
     logger: logger,
+    metrics,
+    readiness,
+    corsOrigins: config.corsOrigins,
   });
 
   // The realtime gateway, on the same port. Members a previous run of this instance left present
@@ -387,6 +434,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     revocationTimers.add(timer);
   };
   usage.measureConnections(() => realtime.connectionsByApp());
+  metrics.attach({
+    consumerLag,
+    tailEntries: () => new Map([['history', history.tail.count], ['presence-history', presence.history.tail.count]]),
+    openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
+    realtime: () => realtime.metrics(),
+  });
 
   const timers = [
     setInterval(() => {
@@ -411,7 +464,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // flush): the log and the data directory's lock are still closed. The first failure is thrown.
   const steps: [string, () => Promise<void>][] = [
     ['realtime gateway', () => gateway!.close()],
-    ['http', () => app.close()],
+    // Requests in flight are answered; a keep-alive connection is closed as soon as it is idle
+    // (fastify closes the idle ones once, when closing starts; the rest become idle later).
+    ['http', async () => {
+      const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+      try {
+        await app.close();
+      } finally {
+        clearInterval(sweep);
+      }
+    }],
     ['usage', () => usage.close()],
     ['lifecycle announcer', () => announcer.close()],
     ['consumers', async () => {
@@ -426,7 +488,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['log', () => log.close()],
     ['adapters', async () => adapters.close?.()], // last: the data directory's lock
   ];
-  let closing: Promise<void> | undefined;
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
@@ -443,5 +504,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, channels, usage, batcher, gateway, createdDefaultKey, close };
+  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
 }

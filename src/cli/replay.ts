@@ -1,13 +1,20 @@
+#!/usr/bin/env node
 // Replay for audits: one channel's messages between two instants, read from the log itself (not
-// from a projection), in log order, as NDJSON on stdout, with progress on stderr. A composition
-// root of its own: it reads the configuration the service reads.
+// from a projection), in log order, as NDJSON on stdout, with progress on stderr (on a terminal).
+// A composition root of its own: it reads the configuration the service reads. `--help`: USAGE.
 //
-//   npm run replay -- --app <appId> --channel <name> [--from <ms>] [--to <ms>] [--data-dir ./data]
+//   npm run -s replay -- --app <appId> --channel <name> [--from <ms|ISO>] [--to <ms|ISO>] [--data-dir ./data]
 //
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
-import pino from 'pino';
-import { ConfigError, modeOf, parseConfig } from '../config.js';
-import { adaptersFor } from '../service.js';
+import { existsSync, realpathSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
+import { checkDataDir, StartupError } from '../startup.js';
+import { EmbeddedLog } from '../log/embedded/embedded-log.js';
+import { KafkaLog } from '../log/kafka/kafka-log.js';
+import { probeKafka } from '../log/kafka/kafka-probe.js';
 import { Topics, type Log } from '../log/port.js';
 import { channelKey, decodeEvent } from '../log/events.js';
 import { partitionFor } from '../log/partitioner.js';
@@ -58,28 +65,73 @@ export async function* replayChannel(
   }
 }
 
-function parseArgs(argv: string[]): { request: ReplayRequest; rest: string[] } {
-  const take = (name: string): string | undefined => {
-    const i = argv.indexOf(`--${name}`);
-    if (i < 0) return undefined;
-    const value = argv[i + 1];
-    argv.splice(i, 2);
-    if (value === undefined) throw new ConfigError(`--${name} needs a value`);
-    return value;
-  };
-  const appId = take('app');
-  const channel = take('channel');
-  const time = (name: string, fallback: number): number => {
-    const v = take(name);
+const USAGE = `Usage: channel-messaging-replay --app <appId> --channel <name> [--from <time>] [--to <time>] [options]
+       npm run -s replay -- --app <appId> --channel <name> ...   (-s: no npm banner in the output)
+
+Writes one channel's messages with from <= timestamp <= to, read from the log itself in log order,
+as NDJSON on stdout (one message a line, with its log offset); a progress bar on stderr when stderr
+is a terminal, and a summary line on stderr at the end. Times are ms since the epoch or ISO 8601
+dates (2026-11-20T00:00:00Z). The log is read from DATA_DIR (embedded mode) or from Kafka when
+KAFKA_BROKERS and CLICKHOUSE_URL are set, as the service reads them; nothing is created or written.
+
+Options:
+  --app <appId>              the application (required)
+  --channel <name>           the channel (required)
+  --from <time>              earliest timestamp (default: the beginning)
+  --to <time>                latest timestamp (default: the end)
+  --data-dir <dir>           DATA_DIR (default ./data); it must exist
+  --kafka-brokers <list>     KAFKA_BROKERS (with --clickhouse-url: read Kafka)
+  --clickhouse-url <url>     CLICKHOUSE_URL
+  --help, -h                 this text
+
+Exit codes: 0 done (a warning on stderr when nothing matched), 1 the log could not be read,
+2 bad arguments.
+`;
+
+/** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
+export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        app: { type: 'string' },
+        channel: { type: 'string' },
+        from: { type: 'string' },
+        to: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'kafka-brokers': { type: 'string' },
+        'clickhouse-url': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    const message = (err as Error).message.split('\n')[0];
+    const unknown = /Unknown option '(-[^']*)'/.exec(message);
+    throw new ConfigError(unknown ? `unknown option ${unknown[1]} (see --help)` : `${message} (see --help)`);
+  }
+  if (values.help) return { help: true };
+  const { app: appId, channel } = values;
+  if (!appId || !channel) throw new ConfigError('--app and --channel are required (see --help)');
+  const time = (name: 'from' | 'to', fallback: number): number => {
+    const v = values[name];
     if (v === undefined) return fallback;
-    const n = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
-    if (Number.isNaN(n)) throw new ConfigError(`--${name} must be ms since the epoch or an ISO date, not "${v}"`);
+    const n = /^\d+$/.test(v) ? Number(v) : /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : NaN;
+    if (!Number.isSafeInteger(n)) throw new ConfigError(`--${name} must be ms since the epoch or an ISO 8601 date (2026-11-20T00:00:00Z), not "${v}"`);
     return n;
   };
   const from = time('from', 0);
   const to = time('to', Number.MAX_SAFE_INTEGER);
-  if (!appId || !channel) throw new ConfigError('usage: npm run replay -- --app <appId> --channel <name> [--from <ms|ISO>] [--to <ms|ISO>]');
-  return { request: { appId, channel, from, to }, rest: argv };
+  if (from > to) throw new ConfigError(`--from (${new Date(from).toISOString()}) is later than --to (${new Date(to).toISOString()})`);
+  const config = parseConfig({
+    ...env,
+    ...(values['data-dir'] !== undefined ? { DATA_DIR: values['data-dir'] } : {}),
+    ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
+    ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
+  });
+  return { help: false, request: { appId, channel, from, to }, config };
 }
 
 function progressLine(p: ReplayProgress): string {
@@ -89,43 +141,81 @@ function progressLine(p: ReplayProgress): string {
   return `\r[${bar}] ${(done * 100).toFixed(1)}%  offset ${p.offset}/${p.end}  ${p.found} messages`;
 }
 
-async function main(): Promise<void> {
+/** The log to read, opened read-only in spirit: an existing embedded log, or Kafka within STARTUP_TIMEOUT_MS. */
+async function openLog(config: Config): Promise<Log> {
+  if (modeOf(config) === 'embedded') {
+    checkDataDir(config.dataDir, { create: false });
+    const path = join(config.dataDir, 'log.db');
+    if (!existsSync(path)) throw new StartupError(`DATA_DIR=${config.dataDir} holds no log (${path} does not exist); is it the service's data directory?`);
+    return new EmbeddedLog({ path, partitions: config.embeddedPartitions });
+  }
+  await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
+  return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
+}
+
+const write = (line: string): Promise<void> | undefined =>
+  process.stdout.write(line) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
+
+async function main(): Promise<number> {
   let parsed;
-  let config;
   try {
-    parsed = parseArgs(process.argv.slice(2));
-    config = parseConfig(process.env, parsed.rest);
+    parsed = parseReplayArgs(process.argv.slice(2), process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`${err.message}\n`);
-      process.exit(2);
+      process.stderr.write(`replay: ${err.message}\n`);
+      return 2;
     }
     throw err;
   }
-  const logger = pino({ level: 'warn' }, pino.destination(2));
-  const adapters = await adaptersFor(config, logger, { lock: false }); // reads beside a running service
-  process.stderr.write(`replaying ${parsed.request.appId}/${parsed.request.channel} from the ${modeOf(config)} log\n`);
-  let last = 0;
+  if (parsed.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const { request, config } = parsed;
+  const log = await openLog(config);
+  const tty = process.stderr.isTTY === true;
+  const where = `${request.appId}/${request.channel}`;
+  let last: ReplayProgress = { offset: 0, end: 0, found: 0 };
+  let shownAt = 0;
   try {
-    for await (const message of replayChannel(adapters.log, parsed.request, (p) => {
-      if (Date.now() - last > 100 || p.offset >= p.end) {
-        last = Date.now();
+    for await (const message of replayChannel(log, request, (p) => {
+      last = p;
+      if (tty && (Date.now() - shownAt > 100 || p.offset >= p.end)) {
+        shownAt = Date.now();
         process.stderr.write(progressLine(p));
       }
     })) {
-      process.stdout.write(`${JSON.stringify(message)}\n`);
+      await write(`${JSON.stringify(message)}\n`);
     }
-    process.stderr.write('\n');
   } finally {
-    await adapters.log.close();
-    await adapters.close?.();
+    await log.close();
   }
+  if (tty) process.stderr.write('\n');
+  const range = `${request.from === 0 ? 'the beginning' : new Date(request.from).toISOString()} to ${request.to === Number.MAX_SAFE_INTEGER ? 'the end' : new Date(request.to).toISOString()}`;
+  if (last.found === 0) {
+    process.stderr.write(`replay: warning: no messages of ${where} from ${range} in the ${modeOf(config)} log (check --app, --channel and the times)\n`);
+  } else {
+    process.stderr.write(`replay: ${last.found} messages of ${where} from ${range}, log offsets read ${last.offset}/${last.end}\n`);
+  }
+  return 0;
 }
 
-// Run only as a command, not when a test imports replayChannel.
-if (process.argv[1] && /replay\.[tj]s$/.test(process.argv[1])) {
-  main().catch((err) => {
-    process.stderr.write(`replay failed: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  });
+// Run only as a command (node, tsx or the bin link), not when a test imports replayChannel.
+const invoked = process.argv[1] ? (() => {
+  try {
+    return pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url;
+  } catch {
+    return false;
+  }
+})() : false;
+if (invoked) {
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err) => {
+      process.stderr.write(`replay failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

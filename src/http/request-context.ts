@@ -15,6 +15,8 @@ export interface RequestContext {
   control?: ResponseControl;
   /** Counts the reply in the app's stats, called with the status it is sent with (src/http/reply.ts). */
   countReply?: ReplyCounter;
+  /** performance.now() when the request's context was made (its latency, src/metrics). */
+  startedAt: number;
 }
 
 export type ReplyCounter = (request: FastifyRequest, status: number) => void;
@@ -50,6 +52,7 @@ export function resolveContext(request: FastifyRequest, countReply?: ReplyCounte
     credentials: undefined,
     control: undefined,
     countReply,
+    startedAt: performance.now(),
   };
   request.ctx = ctx;
   const format = negotiateFormat(header(request, 'accept'), query.format);

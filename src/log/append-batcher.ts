@@ -20,6 +20,11 @@ interface Waiting {
  * next commit the moment one ends and commits appends that queued up meanwhile together) the next
  * batch accumulates, so throughput grows with concurrency instead of with fsyncs.
  */
+/** Told of every log append the batcher makes: its topic, records, duration and failure (src/metrics). */
+export interface AppendObserver {
+  appended(topic: Topic, records: number, ms: number, error?: unknown): void;
+}
+
 export class AppendBatcher {
   private readonly queues = new Map<Topic, Waiting[]>();
   private readonly inFlight = new Map<Topic, number>();
@@ -32,6 +37,7 @@ export class AppendBatcher {
     private readonly log: Log,
     private readonly clock: MonotonicClock,
     private readonly maxBatch = 5000,
+    private readonly observer?: AppendObserver,
   ) {
     this.maxInFlight = Math.max(1, log.maxAppendsInFlight ?? 1);
   }
@@ -93,15 +99,18 @@ export class AppendBatcher {
       }
       appended.push(w);
     }
+    const started = performance.now();
     try {
       if (built.length > 0) since.push((first = built[0].timestamp));
       const positions = built.length > 0 ? await this.log.append(topic, built) : [];
+      if (built.length > 0) this.observer?.appended(topic, built.length, performance.now() - started);
       let i = 0;
       for (const w of appended) {
         w.resolve(positions.slice(i, i + w.records.length));
         i += w.records.length;
       }
     } catch (err) {
+      if (built.length > 0) this.observer?.appended(topic, built.length, performance.now() - started, err);
       for (const w of appended) w.reject(err);
     } finally {
       this.inFlight.set(topic, this.inFlight.get(topic)! - 1);

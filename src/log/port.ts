@@ -51,6 +51,8 @@ export interface Subscription {
   caughtUp: Promise<void>;
   /** Per-partition end offsets (next offset to be written), as last observed by this consumer. */
   highWatermarks(): Map<number, number>;
+  /** Per-partition next offset this consumer will deliver (its lag: highWatermarks minus this). */
+  positions(): Map<number, number>;
   stop(): Promise<void>;
 }
 

@@ -29,6 +29,7 @@ import { upgradedConnection } from '../http/connection-limit.js';
 import { RecentKeys } from '../recent-keys.js';
 import { MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { ConnectionEvents } from './connection-events.js';
+import type { RealtimeNumbers } from '../metrics/metrics.js';
 
 export interface GatewayDeps {
   authenticator: Authenticator;
@@ -191,6 +192,9 @@ export class Gateway {
   private tickCursor: IterableIterator<Connection> = new Map<string, Connection>().values();
   private closing = false;
   private readonly replaySlots = new Slots(4);
+  /** Counted for GET /metrics (metrics()). */
+  private messagesDelivered = 0;
+  private slowConsumers = 0;
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -286,6 +290,15 @@ export class Gateway {
 
   get connectionCount(): number {
     return this.sockets;
+  }
+
+  /** The gateway's numbers for GET /metrics (src/metrics/metrics.ts), read when scraped. */
+  metrics(): RealtimeNumbers {
+    let attachments = 0;
+    for (const set of this.index.values()) attachments += set.size;
+    let deliveryLag = 0;
+    for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
+    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, deliveryLag };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
@@ -554,6 +567,7 @@ export class Gateway {
    */
   slowConsumer(conn: Connection): void {
     const socket = conn.socket;
+    this.slowConsumers++;
     this.logger.warn({ connectionId: conn.id, buffered: socket?.bufferedAmount }, 'realtime client not reading; disconnected');
     const error = serviceError('deliveryRateExceeded', `the connection did not read what it was sent (more than ${this.settings.maxBufferedBytes} bytes waiting); resume to get the rest`);
     if (socket && socket.readyState === socket.OPEN) socket.send(encodeFrame({ action: Action.DISCONNECTED, error }, conn.format));
@@ -755,7 +769,10 @@ export class Gateway {
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
-    if (conn.sendFrame(out.frame(conn.format))) this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    if (conn.sendFrame(out.frame(conn.format))) {
+      this.messagesDelivered += out.event.messages.length;
+      this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    }
   }
 
   private deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {

@@ -253,6 +253,8 @@ export function logContract(name: string, makeLog: () => Promise<LogHarness>, op
       const ends = await log.endOffsets(topic);
       for (const [p, end] of ends) expect(sub.highWatermarks().get(p) ?? 0).toBe(end);
       expect(new Set(got.records.map((r) => `${r.partition}:${r.offset}`))).toEqual(new Set(positions.map(positionKey)));
+      // positions(): the next offset to deliver; caught up, it is the end (no lag: GET /metrics)
+      for (const [p, end] of ends) expect(sub.positions().get(p) ?? 0).toBe(end);
 
       // a checkpoint already at the end is caught up at once
       const atEnd = consume(log, new Map(ends), new Collector());
@@ -261,6 +263,7 @@ export function logContract(name: string, makeLog: () => Promise<LogHarness>, op
       // high watermarks follow later appends
       const [p] = await log.append(topic, [rec('u0', 'later')]);
       await until('the high watermark to move', () => (sub.highWatermarks().get(p.partition) ?? 0) === p.offset + 1, timeout);
+      await until('the position to follow it', () => (sub.positions().get(p.partition) ?? 0) === p.offset + 1, timeout);
     });
 
     it('stop() stops delivery', async () => {

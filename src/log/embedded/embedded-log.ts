@@ -438,6 +438,7 @@ export class EmbeddedLog implements Log {
     return {
       caughtUp,
       highWatermarks: () => new Map(this.endsOf(topic).map((end, p) => [p, end])),
+      positions: () => new Map(positions.map((offset, p) => [p, offset])),
       stop: async () => {
         stopped = true;
         pumps.delete(pump);

@@ -76,6 +76,10 @@ export class KafkaSubscription implements Subscription {
     return new Map(this.ends);
   }
 
+  positions(): Map<number, number> {
+    return new Map(this.next);
+  }
+
   /** An end offset seen elsewhere (a batch, or an append by this process). */
   observe(partition: number, end: number): void {
     if (end > (this.ends.get(partition) ?? 0)) this.ends.set(partition, end);

@@ -1,5 +1,5 @@
 import type { Sql } from './sql.js';
-import { ClickHouseError, createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { ServiceError } from '../../errors.js';
 
 export type { ClickHouseClient };
@@ -8,6 +8,8 @@ export interface ClickHouseConnection {
   /** http(s)://[user:password@]host:port[/database] */
   url: string;
   requestTimeoutMs?: number;
+  /** The client's own console logging off (a start-up probe says itself what failed, once). */
+  quiet?: boolean;
 }
 
 /**
@@ -19,6 +21,7 @@ export function createClickHouseClient(connection: ClickHouseConnection): ClickH
     url: connection.url,
     request_timeout: connection.requestTimeoutMs ?? 30_000,
     application: 'channel-messaging',
+    ...(connection.quiet ? { log: { level: ClickHouseLogLevel.OFF } } : {}),
   });
 }
 

@@ -1,0 +1,213 @@
+// Prometheus metrics (GET /metrics, prom-client). The hot paths count in plain numbers (a route's
+// counters, a histogram's bucket array); prom-client reads them only when /metrics is scraped, so
+// a publish pays a few additions, never a label lookup or an object.
+import { Registry, collectDefaultMetrics } from 'prom-client';
+
+type Labels = Record<string, string | number>;
+interface Value {
+  labels: Labels;
+  value: number;
+  metricName?: string;
+}
+type Kind = 'counter' | 'gauge' | 'histogram';
+
+/** Seconds: from a quarter millisecond (a publish on the embedded log) to ten seconds (a timeout). */
+export const LATENCY_BUCKETS = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Records in one log append (group commit): 1 up to the batcher's 5,000. */
+export const SIZE_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+
+/** A histogram kept as plain numbers: observe() is a loop over a dozen bounds. */
+export class Histogram {
+  readonly counts: number[];
+  sum = 0;
+  count = 0;
+  constructor(readonly bounds: number[]) {
+    this.counts = new Array<number>(bounds.length).fill(0);
+  }
+
+  observe(value: number): void {
+    this.sum += value;
+    this.count++;
+    const bounds = this.bounds;
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= bounds[i]) {
+        this.counts[i]++;
+        return;
+      }
+    }
+  }
+
+  /** Prometheus' cumulative buckets, +Inf last, then _sum and _count. */
+  values(name: string, labels: Labels): Value[] {
+    const out: Value[] = [];
+    let cumulative = 0;
+    for (let i = 0; i < this.bounds.length; i++) {
+      cumulative += this.counts[i];
+      out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: this.bounds[i] }, value: cumulative });
+    }
+    out.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: this.count });
+    out.push({ metricName: `${name}_sum`, labels, value: this.sum });
+    out.push({ metricName: `${name}_count`, labels, value: this.count });
+    return out;
+  }
+}
+
+/** A metric whose values are read from the service when scraped (prom-client's registry formats it). */
+class Collected {
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: Kind,
+    private readonly read: () => Value[] | Promise<Value[]>,
+  ) {}
+
+  async get(): Promise<{ name: string; help: string; type: Kind; aggregator: string; values: Value[] }> {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: await this.read() };
+  }
+}
+
+/** One route's counts: replies by status, and their latency (request start to reply sent). */
+export class RouteStats {
+  readonly byStatus = new Map<number, number>();
+  readonly latency = new Histogram(LATENCY_BUCKETS);
+  constructor(
+    readonly method: string,
+    readonly route: string,
+  ) {}
+
+  reply(status: number, ms: number): void {
+    this.byStatus.set(status, (this.byStatus.get(status) ?? 0) + 1);
+    this.latency.observe(ms / 1000);
+  }
+}
+
+/** What a log append costs: its duration, its size (group commit), and its failures, per topic. */
+export class AppendStats {
+  readonly latency = new Map<string, Histogram>();
+  readonly sizes = new Map<string, Histogram>();
+  readonly failures = new Map<string, number>();
+  /** Whether the last append that ended succeeded (the log is writable), and when it ended. */
+  lastOk = true;
+  lastAt = 0;
+  lastError: string | undefined;
+
+  appended(topic: string, records: number, ms: number, error?: unknown): void {
+    let latency = this.latency.get(topic);
+    if (!latency) this.latency.set(topic, (latency = new Histogram(LATENCY_BUCKETS)));
+    let sizes = this.sizes.get(topic);
+    if (!sizes) this.sizes.set(topic, (sizes = new Histogram(SIZE_BUCKETS)));
+    latency.observe(ms / 1000);
+    sizes.observe(records);
+    this.lastOk = error === undefined;
+    this.lastAt = Date.now();
+    if (error !== undefined) {
+      this.failures.set(topic, (this.failures.get(topic) ?? 0) + 1);
+      this.lastError = error instanceof Error ? error.message : String(error);
+    }
+  }
+}
+
+/** The realtime gateway's numbers (Gateway.metrics()). */
+export interface RealtimeNumbers {
+  /** WebSocket sockets open */
+  sockets: number;
+  /** connections known here, with a socket or waiting for a resume */
+  connections: number;
+  attachments: number;
+  /** messages sent to subscribers (a MESSAGE of three messages counts three) */
+  delivered: number;
+  slowConsumerDisconnects: number;
+  /** records of the messages topic not yet delivered */
+  deliveryLag: number;
+}
+
+/** What the metrics read from the running service, each when scraped. */
+export interface MetricSources {
+  /** Records each consumer has yet to apply, by its name (projection), summed over partitions. */
+  consumerLag: () => Map<string, number>;
+  /** Entries held in memory by each tail (history, presence history). */
+  tailEntries: () => Map<string, number>;
+  /** Open HTTP connections (WebSockets included). */
+  openConnections: () => Promise<number>;
+  realtime?: () => RealtimeNumbers;
+}
+
+/** prom-client's process metrics: one collector per process, however many services it runs (tests). */
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, prefix: 'cm_' });
+  }
+  return processRegistry;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly routes: RouteStats[] = [];
+  readonly appends = new AppendStats();
+  private sources: MetricSources | undefined;
+  /** The service's metrics and the process's (CPU, memory, event-loop lag, GC), prefixed like ours. */
+  private readonly scraped: Registry;
+
+  constructor() {
+    const add = (name: string, help: string, type: Kind, read: () => Value[] | Promise<Value[]>): void =>
+      this.registry.registerMetric(new Collected(name, help, type, read) as never);
+
+    add('cm_http_requests_total', 'HTTP requests answered, by route, method and status', 'counter', () =>
+      this.routes.flatMap((r) => [...r.byStatus].map(([status, value]) => ({ labels: { method: r.method, route: r.route, status }, value }))),
+    );
+    add('cm_http_request_duration_seconds', 'HTTP request latency, from the request to its reply, by route and method', 'histogram', () =>
+      this.routes.filter((r) => r.latency.count > 0).flatMap((r) => r.latency.values('cm_http_request_duration_seconds', { method: r.method, route: r.route })),
+    );
+    add('cm_log_append_duration_seconds', 'Log append latency (one group commit: SQLite transaction or Kafka produce), by topic', 'histogram', () =>
+      [...this.appends.latency].flatMap(([topic, h]) => h.values('cm_log_append_duration_seconds', { topic })),
+    );
+    add('cm_log_append_records', 'Records per log append (group-commit size), by topic', 'histogram', () =>
+      [...this.appends.sizes].flatMap(([topic, h]) => h.values('cm_log_append_records', { topic })),
+    );
+    add('cm_log_append_failures_total', 'Log appends that failed, by topic', 'counter', () =>
+      [...this.appends.failures].map(([topic, value]) => ({ labels: { topic }, value })),
+    );
+    add('cm_log_writable', '1 when the last log append succeeded', 'gauge', () => [{ labels: {}, value: this.appends.lastOk ? 1 : 0 }]);
+    add('cm_consumer_lag_records', 'Log records a consumer (projection) has yet to apply', 'gauge', () =>
+      [...(this.sources?.consumerLag() ?? [])].map(([consumer, value]) => ({ labels: { consumer }, value })),
+    );
+    add('cm_memory_tail_entries', 'Entries in the in-memory history tails', 'gauge', () =>
+      [...(this.sources?.tailEntries() ?? [])].map(([tail, value]) => ({ labels: { tail }, value })),
+    );
+    add('cm_http_open_connections', 'Open HTTP connections (WebSockets included)', 'gauge', async () =>
+      this.sources ? [{ labels: {}, value: await this.sources.openConnections() }] : [],
+    );
+    const realtime = (pick: (r: RealtimeNumbers) => number) => (): Value[] => {
+      const r = this.sources?.realtime?.();
+      return r ? [{ labels: {}, value: pick(r) }] : [];
+    };
+    add('cm_realtime_sockets', 'Realtime WebSocket sockets open', 'gauge', realtime((r) => r.sockets));
+    add('cm_realtime_connections', 'Realtime connections, with a socket or waiting for a resume', 'gauge', realtime((r) => r.connections));
+    add('cm_realtime_attachments', 'Realtime channel attachments', 'gauge', realtime((r) => r.attachments));
+    add('cm_realtime_messages_delivered_total', 'Messages the realtime gateway sent to subscribers', 'counter', realtime((r) => r.delivered));
+    add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
+    this.scraped = Registry.merge([this.registry, processMetrics()]);
+  }
+
+  /** The counters of one route, made once when the route is added. */
+  route(method: string, route: string): RouteStats {
+    const stats = new RouteStats(method, route);
+    this.routes.push(stats);
+    return stats;
+  }
+
+  attach(sources: MetricSources): void {
+    this.sources = sources;
+  }
+
+  text(): Promise<string> {
+    return this.scraped.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

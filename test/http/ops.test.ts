@@ -1,0 +1,257 @@
+// Operations routes (issue 13): GET /health, GET /ready, GET /metrics, and CORS for browsers.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { embeddedAdapters } from '../../src/service.js';
+import { parseConfig } from '../../src/config.js';
+import type { Log } from '../../src/log/port.js';
+import type { AddressInfo } from 'node:net';
+import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
+
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService({ CORS_ORIGINS: 'https://app.example.com,http://localhost:3000' });
+});
+afterAll(() => t.close());
+
+const publish = (s: TestService, channel: string, data = 'hello') =>
+  s.service.app.inject({
+    method: 'POST',
+    url: `/channels/${channel}/messages`,
+    headers: { authorization: s.auth, 'content-type': 'application/json' },
+    payload: JSON.stringify({ name: 'm', data }),
+  });
+
+/** One sample of a metric line (`name{labels} value`), or undefined. */
+const sample = (text: string, name: string, labels: Record<string, string> = {}): number | undefined => {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+};
+
+describe('GET /health and GET /ready', () => {
+  it('/health answers 200 without credentials', async () => {
+    const res = await t.service.app.inject({ method: 'GET', url: '/health' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: 'ok' });
+  });
+
+  it('/ready answers 200 with its checks when the log is writable and the consumers caught up', async () => {
+    await publish(t, uniqueChannel());
+    const res = await t.service.app.inject({ method: 'GET', url: '/ready' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json() as { status: string; checks: { name: string; ok: boolean }[] };
+    expect(body.status).toBe('ready');
+    expect(body.checks.map((c) => c.name)).toEqual(['shutdown', 'log', 'consumers']);
+    expect(body.checks.every((c) => c.ok)).toBe(true);
+  });
+
+  it('/ready answers 503 (50005, error headers) while a consumer is more than READY_MAX_LAG behind, and 200 once it caught up', async () => {
+    let release: () => void = () => {};
+    let gate: Promise<void> | undefined;
+    const s = await startTestService(
+      { READY_MAX_LAG: '2' },
+      {
+        adapters: (dataDir) => {
+          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+          const log = adapters.log;
+          // The history projection's consumer waits at a gate (a slow store, say) while it is closed.
+          const held: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
+            consume: (options: Parameters<Log['consume']>[0]) =>
+              log.consume({
+                ...options,
+                handle: async (records) => {
+                  if (options.consumer === 'history' && gate) await gate;
+                  return options.handle(records);
+                },
+              }),
+          });
+          return { ...adapters, log: held };
+        },
+      },
+    );
+    try {
+      gate = new Promise((r) => (release = r));
+      const channel = uniqueChannel();
+      for (let i = 0; i < 5; i++) expect((await publish(s, channel, `m${i}`)).statusCode).toBe(201);
+      const res = await s.service.app.inject({ method: 'GET', url: '/ready' });
+      expect(res.statusCode).toBe(503);
+      expect(res.headers['x-service-errorcode']).toBe('50005');
+      const body = res.json() as { error: { code: number; message: string }; checks: { name: string; ok: boolean; detail: string }[] };
+      expect(body.error.code).toBe(50005);
+      expect(body.error.message).toMatch(/history \d+ records behind/);
+      expect(body.checks.find((c) => c.name === 'consumers')?.ok).toBe(false);
+      const metrics = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(sample(metrics, 'cm_consumer_lag_records', { consumer: 'history' })).toBeGreaterThan(2);
+      gate = undefined;
+      release();
+      let ready = 503;
+      while (ready !== 200) {
+        await new Promise((r) => setTimeout(r, 20));
+        ready = (await s.service.app.inject({ method: 'GET', url: '/ready' })).statusCode;
+      }
+      expect(ready).toBe(200);
+    } finally {
+      release();
+      await s.close();
+    }
+  });
+
+  it('/ready answers 503 while the log refuses appends, and 200 after an append succeeds again', async () => {
+    let failing = false;
+    const s = await startTestService(
+      {},
+      {
+        adapters: (dataDir) => {
+          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+          const log = adapters.log;
+          const faulty: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
+            append: (topic: Parameters<Log['append']>[0], records: Parameters<Log['append']>[1]) =>
+              failing ? Promise.reject(new Error('disk I/O error (injected)')) : log.append(topic, records),
+          });
+          return { ...adapters, log: faulty };
+        },
+      },
+    );
+    try {
+      failing = true;
+      expect((await publish(s, uniqueChannel())).statusCode).toBeGreaterThanOrEqual(500);
+      const res = await s.service.app.inject({ method: 'GET', url: '/ready' });
+      expect(res.statusCode).toBe(503);
+      expect(res.json().error.message).toMatch(/log \(the last embedded log append failed: disk I\/O error \(injected\)\)/);
+      failing = false;
+      expect((await publish(s, uniqueChannel())).statusCode).toBe(201);
+      expect((await s.service.app.inject({ method: 'GET', url: '/ready' })).statusCode).toBe(200);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('/ready says "shutting down" once close has begun', async () => {
+    const s = await startTestService();
+    const closed = s.close();
+    const check = s.service.readiness().find((c) => c.name === 'shutdown');
+    expect(check).toEqual({ name: 'shutdown', ok: false, detail: 'shutting down' });
+    await closed;
+  });
+});
+
+describe('GET /metrics (Prometheus)', () => {
+  it('counts requests and latency per route, log appends and their sizes, tails, connections and the realtime gateway', async () => {
+    const channel = uniqueChannel();
+    for (let i = 0; i < 3; i++) expect((await publish(t, channel)).statusCode).toBe(201);
+    await t.service.app.inject({ method: 'GET', url: `/channels/${channel}/messages`, headers: { authorization: t.auth } });
+    const res = await t.service.app.inject({ method: 'GET', url: '/metrics' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = res.body;
+    const route = { method: 'POST', route: '/channels/:channelId/messages' };
+    expect(sample(text, 'cm_http_requests_total', { ...route, status: '201' })).toBeGreaterThanOrEqual(3);
+    expect(sample(text, 'cm_http_request_duration_seconds_count', route)).toBeGreaterThanOrEqual(3);
+    expect(sample(text, 'cm_http_request_duration_seconds_bucket', { ...route, le: '+Inf' })).toBeGreaterThanOrEqual(3);
+    expect(sample(text, 'cm_http_requests_total', { method: 'GET', route: '/channels/:channelId/messages', status: '200' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'cm_log_append_duration_seconds_count', { topic: 'messages' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'cm_log_append_records_sum', { topic: 'messages' })).toBeGreaterThanOrEqual(3);
+    expect(sample(text, 'cm_log_writable')).toBe(1);
+    expect(sample(text, 'cm_consumer_lag_records', { consumer: 'history' })).toBeGreaterThanOrEqual(0);
+    expect(sample(text, 'cm_memory_tail_entries', { tail: 'history' })).toBeGreaterThanOrEqual(3);
+    expect(sample(text, 'cm_http_open_connections')).toBeGreaterThanOrEqual(0);
+    for (const name of ['cm_realtime_sockets', 'cm_realtime_connections', 'cm_realtime_attachments', 'cm_realtime_messages_delivered_total', 'cm_realtime_slow_consumer_disconnects_total']) {
+      expect(sample(text, name), name).toBe(0);
+    }
+    expect(text).toMatch(/^cm_process_resident_memory_bytes \d+/m);
+  });
+
+  it('the route names the pattern, never the channel (labels stay bounded)', async () => {
+    const channel = uniqueChannel('secret-name');
+    await publish(t, channel);
+    const text = (await t.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(text).not.toContain(channel);
+  });
+});
+
+describe('GET /metrics: the realtime gateway', () => {
+  it('counts sockets, connections, attachments and delivered messages', async () => {
+    const s = await startTestService();
+    let client: RawClient | undefined;
+    try {
+      await s.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (s.service.app.server.address() as AddressInfo).port;
+      client = await RawClient.connect(port, { key: s.key });
+      const channel = uniqueChannel();
+      client.send({ action: Actions.ATTACH, channel });
+      await client.next((pm) => pm.action === Actions.ATTACHED);
+      expect((await publish(s, channel)).statusCode).toBe(201);
+      await client.next((pm) => pm.action === Actions.MESSAGE);
+      const text = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(sample(text, 'cm_realtime_sockets')).toBe(1);
+      expect(sample(text, 'cm_realtime_connections')).toBe(1);
+      expect(sample(text, 'cm_realtime_attachments')).toBe(1);
+      expect(sample(text, 'cm_realtime_messages_delivered_total')).toBe(1);
+      expect(sample(text, 'cm_realtime_slow_consumer_disconnects_total')).toBe(0);
+      expect(sample(text, 'cm_consumer_lag_records', { consumer: 'realtime-delivery' })).toBe(0);
+      expect(sample(text, 'cm_http_open_connections')).toBeGreaterThanOrEqual(1);
+    } finally {
+      client?.close();
+      await s.close();
+    }
+  });
+});
+
+describe('CORS (@fastify/cors, CORS_ORIGINS)', () => {
+  it('a preflight from an allowed origin is answered 204 with the allowed methods, without credentials', async () => {
+    const res = await t.service.app.inject({
+      method: 'OPTIONS',
+      url: '/channels/x/messages',
+      headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    expect(res.statusCode).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe('https://app.example.com');
+    expect(String(res.headers['access-control-allow-methods'])).toContain('POST');
+    expect(String(res.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization');
+  });
+
+  it('a request from an allowed origin gets Access-Control-Allow-Origin and the error headers exposed', async () => {
+    const res = await t.service.app.inject({ method: 'GET', url: '/time', headers: { origin: 'http://localhost:3000' } });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['access-control-allow-origin']).toBe('http://localhost:3000');
+    expect(String(res.headers['access-control-expose-headers'])).toContain('X-Ably-ErrorCode');
+  });
+
+  it('a request without Origin (an SDK, a server) gets no CORS headers: browsers always send one', async () => {
+    const res = await t.service.app.inject({ method: 'GET', url: '/time' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+    expect(res.headers['access-control-expose-headers']).toBeUndefined();
+  });
+
+  it('an OPTIONS request that is no preflight (no Origin) is not answered as one', async () => {
+    const res = await t.service.app.inject({ method: 'OPTIONS', url: '/channels/x/messages' });
+    expect(res.statusCode).toBe(404);
+    expect(res.headers['access-control-allow-methods']).toBeUndefined();
+  });
+
+  it('an origin not in CORS_ORIGINS gets no Access-Control-Allow-Origin', async () => {
+    const res = await t.service.app.inject({ method: 'GET', url: '/time', headers: { origin: 'https://evil.example.net' } });
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('by default any origin may call (CORS_ORIGINS=*); CORS_ORIGINS=none sends no CORS headers', async () => {
+    const any = await startTestService();
+    const none = await startTestService({ CORS_ORIGINS: 'none' });
+    try {
+      const a = await any.service.app.inject({ method: 'GET', url: '/time', headers: { origin: 'https://x.example' } });
+      expect(a.headers['access-control-allow-origin']).toBe('*');
+      const n = await none.service.app.inject({ method: 'GET', url: '/time', headers: { origin: 'https://x.example' } });
+      expect(n.headers['access-control-allow-origin']).toBeUndefined();
+    } finally {
+      await any.close();
+      await none.close();
+    }
+  });
+
+  it('a bad CORS_ORIGINS entry stops the start with a message that says what to fix', () => {
+    expect(() => parseConfig({ CORS_ORIGINS: 'app.example.com' })).toThrowError(/CORS_ORIGINS entry "app.example.com" must be an origin/);
+  });
+});
