@@ -19,7 +19,7 @@ RUN apt-get update \
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts ./scripts
+COPY infra/build.mjs ./infra/build.mjs
 COPY src ./src
 COPY projections ./projections
 RUN npm run build \

@@ -16,7 +16,7 @@ let dist: string;
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'cm-dist-'));
   dist = join(work, 'dist');
-  await run(process.execPath, [join(ROOT, 'scripts/build.mjs'), '--out-dir', dist], { cwd: ROOT });
+  await run(process.execPath, [join(ROOT, 'infra/build.mjs'), '--out-dir', dist], { cwd: ROOT });
   // Where an installed package's node_modules would be: beside the build.
   symlinkSync(join(ROOT, 'node_modules'), join(work, 'node_modules'), 'dir');
 }, 180_000);

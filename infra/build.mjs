@@ -5,7 +5,7 @@
 // purpose) and the dashboard page (src/dashboard/: HTML, browser JS, CSS). The output directory
 // gets a package.json saying its .js files are ES modules, so it runs wherever it is put.
 //
-//   node scripts/build.mjs [--out-dir dist]
+//   node infra/build.mjs [--out-dir dist]
 //
 // Start the result with `node dist/src/main.js` (or `npm run start:prod`); replay with
 // `node dist/src/cli/replay.js`.
@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({ options: { 'out-dir': { type: 'string', default: 'dist' }, help: { type: 'boolean', short: 'h' } } });
 if (values.help) {
-  process.stdout.write('Usage: node scripts/build.mjs [--out-dir dist]\n');
+  process.stdout.write('Usage: node infra/build.mjs [--out-dir dist]\n');
   process.exit(0);
 }
 const out = resolve(root, values['out-dir']);
