@@ -55,21 +55,12 @@ export function sampleRange(start: number, end: number): [number, number] {
   return [floor(from) === from ? from : floor(from) + SAMPLE_MS, end < 0 ? 0 : floor(end) + SAMPLE_MS];
 }
 
-/** One row of any level: a sample's totals over all partitions, or a rollup. */
-export interface Aggregate {
-  start: number;
-  counters: Counters;
-  channelSamples: number;
-  channelSum: number;
-  channelMax: number;
-  /** the smallest figure of the samples that had one (0 when none had) */
-  channelMin: number;
-  connectionSamples: number;
-  connectionSum: number;
-  connectionMax: number;
-  connectionMin: number;
-  lastSample: number;
-}
+/**
+ * One row of any level: a sample's totals over all partitions, or a rollup. It has a bucket's
+ * shape (the smallest figure of the samples that had one, 0 when none had), so rollups of rollups
+ * fold like samples.
+ */
+export type Aggregate = StatsBucket;
 
 /** Folds rows of any levels into buckets of the unit, oldest first. */
 export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {

@@ -22,6 +22,14 @@ afterEach(async () => {
   ts = undefined;
 });
 
+/** A raw realtime client attached to `channel` (ATTACHED received). */
+async function attachedClient(port: number, key: string, format: Format, channel: string): Promise<RawClient> {
+  const client = await RawClient.connect(port, { key }, format);
+  client.send({ action: Actions.ATTACH, channel, flags: 0 });
+  await client.next((pm) => pm.action === Actions.ATTACHED);
+  return client;
+}
+
 async function listen(t: TestService): Promise<number> {
   await t.service.app.listen({ port: 0, host: '127.0.0.1' });
   return (t.service.app.server.address() as AddressInfo).port;
@@ -194,9 +202,7 @@ describe.each([
     const port = await listen(ts);
     const format: Format = binary ? 'msgpack' : 'json';
     const channel = uniqueChannel();
-    const subscriber = await RawClient.connect(port, { key: ts.key }, format);
-    subscriber.send({ action: Actions.ATTACH, channel, flags: 0 });
-    await subscriber.next((pm) => pm.action === Actions.ATTACHED);
+    const subscriber = await attachedClient(port, ts.key, format, channel);
     const publish = (id: string, data: string): Promise<number> =>
       ts!.service.app
         .inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth, 'content-type': 'application/json' }, payload: { id, name: 'm', data } })
@@ -217,9 +223,7 @@ describe.each([
     const port = await listen(ts);
     const format: Format = binary ? 'msgpack' : 'json';
     const channel = uniqueChannel();
-    const subscriber = await RawClient.connect(port, { key: ts.key }, format);
-    subscriber.send({ action: Actions.ATTACH, channel, flags: 0 });
-    await subscriber.next((pm) => pm.action === Actions.ATTACHED);
+    const subscriber = await attachedClient(port, ts.key, format, channel);
     const appId = ts.key.split('.')[0];
     // Appended as another instance would, past this one's publisher (which drops repeats it knows).
     const append = (id: string, data: string) => {
