@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * Keys remembered for a while, in constant time and bounded memory: two generations of a Map,
  * the older dropped whole when the newer is a window old or holds half of `max`. A key is kept
@@ -52,3 +54,10 @@ export class RecentKeys<V> {
     this.since = now;
   }
 }
+
+/**
+ * A fixed-size key (24 characters) for a pair of strings however long they are (a scope such as a
+ * channel, and a client-supplied id or nonce): what the caches of client input keep in memory.
+ */
+export const pairDigest = (scope: string, value: string): string =>
+  createHash('sha256').update(scope).update('\u0000').update(value).digest().subarray(0, 18).toString('base64url');

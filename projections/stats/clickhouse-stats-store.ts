@@ -25,7 +25,20 @@ const START: Record<Unit, (col: Sql) => Sql> = {
   month: (c) => sql`toUInt64(toStartOfMonth(toDateTime(intDiv(${c}, 1000), 'UTC'))) * 86400000`,
 };
 
-interface AggregateRow {
+/** The channel and connection figures and last sample, in the columns rollups and buckets share. */
+interface FigureColumns {
+  channel_samples: string | number;
+  channel_sum: string | number;
+  channel_max: string | number;
+  channel_min: string | number;
+  connection_samples: string | number;
+  connection_sum: string | number;
+  connection_max: string | number;
+  connection_min: string | number;
+  last_sample: string | number;
+}
+
+interface AggregateRow extends FigureColumns {
   s: string | number;
   [column: string]: string | number;
 }
@@ -39,19 +52,22 @@ export interface ClickHouseStatsStoreOptions {
   clock?: Clock;
 }
 
-interface BucketRow {
+interface BucketRow extends FigureColumns {
   bucket: string | number;
   counters: [(string | number)[], (string | number)[]];
-  channel_samples: string | number;
-  channel_sum: string | number;
-  channel_max: string | number;
-  channel_min: string | number;
-  connection_samples: string | number;
-  connection_sum: string | number;
-  connection_max: string | number;
-  connection_min: string | number;
-  last_sample: string | number;
 }
+
+const figuresOf = (r: FigureColumns): Omit<StatsBucket, 'start' | 'counters'> => ({
+  channelSamples: Number(r.channel_samples),
+  channelSum: Number(r.channel_sum),
+  channelMax: Number(r.channel_max),
+  channelMin: Number(r.channel_min),
+  connectionSamples: Number(r.connection_samples),
+  connectionSum: Number(r.connection_sum),
+  connectionMax: Number(r.connection_max),
+  connectionMin: Number(r.connection_min),
+  lastSample: Number(r.last_sample),
+});
 
 /** SQL giving a bucket key per unit: ms of the bucket start, or yyyymm for months. */
 const BUCKET: Record<Unit, Sql> = {
@@ -350,15 +366,7 @@ export class ClickHouseStatsStore implements StatsStore {
       return {
         start: Number(r.s),
         counters,
-        channelSamples: Number(r.channel_samples),
-        channelSum: Number(r.channel_sum),
-        channelMax: Number(r.channel_max),
-        channelMin: Number(r.channel_min),
-        connectionSamples: Number(r.connection_samples),
-        connectionSum: Number(r.connection_sum),
-        connectionMax: Number(r.connection_max),
-        connectionMin: Number(r.connection_min),
-        lastSample: Number(r.last_sample),
+        ...figuresOf(r),
       };
     });
     for (const r of samples) {
@@ -414,15 +422,7 @@ export class ClickHouseStatsStore implements StatsStore {
       return {
         start: bucketStartOf(q.unit, Number(r.bucket)),
         counters,
-        channelSamples: Number(r.channel_samples),
-        channelSum: Number(r.channel_sum),
-        channelMax: Number(r.channel_max),
-        channelMin: Number(r.channel_min),
-        connectionSamples: Number(r.connection_samples),
-        connectionSum: Number(r.connection_sum),
-        connectionMax: Number(r.connection_max),
-        connectionMin: Number(r.connection_min),
-        lastSample: Number(r.last_sample),
+        ...figuresOf(r),
       };
     });
   }

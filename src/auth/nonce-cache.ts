@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { ServiceError } from '../errors.js';
+import { pairDigest } from '../recent-keys.js';
 
 export interface NonceLimits {
   maxTokenNonces: number;
@@ -38,7 +38,7 @@ export class NonceCache {
    */
   remember(appId: string, keyName: string, nonce: string, forgetAt: number, now: number): boolean {
     this.forgetExpired(now);
-    const digest = createHash('sha256').update(keyName).update('\u0000').update(nonce).digest().subarray(0, 18).toString('base64url');
+    const digest = pairDigest(keyName, nonce);
     const id = `${appId}\u0000${digest}`;
     if (this.entries.has(id)) return false;
     if (this.entries.size >= this.limits.maxTokenNonces) {

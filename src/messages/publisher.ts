@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { AppendBatcher, PendingRecord } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
 import { channelKey, encodeEvent, type MessagesPublished } from '../log/events.js';
@@ -6,7 +5,7 @@ import { isAssignedId, type OutgoingMessage } from './message.js';
 import { ServiceError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
-import { RecentKeys } from '../recent-keys.js';
+import { pairDigest, RecentKeys } from '../recent-keys.js';
 
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */
@@ -106,7 +105,7 @@ export class Publisher {
         fresh.push(m);
         continue;
       }
-      const key = digestOf(channel, m.id);
+      const key = pairDigest(channel, m.id);
       let repeat = false;
       for (;;) {
         const earlier = recent.get(key);
@@ -143,6 +142,3 @@ export class Publisher {
     }
   }
 }
-
-/** A fixed-size key for a channel's message id, however long the two are. */
-const digestOf = (channel: string, id: string): string => createHash('sha256').update(channel).update('\u0000').update(id).digest().subarray(0, 18).toString('base64url');

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import { ServiceError } from '../errors.js';
@@ -26,7 +26,7 @@ import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey 
 import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
 import { upgradedConnection } from '../http/connection-limit.js';
-import { RecentKeys } from '../recent-keys.js';
+import { pairDigest, RecentKeys } from '../recent-keys.js';
 import { MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { ConnectionEvents } from './connection-events.js';
 import type { RealtimeNumbers } from '../metrics/metrics.js';
@@ -749,7 +749,7 @@ export class Gateway {
     const now = this.clock.now();
     const fresh = event.messages.filter((m) => {
       if (isAssignedId(m.id)) return true;
-      const key = createHash('sha256').update(recordKey).update('\u0000').update(m.id).digest().subarray(0, 18).toString('base64url');
+      const key = pairDigest(recordKey, m.id);
       const seen = this.deliveredIds.get(key);
       if (seen !== undefined && now - seen <= DELIVERED_IDS_WINDOW_MS) return false;
       this.deliveredIds.set(key, now);
