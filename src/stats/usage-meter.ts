@@ -136,14 +136,18 @@ export class UsageMeter {
     this.scheduleReading();
   }
 
-  /** The next reading, in the middle of an interval: timer jitter cannot move it into another one. */
-  private scheduleReading(): void {
+  /**
+   * The next reading, in the middle of an interval: timer jitter cannot move it into another one.
+   * After a reading, the next is in the middle of the following interval: a timer that fired a
+   * millisecond early (its clock is not Date.now's) read the same interval twice.
+   */
+  private scheduleReading(afterReading = false): void {
     const now = this.clock.now();
     let delay = intervalOf(now) + SAMPLE_MS / 2 - now;
-    if (delay <= 0) delay += SAMPLE_MS;
+    if (afterReading || delay <= 0) delay += SAMPLE_MS;
     this.readingTimer = setTimeout(() => {
       this.readConnections();
-      this.scheduleReading();
+      this.scheduleReading(true);
     }, delay);
     this.readingTimer.unref();
   }
