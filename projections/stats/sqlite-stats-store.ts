@@ -50,7 +50,7 @@ const bucketStartOf = (unit: Unit, key: number | string): number =>
 export class SqliteStatsStore implements StatsStore {
   readonly kind = 'sqlite';
   private readonly db: Database.Database;
-  private writeTx!: (topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint) => void;
+  private writeTx!: Database.Transaction<(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint) => void>;
   private rollUpTx!: (touched: { appId: string; interval: number }[]) => void;
 
   constructor(path: string) {
@@ -151,7 +151,10 @@ export class SqliteStatsStore implements StatsStore {
   }
 
   async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
-    this.writeTx(topic, rows, checkpoint);
+    // The write lock first (BEGIN IMMEDIATE): another connection writing (the service beside a
+    // rebuild, a rebuild's other threads) is waited for, where a read lock taken first could not
+    // be turned into a write lock.
+    this.writeTx.immediate(topic, rows, checkpoint);
   }
 
   async loadCheckpoint(topic: string): Promise<StatsCheckpoint> {

@@ -3,20 +3,45 @@ import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import { decodeEvent, decodedEvent, type LogEvent } from '../../src/log/events.js';
 import { summarizePublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/messages/message.js';
-import { addCounter, addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
+import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
 
-// Counter keys of the per-record path, built once.
+/**
+ * A sample's counters: one number per base counter, by its position in BASE_COUNTERS (an index into
+ * an array, not a string key into a dictionary: this runs for every record of a rebuild).
+ */
+type CounterArray = Float64Array;
+const INDEX = new Map(BASE_COUNTERS.map((name, i) => [name, i]));
+const at = (name: string): number => INDEX.get(name)!;
+
+// Counter positions of the per-record path, found once.
 const INBOUND = {
-  rest: { count: Base.inbound('rest', 'messages', 'count'), data: Base.inbound('rest', 'messages', 'data') },
-  realtime: { count: Base.inbound('realtime', 'messages', 'count'), data: Base.inbound('realtime', 'messages', 'data') },
+  rest: { count: at(Base.inbound('rest', 'messages', 'count')), data: at(Base.inbound('rest', 'messages', 'data')) },
+  realtime: { count: at(Base.inbound('realtime', 'messages', 'count')), data: at(Base.inbound('realtime', 'messages', 'data')) },
 };
-const INBOUND_PRESENCE = { count: Base.inbound('realtime', 'presence', 'count'), data: Base.inbound('realtime', 'presence', 'data') };
-const STORED = { count: Base.stored('messages', 'count'), data: Base.stored('messages', 'data') };
-const STORED_PRESENCE = { count: Base.stored('presence', 'count'), data: Base.stored('presence', 'data') };
+const INBOUND_PRESENCE = { count: at(Base.inbound('realtime', 'presence', 'count')), data: at(Base.inbound('realtime', 'presence', 'data')) };
+const STORED = { count: at(Base.stored('messages', 'count')), data: at(Base.stored('messages', 'data')) };
+const STORED_PRESENCE = { count: at(Base.stored('presence', 'count')), data: at(Base.stored('presence', 'data')) };
+const CHANNELS_OPENED = at(Base.channelsOpened);
+const CONNECTIONS_OPENED = at(Base.connectionsOpened);
+
+/** Adds an event's counters by name (usage reports, fixtures); a name no release knows is not kept, as no store keeps it. */
+function addNamed(into: CounterArray, from: Counters): void {
+  for (const name in from) {
+    const i = INDEX.get(name);
+    const v = from[name];
+    if (i !== undefined && typeof v === 'number' && v) into[i] += v;
+  }
+}
+
+function named(counters: CounterArray): Counters {
+  const out: Counters = {};
+  for (let i = 0; i < counters.length; i++) if (counters[i]) out[BASE_COUNTERS[i]] = counters[i];
+  return out;
+}
 
 interface AppSample {
-  counters: Counters;
+  counters: CounterArray;
   channels: Set<string>;
   /** open realtime connections: the instances' readings, added up */
   connections: number;
@@ -196,7 +221,7 @@ export class StatsProjection {
 
   private appOf(sample: Sample, appId: string): AppSample {
     let app = sample.apps.get(appId);
-    if (!app) sample.apps.set(appId, (app = { counters: {}, channels: new Set(), connections: 0 }));
+    if (!app) sample.apps.set(appId, (app = { counters: new Float64Array(BASE_COUNTERS.length), channels: new Set(), connections: 0 }));
     return app;
   }
 
@@ -213,32 +238,32 @@ export class StatsProjection {
         const data = dataSize(event.event.data, event.event.encoding);
         // A drop is the service's own leave for a connection that went: no client sent it.
         if (event.event.action !== 'drop') {
-          addCounter(app.counters, INBOUND_PRESENCE.count, 1);
-          addCounter(app.counters, INBOUND_PRESENCE.data, data);
+          app.counters[INBOUND_PRESENCE.count] += 1;
+          app.counters[INBOUND_PRESENCE.data] += data;
         }
         if (this.options.isPersisted(event.appId, event.channel)) {
-          addCounter(app.counters, STORED_PRESENCE.count, 1);
-          addCounter(app.counters, STORED_PRESENCE.data, data);
+          app.counters[STORED_PRESENCE.count] += 1;
+          app.counters[STORED_PRESENCE.data] += data;
         }
         break;
       }
       case 'usage.reported': {
         const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
-        addCounters(app.counters, event.counters);
+        addNamed(app.counters, event.counters);
         // Each instance's reading once per interval: the instances add up.
         app.connections += event.connections ?? 0;
         break;
       }
       case 'stats.fixture': {
         const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
-        addCounters(app.counters, event.counters);
+        addNamed(app.counters, event.counters);
         for (let i = 0; i < (event.channels ?? 0); i++) app.channels.add(`\u0000fixture:${record.offset}:${i}`);
         app.connections += event.connections ?? 0;
         break;
       }
       case 'connection.opened':
         // Made, not resumed: a resume (here or on another instance) is the same connection.
-        if (!event.resumed) addCounter(this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId).counters, Base.connectionsOpened, 1);
+        if (!event.resumed) this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId).counters[CONNECTIONS_OPENED] += 1;
         break;
       default:
         break;
@@ -252,16 +277,16 @@ export class StatsProjection {
     if (event.channel === LIFECYCLE_CHANNEL) return;
     const app = this.appOf(sample, event.appId);
     const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
-    addCounter(app.counters, keys.count, event.count);
-    addCounter(app.counters, keys.data, event.data);
+    app.counters[keys.count] += event.count;
+    app.counters[keys.data] += event.data;
     if (this.options.isPersisted(event.appId, event.channel)) {
-      addCounter(app.counters, STORED.count, event.count);
-      addCounter(app.counters, STORED.data, event.data);
+      app.counters[STORED.count] += event.count;
+      app.counters[STORED.data] += event.data;
     }
     if (!app.channels.has(event.channel)) {
       app.channels.add(event.channel);
       if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
-        addCounter(app.counters, Base.channelsOpened, 1);
+        app.counters[CHANNELS_OPENED] += 1;
       }
     }
   }
@@ -318,7 +343,7 @@ export class StatsProjection {
       partition,
       slot: sample.slot,
       version: sample.lastOffset,
-      counters: { ...app.counters },
+      counters: named(app.counters),
       channels: app.channels.size,
       connections: app.connections,
     }));

@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { adaptersFor, type Adapters } from '../service.js';
-import { Topics, type Log, type Topic } from '../log/port.js';
+import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
 import { decodeEvent } from '../log/events.js';
 import { loadAppsFile } from '../apps/apps-file.js';
 import { loadOrCreateDefaultApp } from '../apps/default-app.js';
@@ -42,7 +42,7 @@ Other flags are the service's (--data-dir ...). With KAFKA_BROKERS and CLICKHOUS
 Kafka and writes ClickHouse; otherwise the embedded log and store in DATA_DIR.`;
 
 /** The apps the service knows: its apps file or default app, and the apps topic. */
-async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
+export async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
   const registry = new AppRegistry();
   if (config.appsFile) for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
   else registry.put(loadOrCreateDefaultApp(config.dataDir, clock.now()).app);
@@ -55,35 +55,126 @@ async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<App
   return registry;
 }
 
-/** Reads topics from offset 0 to their end offsets at the start, partition by partition. */
+/**
+ * Reads topics from offset 0 to their end offsets at the start. Partition by partition, or with
+ * `byTime` across the partitions in record-time order, batch by batch (the next batch from the
+ * partition read least far in time): the stats rollups a write touches are recomputed from every
+ * partition's samples, so reading the partitions one after another recomputed each rollup once per
+ * partition, and in time order about once (issue 14: the stats rebuild's rate).
+ */
 async function readAll(
   log: Log,
   topics: Topic[],
   batch: number,
-  handle: (records: Awaited<ReturnType<Log['read']>>, topic: Topic) => void | Promise<void>,
-  onProgress: (p: RebuildProgress) => void = () => {},
-  beforeTopic: (topic: Topic) => Promise<void> = async () => {},
+  handle: (records: LogRecord[], topic: Topic) => void | Promise<void>,
+  options: {
+    onProgress?: (p: RebuildProgress) => void;
+    beforeTopic?: (topic: Topic) => Promise<void>;
+    afterTopic?: (topic: Topic) => Promise<void>;
+    byTime?: boolean;
+  } = {},
 ): Promise<number> {
+  const onProgress = options.onProgress ?? (() => {});
   const ends = new Map<Topic, Map<number, number>>();
   for (const topic of topics) ends.set(topic, await log.endOffsets(topic));
   const total = [...ends.values()].reduce((n, e) => n + [...e.values()].reduce((a, b) => a + b, 0), 0);
   let done = 0;
   onProgress({ done, total });
   for (const topic of topics) {
-    await beforeTopic(topic);
-    for (const [partition, end] of ends.get(topic)!) {
-      for (let offset = 0; offset < end; ) {
-        const records = await log.read(topic, partition, offset, Math.min(batch, end - offset));
-        if (records.length === 0) break;
-        await handle(records, topic);
-        done += records.length;
-        offset = records[records.length - 1].offset + 1;
-        onProgress({ done, total });
+    await options.beforeTopic?.(topic);
+    const cursors = [...ends.get(topic)!].map(([partition, end]) => ({ partition, end, offset: 0, newest: -Infinity }));
+    for (;;) {
+      const open = cursors.filter((c) => c.offset < c.end);
+      if (open.length === 0) break;
+      // Partition by partition: the first unfinished one; by time: the one read least far.
+      const cursor = options.byTime ? open.reduce((a, b) => (b.newest < a.newest ? b : a)) : open[0];
+      const records = await log.read(topic, cursor.partition, cursor.offset, Math.min(batch, cursor.end - cursor.offset));
+      if (records.length === 0) {
+        cursor.offset = cursor.end;
+        continue;
       }
+      await handle(records, topic);
+      done += records.length;
+      cursor.offset = records[records.length - 1].offset + 1;
+      cursor.newest = records[records.length - 1].timestamp;
+      onProgress({ done, total });
     }
+    await options.afterTopic?.(topic);
   }
   return done;
 }
+
+/** The retention of a channel's persisted messages (hours), or undefined when they are not persisted. */
+function retentionRule(config: Config, registry: AppRegistry): (appId: string, channel: string) => number | undefined {
+  return (appId, channel) => {
+    const rule = registry.rule(appId, channel);
+    return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
+  };
+}
+
+/** Whether a channel's messages are persisted (the stats projection counts them twice). */
+export function persistedRule(config: Config, registry: AppRegistry): (appId: string, channel: string) => boolean {
+  const retentionOf = retentionRule(config, registry);
+  return (appId, channel) => retentionOf(appId, channel) !== undefined;
+}
+
+export interface ReplayStatsOptions {
+  log: Log;
+  store: StatsStore;
+  isPersisted: (appId: string, channel: string) => boolean;
+  topics?: Topic[];
+  batch?: number;
+  flushEvery?: number;
+  onProgress?: (p: RebuildProgress) => void;
+}
+
+/**
+ * The stats projection replayed from offset 0 of its topics into `store` (the rebuild's stats step,
+ * which the bench measures). The store's checkpoints are left as they are (the service's), and
+ * samples are written every `flushEvery` records rather than every batch: each write recomputes the
+ * rollups it touches.
+ */
+export async function replayStats(options: ReplayStatsOptions): Promise<number> {
+  const inner = options.store;
+  const store: StatsStore = {
+    kind: inner.kind,
+    init: () => inner.init(),
+    loadCheckpoint: async () => new Map(),
+    write: (topic, rows) => inner.write(topic, rows, new Map()),
+    query: (q) => inner.query(q),
+    queryFromSamples: (q) => inner.queryFromSamples(q),
+    close: () => inner.close(),
+  };
+  const projection = new StatsProjection({ store, isPersisted: options.isPersisted, flushIntervalMs: 1e9 });
+  const flushEvery = options.flushEvery ?? 100_000;
+  let unflushed = 0;
+  const read = await readAll(
+    options.log,
+    options.topics ?? STATS_TOPICS,
+    options.batch ?? 10_000,
+    async (records) => {
+      projection.apply(records);
+      unflushed += records.length;
+      if (unflushed >= flushEvery) {
+        unflushed = 0;
+        await projection.flush();
+      }
+    },
+    {
+      onProgress: options.onProgress,
+      beforeTopic: async (topic) => void (await projection.start(topic)),
+      afterTopic: async () => {
+        unflushed = 0;
+        await projection.flush();
+      },
+      byTime: true,
+    },
+  );
+  await projection.close();
+  return read;
+}
+
+const STATS_TOPICS: Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
 
 /**
  * Rebuilds one projection from offset 0 into the adapters' stores (history and presence with a
@@ -91,46 +182,29 @@ async function readAll(
  */
 export async function rebuild(
   target: RebuildTarget,
-  deps: { config: Config; adapters: Adapters; clock?: Clock; batch?: number },
+  deps: {
+    config: Config;
+    adapters: Adapters;
+    clock?: Clock;
+    batch?: number;
+  },
   onProgress: (p: RebuildProgress) => void = () => {},
 ): Promise<number> {
   const { config, adapters } = deps;
   const clock = deps.clock ?? systemClock;
   const batch = deps.batch ?? 10_000;
   const registry = await loadRegistry(config, adapters.log, clock);
-  const retentionOf = (appId: string, channel: string): number | undefined => {
-    const rule = registry.rule(appId, channel);
-    return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
-  };
+  const retentionOf = retentionRule(config, registry);
   const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs: 1e9, maxUnstoredRows: Number.MAX_SAFE_INTEGER };
   switch (target) {
-    case 'stats': {
-      // From offset 0 whatever the checkpoints say, and leaving the service's checkpoints as they are.
-      const inner = adapters.statsStore;
-      const store: StatsStore = {
-        kind: inner.kind,
-        init: () => inner.init(),
-        loadCheckpoint: async () => new Map(),
-        write: (topic, rows) => inner.write(topic, rows, new Map()),
-        query: (q) => inner.query(q),
-        queryFromSamples: (q) => inner.queryFromSamples(q),
-        close: () => inner.close(),
-      };
-      const projection = new StatsProjection({ store, isPersisted: (a, c) => retentionOf(a, c) !== undefined, flushIntervalMs: 1e9 });
-      const read = await readAll(
-        adapters.log,
-        [Topics.messages, Topics.presence, Topics.usage, Topics.connections],
+    case 'stats':
+      return replayStats({
+        log: adapters.log,
+        store: adapters.statsStore,
+        isPersisted: persistedRule(config, registry),
         batch,
-        async (records) => {
-          projection.apply(records);
-          await projection.flush();
-        },
         onProgress,
-        async (topic) => void (await projection.start(topic)),
-      );
-      await projection.close();
-      return read;
-    }
+      });
     case 'history':
     case 'presence': {
       const projection =
@@ -147,7 +221,7 @@ export async function rebuild(
           projection.apply(records);
           await history.flush();
         },
-        onProgress,
+        { onProgress },
       );
       await history.close();
       return read;
@@ -167,6 +241,7 @@ function progressLine(p: RebuildProgress, started: number): string {
 async function main(): Promise<void> {
   let target: RebuildTarget;
   let config: Config;
+
   try {
     const { values, tokens } = parseArgs({
       args: process.argv.slice(2),

@@ -56,6 +56,14 @@ describe('summarizePublished (the stats rebuild reads publishes without decoding
     );
   });
 
+  it('names read again are the same strings, whichever others were read between (app ids and channels are kept by their bytes, in a table of bounded size)', () => {
+    const channels = Array.from({ length: 20_000 }, (_, i) => (i % 3 === 0 ? `ch-${i}` : i % 3 === 1 ? `kanał-${i}-ü` : `${'x'.repeat(i % 200)}${i}`));
+    const summaryOf = (channel: string): string | undefined =>
+      summarizePublished(fromLog(encodeEvent({ type: 'messages.published', appId: `app-${channel.length}`, channel, transport: 'rest', messages: [{ id: 'i', timestamp: 1 }] })))?.channel;
+    // Twice over, in another order the second time: every slot of the table is reused many times.
+    for (const channel of [...channels, ...channels.reverse()]) expect(summaryOf(channel)).toBe(channel);
+  });
+
   it('other events, truncated bytes and garbage give nothing', () => {
     expect(summarizePublished(fromLog(encodeEvent({ type: 'app.deleted', appId: 'a' })))).toBeUndefined();
     expect(summarizePublished(fromLog(encodeEvent({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p', timestamp: 1, clientId: 'c', connectionId: 'k' } })))).toBeUndefined();
