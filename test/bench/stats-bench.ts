@@ -2,6 +2,8 @@
 // stats projection's replay rate beside the raw log read rate, measured in the same run.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
@@ -137,6 +139,12 @@ export async function statsQueryBench(options: {
   return lines.join('\n');
 }
 
+/** A full garbage collection (the flag can be set at run time; the function comes from a new context). */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
 /** Replay rate of the stats projection beside the raw read rate of the same embedded log. */
 export async function replayBench(options: { events: number; progress: (s: string) => void }): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-replay-'));
@@ -171,6 +179,9 @@ export async function replayBench(options: { events: number; progress: (s: strin
     const rounds = 1 + Number(process.env.BENCH_REPLAY_ROUNDS ?? 5);
     for (let round = 0; round < rounds; round++) {
       const warmUp = round === 0 ? 'warm-up: ' : '';
+      // Each timed part starts from a collected heap: the garbage of the part before it, collected
+      // in the middle of the raw read, made that read's rate vary by a factor of two.
+      collectGarbage();
       let t0 = performance.now();
       let read = 0;
       for (let p = 0; p < 4; p++) {
@@ -185,6 +196,7 @@ export async function replayBench(options: { events: number; progress: (s: strin
       options.progress(`  ${warmUp}raw log read: ${rate(rawRate)} events/s`);
       if (round > 0) rawRates.push(rawRate);
       const store = new SqliteStatsStore(join(dir, `stats-${round}.db`));
+      collectGarbage();
       t0 = performance.now();
       // The rebuild's own stats step (npm run rebuild -- --projection stats).
       const applied = await replayStats({ log: reader, store, isPersisted: () => false, topics: [Topics.messages] });

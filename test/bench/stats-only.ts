@@ -1,11 +1,15 @@
 // Runs only the stats benchmarks: `npx tsx test/bench/stats-only.ts` (production too when its
-// infrastructure is found, as `npm run bench` finds it).
+// infrastructure is found, as `npm run bench` finds it). `BENCH_STATS_PART=query` or `=rebuild`
+// runs one of the two parts.
 import { replayBench, statsQueryBench } from './stats-bench.js';
 import { productionEnv } from './production-env.js';
 
 const progress = (s: string): void => void process.stderr.write(`${s}\n`);
-const production = await productionEnv(process.env, process.cwd());
-if ('skipped' in production) progress(`production: skipped (${production.skipped})`);
-console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 20), production: 'skipped' in production ? undefined : production.env, progress }));
-console.log();
-console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress }));
+const part = process.env.BENCH_STATS_PART;
+if (part !== 'rebuild') {
+  const production = await productionEnv(process.env, process.cwd());
+  if ('skipped' in production) progress(`production: skipped (${production.skipped})`);
+  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 20), production: 'skipped' in production ? undefined : production.env, progress }));
+  console.log();
+}
+if (part !== 'query') console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress }));
