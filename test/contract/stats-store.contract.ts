@@ -136,9 +136,15 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
           rows.push(row({ interval, partition: i % 3, version: i, channels: Math.floor(random() * 4), connections: Math.floor(random() * 3), counters: { [C]: 1 + i } }));
         }
         await store.write('messages', rows, new Map());
-        for (let k = 0; k < 12; k++) {
+        // Replayed rows (the same again) and older versions of some (left out, as FINAL leaves them).
+        await store.write('messages', rows.filter((_, i) => i % 3 === 0), new Map());
+        await store.write('messages', rows.filter((_, i) => i % 5 === 0 && i > 0).map((r) => ({ ...r, version: r.version - 1, counters: { [C]: 1_000_000 } })), new Map());
+        const newest = Math.max(...rows.map((r) => r.interval));
+        for (let k = 0; k < 16; k++) {
           const a = T0 + Math.floor(random() * 45 * 86_400_000 / 6000) * 6000;
-          const b = a + Math.floor(random() * 20 * 86_400_000 / 6000) * 6000 - (k % 3); // some ends not 6-second aligned (a cursor - 1)
+          // Some ends not 6-second aligned (a cursor - 1); every fourth window ends after the newest
+          // sample, as a page that ends now does.
+          const b = k % 4 === 3 ? newest + 3000 : a + Math.floor(random() * 20 * 86_400_000 / 6000) * 6000 - (k % 3);
           for (const unit of ['minute', 'hour', 'day', 'month'] as const) {
             const q = { appId: 'a', unit, start: a, end: b };
             expect(await store.query(q), `${unit} ${a}..${b}`).toEqual(await store.queryFromSamples(q));
