@@ -9,7 +9,7 @@ const part = process.env.BENCH_STATS_PART;
 if (part !== 'rebuild') {
   const production = await productionEnv(process.env, process.cwd());
   if ('skipped' in production) progress(`production: skipped (${production.skipped})`);
-  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 20), production: 'skipped' in production ? undefined : production.env, progress }));
+  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 300), production: 'skipped' in production ? undefined : production.env, progress }));
   console.log();
 }
 if (part !== 'query') console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress }));
