@@ -419,19 +419,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const realtime = gateway;
   // Realtime connections on a revoked token: DISCONNECTED 40141 once the revocation applies (the
   // SDK renews its token and resumes); with allowReauthMargin, an AUTH first, so a client can
-  // renew before then and keep its connection.
-  const revocationTimers = new Set<NodeJS.Timeout>();
+  // renew before then and keep its connection. The margin's end is found by a check every second
+  // (below), for revocations this instance saw arrive and those it replayed at its start alike.
   const disconnectRevoked = (): void => void realtime.revokeConnections((c) => revocations.isRevoked(c, clock.now()));
   onRevoked = (event) => {
-    const delay = event.appliesAt - clock.now();
-    if (delay <= 0) return disconnectRevoked();
+    if (event.appliesAt <= clock.now()) return disconnectRevoked();
     realtime.revokeConnections((c) => revocations.isRevokedOrPending(c), true);
-    const timer = setTimeout(() => {
-      revocationTimers.delete(timer);
-      disconnectRevoked();
-    }, delay + 5);
-    timer.unref();
-    revocationTimers.add(timer);
   };
   usage.measureConnections(() => realtime.connectionsByApp());
   metrics.attach({
@@ -447,6 +440,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       presence.history.evict();
       revocations.prune(clock.now());
     }, 5_000),
+    setInterval(() => {
+      if (revocations.takeApplied(clock.now())) disconnectRevoked();
+    }, 1_000),
     setInterval(() => {
       for (const store of [historyStore, presenceHistoryStore]) {
         void store.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
@@ -491,7 +487,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const close = (): Promise<void> =>
     (closing ??= (async () => {
       for (const t of timers) clearInterval(t);
-      for (const t of revocationTimers) clearTimeout(t);
       let first: unknown;
       for (const [name, step] of steps) {
         try {

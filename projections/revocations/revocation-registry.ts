@@ -42,6 +42,8 @@ export class RevocationRegistry {
   private readonly countByApp = new Map<string, number>();
   private readonly appOfKey = new Map<string, string>();
   private total = 0;
+  /** When the revocations applied since the last takeApplied apply (ms) */
+  private readonly applying = new Set<number>();
 
   /** `maxTokenTtlMs`: the longest life a token can have, after which a revocation reaches nothing. */
   constructor(private readonly maxTokenTtlMs: number) {}
@@ -63,7 +65,23 @@ export class RevocationRegistry {
       byTarget.set(target, kept);
       changed = true;
     }
+    if (changed) this.applying.add(event.appliesAt);
     return changed;
+  }
+
+  /**
+   * Whether a revocation has come to apply since the last call (at `now` or before): the realtime
+   * connections it reaches are to be disconnected then. Revocations replayed at a start count too,
+   * so an instance started during a revocation's margin disconnects at its end as well.
+   */
+  takeApplied(now: number): boolean {
+    let any = false;
+    for (const at of this.applying) {
+      if (at > now) continue;
+      this.applying.delete(at);
+      any = true;
+    }
+    return any;
   }
 
   /** How many more revocations the registry would hold after `event` (0 for a repeat, negative when it replaces several). */

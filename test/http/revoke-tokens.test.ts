@@ -310,9 +310,59 @@ describe('realtime connections on a revoked token', () => {
       await kate.ping();
       expect(kate.frames.some((pm) => pm.action === Actions.DISCONNECTED)).toBe(false);
       expect(liam.frames.some((pm) => pm.action === Actions.DISCONNECTED)).toBe(false);
+      // Liam did not renew: when the margin ends, he is disconnected as Jack was (checked every second).
+      now += 30_000;
+      const late = await liam.next((pm) => pm.action === Actions.DISCONNECTED, 5_000);
+      expect(late.error).toMatchObject({ code: 40141, statusCode: 401 });
+      expect(kate.frames.some((pm) => pm.action === Actions.DISCONNECTED)).toBe(false);
     } finally {
       for (const c of clients) c.close();
       await own.close();
+      removeDir(own.dataDir);
+    }
+  });
+
+  it('an instance started during a revocation\'s margin disconnects the connections it reaches when the margin ends', async () => {
+    const own = await startTestService({}, { clock });
+    let restarted: TestService | undefined;
+    const clients: RawClient[] = [];
+    try {
+      const key = (await own.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ revocableTokens: true }] } })).json().keys[0];
+      const tokenFor = async (clientId: string) =>
+        (
+          await own.service.app.inject({
+            method: 'POST',
+            url: `/keys/${key.keyName}/requestToken`,
+            headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
+            payload: { keyName: key.keyName, timestamp: now, clientId },
+          })
+        ).json().token as string;
+      const mia = await tokenFor('mia');
+      const noah = await tokenFor('noah');
+      now += 10;
+      const res = await own.service.app.inject({
+        method: 'POST',
+        url: `/keys/${key.keyName}/revokeTokens`,
+        headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
+        payload: { targets: ['clientId:mia'], allowReauthMargin: true },
+      });
+      expect(res.statusCode).toBe(201);
+      // A new instance (the same log), started within the margin: Mia's token still works there.
+      restarted = await own.restart();
+      await restarted.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (restarted.service.app.server.address() as AddressInfo).port;
+      const miaClient = await RawClient.connect(port, { access_token: mia });
+      const noahClient = await RawClient.connect(port, { access_token: noah });
+      clients.push(miaClient, noahClient);
+      await miaClient.ping();
+      now += 30_000;
+      const disconnected = await miaClient.next((pm) => pm.action === Actions.DISCONNECTED, 5_000);
+      expect(disconnected.error).toMatchObject({ code: 40141, statusCode: 401 });
+      await noahClient.ping();
+      expect(noahClient.frames.some((pm) => pm.action === Actions.DISCONNECTED)).toBe(false);
+    } finally {
+      for (const c of clients) c.close();
+      await (restarted ?? own).close();
       removeDir(own.dataDir);
     }
   });
