@@ -331,23 +331,22 @@ function startsWith(b: Uint8Array, p: number, prefix: Uint8Array): boolean {
   return true;
 }
 
+/** The short string at p, interned (see intern), or undefined; sets `strEnd`. */
+function namedAt(b: Uint8Array, p: number): string | undefined {
+  const start = strAt(b, p);
+  if (start < 0 || strEnd - start > MAX_INTERNED) return undefined;
+  return intern(b, start, strEnd - start);
+}
+
 function fastSummary(b: Uint8Array): PublishedSummary | undefined {
   if (!startsWith(b, 0, HEAD)) return undefined;
-  let p = HEAD.length;
-  let start = strAt(b, p);
-  if (start < 0 || strEnd - start > MAX_INTERNED) return undefined;
-  const appId = intern(b, start, strEnd - start);
-  p = strEnd;
-  if (!startsWith(b, p, CHANNEL_KEY)) return undefined;
-  start = strAt(b, p + CHANNEL_KEY.length);
-  if (start < 0 || strEnd - start > MAX_INTERNED) return undefined;
-  const channel = intern(b, start, strEnd - start);
-  p = strEnd;
-  if (!startsWith(b, p, TRANSPORT_KEY)) return undefined;
-  start = strAt(b, p + TRANSPORT_KEY.length);
-  if (start < 0 || strEnd - start > MAX_INTERNED) return undefined;
-  const transport = intern(b, start, strEnd - start);
-  p = strEnd;
+  const appId = namedAt(b, HEAD.length);
+  if (appId === undefined || !startsWith(b, strEnd, CHANNEL_KEY)) return undefined;
+  const channel = namedAt(b, strEnd + CHANNEL_KEY.length);
+  if (channel === undefined || !startsWith(b, strEnd, TRANSPORT_KEY)) return undefined;
+  const transport = namedAt(b, strEnd + TRANSPORT_KEY.length);
+  if (transport === undefined) return undefined;
+  let p = strEnd;
   if (!startsWith(b, p, MESSAGES_KEY)) return undefined;
   p += MESSAGES_KEY.length;
   const t = b[p];

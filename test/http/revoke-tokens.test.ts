@@ -267,6 +267,19 @@ describe('a revocation is an event on the log', () => {
   });
 });
 
+/** A new app with a revocableTokens key on a service of its own: tokens of it, and revocations. */
+async function revocableApp(svc: TestService) {
+  const inject = (options: InjectOptions) => svc.service.app.inject(options);
+  const key = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{ revocableTokens: true }] } })).json().keys[0];
+  const headers = { authorization: basic(key.keyStr), 'content-type': 'application/json' };
+  return {
+    tokenFor: async (clientId: string) =>
+      (await inject({ method: 'POST', url: `/keys/${key.keyName}/requestToken`, headers, payload: { keyName: key.keyName, timestamp: now, clientId } })).json().token as string,
+    revokeOne: (target: string, allowReauthMargin = false) =>
+      inject({ method: 'POST', url: `/keys/${key.keyName}/revokeTokens`, headers, payload: { targets: [target], allowReauthMargin } }),
+  };
+}
+
 describe('realtime connections on a revoked token', () => {
   it('are disconnected with 40141 when the revocation applies; with allowReauthMargin they get an AUTH first', async () => {
     const own = await startTestService({}, { clock });
@@ -274,16 +287,7 @@ describe('realtime connections on a revoked token', () => {
     const port = (own.service.app.server.address() as AddressInfo).port;
     const clients: RawClient[] = [];
     try {
-      const key = (await own.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ revocableTokens: true }] } })).json().keys[0];
-      const tokenFor = async (clientId: string) =>
-        (
-          await own.service.app.inject({
-            method: 'POST',
-            url: `/keys/${key.keyName}/requestToken`,
-            headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
-            payload: { keyName: key.keyName, timestamp: now, clientId },
-          })
-        ).json().token as string;
+      const { tokenFor, revokeOne } = await revocableApp(own);
       const connect = async (clientId: string) => {
         const c = await RawClient.connect(port, { access_token: await tokenFor(clientId) });
         clients.push(c);
@@ -293,13 +297,6 @@ describe('realtime connections on a revoked token', () => {
       const kate = await connect('kate');
       const liam = await connect('liam');
       now += 10;
-      const revokeOne = (target: string, allowReauthMargin = false) =>
-        own.service.app.inject({
-          method: 'POST',
-          url: `/keys/${key.keyName}/revokeTokens`,
-          headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
-          payload: { targets: [target], allowReauthMargin },
-        });
       expect((await revokeOne('clientId:jack')).statusCode).toBe(201);
       const disconnected = await jack.next((pm) => pm.action === Actions.DISCONNECTED);
       expect(disconnected.error).toMatchObject({ code: 40141, statusCode: 401 });
@@ -327,25 +324,11 @@ describe('realtime connections on a revoked token', () => {
     let restarted: TestService | undefined;
     const clients: RawClient[] = [];
     try {
-      const key = (await own.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ revocableTokens: true }] } })).json().keys[0];
-      const tokenFor = async (clientId: string) =>
-        (
-          await own.service.app.inject({
-            method: 'POST',
-            url: `/keys/${key.keyName}/requestToken`,
-            headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
-            payload: { keyName: key.keyName, timestamp: now, clientId },
-          })
-        ).json().token as string;
+      const { tokenFor, revokeOne } = await revocableApp(own);
       const mia = await tokenFor('mia');
       const noah = await tokenFor('noah');
       now += 10;
-      const res = await own.service.app.inject({
-        method: 'POST',
-        url: `/keys/${key.keyName}/revokeTokens`,
-        headers: { authorization: basic(key.keyStr), 'content-type': 'application/json' },
-        payload: { targets: ['clientId:mia'], allowReauthMargin: true },
-      });
+      const res = await revokeOne('clientId:mia', true);
       expect(res.statusCode).toBe(201);
       // A new instance (the same log), started within the margin: Mia's token still works there.
       restarted = await own.restart();
