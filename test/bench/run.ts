@@ -420,8 +420,8 @@ async function main(): Promise<void> {
     report.sections.push(
       `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
       await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
-      `**Replay.** Reading a log of publish events from a fresh handle, raw, beside the stats projection replaying the same log (roll up and write samples), in the same run.`,
-      await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress: log }),
+      `**Stats rebuild.** Reading a log of publish events, raw, beside the stats rebuild of the same log (count, roll up, write samples and rollups), alternating, in the same run; embedded, and Kafka into ClickHouse when found.`,
+      await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), production: 'skipped' in production ? undefined : production.env, progress: log }),
       `**Memory.** The in-memory history tail holds every channel's last two minutes; each message costs what this measures (the bench's message, one per publish).`,
       await tailMemoryBench({ messages: 1_000_000, body: BODY, progress: log }),
       `**Channels.** GET /channels and GET /channels/<id> with 100,000 active channels in one app, beside GET /time and a publish in the same service (inject, no network).`,

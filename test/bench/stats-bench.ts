@@ -12,10 +12,11 @@ import { productionAdapters } from '../../src/production-adapters.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { Topics } from '../../src/log/port.js';
+import { Topics, type Log } from '../../src/log/port.js';
 import { channelKey, encodeEvent } from '../../src/log/events.js';
 import { replayStats } from '../../src/cli/rebuild.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
+import { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
 import { Base, SAMPLE_MS, type Unit } from '../../projections/stats/stats-sample.js';
 import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
 
@@ -145,76 +146,136 @@ function collectGarbage(): void {
   (runInNewContext('gc') as () => void)();
 }
 
-/** Replay rate of the stats projection beside the raw read rate of the same embedded log. */
-export async function replayBench(options: { events: number; progress: (s: string) => void }): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-replay-'));
-  const log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
-  try {
-    const start = Date.now() - DAY;
-    const batch = [];
-    for (let i = 0; i < options.events; i++) {
-      const appId = `app${i % 5}`;
-      const channel = `ch${i % 200}`;
-      const timestamp = start + i * 10;
-      batch.push({
-        key: channelKey(appId, channel),
-        timestamp,
-        value: encodeEvent({ type: 'messages.published', appId, channel, transport: 'rest', messages: [{ id: `m${i}:0`, timestamp, data: 'x'.repeat(100) }] }),
-      });
-      if (batch.length === 10_000) {
-        await log.append(Topics.messages, batch.splice(0));
-        options.progress(`  writing the log: ${Math.round((i / options.events) * 100)}%`);
-      }
+/** A day of publish events (5 apps, 200 channels, 100 bytes of data each), written to the messages topic. */
+async function writeEvents(log: Log, events: number, progress: (s: string) => void): Promise<void> {
+  const start = Date.now() - DAY;
+  const batch = [];
+  for (let i = 0; i < events; i++) {
+    const appId = `app${i % 5}`;
+    const channel = `ch${i % 200}`;
+    const timestamp = start + i * 10;
+    batch.push({
+      key: channelKey(appId, channel),
+      timestamp,
+      value: encodeEvent({ type: 'messages.published', appId, channel, transport: 'rest', messages: [{ id: `m${i}:0`, timestamp, data: 'x'.repeat(100) }] }),
+    });
+    if (batch.length === 10_000) {
+      await log.append(Topics.messages, batch.splice(0));
+      progress(`  writing the log: ${Math.round((i / events) * 100)}%`);
     }
-    await log.append(Topics.messages, batch.splice(0));
-    await log.close();
+  }
+  await log.append(Topics.messages, batch.splice(0));
+}
 
-    // A fresh handle, so both reads start from SQLite rather than from the log's memory window.
-    // Raw read and rebuild alternate, a round to warm up (the first read of the file and the JIT
-    // made the first round's raw read half as fast as the later ones), then five, medians reported:
-    // the machine is shared, and a single pair of runs moved the ratio by half.
-    const reader = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
-    const rawRates: number[] = [];
-    const rebuildRates: number[] = [];
-    const rounds = 1 + Number(process.env.BENCH_REPLAY_ROUNDS ?? 5);
-    for (let round = 0; round < rounds; round++) {
-      const warmUp = round === 0 ? 'warm-up: ' : '';
-      // Each timed part starts from a collected heap: the garbage of the part before it, collected
-      // in the middle of the raw read, made that read's rate vary by a factor of two.
-      collectGarbage();
-      let t0 = performance.now();
-      let read = 0;
-      for (let p = 0; p < 4; p++) {
-        for (let from = 0; ; ) {
-          const records = await reader.read(Topics.messages, p, from, 10_000);
-          if (records.length === 0) break;
-          read += records.length;
-          from = records[records.length - 1].offset + 1;
-        }
+/**
+ * Raw read and rebuild of the messages topic, alternating: a round to warm up (the first read of
+ * the file and the JIT made the first round's raw read half as fast as the later ones), then
+ * `rounds`, each timed part after a full collection (the garbage of the part before it, collected
+ * in the middle of the raw read, made that read's rate vary by a factor of two). A fresh store for
+ * each rebuild.
+ */
+async function rebuildRounds(options: {
+  name: string;
+  log: Log;
+  store: (round: number) => Promise<StatsStore>;
+  rounds: number;
+  progress: (s: string) => void;
+}): Promise<{ raw: number[]; rebuild: number[] }> {
+  const raw: number[] = [];
+  const rebuild: number[] = [];
+  const ends = await options.log.endOffsets(Topics.messages);
+  for (let round = 0; round <= options.rounds; round++) {
+    const warmUp = round === 0 ? 'warm-up: ' : '';
+    collectGarbage();
+    let t0 = performance.now();
+    let read = 0;
+    for (const [p, end] of ends) {
+      for (let from = 0; from < end; ) {
+        const records = await options.log.read(Topics.messages, p, from, Math.min(10_000, end - from));
+        if (records.length === 0) break;
+        read += records.length;
+        from = records[records.length - 1].offset + 1;
       }
-      const rawRate = read / ((performance.now() - t0) / 1000);
-      options.progress(`  ${warmUp}raw log read: ${rate(rawRate)} events/s`);
-      if (round > 0) rawRates.push(rawRate);
-      const store = new SqliteStatsStore(join(dir, `stats-${round}.db`));
-      collectGarbage();
-      t0 = performance.now();
-      // The rebuild's own stats step (npm run rebuild -- --projection stats).
-      const applied = await replayStats({ log: reader, store, isPersisted: () => false, topics: [Topics.messages] });
-      const rebuildRate = applied / ((performance.now() - t0) / 1000);
-      await store.close();
-      options.progress(`  ${warmUp}stats rebuild: ${rate(rebuildRate)} events/s`);
-      if (round > 0) rebuildRates.push(rebuildRate);
     }
-    await reader.close();
-    const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const rawRate = median(rawRates);
-    return [
-      `| Replay of ${rate(options.events)} publish events (embedded log, 4 partitions; medians of ${rawRates.length} rounds after one to warm up) | events/s | vs raw read | each round's ratio |`,
-      '|---|---:|---:|---|',
-      `| raw log read (SQLite, 10,000 a batch) | ${rate(rawRate)} | 1.00 | |`,
-      `| stats rebuild (\`replayStats\` of \`npm run rebuild\`: read + count + roll up + write samples and rollups) | ${rate(median(rebuildRates))} | ${(median(rebuildRates) / rawRate).toFixed(2)} | ${rebuildRates.map((r, i) => (r / rawRates[i]).toFixed(2)).join(', ')} |`,
-    ].join('\n');
+    const rawRate = read / ((performance.now() - t0) / 1000);
+    options.progress(`  ${options.name}: ${warmUp}raw log read: ${rate(rawRate)} events/s`);
+    const store = await options.store(round);
+    collectGarbage();
+    t0 = performance.now();
+    // The rebuild's own stats step (npm run rebuild -- --projection stats).
+    const applied = await replayStats({ log: options.log, store, isPersisted: () => false, topics: [Topics.messages] });
+    const rebuildRate = applied / ((performance.now() - t0) / 1000);
+    await store.close();
+    options.progress(`  ${options.name}: ${warmUp}stats rebuild: ${rate(rebuildRate)} events/s`);
+    if (round === 0) continue;
+    raw.push(rawRate);
+    rebuild.push(rebuildRate);
+  }
+  return { raw, rebuild };
+}
+
+/**
+ * Rate of the stats rebuild beside the raw read rate of the same log: the embedded log into
+ * SQLite, and, given production infrastructure, Kafka into ClickHouse.
+ */
+export async function replayBench(options: { events: number; production?: Record<string, string>; progress: (s: string) => void }): Promise<string> {
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const rows = (setup: string, raw: string, { raw: raws, rebuild }: { raw: number[]; rebuild: number[] }): string[] => [
+    `| ${setup}: raw log read (${raw}, 10,000 a batch) | ${rate(median(raws))} | 1.00 | |`,
+    `| ${setup}: stats rebuild (\`replayStats\` of \`npm run rebuild\`: read + count + roll up + write samples and rollups) | ${rate(median(rebuild))} | ${(median(rebuild) / median(raws)).toFixed(2)} | ${rebuild.map((r, i) => (r / raws[i]).toFixed(2)).join(', ')} |`,
+  ];
+  const rounds = Number(process.env.BENCH_REPLAY_ROUNDS ?? 5);
+  const lines = [
+    `| Stats rebuild of ${rate(options.events)} publish events (medians of ${rounds} rounds after one to warm up) | events/s | vs raw read | each round's ratio |`,
+    '|---|---:|---:|---|',
+  ];
+  const dir = mkdtempSync(join(tmpdir(), 'bench-replay-'));
+  try {
+    const log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
+    await writeEvents(log, options.events, options.progress);
+    await log.close();
+    // A fresh handle, so both reads start from SQLite rather than from the log's memory window.
+    const reader = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 4 });
+    try {
+      const result = await rebuildRounds({ name: 'embedded', log: reader, store: async (round) => new SqliteStatsStore(join(dir, `stats-${round}.db`)), rounds, progress: options.progress });
+      lines.push(...rows('embedded (4 partitions)', 'SQLite', result));
+    } finally {
+      await reader.close();
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+  const production = options.production;
+  if (production) {
+    // Fewer events and rounds: the mock broker here serves some tens of thousands of records a second.
+    const events = Math.min(options.events, Number(process.env.BENCH_REPLAY_PRODUCTION_EVENTS ?? 50_000));
+    const prefix = `bench_rebuild_${Date.now()}_`;
+    const dataDir = mkdtempSync(join(tmpdir(), 'bench-replay-'));
+    const adapters = await productionAdapters(parseConfig({ ...production, DATA_DIR: dataDir }), pino({ level: 'silent' }), { topicPrefix: `${prefix}-`, tablePrefix: prefix });
+    const client = createClickHouseClient({ url: production.CLICKHOUSE_URL });
+    const tables: string[] = [];
+    try {
+      await writeEvents(adapters.log, events, options.progress);
+      const result = await rebuildRounds({
+        name: 'production',
+        log: adapters.log,
+        store: async (round) => {
+          const tablePrefix = `${prefix}r${round}_`;
+          tables.push(...['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats'].map((t) => tablePrefix + t));
+          return new ClickHouseStatsStore({ url: production.CLICKHOUSE_URL, tablePrefix });
+        },
+        rounds: Math.min(rounds, 3),
+        progress: options.progress,
+      });
+      lines.push(...rows(`production, ${rate(events)} events (Kafka, ClickHouse 18.16)`, 'kafkajs', result));
+    } finally {
+      for (const table of tables) await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', table)}`.text });
+      await client.close();
+      await adapters.statsStore.close();
+      await adapters.log.close();
+      await adapters.close?.();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+  return lines.join('\n');
 }

@@ -6,10 +6,11 @@ import { productionEnv } from './production-env.js';
 
 const progress = (s: string): void => void process.stderr.write(`${s}\n`);
 const part = process.env.BENCH_STATS_PART;
+const found = await productionEnv(process.env, process.cwd());
+if ('skipped' in found) progress(`production: skipped (${found.skipped})`);
+const production = 'skipped' in found ? undefined : found.env;
 if (part !== 'rebuild') {
-  const production = await productionEnv(process.env, process.cwd());
-  if ('skipped' in production) progress(`production: skipped (${production.skipped})`);
-  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 300), production: 'skipped' in production ? undefined : production.env, progress }));
+  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 300), production, progress }));
   console.log();
 }
-if (part !== 'query') console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), progress }));
+if (part !== 'query') console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), production, progress }));
