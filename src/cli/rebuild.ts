@@ -42,7 +42,7 @@ Other flags are the service's (--data-dir ...). With KAFKA_BROKERS and CLICKHOUS
 Kafka and writes ClickHouse; otherwise the embedded log and store in DATA_DIR.`;
 
 /** The apps the service knows: its apps file or default app, and the apps topic. */
-export async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
+async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
   const registry = new AppRegistry();
   if (config.appsFile) for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
   else registry.put(loadOrCreateDefaultApp(config.dataDir, clock.now()).app);
@@ -113,7 +113,7 @@ function retentionRule(config: Config, registry: AppRegistry): (appId: string, c
 }
 
 /** Whether a channel's messages are persisted (the stats projection counts them twice). */
-export function persistedRule(config: Config, registry: AppRegistry): (appId: string, channel: string) => boolean {
+function persistedRule(config: Config, registry: AppRegistry): (appId: string, channel: string) => boolean {
   const retentionOf = retentionRule(config, registry);
   return (appId, channel) => retentionOf(appId, channel) !== undefined;
 }
