@@ -5,26 +5,17 @@
 // realtime subscribers, once each (one instance announces them; the same cause gives the same id
 // wherever it is derived, and the idempotent-publish rule drops a repeat).
 import { randomBytes } from 'node:crypto';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import * as Ably from 'ably';
 import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { until as untilShared } from '../faults/publish-load.js';
-import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
+import { findProductionInfra, productionTeardown, startProductionInstance } from '../helpers/production.js';
 
 const infra = await findProductionInfra();
 
 const KEY = 'chapp.k1:ch-secret-ch-secret';
 const IDLE_MS = 3_000;
-const opened: { close(): void }[] = [];
-const services: Service[] = [];
-
-afterAll(async () => {
-  for (const c of opened.splice(0)) c.close();
-  for (const s of services.splice(0)) await s.close().catch(() => undefined);
-});
-
-const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => untilShared(what, check, timeoutMs, 100);
+const { opened, services, until } = productionTeardown();
 
 describeWithInfra('production mode: channel status, enumeration and lifecycle on two instances', 'Kafka and ClickHouse', infra, (found) => {
   it('a status request on one instance activates the channel on both; occupancy and lifecycle events agree', async () => {

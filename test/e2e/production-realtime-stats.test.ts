@@ -4,25 +4,16 @@
 // add the instances up: connections open on both show in one peak, each connection made counts
 // once, and a message sent by each instance to its own subscriber counts once per subscriber.
 import { randomBytes } from 'node:crypto';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import * as Ably from 'ably';
 import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { until as untilShared } from '../faults/publish-load.js';
-import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
+import { findProductionInfra, productionTeardown, startProductionInstance } from '../helpers/production.js';
 
 const infra = await findProductionInfra();
 
 const KEY = 'rtstats.k1:rt-stats-secret-secret';
-const opened: Ably.Realtime[] = [];
-const services: Service[] = [];
-
-afterAll(async () => {
-  for (const c of opened.splice(0)) c.close();
-  for (const s of services.splice(0)) await s.close().catch(() => undefined);
-});
-
-const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => untilShared(what, check, timeoutMs, 100);
+const { opened, services, until } = productionTeardown();
 
 describeWithInfra('production mode: realtime usage statistics of two instances', 'Kafka and ClickHouse', infra, (found) => {
   it('open connections of both instances add up in one sample; connections made and messages sent count once each', async () => {

@@ -5,26 +5,17 @@
 // the other removes the members it held.
 import { randomBytes } from 'node:crypto';
 import { createServer, Socket, type AddressInfo, type Server } from 'node:net';
-import { afterAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import * as Ably from 'ably';
 import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { until as untilShared } from '../faults/publish-load.js';
-import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
+import { findProductionInfra, productionTeardown, startProductionInstance } from '../helpers/production.js';
 import { RawClient } from '../helpers/raw-realtime.js';
 
 const infra = await findProductionInfra();
 
 const KEY = 'rtapp.k1:rt-secret-rt-secret';
-const opened: { close(): void }[] = [];
-const services: Service[] = [];
-
-afterAll(async () => {
-  for (const c of opened.splice(0)) c.close();
-  for (const s of services.splice(0)) await s.close().catch(() => undefined);
-});
-
-const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> => untilShared(what, check, timeoutMs, 100);
+const { opened, services, until } = productionTeardown();
 
 /** A TCP forwarder whose target can change: the load balancer in front of the instances. */
 function balancer(): { server: Server; port: () => number; target: (port: number) => void; cut: () => void } {

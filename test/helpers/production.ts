@@ -9,6 +9,8 @@ import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
+import { afterAll } from 'vitest';
+import { until as untilShared } from '../faults/publish-load.js';
 import { findClickHouse, findKafka, type KafkaInfra } from './infra.js';
 
 export type ProductionInfra = KafkaInfra & { clickhouseUrl: string };
@@ -59,4 +61,23 @@ export async function startProductionInstance(found: ProductionInfra, spec: Inst
   const service = await startService(config, logger, await productionAdapters(config, logger, spec.isolation));
   await service.app.listen({ port: 0, host: '127.0.0.1' });
   return { service, port: (service.app.server.address() as AddressInfo).port };
+}
+
+/**
+ * What a production end-to-end file keeps for its teardown: the clients it opens and the instances
+ * it starts, closed after its tests (the afterAll is registered here, so call this at the top of
+ * the file); and `until`, polling every 100 ms for up to 30 s unless told otherwise.
+ */
+export function productionTeardown(): {
+  opened: { close(): void }[];
+  services: Service[];
+  until: (what: string, check: () => boolean | Promise<boolean>, timeoutMs?: number) => Promise<void>;
+} {
+  const opened: { close(): void }[] = [];
+  const services: Service[] = [];
+  afterAll(async () => {
+    for (const c of opened.splice(0)) c.close();
+    for (const s of services.splice(0)) await s.close().catch(() => undefined);
+  });
+  return { opened, services, until: (what, check, timeoutMs = 30_000) => untilShared(what, check, timeoutMs, 100) };
 }
