@@ -1,16 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import pino from 'pino';
-import { parseConfig } from '../../src/config.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra } from '../helpers/production.js';
+import { findProductionInfra, productionConfig } from '../helpers/production.js';
 import { basic } from '../helpers/service.js';
 
 const infra = await findProductionInfra();
@@ -29,18 +25,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 
 describeWithInfra('production mode: HTTP -> Kafka -> projections -> ClickHouse -> HTTP', 'Kafka and ClickHouse', infra, (found) => {
   it('publishes through Kafka, serves persisted history from ClickHouse after the in-memory window, survives a restart, and counts stats', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'cm-prod-'));
-    const appsFile = join(dataDir, 'apps.json');
-    writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'e2eapp', keys: [{ key: KEY }], namespaces: [{ id: 'persisted', persisted: true }] }] }));
-    const config = parseConfig({
-      DATA_DIR: dataDir,
-      APPS_FILE: appsFile,
-      KAFKA_BROKERS: found.brokers.join(','),
-      CLICKHOUSE_URL: found.clickhouseUrl,
-      KAFKA_IDEMPOTENT: process.env.KAFKA_MOCK === '1' || found.source !== 'testcontainers' ? '0' : '1',
-      HISTORY_TAIL_MS: '1000',
-      LOG_LEVEL: 'silent',
-    });
+    const { config } = productionConfig(found, [{ appId: 'e2eapp', keys: [{ key: KEY }], namespaces: [{ id: 'persisted', persisted: true }] }], { HISTORY_TAIL_MS: '1000' });
     const isolation = { topicPrefix: `e2e-${randomBytes(4).toString('hex')}-`, tablePrefix: `e2e_${randomBytes(4).toString('hex')}_` };
     const start = async (): Promise<Service> => {
       const logger = pino({ level: 'silent' });

@@ -1,19 +1,15 @@
 // The rebuild on Kafka and ClickHouse: from offset 0 of the topics a production instance wrote,
 // beside that instance (its reads go on), into the instance's tables and into empty ones alike.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pino from 'pino';
 import { expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.js';
 import { startService } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { rebuild, type RebuildProgress } from '../../src/cli/rebuild.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra } from '../helpers/production.js';
+import { findProductionInfra, productionConfig } from '../helpers/production.js';
 import { basic } from '../helpers/service.js';
 
 const infra = await findProductionInfra();
@@ -21,17 +17,7 @@ const KEY = 'rbapp.k1:rebuild-secret-rebuild';
 
 describeWithInfra('npm run rebuild on Kafka and ClickHouse', 'Kafka and ClickHouse', infra, (found) => {
   it('rebuilds stats from offset 0 of the Kafka topics beside a running instance, to the numbers it serves, into its tables or empty ones', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'cm-rebuild-'));
-    const appsFile = join(dataDir, 'apps.json');
-    writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'rbapp', keys: [{ key: KEY }] }] }));
-    const config = parseConfig({
-      DATA_DIR: dataDir,
-      APPS_FILE: appsFile,
-      KAFKA_BROKERS: found.brokers.join(','),
-      CLICKHOUSE_URL: found.clickhouseUrl,
-      KAFKA_IDEMPOTENT: process.env.KAFKA_MOCK === '1' || found.source !== 'testcontainers' ? '0' : '1',
-      LOG_LEVEL: 'silent',
-    });
+    const { config } = productionConfig(found, [{ appId: 'rbapp', keys: [{ key: KEY }] }]);
     const logger = pino({ level: 'silent' });
     const topicPrefix = `rb-${randomBytes(4).toString('hex')}-`;
     const tablePrefix = `rb_${randomBytes(4).toString('hex')}_`;

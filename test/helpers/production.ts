@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { parseConfig } from '../../src/config.js';
+import { parseConfig, type Config } from '../../src/config.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { afterAll } from 'vitest';
@@ -42,21 +42,30 @@ export interface InstanceSpec {
   env?: Record<string, string>;
 }
 
-/** A production-mode instance listening on a free loopback port. Close it in teardown. */
-export async function startProductionInstance(found: ProductionInfra, spec: InstanceSpec): Promise<{ service: Service; port: number }> {
-  const dataDir = mkdtempSync(join(tmpdir(), `cm-prod-${spec.instanceId}-`));
+/**
+ * The configuration a production-mode instance starts with: a DATA_DIR of its own, an APPS_FILE
+ * with these apps, the infrastructure found, and `env` on top.
+ */
+export function productionConfig(found: ProductionInfra, apps: unknown[], env: Record<string, string> = {}): { config: Config; dataDir: string } {
+  const dataDir = mkdtempSync(join(tmpdir(), `cm-prod-${env.INSTANCE_ID ?? 'instance'}-`));
   const appsFile = join(dataDir, 'apps.json');
-  writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: spec.appId, keys: [{ key: spec.key, ...(spec.capability ? { capability: spec.capability } : {}) }] }] }));
+  writeFileSync(appsFile, JSON.stringify({ apps }));
   const config = parseConfig({
     DATA_DIR: dataDir,
     APPS_FILE: appsFile,
     KAFKA_BROKERS: found.brokers.join(','),
     CLICKHOUSE_URL: found.clickhouseUrl,
     KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1',
-    INSTANCE_ID: spec.instanceId,
     LOG_LEVEL: 'silent',
-    ...spec.env,
+    ...env,
   });
+  return { config, dataDir };
+}
+
+/** A production-mode instance listening on a free loopback port. Close it in teardown. */
+export async function startProductionInstance(found: ProductionInfra, spec: InstanceSpec): Promise<{ service: Service; port: number }> {
+  const app = { appId: spec.appId, keys: [{ key: spec.key, ...(spec.capability ? { capability: spec.capability } : {}) }] };
+  const { config } = productionConfig(found, [app], { INSTANCE_ID: spec.instanceId, ...spec.env });
   const logger = pino({ level: 'silent' });
   const service = await startService(config, logger, await productionAdapters(config, logger, spec.isolation));
   await service.app.listen({ port: 0, host: '127.0.0.1' });
