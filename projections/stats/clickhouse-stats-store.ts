@@ -4,7 +4,7 @@ import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
-import { cover, sampleRange, dirtyRanges, foldInto, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type DirtyRange, type Level, type Piece } from './rollups.js';
+import { cover, sampleRange, dirtyRanges, foldInto, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type DirtyRange, type Level, type Piece } from './rollups.js';
 
 const UNIT_LEVEL: Record<number, Unit> = Object.fromEntries(Object.entries(UNIT_CODE).map(([unit, code]) => [code, unit as Unit]));
 
@@ -432,20 +432,7 @@ export class ClickHouseStatsStore implements StatsStore {
       sum.ch += Number(r.ch);
       sum.co += Number(r.co);
     }
-    return [...byInterval].map(([start, { counters, ch, co }]) => ({
-      level: 'sample' as const,
-      start,
-      counters,
-      channelSamples: ch > 0 ? 1 : 0,
-      channelSum: ch,
-      channelMax: ch,
-      channelMin: ch,
-      connectionSamples: co > 0 ? 1 : 0,
-      connectionSum: co,
-      connectionMax: co,
-      connectionMin: co,
-      lastSample: start,
-    }));
+    return [...byInterval].map(([start, { counters, ch, co }]) => ({ level: 'sample' as const, ...sampleAggregate(start, counters, ch, co) }));
   }
 
   /** The same buckets folded from the 6-second samples alone (what the rollups must always equal). */

@@ -1,4 +1,5 @@
 import { BASE_COUNTERS, flatEntries, type StatsBucket } from './stats-sample.js';
+import { sampleAggregate } from './rollups.js';
 
 /**
  * The spec's names for every figure of a stats record (the 0.8 nested paths: `inbound.rest.messages.count`,
@@ -19,19 +20,7 @@ export function specName(flatKey: string): string {
   return flatKey;
 }
 
-const emptyBucket = (counters: Record<string, number>): StatsBucket => ({
-  start: 0,
-  counters,
-  channelSamples: 0,
-  channelSum: 0,
-  channelMax: 0,
-  channelMin: 0,
-  connectionSamples: 0,
-  connectionSum: 0,
-  connectionMax: 0,
-  connectionMin: 0,
-  lastSample: 0,
-});
+const emptyBucket = (counters: Record<string, number>): StatsBucket => sampleAggregate(0, counters, 0, 0);
 
 function build(): NamedColumn[] {
   const sums = new Map<string, { counter: number; times: number }[]>();

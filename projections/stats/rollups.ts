@@ -62,6 +62,23 @@ export function sampleRange(start: number, end: number): [number, number] {
  */
 export type Aggregate = StatsBucket;
 
+/** One 6-second interval's totals over all partitions (open channels, open connections) as an aggregate. */
+export function sampleAggregate(start: number, counters: Counters, channels: number, connections: number): Aggregate {
+  return {
+    start,
+    counters,
+    channelSamples: channels > 0 ? 1 : 0,
+    channelSum: channels,
+    channelMax: channels,
+    channelMin: channels,
+    connectionSamples: connections > 0 ? 1 : 0,
+    connectionSum: connections,
+    connectionMax: connections,
+    connectionMin: connections,
+    lastSample: start,
+  };
+}
+
 /** Folds rows of any levels into buckets of the unit, oldest first. */
 export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
   const buckets = new Map<number, StatsBucket>();

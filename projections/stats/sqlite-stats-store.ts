@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
-import { cover, sampleRange, dirtyRanges, foldInto, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type Level } from './rollups.js';
+import { cover, sampleRange, dirtyRanges, foldInto, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type Level } from './rollups.js';
 
 /** One column per known counter, c1..cN by position in BASE_COUNTERS (as ClickHouse keeps ids). */
 const COLUMNS = BASE_COUNTERS.map((_, i) => `c${i + 1}`);
@@ -179,19 +179,9 @@ export class SqliteStatsStore implements StatsStore {
   private rowsOf(appId: string, level: Level, from: number, to: number): Aggregate[] {
     if (level === 'sample') {
       this.perIntervalStmt ??= this.db.prepare(PER_INTERVAL);
-      return (this.perIntervalStmt.all(appId, from, to) as ({ start: number; ch: number; co: number } & Record<string, number>)[]).map((r) => ({
-        start: r.start,
-        counters: countersOf(r),
-        channelSamples: r.ch > 0 ? 1 : 0,
-        channelSum: r.ch,
-        channelMax: r.ch,
-        channelMin: r.ch,
-        connectionSamples: r.co > 0 ? 1 : 0,
-        connectionSum: r.co,
-        connectionMax: r.co,
-        connectionMin: r.co,
-        lastSample: r.start,
-      }));
+      return (this.perIntervalStmt.all(appId, from, to) as ({ start: number; ch: number; co: number } & Record<string, number>)[]).map((r) =>
+        sampleAggregate(r.start, countersOf(r), r.ch, r.co),
+      );
     }
     // Rows as arrays (raw): no object of 40 properties per row.
     this.rollupStmt ??= this.db
