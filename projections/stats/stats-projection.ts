@@ -1,7 +1,7 @@
 import { LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
-import type { Checkpoint, LogRecord } from '../../src/log/port.js';
+import type { Checkpoint, LogRecord, RecordVisitor } from '../../src/log/port.js';
 import { decodeEvent, decodedEvent, type LogEvent } from '../../src/log/events.js';
-import { summarizePublished, type PublishedSummary } from '../../src/log/published-summary.js';
+import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/messages/message.js';
 import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
@@ -42,7 +42,8 @@ function named(counters: CounterArray): Counters {
 
 interface AppSample {
   counters: CounterArray;
-  channels: Set<string>;
+  /** the channels published to in the sample, each with whether its messages are persisted */
+  channels: Map<string, boolean>;
   /** open realtime connections: the instances' readings, added up */
   connections: number;
 }
@@ -62,6 +63,10 @@ interface Sample {
 interface PartitionState {
   /** open samples by interval */
   open: Map<number, Sample>;
+  /** the oldest interval in `open` (Infinity when none) */
+  oldestOpen: number;
+  /** the open sample the last record counted in, while it is in `dirty` (most records count in it too) */
+  current: Sample | undefined;
   /** closed samples not yet written */
   unwritten: Sample[];
   /** the newest closed sample that is written: context for the next one, never written again */
@@ -127,7 +132,7 @@ export class StatsProjection {
     let s = byTopic.get(partition);
     if (!s) {
       const finalized = this.stored.get(topic)?.get(partition)?.finalized ?? -Infinity;
-      s = { open: new Map(), unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
+      s = { open: new Map(), oldestOpen: Infinity, current: undefined, unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
       byTopic.set(partition, s);
     }
     return s;
@@ -136,21 +141,42 @@ export class StatsProjection {
   apply(records: LogRecord[]): void {
     for (const record of records) {
       const state = this.state(record.topic, record.partition, record.offset);
-      // The record's own time counts: whether its interval has closed does not depend on where
-      // a replay starts (the first record after a resume had no newest time before it).
-      state.newest = Math.max(state.newest, record.timestamp);
-      // A publish not decoded yet is read for its counts alone (a rebuild's hot path).
-      const summary = decodedEvent(record.value) === undefined ? summarizePublished(record.value) : undefined;
-      if (summary) this.countPublished(state, summary, record);
-      else {
-        const event = decodeEvent(record.value);
-        if (this.canHandle(event)) this.evolve(state, event, record);
-      }
-      state.next = record.offset + 1;
-      this.closeSamples(state);
+      this.applyRecord(state, record.offset, record.timestamp, record.value, 0, record.value.length, decodedEvent(record.value));
     }
+    this.applied();
+  }
+
+  /**
+   * What applies the records of one partition that a log visits in place (Log.scan: a rebuild's
+   * read), from `from` on; call `applied` after each batch.
+   */
+  visitor(topic: string, partition: number, from: number): RecordVisitor {
+    const state = this.state(topic, partition, from);
+    return (offset, timestamp, bytes, start, end) => this.applyRecord(state, offset, timestamp, bytes, start, end, undefined);
+  }
+
+  /** After a batch: the next flush scheduled, the callers waiting for these records told. */
+  applied(): void {
     this.scheduleFlush();
     if (this.waiters.length > 0) this.wake();
+  }
+
+  /** The summary of the publish being applied (one object for all: this runs for every record). */
+  private readonly published: PublishedSummary = { appId: '', channel: '', transport: '', count: 0, data: 0 };
+
+  /** Applies the record whose value is bytes[start, end) (its event too, when it is decoded already). */
+  private applyRecord(state: PartitionState, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number, decoded: LogEvent | undefined): void {
+    // The record's own time counts: whether its interval has closed does not depend on where
+    // a replay starts (the first record after a resume had no newest time before it).
+    if (timestamp > state.newest) state.newest = timestamp;
+    // A publish not decoded yet is read for its counts alone (a rebuild's hot path).
+    if (decoded === undefined && readPublished(bytes, start, end, this.published)) this.countPublished(state, this.published, timestamp, offset);
+    else {
+      const event = decoded ?? decodeEvent(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end));
+      if (this.canHandle(event)) this.evolve(state, event, timestamp, offset);
+    }
+    state.next = offset + 1;
+    this.closeSamples(state);
   }
 
   private appliedBeyond(topic: string, partition: number, offset: number): boolean {
@@ -203,15 +229,24 @@ export class StatsProjection {
    */
   private sampleFor(state: PartitionState, timestamp: number, offset: number): Sample {
     const interval = intervalOf(timestamp);
+    const current = state.current;
+    if (current !== undefined && current.interval === interval) {
+      current.lastOffset = offset;
+      return current;
+    }
     let sample = state.open.get(interval);
     if (!sample && this.closable(interval, state)) {
       sample = { interval, slot: offset + 1, firstOffset: offset, lastOffset: offset, apps: new Map() };
       state.unwritten.push(sample);
       return sample;
     }
-    if (!sample) state.open.set(interval, (sample = { interval, slot: 0, firstOffset: offset, lastOffset: offset, apps: new Map() }));
+    if (!sample) {
+      state.open.set(interval, (sample = { interval, slot: 0, firstOffset: offset, lastOffset: offset, apps: new Map() }));
+      if (interval < state.oldestOpen) state.oldestOpen = interval;
+    }
     sample.lastOffset = offset;
     state.dirty.add(interval);
+    state.current = sample;
     return sample;
   }
 
@@ -221,20 +256,20 @@ export class StatsProjection {
 
   private appOf(sample: Sample, appId: string): AppSample {
     let app = sample.apps.get(appId);
-    if (!app) sample.apps.set(appId, (app = { counters: new Float64Array(BASE_COUNTERS.length), channels: new Set(), connections: 0 }));
+    if (!app) sample.apps.set(appId, (app = { counters: new Float64Array(BASE_COUNTERS.length), channels: new Map(), connections: 0 }));
     return app;
   }
 
-  private evolve(state: PartitionState, event: LogEvent, record: LogRecord): void {
+  private evolve(state: PartitionState, event: LogEvent, timestamp: number, offset: number): void {
     switch (event.type) {
       case 'messages.published': {
         let data = 0;
         for (const m of event.messages) data += dataSize(m.data, m.encoding);
-        this.countPublished(state, { appId: event.appId, channel: event.channel, transport: event.transport, count: event.messages.length, data }, record);
+        this.countPublished(state, { appId: event.appId, channel: event.channel, transport: event.transport, count: event.messages.length, data }, timestamp, offset);
         break;
       }
       case 'presence.changed': {
-        const app = this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId);
+        const app = this.appOf(this.sampleFor(state, timestamp, offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
         // A drop is the service's own leave for a connection that went: no client sent it.
         if (event.event.action !== 'drop') {
@@ -248,30 +283,30 @@ export class StatsProjection {
         break;
       }
       case 'usage.reported': {
-        const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
+        const app = this.appOf(this.sampleFor(state, event.intervalStart, offset), event.appId);
         addNamed(app.counters, event.counters);
         // Each instance's reading once per interval: the instances add up.
         app.connections += event.connections ?? 0;
         break;
       }
       case 'stats.fixture': {
-        const app = this.appOf(this.sampleFor(state, event.intervalStart, record.offset), event.appId);
+        const app = this.appOf(this.sampleFor(state, event.intervalStart, offset), event.appId);
         addNamed(app.counters, event.counters);
-        for (let i = 0; i < (event.channels ?? 0); i++) app.channels.add(`\u0000fixture:${record.offset}:${i}`);
+        for (let i = 0; i < (event.channels ?? 0); i++) app.channels.set(`\u0000fixture:${offset}:${i}`, false);
         app.connections += event.connections ?? 0;
         break;
       }
       case 'connection.opened':
         // Made, not resumed: a resume (here or on another instance) is the same connection.
-        if (!event.resumed) this.appOf(this.sampleFor(state, record.timestamp, record.offset), event.appId).counters[CONNECTIONS_OPENED] += 1;
+        if (!event.resumed) this.appOf(this.sampleFor(state, timestamp, offset), event.appId).counters[CONNECTIONS_OPENED] += 1;
         break;
       default:
         break;
     }
   }
 
-  private countPublished(state: PartitionState, event: PublishedSummary, record: LogRecord): void {
-    const sample = this.sampleFor(state, record.timestamp, record.offset);
+  private countPublished(state: PartitionState, event: PublishedSummary, timestamp: number, offset: number): void {
+    const sample = this.sampleFor(state, timestamp, offset);
     // The service's own lifecycle messages: no client published them, and the metachannel is
     // not a channel in use (what is sent of them to subscribers counts, as outbound).
     if (event.channel === LIFECYCLE_CHANNEL) return;
@@ -279,15 +314,18 @@ export class StatsProjection {
     const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
     app.counters[keys.count] += event.count;
     app.counters[keys.data] += event.data;
-    if (this.options.isPersisted(event.appId, event.channel)) {
-      app.counters[STORED.count] += event.count;
-      app.counters[STORED.data] += event.data;
-    }
-    if (!app.channels.has(event.channel)) {
-      app.channels.add(event.channel);
+    // Whether the channel is persisted: asked once a sample (the rule of a rebuild's registry).
+    let persisted = app.channels.get(event.channel);
+    if (persisted === undefined) {
+      persisted = this.options.isPersisted(event.appId, event.channel);
+      app.channels.set(event.channel, persisted);
       if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
         app.counters[CHANNELS_OPENED] += 1;
       }
+    }
+    if (persisted) {
+      app.counters[STORED.count] += event.count;
+      app.counters[STORED.data] += event.data;
     }
   }
 
@@ -302,15 +340,18 @@ export class StatsProjection {
 
   /** Closes samples that the partition's newest record has left KEEP_MS behind. */
   private closeSamples(state: PartitionState): void {
-    if (state.open.size === 0) return;
-    // Open intervals are few (KEEP_MS / SAMPLE_MS); most records close none of them.
-    let oldest = Infinity;
-    for (const interval of state.open.keys()) if (interval < oldest) oldest = interval;
-    if (!this.closable(oldest, state)) return;
+    // Most records close none: one comparison with the oldest open interval.
+    if (!this.closable(state.oldestOpen, state)) return;
+    // Open intervals are few (KEEP_MS / SAMPLE_MS).
+    state.oldestOpen = Infinity;
     for (const interval of [...state.open.keys()].sort((a, b) => a - b)) {
-      if (!this.closable(interval, state)) break;
+      if (!this.closable(interval, state)) {
+        state.oldestOpen = interval;
+        break;
+      }
       const sample = state.open.get(interval)!;
       state.open.delete(interval);
+      if (state.current === sample) state.current = undefined;
       if (state.dirty.has(interval)) {
         state.dirty.delete(interval);
         state.unwritten.push(sample);
@@ -379,7 +420,11 @@ export class StatsProjection {
           const newestFinal = closed.filter((s) => s.slot === 0).pop();
           if (newestFinal) state.final = newestFinal;
           // Records applied while writing make a sample dirty again; only unchanged ones are clean.
-          for (const [interval, lastOffset] of dirty) if (state.open.get(interval)?.lastOffset === lastOffset) state.dirty.delete(interval);
+          for (const [interval, lastOffset] of dirty) {
+            if (state.open.get(interval)?.lastOffset !== lastOffset) continue;
+            state.dirty.delete(interval);
+            if (state.current?.interval === interval) state.current = undefined;
+          }
         }
       }
     })().finally(() => {

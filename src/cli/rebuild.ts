@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { adaptersFor, type Adapters } from '../service.js';
-import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
+import { Topics, type Log, type LogRecord, type RecordVisitor, type ScanResult, type Topic } from '../log/port.js';
 import { decodeEvent } from '../log/events.js';
 import { loadAppsFile } from '../apps/apps-file.js';
 import { loadOrCreateDefaultApp } from '../apps/default-app.js';
@@ -72,6 +72,12 @@ async function readAll(
     beforeTopic?: (topic: Topic) => Promise<void>;
     afterTopic?: (topic: Topic) => Promise<void>;
     byTime?: boolean;
+    /**
+     * Where the log visits records in place (Log.scan): what applies those of a partition from an
+     * offset on, and, after each batch, `handle` is called with no records (the batch's count instead).
+     */
+    visit?: (topic: Topic, partition: number, from: number) => RecordVisitor;
+    afterVisit?: (count: number) => void | Promise<void>;
   } = {},
 ): Promise<number> {
   const onProgress = options.onProgress ?? (() => {});
@@ -88,15 +94,24 @@ async function readAll(
       if (open.length === 0) break;
       // Partition by partition: the first unfinished one; by time: the one read least far.
       const cursor = options.byTime ? open.reduce((a, b) => (b.newest < a.newest ? b : a)) : open[0];
-      const records = await log.read(topic, cursor.partition, cursor.offset, Math.min(batch, cursor.end - cursor.offset));
-      if (records.length === 0) {
+      const max = Math.min(batch, cursor.end - cursor.offset);
+      let read: ScanResult;
+      if (options.visit && log.scan) {
+        read = await log.scan(topic, cursor.partition, cursor.offset, max, options.visit(topic, cursor.partition, cursor.offset));
+        if (read.count > 0) await options.afterVisit?.(read.count);
+      } else {
+        const records = await log.read(topic, cursor.partition, cursor.offset, max);
+        if (records.length > 0) await handle(records, topic);
+        const last = records[records.length - 1];
+        read = { count: records.length, next: last ? last.offset + 1 : cursor.offset, lastTimestamp: last?.timestamp ?? -Infinity };
+      }
+      if (read.count === 0) {
         cursor.offset = cursor.end;
         continue;
       }
-      await handle(records, topic);
-      done += records.length;
-      cursor.offset = records[records.length - 1].offset + 1;
-      cursor.newest = records[records.length - 1].timestamp;
+      done += read.count;
+      cursor.offset = read.next;
+      cursor.newest = read.lastTimestamp;
       onProgress({ done, total });
     }
     await options.afterTopic?.(topic);
@@ -148,19 +163,28 @@ export async function replayStats(options: ReplayStatsOptions): Promise<number> 
   const projection = new StatsProjection({ store, isPersisted: options.isPersisted, flushIntervalMs: 1e9 });
   const flushEvery = options.flushEvery ?? 100_000;
   let unflushed = 0;
+  const applied = async (count: number): Promise<void> => {
+    unflushed += count;
+    if (unflushed >= flushEvery) {
+      unflushed = 0;
+      await projection.flush();
+    }
+  };
   const read = await readAll(
     options.log,
     options.topics ?? STATS_TOPICS,
     options.batch ?? 10_000,
     async (records) => {
       projection.apply(records);
-      unflushed += records.length;
-      if (unflushed >= flushEvery) {
-        unflushed = 0;
-        await projection.flush();
-      }
+      await applied(records.length);
     },
     {
+      // The embedded log's records read where they lie, no record object made (Log.scan).
+      visit: (topic, partition, from) => projection.visitor(topic, partition, from),
+      afterVisit: async (count) => {
+        projection.applied();
+        await applied(count);
+      },
       onProgress: options.onProgress,
       beforeTopic: async (topic) => void (await projection.start(topic)),
       afterTopic: async () => {

@@ -56,6 +56,21 @@ export interface Subscription {
   stop(): Promise<void>;
 }
 
+/**
+ * One record seen in place: its value is bytes[start, end) of a buffer the log owns, valid during
+ * the call only (copy what is kept).
+ */
+export type RecordVisitor = (offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number) => void;
+
+export interface ScanResult {
+  /** records visited (0: nothing from fromOffset on) */
+  count: number;
+  /** the offset after the last record visited */
+  next: number;
+  /** the last record's timestamp */
+  lastTimestamp: number;
+}
+
 export interface Log {
   readonly kind: 'embedded' | 'kafka';
   /**
@@ -68,6 +83,11 @@ export interface Log {
   consume(options: ConsumeOptions): Subscription;
   /** Reads records in offset order from one partition, for replay and audits. */
   read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]>;
+  /**
+   * Visits records in offset order from one partition where they lie, making no LogRecord of
+   * each (a rebuild's read). Optional: where it is absent, read serves.
+   */
+  scan?(topic: Topic, partition: number, fromOffset: number, maxRecords: number, visit: RecordVisitor): Promise<ScanResult>;
   /**
    * Makes the first read of a topic as quick as the next ones (the Kafka adapter's reader joins a
    * consumer group, some 3 s on a new group); optional, and a failure only leaves reads as they were.

@@ -29,13 +29,21 @@ class Unexpected extends Error {}
 const unexpected = new Unexpected();
 
 export function summarizePublished(value: Uint8Array): PublishedSummary | undefined {
-  const fast = fastSummary(value);
-  if (fast !== undefined) return fast;
-  reader.reset(value);
+  const into: PublishedSummary = { appId: '', channel: '', transport: '', count: 0, data: 0 };
+  return readPublished(value, 0, value.length, into) ? into : undefined;
+}
+
+/**
+ * summarizePublished of the event at bytes[start, end), written into `into` (a rebuild reuses one
+ * object for every record); false where the event must be decoded.
+ */
+export function readPublished(bytes: Uint8Array, start: number, end: number, into: PublishedSummary): boolean {
+  if (fastSummary(bytes, start, end, into)) return true;
+  reader.reset(bytes, start, end);
   try {
-    return reader.summary();
+    return reader.summary(into);
   } catch (err) {
-    if (err === unexpected) return undefined;
+    if (err === unexpected) return false;
     throw err;
   } finally {
     reader.reset(EMPTY);
@@ -53,10 +61,10 @@ class Reader {
   private strStart = 0;
   private strLen = 0;
 
-  reset(b: Uint8Array): void {
+  reset(b: Uint8Array, start = 0, end = b.length): void {
     this.b = b;
-    this.pos = 0;
-    this.end = b.length;
+    this.pos = start;
+    this.end = end;
   }
 
   private need(n: number): void {
@@ -167,9 +175,9 @@ class Reader {
     return this.strLen <= MAX_INTERNED ? intern(this.b, this.strStart, this.strLen) : utf8(this.b, this.strStart, this.strLen);
   }
 
-  summary(): PublishedSummary | undefined {
+  summary(into: PublishedSummary): boolean {
     const fields = this.container(this.u8());
-    if (fields < 0 || fields % 2 !== 0) return undefined;
+    if (fields < 0 || fields % 2 !== 0) return false;
     let type = false;
     let appId: string | undefined;
     let channel: string | undefined;
@@ -177,37 +185,42 @@ class Reader {
     let count = -1;
     let data = 0;
     for (let f = 0; f < fields / 2; f++) {
-      if (!this.str(this.u8())) return undefined;
+      if (!this.str(this.u8())) return false;
       // The field's name by its length first: one comparison per field, not one per name.
       const len = this.strLen;
       const field = len === 4 ? NAME.type : len === 5 ? NAME.appId : len === 7 ? NAME.channel : len === 9 ? NAME.transport : len === 8 ? NAME.messages : undefined;
       if (field === undefined || !this.strIs(field)) {
         this.skip();
       } else if (field === NAME.type) {
-        if (!this.str(this.u8()) || !this.strIs(NAME.published)) return undefined;
+        if (!this.str(this.u8()) || !this.strIs(NAME.published)) return false;
         type = true;
       } else if (field === NAME.appId) {
-        if (!this.str(this.u8())) return undefined;
+        if (!this.str(this.u8())) return false;
         appId = this.text();
       } else if (field === NAME.channel) {
-        if (!this.str(this.u8())) return undefined;
+        if (!this.str(this.u8())) return false;
         channel = this.text();
       } else if (field === NAME.transport) {
-        if (!this.str(this.u8())) return undefined;
+        if (!this.str(this.u8())) return false;
         transport = this.text();
       } else {
         const t = this.u8();
-        if (!((t >= 0x90 && t <= 0x9f) || t === 0xdc || t === 0xdd)) return undefined;
+        if (!((t >= 0x90 && t <= 0x9f) || t === 0xdc || t === 0xdd)) return false;
         count = this.container(t);
         for (let m = 0; m < count; m++) {
           const size = this.messageData();
-          if (size < 0) return undefined;
+          if (size < 0) return false;
           data += size;
         }
       }
     }
-    if (this.pos !== this.end || !type || appId === undefined || channel === undefined || transport === undefined || count < 0) return undefined;
-    return { appId, channel, transport, count, data };
+    if (this.pos !== this.end || !type || appId === undefined || channel === undefined || transport === undefined || count < 0) return false;
+    into.appId = appId;
+    into.channel = channel;
+    into.transport = transport;
+    into.count = count;
+    into.data = data;
+    return true;
   }
 
   /** dataSize(data, encoding) of the message map here, or -1 when the event must be decoded. */
@@ -305,9 +318,9 @@ const CHANNEL_KEY = new Uint8Array([0xa7, ...NAME.channel]);
 const TRANSPORT_KEY = new Uint8Array([0xa9, ...NAME.transport]);
 const MESSAGES_KEY = new Uint8Array([0xa8, ...NAME.messages]);
 
-/** Where the string at p starts and ends (fixstr, str 8, str 16), or -1; sets `strEnd`. */
+/** Where the string at p starts and ends (fixstr, str 8, str 16) within `end`, or -1; sets `strEnd`. */
 let strEnd = 0;
-function strAt(b: Uint8Array, p: number): number {
+function strAt(b: Uint8Array, p: number, end: number): number {
   const t = b[p];
   let start: number;
   let len: number;
@@ -322,64 +335,96 @@ function strAt(b: Uint8Array, p: number): number {
     len = (b[p + 1] << 8) | b[p + 2];
   } else return -1;
   strEnd = start + len;
-  return strEnd <= b.length ? start : -1;
+  return strEnd <= end && p < end ? start : -1;
 }
 
-function startsWith(b: Uint8Array, p: number, prefix: Uint8Array): boolean {
-  if (p + prefix.length > b.length) return false;
+function startsWith(b: Uint8Array, p: number, prefix: Uint8Array, end: number): boolean {
+  if (p + prefix.length > end) return false;
   for (let i = 0; i < prefix.length; i++) if (b[p + i] !== prefix[i]) return false;
   return true;
 }
 
 /** The short string at p, interned (see intern), or undefined; sets `strEnd`. */
-function namedAt(b: Uint8Array, p: number): string | undefined {
-  const start = strAt(b, p);
+function namedAt(b: Uint8Array, p: number, end: number): string | undefined {
+  const start = strAt(b, p, end);
   if (start < 0 || strEnd - start > MAX_INTERNED) return undefined;
   return intern(b, start, strEnd - start);
 }
 
-function fastSummary(b: Uint8Array): PublishedSummary | undefined {
-  if (!startsWith(b, 0, HEAD)) return undefined;
-  const appId = namedAt(b, HEAD.length);
-  if (appId === undefined || !startsWith(b, strEnd, CHANNEL_KEY)) return undefined;
-  const channel = namedAt(b, strEnd + CHANNEL_KEY.length);
-  if (channel === undefined || !startsWith(b, strEnd, TRANSPORT_KEY)) return undefined;
-  const transport = namedAt(b, strEnd + TRANSPORT_KEY.length);
-  if (transport === undefined) return undefined;
+const REST = new TextEncoder().encode('rest');
+const REALTIME = new TextEncoder().encode('realtime');
+
+/** The transport at p: the two the service writes without a lookup, any other interned. */
+function transportAt(b: Uint8Array, p: number, end: number): string | undefined {
+  const start = strAt(b, p, end);
+  if (start < 0) return undefined;
+  const len = strEnd - start;
+  if (len === 4 && startsWith(b, start, REST, end)) return 'rest';
+  if (len === 8 && startsWith(b, start, REALTIME, end)) return 'realtime';
+  return len > MAX_INTERNED ? undefined : intern(b, start, len);
+}
+
+/**
+ * Where the first 0xED byte at or after `from` is, or -1: one search of a log segment for all its
+ * records rather than one a record (a search is bounded by the buffer's end, not the record's).
+ * The buffers read are the log's, which never change.
+ */
+let edIn: Uint8Array | undefined;
+let edFrom = 0;
+let edAt = -1;
+function nextEd(b: Uint8Array, from: number): number {
+  if (b !== edIn || from < edFrom || (edAt !== -1 && edAt < from)) {
+    edIn = b;
+    edFrom = from;
+    edAt = b.indexOf(0xed, from);
+  }
+  return edAt;
+}
+
+function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSummary): boolean {
+  if (!startsWith(b, from, HEAD, end)) return false;
+  const appId = namedAt(b, from + HEAD.length, end);
+  if (appId === undefined || !startsWith(b, strEnd, CHANNEL_KEY, end)) return false;
+  const channel = namedAt(b, strEnd + CHANNEL_KEY.length, end);
+  if (channel === undefined || !startsWith(b, strEnd, TRANSPORT_KEY, end)) return false;
+  const transport = transportAt(b, strEnd + TRANSPORT_KEY.length, end);
+  if (transport === undefined) return false;
   let p = strEnd;
-  if (!startsWith(b, p, MESSAGES_KEY)) return undefined;
+  if (!startsWith(b, p, MESSAGES_KEY, end)) return false;
   p += MESSAGES_KEY.length;
   const t = b[p];
-  if (t < 0x90 || t > 0x9f) return undefined;
+  if (p >= end || t < 0x90 || t > 0x9f) return false;
   const count = t & 0x0f;
   p++;
   let data = 0;
   for (let m = 0; m < count; m++) {
     const h = b[p];
-    if (h < 0x80 || h > 0x8f) return undefined;
+    if (p >= end || h < 0x80 || h > 0x8f) return false;
     const fields = h & 0x0f;
     p++;
     let size = 0;
     for (let f = 0; f < fields; f++) {
-      const key = strAt(b, p);
-      if (key < 0) return undefined;
+      const key = strAt(b, p, end);
+      if (key < 0) return false;
       p = strEnd;
       const keyLen = strEnd - key;
       const v = b[p];
       // `data`: text without an encoding is counted by its bytes; anything else (an encoding,
       // bytes, JSON) is the Reader's.
-      if (keyLen === 4 && startsWith(b, key, NAME.data)) {
-        const vs = strAt(b, p);
-        if (vs < 0) return undefined;
+      if (keyLen === 4 && startsWith(b, key, NAME.data, end)) {
+        const vs = strAt(b, p, end);
+        if (vs < 0) return false;
         // A lone surrogate (ED A0..BF) may decode to characters of another length: the Reader's.
-        const ed = b.indexOf(0xed, vs);
-        if (ed !== -1 && ed < strEnd) return undefined;
+        const ed = nextEd(b, vs);
+        if (ed !== -1 && ed < strEnd) return false;
         size = strEnd - vs;
         p = strEnd;
-      } else if (keyLen === 8 && startsWith(b, key, NAME.encoding)) {
-        return undefined;
-      } else if (strAt(b, p) >= 0) {
+      } else if (keyLen === 8 && startsWith(b, key, NAME.encoding, end)) {
+        return false;
+      } else if (strAt(b, p, end) >= 0) {
         p = strEnd;
+      } else if (p >= end) {
+        return false;
       } else if (v <= 0x7f) {
         p += 1;
       } else if (v === 0xcb || v === 0xcf || v === 0xd3) {
@@ -387,11 +432,16 @@ function fastSummary(b: Uint8Array): PublishedSummary | undefined {
       } else if (v === 0xce || v === 0xd2 || v === 0xca) {
         p += 5;
       } else {
-        return undefined;
+        return false;
       }
     }
     data += size;
   }
-  if (p !== b.length) return undefined;
-  return { appId, channel, transport, count, data };
+  if (p !== end) return false;
+  into.appId = appId;
+  into.channel = channel;
+  into.transport = transport;
+  into.count = count;
+  into.data = data;
+  return true;
 }

@@ -7,13 +7,22 @@ import Database from 'better-sqlite3';
 import type { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { packSegment } from '../../src/log/embedded/segment.js';
-import { unpackValue } from '../../src/codec/msgpack.js';
-import { Topics, type AppendRecord } from '../../src/log/port.js';
+import { packSegment, scanSegment } from '../../src/log/embedded/segment.js';
+import { packValue, unpackValue } from '../../src/codec/msgpack.js';
+import { Topics, type AppendRecord, type Log, type ScanResult } from '../../src/log/port.js';
 import { partitionFor } from '../../src/log/partitioner.js';
 
 const records = (from: number, count: number, key = 'k'): AppendRecord[] =>
   Array.from({ length: count }, (_, i) => ({ key, timestamp: 1000 + from + i, value: Buffer.from(`v${from + i}`) }));
+
+/** What scan visits, as [offset, timestamp, value text] (the value copied out of the log's buffer). */
+async function scanned(log: Log, partition: number, from: number, max: number): Promise<{ seen: [number, number, string][]; result: ScanResult }> {
+  const seen: [number, number, string][] = [];
+  const result = await log.scan!(Topics.messages, partition, from, max, (offset, timestamp, bytes, start, end) => {
+    seen.push([offset, timestamp, Buffer.from(bytes.subarray(start, end)).toString()]);
+  });
+  return { seen, result };
+}
 
 describe('embedded log segments (one row per partition per append)', () => {
   let dir: string;
@@ -90,6 +99,44 @@ describe('embedded log segments (one row per partition per append)', () => {
     expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 6]]));
     expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([3, 4, 5]);
     await reopened.close();
+  });
+
+  it('scan visits in place what read gives (offsets, timestamps, values), from any offset, at most the records asked, from SQLite and from the in-memory window', async () => {
+    const log = new EmbeddedLog({ path });
+    for (let from = 0; from < 30; from += 6) await log.append(Topics.messages, records(from, 6));
+    const fromRead = async (l: Log, from: number, max: number): Promise<[number, number, string][]> =>
+      (await l.read(Topics.messages, 0, from, max)).map((r) => [r.offset, r.timestamp, Buffer.from(r.value).toString()]);
+    // From the window of recent records, then after a reopen from SQLite (segments of 6).
+    for (const reopen of [false, true]) {
+      const l = reopen ? new EmbeddedLog({ path }) : log;
+      for (const [from, max] of [[0, 30], [0, 100], [4, 9], [6, 6], [11, 1], [29, 5], [30, 5], [3, 0]]) {
+        const { seen, result } = await scanned(l, 0, from, max);
+        expect(seen).toEqual(await fromRead(l, from, max));
+        expect(result).toEqual({ count: seen.length, next: seen.length > 0 ? seen[seen.length - 1][0] + 1 : from, lastTimestamp: seen.length > 0 ? seen[seen.length - 1][1] : -Infinity });
+      }
+      expect((await scanned(l, 1, 0, 10)).seen).toEqual([]);
+      await l.close();
+    }
+  });
+
+  it('scan reads a segment written in any MessagePack form, not only the one the log writes (the general decoder reads it)', () => {
+    const triples: [string, number, Uint8Array][] = [
+      ['k', 1, Buffer.from('a')],
+      ['kä', 2 ** 40, Buffer.from('bb')],
+      ['', 3, new Uint8Array(0)],
+    ];
+    // The general encoder: the smallest forms (fixarray, fixstr, small integers), not the 32-bit ones.
+    for (const bytes of [packValue(triples), packSegment(triples.map(([key, timestamp, value]) => ({ key, timestamp, value })))]) {
+      for (const [from, max] of [[10, 3], [10, 2], [11, 5], [12, 1], [13, 1]]) {
+        const seen: [number, number, string][] = [];
+        const result: ScanResult = { count: 0, next: from, lastTimestamp: -Infinity };
+        const full = scanSegment(bytes, 10, from, max, (o, t, b, s, e) => void seen.push([o, t, Buffer.from(b.subarray(s, e)).toString()]), result);
+        const expected = triples.map(([, t, v], i) => [10 + i, t, Buffer.from(v).toString()] as [number, number, string]).filter(([o]) => o >= from).slice(0, max);
+        expect(seen).toEqual(expected);
+        expect(full).toBe(expected.length === max);
+        expect(result.count).toBe(expected.length);
+      }
+    }
   });
 
   it('a log written one row per record (before segments) is migrated on open', async () => {

@@ -17,8 +17,8 @@ export function rng(seed: number): () => number {
 }
 
 /** About 3,000 events over 10 minutes: messages, presence, usage reports (some late), connections made and resumed. */
-export async function buildLog(events = 3000): Promise<EmbeddedLog> {
-  const log = new EmbeddedLog({ path: ':memory:', partitions: 3 });
+export async function buildLog(events = 3000, path = ':memory:'): Promise<EmbeddedLog> {
+  const log = new EmbeddedLog({ path, partitions: 3 });
   const random = rng(42);
   for (let i = 0; i < events; i++) {
     const ts = T0 + i * 200 + Math.floor(random() * 150);

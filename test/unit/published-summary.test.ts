@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { summarizePublished } from '../../src/log/published-summary.js';
+import { readPublished, summarizePublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { encodeEvent, type MessagesPublished } from '../../src/log/events.js';
 import { packValue } from '../../src/codec/msgpack.js';
 import { dataSize, type StoredMessage } from '../../src/messages/message.js';
@@ -71,5 +71,34 @@ describe('summarizePublished (the stats rebuild reads publishes without decoding
     expect(summarizePublished(ok)).toEqual({ appId: 'a', channel: 'c', transport: 'rest', count: 1, data: 5 });
     for (let cut = 0; cut < ok.length; cut++) expect(summarizePublished(ok.subarray(0, cut))).toBeUndefined();
     fc.assert(fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => void summarizePublished(bytes)));
+  });
+
+  it('read in place (a rebuild visits the values inside a log segment): the same summary as the value alone, and nothing past its end read', () => {
+    // Values packed one after another with bytes between them, 0xED among those bytes (the first
+    // byte of a lone surrogate, which the reader looks for in text data).
+    const between = fc.uint8Array({ maxLength: 8 }).map((b) => Uint8Array.from([0xed, 0xa0, ...b]));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string(), fc.array(message, { maxLength: 3 }), between), { minLength: 1, maxLength: 6 }), (events) => {
+        const parts: Uint8Array[] = [];
+        const spans: [number, number, Uint8Array][] = [];
+        let at = 0;
+        for (const [channel, messages, gap] of events) {
+          const value = encodeEvent({ type: 'messages.published', appId: 'app', channel, transport: 'realtime', messages: messages as StoredMessage[] });
+          parts.push(gap, value);
+          spans.push([at + gap.length, at + gap.length + value.length, value]);
+          at += gap.length + value.length;
+        }
+        const buffer = Buffer.concat(parts);
+        for (const [start, end, value] of spans) {
+          const into: PublishedSummary = { appId: '', channel: '', transport: '', count: 0, data: 0 };
+          const alone = summarizePublished(fromLog(value));
+          expect(readPublished(buffer, start, end, into)).toBe(alone !== undefined);
+          if (alone) expect(into).toEqual(alone);
+          // Cut short inside the buffer: the bytes after the cut are there, but not the value's.
+          expect(readPublished(buffer, start, end - 1, into)).toBe(false);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -5,13 +5,15 @@ import type {
   Log,
   LogPosition,
   LogRecord,
+  RecordVisitor,
+  ScanResult,
   Subscription,
   Topic,
 } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter } from './sqlite-writer.js';
-import { packSegment, type Segment, type SegmentRecords } from './segment.js';
+import { packSegment, scanSegment, type Segment, type SegmentRecords } from './segment.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -342,6 +344,31 @@ export class EmbeddedLog implements Log {
       }
     }
     return out;
+  }
+
+  async scan(topic: Topic, partition: number, fromOffset: number, maxRecords: number, visit: RecordVisitor): Promise<ScanResult> {
+    const result: ScanResult = { count: 0, next: fromOffset, lastTimestamp: -Infinity };
+    if (maxRecords <= 0) return result;
+    const window = this.recent.get(topic)?.[partition];
+    if (window && fromOffset >= window.start) {
+      const records = window.records;
+      const to = Math.min(records.length, fromOffset - window.start + maxRecords);
+      for (let i = fromOffset - window.start; i < to; i++) {
+        const r = records[i];
+        visit(r.offset, r.timestamp, r.value, 0, r.value.length);
+        result.count++;
+        result.next = r.offset + 1;
+        result.lastTimestamp = r.timestamp;
+      }
+      return result;
+    }
+    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
+    if (stream === undefined) return result;
+    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
+      const done = scanSegment(row.records, row.first_offset, fromOffset, maxRecords - result.count, visit, result);
+      if (done) break;
+    }
+    return result;
   }
 
   async partitions(topic: Topic): Promise<number> {

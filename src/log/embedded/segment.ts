@@ -1,4 +1,5 @@
-import type { AppendRecord } from '../port.js';
+import { unpackValue } from '../../codec/msgpack.js';
+import type { AppendRecord, RecordVisitor, ScanResult } from '../port.js';
 
 /** A row of log_segments, before its records are packed: the consecutive records of one append in one partition. */
 export interface Segment {
@@ -61,4 +62,53 @@ export function packSegment(records: AppendRecord[]): Uint8Array {
   const out = Buffer.allocUnsafeSlow(size);
   packSegmentInto(records, out, 0);
   return new Uint8Array(out.buffer, 0, size);
+}
+
+/**
+ * Visits the records of a packed segment whose first record is `firstOffset`, from `fromOffset`
+ * on, at most `max` of them, where they lie (a rebuild's read: no decoded key, no record object);
+ * adds to `result` and returns whether `max` were visited. Reads the 32-bit framing packSegmentInto
+ * writes; a segment in any other MessagePack form is decoded instead.
+ */
+export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: number, max: number, visit: RecordVisitor, result: ScanResult): boolean {
+  if (max <= 0) return true;
+  const u32 = (p: number): number => ((b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]) >>> 0;
+  if (b.length < 5 || b[0] !== 0xdd) return scanDecoded(b, firstOffset, fromOffset, max, visit, result);
+  const n = u32(1);
+  let pos = 5;
+  let visited = 0;
+  for (let i = 0; i < n; i++) {
+    // array of 3, str 32 key, uint 64 timestamp, bin 32 value
+    if (pos + 6 > b.length || b[pos] !== 0x93 || b[pos + 1] !== 0xdb) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
+    const keyEnd = pos + 6 + u32(pos + 2);
+    if (keyEnd + 14 > b.length || b[keyEnd] !== 0xcf || b[keyEnd + 9] !== 0xc6) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
+    const timestamp = u32(keyEnd + 1) * 0x1_0000_0000 + u32(keyEnd + 5);
+    const start = keyEnd + 14;
+    const end = start + u32(keyEnd + 10);
+    if (end > b.length) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
+    pos = end;
+    const offset = firstOffset + i;
+    if (offset < fromOffset) continue;
+    visit(offset, timestamp, b, start, end);
+    result.count++;
+    result.next = offset + 1;
+    result.lastTimestamp = timestamp;
+    if (++visited === max) return true;
+  }
+  return false;
+}
+
+/** scanSegment by the general decoder, from record `at` on (records before `fromOffset` skipped). */
+function scanDecoded(b: Uint8Array, firstOffset: number, at: number, max: number, visit: RecordVisitor, result: ScanResult, fromOffset = at): boolean {
+  const records = unpackValue(b) as SegmentRecords;
+  let visited = 0;
+  for (let i = Math.max(at, fromOffset) - firstOffset; i < records.length; i++) {
+    const [, timestamp, value] = records[i];
+    visit(firstOffset + i, timestamp, value, 0, value.length);
+    result.count++;
+    result.next = firstOffset + i + 1;
+    result.lastTimestamp = timestamp;
+    if (++visited === max) return true;
+  }
+  return false;
 }
