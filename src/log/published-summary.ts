@@ -38,6 +38,7 @@ export function summarizePublished(value: Uint8Array): PublishedSummary | undefi
  * object for every record); false where the event must be decoded.
  */
 export function readPublished(bytes: Uint8Array, start: number, end: number, into: PublishedSummary): boolean {
+  end = Math.min(end, bytes.length);
   if (fastSummary(bytes, start, end, into)) return true;
   reader.reset(bytes, start, end);
   try {
@@ -302,7 +303,8 @@ function intern(b: Uint8Array, start: number, len: number): string {
     if (same) return internedText[slot];
   }
   const text = utf8(b, start, len);
-  internedBytes[slot] = b.slice(start, start + len);
+  // A copy: a Buffer's slice is a view, which would keep the whole log segment it came from.
+  internedBytes[slot] = Uint8Array.prototype.slice.call(b, start, start + len);
   internedText[slot] = text;
   return text;
 }
@@ -313,10 +315,12 @@ function intern(b: Uint8Array, start: number, len: number): string {
  * undefined and the Reader above reads the event field by field (the same result, some four times
  * slower: a method call per value).
  */
-const HEAD = new Uint8Array([0x85, 0xa4, ...NAME.type, 0xb2, ...NAME.published, 0xa5, ...NAME.appId]);
-const CHANNEL_KEY = new Uint8Array([0xa7, ...NAME.channel]);
-const TRANSPORT_KEY = new Uint8Array([0xa9, ...NAME.transport]);
-const MESSAGES_KEY = new Uint8Array([0xa8, ...NAME.messages]);
+const HEAD = bytesOf(new Uint8Array([0x85, 0xa4, ...NAME.type, 0xb2, ...NAME.published, 0xa5, ...NAME.appId]));
+const CHANNEL_KEY = bytesOf(new Uint8Array([0xa7, ...NAME.channel]));
+const TRANSPORT_KEY = bytesOf(new Uint8Array([0xa9, ...NAME.transport]));
+const MESSAGES_KEY = bytesOf(new Uint8Array([0xa8, ...NAME.messages]));
+const DATA = bytesOf(NAME.data);
+const ENCODING = bytesOf(NAME.encoding);
 
 /** Where the string at p starts and ends (fixstr, str 8, str 16) within `end`, or -1; sets `strEnd`. */
 let strEnd = 0;
@@ -338,9 +342,31 @@ function strAt(b: Uint8Array, p: number, end: number): number {
   return strEnd <= end && p < end ? start : -1;
 }
 
-function startsWith(b: Uint8Array, p: number, prefix: Uint8Array, end: number): boolean {
-  if (p + prefix.length > end) return false;
-  for (let i = 0; i < prefix.length; i++) if (b[p + i] !== prefix[i]) return false;
+/** Bytes to look for, with their whole 32-bit words (big-endian) to compare four at a time. */
+interface Bytes {
+  bytes: Uint8Array;
+  words: Uint32Array;
+}
+
+function bytesOf(bytes: Uint8Array): Bytes {
+  const words = new Uint32Array(bytes.length >>> 2);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < words.length; i++) words[i] = view.getUint32(4 * i);
+  return { bytes, words };
+}
+
+/** The bytes fastSummary reads, as a DataView (one per buffer: a log segment holds many records). */
+let viewOf: Uint8Array | undefined;
+let view: DataView = new DataView(new ArrayBuffer(0));
+
+/** Whether `prefix` is at p of the buffer `view` shows, within `end` (a byte compare was half of fastSummary's time). */
+function startsWith(b: Uint8Array, p: number, prefix: Bytes, end: number): boolean {
+  const n = prefix.bytes.length;
+  if (p + n > end) return false;
+  const words = prefix.words;
+  for (let i = 0; i < words.length; i++) if (view.getUint32(p + 4 * i) !== words[i]) return false;
+  const bytes = prefix.bytes;
+  for (let i = words.length * 4; i < n; i++) if (b[p + i] !== bytes[i]) return false;
   return true;
 }
 
@@ -351,8 +377,8 @@ function namedAt(b: Uint8Array, p: number, end: number): string | undefined {
   return intern(b, start, strEnd - start);
 }
 
-const REST = new TextEncoder().encode('rest');
-const REALTIME = new TextEncoder().encode('realtime');
+const REST = bytesOf(new TextEncoder().encode('rest'));
+const REALTIME = bytesOf(new TextEncoder().encode('realtime'));
 
 /** The transport at p: the two the service writes without a lookup, any other interned. */
 function transportAt(b: Uint8Array, p: number, end: number): string | undefined {
@@ -382,16 +408,20 @@ function nextEd(b: Uint8Array, from: number): number {
 }
 
 function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSummary): boolean {
+  if (b !== viewOf) {
+    view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    viewOf = b;
+  }
   if (!startsWith(b, from, HEAD, end)) return false;
-  const appId = namedAt(b, from + HEAD.length, end);
+  const appId = namedAt(b, from + HEAD.bytes.length, end);
   if (appId === undefined || !startsWith(b, strEnd, CHANNEL_KEY, end)) return false;
-  const channel = namedAt(b, strEnd + CHANNEL_KEY.length, end);
+  const channel = namedAt(b, strEnd + CHANNEL_KEY.bytes.length, end);
   if (channel === undefined || !startsWith(b, strEnd, TRANSPORT_KEY, end)) return false;
-  const transport = transportAt(b, strEnd + TRANSPORT_KEY.length, end);
+  const transport = transportAt(b, strEnd + TRANSPORT_KEY.bytes.length, end);
   if (transport === undefined) return false;
   let p = strEnd;
   if (!startsWith(b, p, MESSAGES_KEY, end)) return false;
-  p += MESSAGES_KEY.length;
+  p += MESSAGES_KEY.bytes.length;
   const t = b[p];
   if (p >= end || t < 0x90 || t > 0x9f) return false;
   const count = t & 0x0f;
@@ -411,7 +441,7 @@ function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSu
       const v = b[p];
       // `data`: text without an encoding is counted by its bytes; anything else (an encoding,
       // bytes, JSON) is the Reader's.
-      if (keyLen === 4 && startsWith(b, key, NAME.data, end)) {
+      if (keyLen === 4 && startsWith(b, key, DATA, end)) {
         const vs = strAt(b, p, end);
         if (vs < 0) return false;
         // A lone surrogate (ED A0..BF) may decode to characters of another length: the Reader's.
@@ -419,7 +449,7 @@ function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSu
         if (ed !== -1 && ed < strEnd) return false;
         size = strEnd - vs;
         p = strEnd;
-      } else if (keyLen === 8 && startsWith(b, key, NAME.encoding, end)) {
+      } else if (keyLen === 8 && startsWith(b, key, ENCODING, end)) {
         return false;
       } else if (strAt(b, p, end) >= 0) {
         p = strEnd;
