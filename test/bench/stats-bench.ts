@@ -170,9 +170,11 @@ async function writeEvents(log: Log, events: number, progress: (s: string) => vo
 /**
  * Raw read and rebuild of the messages topic, alternating: a round to warm up (the first read of
  * the file and the JIT made the first round's raw read half as fast as the later ones), then
- * `rounds`, each timed part after a full collection (the garbage of the part before it, collected
- * in the middle of the raw read, made that read's rate vary by a factor of two). A fresh store for
- * each rebuild.
+ * `rounds`. The raw read starts after a full collection (the rebuild's garbage, collected in the
+ * middle of the raw read, made its rate vary by a factor of two); the rebuild does not, and pays
+ * for the raw read's garbage: a full collection right before it left the heap's limit so tight
+ * that every other rebuild ran two mark-compacts and lost a third of its rate, which a rebuild in
+ * a process of its own (npm run rebuild) does not. A fresh store for each rebuild.
  */
 async function rebuildRounds(options: {
   name: string;
@@ -200,7 +202,6 @@ async function rebuildRounds(options: {
     const rawRate = read / ((performance.now() - t0) / 1000);
     options.progress(`  ${options.name}: ${warmUp}raw log read: ${rate(rawRate)} events/s`);
     const store = await options.store(round);
-    collectGarbage();
     t0 = performance.now();
     // The rebuild's own stats step (npm run rebuild -- --projection stats).
     const applied = await replayStats({ log: options.log, store, isPersisted: () => false, topics: [Topics.messages] });
@@ -224,7 +225,7 @@ export async function replayBench(options: { events: number; production?: Record
     `| ${setup}: raw log read (${raw}, 10,000 a batch) | ${rate(median(raws))} | 1.00 | |`,
     `| ${setup}: stats rebuild (\`replayStats\` of \`npm run rebuild\`: read + count + roll up + write samples and rollups) | ${rate(median(rebuild))} | ${(median(rebuild) / median(raws)).toFixed(2)} | ${rebuild.map((r, i) => (r / raws[i]).toFixed(2)).join(', ')} |`,
   ];
-  const rounds = Number(process.env.BENCH_REPLAY_ROUNDS ?? 5);
+  const rounds = Number(process.env.BENCH_REPLAY_ROUNDS ?? 9);
   const lines = [
     `| Stats rebuild of ${rate(options.events)} publish events (medians of ${rounds} rounds after one to warm up) | events/s | vs raw read | each round's ratio |`,
     '|---|---:|---:|---|',
