@@ -85,11 +85,19 @@ const UNIT_MS: Record<Unit, number> = { minute: 60_000, hour: 3600_000, day: 86_
 async function pageOfBuckets(stats: StatsReader, asked: StatsQuery, direction: 'forwards' | 'backwards', wanted: number): Promise<StatsBucket[]> {
   // Nothing is older than the app's oldest sample: without this bound, a page of data younger
   // than the page (a new app, a fresh service) widened its window a dozen times back to 1970,
-  // each query reading every sample again (12 queries per GET /stats?unit=minute).
-  const oldest = stats.oldest ? await stats.oldest(asked.appId) : asked.start;
-  if (oldest === undefined) return [];
-  const q: StatsQuery = { ...asked, start: Math.max(asked.start, oldest) };
-  if (q.start > q.end) return [];
+  // each query reading every sample again (12 queries per GET /stats?unit=minute). Backwards, it
+  // is asked only when the first window is short (a page of an app with data enough is one read);
+  // forwards, first (the page starts at the range's start, often the epoch).
+  let oldestAsked = false;
+  let q = asked;
+  const bound = async (): Promise<boolean> => {
+    oldestAsked = true;
+    const oldest = stats.oldest ? await stats.oldest(asked.appId) : asked.start;
+    if (oldest === undefined) return false;
+    q = { ...q, start: Math.max(q.start, oldest) };
+    return q.start <= q.end;
+  };
+  if (direction === 'forwards' && !(await bound())) return [];
   let span = wanted * UNIT_MS[q.unit];
   for (;;) {
     const window: StatsQuery =
@@ -100,6 +108,11 @@ async function pageOfBuckets(stats: StatsReader, asked: StatsQuery, direction: '
     // A window edge may cut a bucket; it is complete once the window moves past it.
     const complete = direction === 'backwards' ? buckets.filter((b) => whole || b.start >= window.start) : buckets.filter((b) => whole || bucketEnd(b.start, q.unit) <= window.end + 1);
     if (whole || complete.length >= wanted) return direction === 'backwards' ? complete.slice(-wanted) : complete.slice(0, wanted);
+    if (!oldestAsked) {
+      if (!(await bound())) return [];
+      // The window reached back past the oldest sample: it held every bucket there is.
+      if (q.start >= window.start) return complete.slice(-wanted);
+    }
     span *= 4;
   }
 }

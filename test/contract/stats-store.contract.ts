@@ -153,6 +153,20 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
       });
     });
 
+    it("knows an app's oldest sample (GET /stats widens a page's window no further back): none before its first, the oldest of any partition or slot after", async () => {
+      await withStore(async (store) => {
+        expect(store.oldestInterval).toBeTypeOf('function');
+        expect(await store.oldestInterval?.('a')).toBeUndefined();
+        await store.write('messages', [row({ interval: T0 + 60_000 }), row({ interval: T0 + 6000, partition: 2 }), row({ appId: 'other', interval: T0 })], new Map());
+        expect(await store.oldestInterval?.('a')).toBe(T0 + 6000);
+        // A late row for an older interval (its own slot) moves it back.
+        await store.write('usage', [row({ interval: T0 - 6000, slot: 9, version: 9 })], new Map());
+        expect(await store.oldestInterval?.('a')).toBe(T0 - 6000);
+        expect(await store.oldestInterval?.('other')).toBe(T0);
+        expect(await store.oldestInterval?.('none')).toBeUndefined();
+      });
+    });
+
     it('keeps a checkpoint per topic and partition; the latest wins', async () => {
       await withStore(async (store) => {
         expect(await store.loadCheckpoint('messages')).toEqual(new Map());

@@ -10,6 +10,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);
 let now = T0;
 const queries: StatsQuery[] = [];
+let oldestAsked = 0;
 let t: TestService;
 
 beforeAll(async () => {
@@ -22,6 +23,8 @@ beforeAll(async () => {
         const store = adapters.statsStore;
         const query = store.query.bind(store);
         store.query = (q) => (queries.push(q), query(q));
+        const oldest = store.oldestInterval!.bind(store);
+        store.oldestInterval = (appId) => (oldestAsked++, oldest(appId));
         return adapters;
       },
     },
@@ -30,7 +33,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe('GET /stats on data younger than the page', () => {
-  it('reads the store once, from the oldest sample, and still returns every bucket', async () => {
+  it('reads the store once, a window of a page wide (not back to 1970), and still returns every bucket', async () => {
     for (let minute = 0; minute < 3; minute++) {
       now = T0 + minute * 60_000 + 1000;
       const res = await t.service.app.inject({
@@ -47,11 +50,22 @@ describe('GET /stats on data younger than the page', () => {
     await t.service.stats.flush();
 
     queries.length = 0;
+    oldestAsked = 0;
     const res = await t.service.app.inject({ url: '/stats?unit=minute&limit=10', headers: { authorization: t.auth } });
     expect(res.statusCode).toBe(200);
     expect(res.json().map((r: { intervalId: string }) => r.intervalId)).toEqual(['2030-01-15:10:22', '2030-01-15:10:21', '2030-01-15:10:20']);
+    // The page's window (11 minutes) is short of data; the oldest sample says there is no more.
     expect(queries).toHaveLength(1);
-    expect(queries[0].start).toBeGreaterThanOrEqual(T0);
+    expect(queries[0].start).toBeGreaterThanOrEqual(now - 12 * 60_000);
+    expect(oldestAsked).toBe(1);
+
+    // A page the data fills: one read, and the oldest sample is not asked for.
+    queries.length = 0;
+    oldestAsked = 0;
+    const full = await t.service.app.inject({ url: '/stats?unit=minute&limit=2', headers: { authorization: t.auth } });
+    expect(full.json().map((r: { intervalId: string }) => r.intervalId)).toEqual(['2030-01-15:10:22', '2030-01-15:10:21']);
+    expect(queries).toHaveLength(1);
+    expect(oldestAsked).toBe(0);
 
     // Forwards from the epoch: the first window starts at the oldest sample, not in 1970.
     queries.length = 0;
