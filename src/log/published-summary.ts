@@ -53,6 +53,16 @@ export function readPublished(bytes: Uint8Array, start: number, end: number, int
 
 const EMPTY = new Uint8Array(0);
 
+/** Writes a summary into `into`; true. */
+function fill(into: PublishedSummary, appId: string, channel: string, transport: string, count: number, data: number): true {
+  into.appId = appId;
+  into.channel = channel;
+  into.transport = transport;
+  into.count = count;
+  into.data = data;
+  return true;
+}
+
 /** A cursor over MessagePack bytes (methods, not closures: this runs once per record). */
 class Reader {
   private b: Uint8Array = EMPTY;
@@ -216,12 +226,7 @@ class Reader {
       }
     }
     if (this.pos !== this.end || !type || appId === undefined || channel === undefined || transport === undefined || count < 0) return false;
-    into.appId = appId;
-    into.channel = channel;
-    into.transport = transport;
-    into.count = count;
-    into.data = data;
-    return true;
+    return fill(into, appId, channel, transport, count, data);
   }
 
   /** dataSize(data, encoding) of the message map here, or -1 when the event must be decoded. */
@@ -468,10 +473,5 @@ function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSu
     data += size;
   }
   if (p !== end) return false;
-  into.appId = appId;
-  into.channel = channel;
-  into.transport = transport;
-  into.count = count;
-  into.data = data;
-  return true;
+  return fill(into, appId, channel, transport, count, data);
 }
