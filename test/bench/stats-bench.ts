@@ -96,10 +96,14 @@ export async function statsQueryBench(options: {
     try {
       const app = service.registry.all()[0];
       const auth = `Basic ${Buffer.from(`${app.keys[0].keyName}:${app.keys[0].keySecret}`).toString('base64')}`;
-      // First an app with 3 minutes of samples (a new app, a fresh service): a page of minutes is
-      // short of data, and its window is widened only as far as the oldest sample.
-      await seed(adapters.statsStore, app.appId, end, options.progress, end - 3 * 60_000);
-      const young = await timed(options.samples, () => service.app.inject({ url: '/stats?unit=minute', headers: { authorization: auth } }));
+      // An app of its own with 3 minutes of samples (a new app, a fresh service): a page of minutes
+      // is short of data, and its window is widened only as far as the oldest sample.
+      const created = await service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } });
+      if (created.statusCode !== 201) throw new Error(`POST /apps answered ${created.statusCode}: ${created.body}`);
+      const youngApp = created.json() as { appId: string; keys: { keyStr: string }[] };
+      await seed(adapters.statsStore, youngApp.appId, end, options.progress, end - 3 * 60_000);
+      const youngAuth = `Basic ${Buffer.from(youngApp.keys[0].keyStr).toString('base64')}`;
+      const young = await timed(options.samples, () => service.app.inject({ url: '/stats?unit=minute', headers: { authorization: youngAuth } }));
       const t0 = performance.now();
       const rows = await seed(adapters.statsStore, app.appId, end, options.progress);
       options.progress(`  ${target.name}: ${rows} samples seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
