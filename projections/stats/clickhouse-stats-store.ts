@@ -436,9 +436,11 @@ export class ClickHouseStatsStore implements StatsStore {
   }
 
   /**
-   * The app's oldest sample's interval, or undefined when it has none: the first rows of its range
-   * of the primary key (app, sample start, ...), a granule a part. Without it a page of an app younger
-   * than the page widened its window back to 1970, a query each time (twelve for a page of minutes).
+   * The app's oldest sample's interval, or undefined when it has none: a read of the app's range of
+   * the primary key (app, sample start, ...), one column (some milliseconds for 30 days of
+   * samples; the route asks only when a page comes back short). Without it a page of an app
+   * younger than the page widened its window back to 1970, a query each time (twelve for a page
+   * of minutes).
    */
   async oldestInterval(appId: string): Promise<number | undefined> {
     const [row] = await this.ch.select<{ oldest: string | number; n: string | number }>(

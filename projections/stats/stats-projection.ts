@@ -314,7 +314,8 @@ export class StatsProjection {
     const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
     app.counters[keys.count] += event.count;
     app.counters[keys.data] += event.data;
-    // Whether the channel is persisted: asked once a sample (the rule of a rebuild's registry).
+    // Whether the channel is persisted: asked once a sample (a rule changed inside a sample counts
+    // from the next one; a rebuild asks its registry as loaded).
     let persisted = app.channels.get(event.channel);
     if (persisted === undefined) {
       persisted = this.options.isPersisted(event.appId, event.channel);

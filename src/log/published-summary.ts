@@ -398,17 +398,19 @@ function transportAt(b: Uint8Array, p: number, end: number): string | undefined 
 /**
  * Where the first 0xED byte at or after `from` is, or -1: one search of a log segment for all its
  * records rather than one a record (a search is bounded by the buffer's end, not the record's).
- * The buffers read are the log's, which never change.
+ * Kept while the reads of one buffer go forwards (a segment's records, in order); a read at or
+ * before the last searches again, so a buffer refilled and read from its start is searched anew.
+ * The log's buffers never change.
  */
 let edIn: Uint8Array | undefined;
 let edFrom = 0;
 let edAt = -1;
 function nextEd(b: Uint8Array, from: number): number {
-  if (b !== edIn || from < edFrom || (edAt !== -1 && edAt < from)) {
+  if (b !== edIn || from <= edFrom || (edAt !== -1 && edAt < from)) {
     edIn = b;
-    edFrom = from;
     edAt = b.indexOf(0xed, from);
   }
+  edFrom = from;
   return edAt;
 }
 

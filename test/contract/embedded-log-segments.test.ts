@@ -127,7 +127,8 @@ describe('embedded log segments (one row per partition per append)', () => {
     ];
     // The general encoder: the smallest forms (fixarray, fixstr, small integers), not the 32-bit ones.
     for (const bytes of [packValue(triples), packSegment(triples.map(([key, timestamp, value]) => ({ key, timestamp, value })))]) {
-      for (const [from, max] of [[10, 3], [10, 2], [11, 5], [12, 1], [13, 1]]) {
+      // From before the segment too: a scan from offset 5 reads on through the segments after 5.
+      for (const [from, max] of [[10, 3], [10, 2], [11, 5], [12, 1], [13, 1], [5, 3], [5, 2]]) {
         const seen: [number, number, string][] = [];
         const result: ScanResult = { count: 0, next: from, lastTimestamp: -Infinity };
         const full = scanSegment(bytes, 10, from, max, (o, t, b, s, e) => void seen.push([o, t, Buffer.from(b.subarray(s, e)).toString()]), result);

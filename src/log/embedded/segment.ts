@@ -102,7 +102,7 @@ export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: numb
 function scanDecoded(b: Uint8Array, firstOffset: number, at: number, max: number, visit: RecordVisitor, result: ScanResult, fromOffset = at): boolean {
   const records = unpackValue(b) as SegmentRecords;
   let visited = 0;
-  for (let i = Math.max(at, fromOffset) - firstOffset; i < records.length; i++) {
+  for (let i = Math.max(0, Math.max(at, fromOffset) - firstOffset); i < records.length; i++) {
     const [, timestamp, value] = records[i];
     visit(firstOffset + i, timestamp, value, 0, value.length);
     result.count++;
