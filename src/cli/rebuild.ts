@@ -73,8 +73,9 @@ async function readAll(
     afterTopic?: (topic: Topic) => Promise<void>;
     byTime?: boolean;
     /**
-     * Where the log visits records in place (Log.scan): what applies those of a partition from an
-     * offset on, and, after each batch, `handle` is called with no records (the batch's count instead).
+     * Where the log visits records in place (Log.scan), these serve instead of `handle`: `visit`
+     * gives what applies the records of a partition from an offset on, `afterVisit` is told each
+     * batch's count.
      */
     visit?: (topic: Topic, partition: number, from: number) => RecordVisitor;
     afterVisit?: (count: number) => void | Promise<void>;

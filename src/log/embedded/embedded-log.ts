@@ -13,7 +13,7 @@ import type {
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter } from './sqlite-writer.js';
-import { packSegment, scanSegment, type Segment, type SegmentRecords } from './segment.js';
+import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -355,10 +355,7 @@ export class EmbeddedLog implements Log {
       const to = Math.min(records.length, fromOffset - window.start + maxRecords);
       for (let i = fromOffset - window.start; i < to; i++) {
         const r = records[i];
-        visit(r.offset, r.timestamp, r.value, 0, r.value.length);
-        result.count++;
-        result.next = r.offset + 1;
-        result.lastTimestamp = r.timestamp;
+        visitRecord(visit, result, r.offset, r.timestamp, r.value, 0, r.value.length);
       }
       return result;
     }

@@ -64,11 +64,20 @@ export function packSegment(records: AppendRecord[]): Uint8Array {
   return new Uint8Array(out.buffer, 0, size);
 }
 
+/** Hands `visit` the record at offset, its value bytes[start, end), and counts it in `result`. */
+export function visitRecord(visit: RecordVisitor, result: ScanResult, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number): void {
+  visit(offset, timestamp, bytes, start, end);
+  result.count++;
+  result.next = offset + 1;
+  result.lastTimestamp = timestamp;
+}
+
 /**
  * Visits the records of a packed segment whose first record is `firstOffset`, from `fromOffset`
  * on, at most `max` of them, where they lie (a rebuild's read: no decoded key, no record object);
  * adds to `result` and returns whether `max` were visited. Reads the 32-bit framing packSegmentInto
- * writes; a segment in any other MessagePack form is decoded instead.
+ * writes; a segment in any other MessagePack form is decoded instead, from the record where the
+ * framing stops matching.
  */
 export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: number, max: number, visit: RecordVisitor, result: ScanResult): boolean {
   if (max <= 0) return true;
@@ -78,36 +87,27 @@ export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: numb
   let pos = 5;
   let visited = 0;
   for (let i = 0; i < n; i++) {
-    // array of 3, str 32 key, uint 64 timestamp, bin 32 value
-    if (pos + 6 > b.length || b[pos] !== 0x93 || b[pos + 1] !== 0xdb) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
-    const keyEnd = pos + 6 + u32(pos + 2);
-    if (keyEnd + 14 > b.length || b[keyEnd] !== 0xcf || b[keyEnd + 9] !== 0xc6) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
-    const timestamp = u32(keyEnd + 1) * 0x1_0000_0000 + u32(keyEnd + 5);
-    const start = keyEnd + 14;
-    const end = start + u32(keyEnd + 10);
-    if (end > b.length) return scanDecoded(b, firstOffset, firstOffset + i, max - visited, visit, result, fromOffset);
-    pos = end;
     const offset = firstOffset + i;
+    // array of 3, str 32 key, uint 64 timestamp, bin 32 value; -1 where the framing is another
+    const keyEnd = pos + 6 <= b.length && b[pos] === 0x93 && b[pos + 1] === 0xdb ? pos + 6 + u32(pos + 2) : -1;
+    const start = keyEnd + 14;
+    const end = keyEnd >= 0 && start <= b.length && b[keyEnd] === 0xcf && b[keyEnd + 9] === 0xc6 ? start + u32(keyEnd + 10) : -1;
+    if (end < 0 || end > b.length) return scanDecoded(b, firstOffset, Math.max(offset, fromOffset), max - visited, visit, result);
+    pos = end;
     if (offset < fromOffset) continue;
-    visit(offset, timestamp, b, start, end);
-    result.count++;
-    result.next = offset + 1;
-    result.lastTimestamp = timestamp;
+    visitRecord(visit, result, offset, u32(keyEnd + 1) * 0x1_0000_0000 + u32(keyEnd + 5), b, start, end);
     if (++visited === max) return true;
   }
   return false;
 }
 
-/** scanSegment by the general decoder, from record `at` on (records before `fromOffset` skipped). */
-function scanDecoded(b: Uint8Array, firstOffset: number, at: number, max: number, visit: RecordVisitor, result: ScanResult, fromOffset = at): boolean {
+/** scanSegment by the general decoder, from offset `from` on. */
+function scanDecoded(b: Uint8Array, firstOffset: number, from: number, max: number, visit: RecordVisitor, result: ScanResult): boolean {
   const records = unpackValue(b) as SegmentRecords;
   let visited = 0;
-  for (let i = Math.max(0, Math.max(at, fromOffset) - firstOffset); i < records.length; i++) {
+  for (let i = Math.max(0, from - firstOffset); i < records.length; i++) {
     const [, timestamp, value] = records[i];
-    visit(firstOffset + i, timestamp, value, 0, value.length);
-    result.count++;
-    result.next = firstOffset + i + 1;
-    result.lastTimestamp = timestamp;
+    visitRecord(visit, result, firstOffset + i, timestamp, value, 0, value.length);
     if (++visited === max) return true;
   }
   return false;
