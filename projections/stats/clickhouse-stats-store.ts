@@ -4,7 +4,7 @@ import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
-import { cover, sampleRange, dirtyRanges, foldInto, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type DirtyRange, type Level, type Piece } from './rollups.js';
+import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type DirtyRange, type LevelRow, type Piece } from './rollups.js';
 
 const UNIT_LEVEL: Record<number, Unit> = Object.fromEntries(Object.entries(UNIT_CODE).map(([unit, code]) => [code, unit as Unit]));
 
@@ -327,42 +327,13 @@ export class ClickHouseStatsStore implements StatsStore {
     );
   }
 
-  /**
-   * Buckets from the rollups: whole buckets of the unit, and where the range cuts a bucket, the
-   * rollups of smaller units and the samples that make up the part inside it (see `cover`).
-   *
-   * A page that ends now (the usual one) cuts the newest bucket, in which no sample is later than
-   * the window's end: that bucket's rollup is then the part inside the window, whole. It is read
-   * with the other rollups, and the pieces below it (minutes, samples) only when its newest
-   * sample is past the window's end (a window that ends in the past). So a page is one query
-   * (4 ms on 18.16) where it was two, a rollup query and a samples query with FINAL (10 ms).
-   */
+  /** Buckets from the rollups (see `bucketsOf`): a page is one read (4 ms on 18.16) where it was two. */
   async query(q: StatsQuery): Promise<StatsBucket[]> {
-    const [from, to] = sampleRange(q.start, q.end);
-    if (from >= to) return [];
-    const newest = bucketStart(to, q.unit);
-    const cut = newest < to && newest >= from;
-    const pieces = cut ? cover(from, newest, q.unit) : cover(from, to, q.unit);
-    const candidate: Piece[] = cut ? [{ level: q.unit, from: newest, to: bucketEnd(newest, q.unit) }] : [];
-    const [rows, edgeRows] = await Promise.all([this.readPieces(q.appId, [...pieces.filter((p) => p.level !== 'sample'), ...candidate]), this.readPieces(q.appId, pieces.filter((p) => p.level === 'sample'))]);
-    const aggregates = [...rows, ...edgeRows];
-    if (cut) {
-      const at = aggregates.findIndex((r) => r.start === newest && r.level === q.unit);
-      const whole = at >= 0 ? aggregates[at] : undefined;
-      // No rollup: no sample in the bucket either (a rollup is written right after its samples;
-      // between the two, or until a replay after a crash between them, the bucket shows as it
-      // was, as any read shows the projection's state a moment ago).
-      if (whole) {
-        aggregates.splice(at, 1);
-        if (whole.lastSample < to) aggregates.push(whole);
-        else aggregates.push(...(await this.readPieces(q.appId, cover(newest, to, q.unit))));
-      }
-    }
-    return foldInto(q.unit, aggregates.map(({ level: _, ...aggregate }) => aggregate));
+    return bucketsOf(q, (pieces) => this.readPieces(q.appId, pieces));
   }
 
-  /** The rows of these pieces: rollups (FINAL) and samples (summed per 6-second interval). */
-  private async readPieces(appId: string, pieces: Piece[]): Promise<(Aggregate & { level: Level })[]> {
+  /** The rows of these pieces: rollups (FINAL) and samples (summed per 6-second interval), in parallel. */
+  async readPieces(appId: string, pieces: Piece[]): Promise<LevelRow[]> {
     const rollupRanges = pieces.filter((p) => p.level !== 'sample');
     const sampleRanges = pieces.filter((p) => p.level === 'sample');
     const [rollups, samples] = await Promise.all([
@@ -377,7 +348,7 @@ export class ClickHouseStatsStore implements StatsStore {
             )})`),
       this.readSamples(appId, sampleRanges),
     ]);
-    const out: (Aggregate & { level: Level })[] = rollups.map((r) => {
+    const out: LevelRow[] = rollups.map((r) => {
       const counters: Counters = {};
       COLUMNS.forEach((c, i) => {
         const v = Number(r[c]);
@@ -394,7 +365,7 @@ export class ClickHouseStatsStore implements StatsStore {
    * does (rows of one version are the same row: a sample is a function of its records), at half
    * the cost on 18.16: the ranges are at most a minute at either end of a window.
    */
-  private async readSamples(appId: string, ranges: Piece[]): Promise<(Aggregate & { level: Level })[]> {
+  private async readSamples(appId: string, ranges: Piece[]): Promise<LevelRow[]> {
     if (ranges.length === 0) return [];
     const rows = await this.ch.select<{
       s: string | number;

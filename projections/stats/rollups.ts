@@ -1,4 +1,5 @@
 import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import type { StatsQuery } from './stats-store.js';
 
 /**
  * Rollups of the 6-second samples per minute, hour, day and month (issue 14: a page of any unit reads
@@ -62,6 +63,39 @@ export function sampleRange(start: number, end: number): [number, number] {
  */
 export type Aggregate = StatsBucket;
 
+/** A row of one level: a rollup (`level` its unit) or a sample's totals over all partitions (`sample`). */
+export type LevelRow = Aggregate & { level: Level };
+
+/** Reads the rows of these pieces (each level's rows with a start in [from, to)), in one go where the store can. */
+export type PieceReader = (pieces: Piece[]) => Promise<LevelRow[]>;
+
+/**
+ * The buckets of a query from rollups: whole buckets of the unit, and where the range cuts a
+ * bucket, the rows of lower levels that make up the part inside it (see `cover`).
+ *
+ * A page that ends now (the usual one) cuts the newest bucket, in which no sample is later than
+ * the window's end: that bucket's rollup is then the part inside the window, whole. It is read
+ * with the other rows, and the pieces below it (minutes, samples) only when its newest sample is
+ * past the window's end (a window that ends in the past). So a page is one read where it was two.
+ */
+export async function bucketsOf(q: StatsQuery, read: PieceReader): Promise<StatsBucket[]> {
+  const [from, to] = sampleRange(q.start, q.end);
+  if (from >= to) return [];
+  const newest = bucketStart(to, q.unit);
+  const cut = newest < to && newest >= from;
+  const pieces = cut ? cover(from, newest, q.unit) : cover(from, to, q.unit);
+  if (cut) pieces.push({ level: q.unit, from: newest, to: bucketEnd(newest, q.unit) });
+  const rows = await read(pieces);
+  if (cut) {
+    const at = rows.findIndex((r) => r.start === newest && r.level === q.unit);
+    // No rollup: no sample in the bucket either (a rollup is written with its samples, or right
+    // after them in ClickHouse, where until then the bucket shows as it was, as any read shows the
+    // projection's state a moment ago).
+    if (at >= 0 && rows[at].lastSample >= to) rows.splice(at, 1, ...(await read(cover(newest, to, q.unit))));
+  }
+  return foldInto(q.unit, rows);
+}
+
 /** One 6-second interval's totals over all partitions (open channels, open connections) as an aggregate. */
 export function sampleAggregate(start: number, counters: Counters, channels: number, connections: number): Aggregate {
   return {
@@ -86,7 +120,20 @@ export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
     const start = bucketStart(row.start, unit);
     const b = buckets.get(start);
     if (!b) {
-      buckets.set(start, { ...row, start, counters: { ...row.counters } });
+      // A copy: the rows may be a cache's, and a row of a level carries its level.
+      buckets.set(start, {
+        start,
+        counters: { ...row.counters },
+        channelSamples: row.channelSamples,
+        channelSum: row.channelSum,
+        channelMax: row.channelMax,
+        channelMin: row.channelMin,
+        connectionSamples: row.connectionSamples,
+        connectionSum: row.connectionSum,
+        connectionMax: row.connectionMax,
+        connectionMin: row.connectionMin,
+        lastSample: row.lastSample,
+      });
       continue;
     }
     for (const [k, v] of Object.entries(row.counters)) if (v) b.counters[k] = (b.counters[k] ?? 0) + v;

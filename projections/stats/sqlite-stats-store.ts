@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
-import { cover, sampleRange, dirtyRanges, foldInto, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Aggregate, type Level } from './rollups.js';
+import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Level, type LevelRow, type Piece } from './rollups.js';
 
 /** One column per known counter, c1..cN by position in BASE_COUNTERS (as ClickHouse keeps ids). */
 const COLUMNS = BASE_COUNTERS.map((_, i) => `c${i + 1}`);
@@ -166,21 +166,22 @@ export class SqliteStatsStore implements StatsStore {
     return new Map(rows.map((r) => [r.partition, { from: r.from_offset, finalized: r.finalized < 0 ? -Infinity : r.finalized }]));
   }
 
-  /**
-   * Buckets from the rollups: whole buckets of the unit, and where the range cuts a bucket, the
-   * rollups of smaller units and the samples that make up the part inside it.
-   */
+  /** Buckets from the rollups (see `bucketsOf`). */
   async query(q: StatsQuery): Promise<StatsBucket[]> {
-    const rows: Aggregate[] = [];
-    for (const piece of cover(...sampleRange(q.start, q.end), q.unit)) rows.push(...this.rowsOf(q.appId, piece.level, piece.from, piece.to));
-    return foldInto(q.unit, rows);
+    return bucketsOf(q, (pieces) => this.readPieces(q.appId, pieces));
   }
 
-  private rowsOf(appId: string, level: Level, from: number, to: number): Aggregate[] {
+  async readPieces(appId: string, pieces: Piece[]): Promise<LevelRow[]> {
+    const rows: LevelRow[] = [];
+    for (const p of pieces) for (const r of this.rowsOf(appId, p.level, p.from, p.to)) rows.push(r);
+    return rows;
+  }
+
+  private rowsOf(appId: string, level: Level, from: number, to: number): LevelRow[] {
     if (level === 'sample') {
       this.perIntervalStmt ??= this.db.prepare(PER_INTERVAL);
       return (this.perIntervalStmt.all(appId, from, to) as ({ start: number; ch: number; co: number } & Record<string, number>)[]).map((r) =>
-        sampleAggregate(r.start, countersOf(r), r.ch, r.co),
+        Object.assign(sampleAggregate(r.start, countersOf(r), r.ch, r.co), { level }),
       );
     }
     // Rows as arrays (raw): no object of 40 properties per row.
@@ -192,6 +193,7 @@ export class SqliteStatsStore implements StatsStore {
       const counters: Counters = {};
       for (let i = 0; i < BASE_COUNTERS.length; i++) if (r[n + i]) counters[BASE_COUNTERS[i]] = r[n + i];
       return {
+        level,
         start: r[0],
         counters,
         channelSamples: r[1],

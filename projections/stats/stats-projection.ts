@@ -4,7 +4,7 @@ import { decodeEvent, decodedEvent, type LogEvent } from '../../src/log/events.j
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/messages/message.js';
 import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
-import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRow, StatsWriter } from './stats-store.js';
 
 /**
  * A sample's counters: one number per base counter, by its position in BASE_COUNTERS (an index into
@@ -79,7 +79,7 @@ interface PartitionState {
 }
 
 export interface StatsProjectionOptions {
-  store: StatsStore;
+  store: StatsWriter;
   /** whether a channel's messages are persisted (counted twice, spec quota rules) */
   isPersisted: (appId: string, channel: string) => boolean;
   flushIntervalMs?: number;

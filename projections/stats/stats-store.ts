@@ -1,4 +1,5 @@
 import type { Counters, StatsBucket, Unit } from './stats-sample.js';
+import type { LevelRow, Piece } from './rollups.js';
 
 /**
  * One 6-second sample of one app from one log partition (or one late record, see `slot`). `version` is the offset of the last
@@ -41,8 +42,10 @@ export interface StatsStore {
   /** Writes rows, then the checkpoint of the topic they came from. */
   write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void>;
   loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
-  /** Buckets of the unit with any sample in [start, end], oldest first (read from the rollups). */
+  /** Buckets of the unit with any sample in [start, end], oldest first (read from the rollups: `bucketsOf`). */
   query(q: StatsQuery): Promise<StatsBucket[]>;
+  /** The rows of each piece's level with a start in [from, to): rollups, or samples summed per interval. */
+  readPieces(appId: string, pieces: Piece[]): Promise<LevelRow[]>;
   /**
    * The same buckets folded from the 6-second samples alone, reading every sample: what `query`
    * must always equal (tests and audits; the rollups' reference).
@@ -55,3 +58,6 @@ export interface StatsStore {
   oldestInterval?(appId: string): Promise<number | undefined>;
   close(): Promise<void>;
 }
+
+/** What the stats projection needs of a store: its checkpoint, and writes. */
+export type StatsWriter = Pick<StatsStore, 'init' | 'loadCheckpoint' | 'write'>;

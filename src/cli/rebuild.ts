@@ -19,7 +19,7 @@ import { loadAppsFile } from '../apps/apps-file.js';
 import { loadOrCreateDefaultApp } from '../apps/default-app.js';
 import { AppRegistry } from '../../projections/apps/app-registry.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
-import type { StatsStore } from '../../projections/stats/stats-store.js';
+import type { StatsStore, StatsWriter } from '../../projections/stats/stats-store.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -152,14 +152,10 @@ export interface ReplayStatsOptions {
  */
 export async function replayStats(options: ReplayStatsOptions): Promise<number> {
   const inner = options.store;
-  const store: StatsStore = {
-    kind: inner.kind,
+  const store: StatsWriter = {
     init: () => inner.init(),
     loadCheckpoint: async () => new Map(),
     write: (topic, rows) => inner.write(topic, rows, new Map()),
-    query: (q) => inner.query(q),
-    queryFromSamples: (q) => inner.queryFromSamples(q),
-    close: () => inner.close(),
   };
   const projection = new StatsProjection({ store, isPersisted: options.isPersisted, flushIntervalMs: 1e9 });
   const flushEvery = options.flushEvery ?? 100_000;

@@ -13,7 +13,7 @@ import {
   type StatsBucket,
 } from '../../projections/stats/stats-sample.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
-import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
+import type { StatsRow, StatsWriter } from '../../projections/stats/stats-store.js';
 import { UsageMeter } from '../../src/stats/usage-meter.js';
 import type { AppendBatcher, PendingRecord } from '../../src/log/append-batcher.js';
 import { decodeEvent, encodeEvent, type LogEvent, type UsageReported } from '../../src/log/events.js';
@@ -78,18 +78,14 @@ function meterWithLog(clock: { now: () => number }): { meter: UsageMeter; report
 }
 
 /** A stats store that keeps the rows the projection writes. */
-function rowStore(): { store: StatsStore; rows: StatsRow[] } {
+function rowStore(): { store: StatsWriter; rows: StatsRow[] } {
   const rows: StatsRow[] = [];
-  const store: StatsStore = {
-    kind: 'memory',
+  const store: StatsWriter = {
     init: async () => {},
     write: async (_topic, written) => {
       rows.push(...written);
     },
     loadCheckpoint: async () => new Map(),
-    query: async () => [],
-    queryFromSamples: async () => [],
-    close: async () => {},
   };
   return { store, rows };
 }
