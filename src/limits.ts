@@ -77,6 +77,17 @@ export interface Limits {
    * once the projection gets to it.
    */
   statsFixtureVisibleMs: number;
+  /**
+   * Rows of stats (rollups and 6-second samples) held in memory for GET /stats, all apps together
+   * (about 1 KB each: 100,000 is some 100 MB). Past it the apps read longest ago are dropped and
+   * read from the store again when asked. 0 holds none. No client error. STATS_CACHE_ROWS
+   */
+  statsCacheRows: number;
+  /**
+   * Age after which an app's held stats rows are read from the store again: the bound on how long
+   * a write this process did not make (a rebuild run beside it) takes to show. STATS_CACHE_MAX_AGE_MS
+   */
+  statsCacheMaxAgeMs: number;
   /** Presence members in one sandbox app's fixtures (POST /apps). Above: 40001 (400), nothing created. */
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
@@ -127,6 +138,8 @@ export const DEFAULT_LIMITS: Limits = {
   maxRevocations: 100_000,
   maxRevocationsPerApp: 10_000,
   statsFixtureVisibleMs: 10_000,
+  statsCacheRows: 100_000,
+  statsCacheMaxAgeMs: 60_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
 

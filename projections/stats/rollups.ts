@@ -32,8 +32,9 @@ export interface Piece {
   to: number;
 }
 
-const startOf = (ms: number, level: Level): number => (level === 'sample' ? ms - (((ms % SAMPLE_MS) + SAMPLE_MS) % SAMPLE_MS) : bucketStart(ms, level));
-const endOf = (start: number, level: Level): number => (level === 'sample' ? start + SAMPLE_MS : bucketEnd(start, level));
+/** The start of the row of a level that a time falls in, and the end of a row of that start. */
+export const startOf = (ms: number, level: Level): number => (level === 'sample' ? ms - (((ms % SAMPLE_MS) + SAMPLE_MS) % SAMPLE_MS) : bucketStart(ms, level));
+export const endOf = (start: number, level: Level): number => (level === 'sample' ? start + SAMPLE_MS : bucketEnd(start, level));
 
 /**
  * The fewest rows that make up [from, to) (6-second aligned): whole buckets of `level` inside it, and

@@ -52,10 +52,10 @@ export interface StatsStore {
    */
   queryFromSamples(q: StatsQuery): Promise<StatsBucket[]>;
   /**
-   * The app's oldest sample's interval (undefined: none), when the store finds it without a scan:
-   * a page of stats need not look further back than that.
+   * The app's oldest sample's interval (undefined: none), found without a scan: a page of stats
+   * need not look further back than that.
    */
-  oldestInterval?(appId: string): Promise<number | undefined>;
+  oldestInterval(appId: string): Promise<number | undefined>;
   close(): Promise<void>;
 }
 

@@ -131,6 +131,8 @@ export interface MetricSources {
   /** Open HTTP connections (WebSockets included). */
   openConnections: () => Promise<number>;
   realtime?: () => RealtimeNumbers;
+  /** The stats cache: rows held, and page reads answered from memory (hits) or the store (misses). */
+  statsCache?: () => { rows: number; hits: number; misses: number };
 }
 
 /** prom-client's process metrics: one collector per process, however many services it runs (tests). */
@@ -189,6 +191,15 @@ export class Metrics {
     add('cm_realtime_attachments', 'Realtime channel attachments', 'gauge', realtime((r) => r.attachments));
     add('cm_realtime_messages_delivered_total', 'Messages the realtime gateway sent to subscribers', 'counter', realtime((r) => r.delivered));
     add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
+    const cache = (pick: (c: { rows: number; hits: number; misses: number }) => Value[]) => (): Value[] => {
+      const c = this.sources?.statsCache?.();
+      return c ? pick(c) : [];
+    };
+    add('cm_stats_cache_rows', 'Stats rows (rollups, samples) held in memory for GET /stats', 'gauge', cache((c) => [{ labels: {}, value: c.rows }]));
+    add('cm_stats_cache_reads_total', 'Stats reads of GET /stats, by whether memory held every row (hit) or the store was read (miss)', 'counter', cache((c) => [
+      { labels: { outcome: 'hit' }, value: c.hits },
+      { labels: { outcome: 'miss' }, value: c.misses },
+    ]));
     this.scraped = Registry.merge([this.registry, processMetrics()]);
   }
 

@@ -27,8 +27,8 @@ const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
 
 export interface StatsReader {
   query(q: StatsQuery): Promise<StatsBucket[]>;
-  /** The app's oldest sample's interval, when the store finds it cheaply (see pageOfBuckets). */
-  oldest?(appId: string): Promise<number | undefined>;
+  /** The app's oldest sample's interval (see pageOfBuckets). */
+  oldest(appId: string): Promise<number | undefined>;
 }
 
 export interface StatsFixtureWriter {
@@ -92,7 +92,7 @@ async function pageOfBuckets(stats: StatsReader, asked: StatsQuery, direction: '
   let q = asked;
   const bound = async (): Promise<boolean> => {
     oldestAsked = true;
-    const oldest = stats.oldest ? await stats.oldest(asked.appId) : asked.start;
+    const oldest = await stats.oldest(asked.appId);
     if (oldest === undefined) return false;
     q = { ...q, start: Math.max(q.start, oldest) };
     return q.start <= q.end;

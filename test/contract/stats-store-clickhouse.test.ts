@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
+import { CachedStatsStore } from '../../projections/stats/stats-cache.js';
 import type { StatsStore } from '../../projections/stats/stats-store.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
@@ -14,34 +15,40 @@ import type { StatsCheckpoint, StatsRow } from '../../projections/stats/stats-st
 const clickhouse = await findClickHouse();
 
 describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) => {
-  statsStoreContract(
-    'clickhouse',
-    async () => {
-      // Tables of their own for every store (STYLE: unique names, no global resets).
-      const prefixes: string[] = [];
-      const opened: StatsStore[] = [];
-      return {
-        open: async () => {
-          const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
-          prefixes.push(tablePrefix);
-          const store = new ClickHouseStatsStore({ url, tablePrefix });
-          opened.push(store);
-          return store;
-        },
-        cleanup: async () => {
-          for (const s of opened) await s.close();
-          const client = createClickHouseClient({ url });
-          for (const prefix of prefixes) {
-            for (const table of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
-              await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
+  // Bare, and behind the cache the service reads stats through (projections/stats/stats-cache.ts).
+  for (const [name, wrap] of [
+    ['clickhouse', (store: StatsStore) => store],
+    ['clickhouse, behind the stats cache', (store: StatsStore) => new CachedStatsStore(store, { maxRows: 100_000, maxAgeMs: 3600_000 })],
+  ] as const) {
+    statsStoreContract(
+      name,
+      async () => {
+        // Tables of their own for every store (STYLE: unique names, no global resets).
+        const prefixes: string[] = [];
+        const opened: StatsStore[] = [];
+        return {
+          open: async () => {
+            const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+            prefixes.push(tablePrefix);
+            const store = wrap(new ClickHouseStatsStore({ url, tablePrefix }));
+            opened.push(store);
+            return store;
+          },
+          cleanup: async () => {
+            for (const s of opened) await s.close();
+            const client = createClickHouseClient({ url });
+            for (const prefix of prefixes) {
+              for (const table of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
+                await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
+              }
             }
-          }
-          await client.close();
-        },
-      };
-    },
-    { replayRuns: 2 },
-  );
+            await client.close();
+          },
+        };
+      },
+      { replayRuns: 2 },
+    );
+  }
 
   /** A store of its own tables, and a way to drop them. */
   const tables = () => {

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
+import { CachedStatsStore } from '../../projections/stats/stats-cache.js';
 import { Base } from '../../projections/stats/stats-sample.js';
 import { T0 } from '../helpers/stats-log.js';
 import type { StatsStore } from '../../projections/stats/stats-store.js';
@@ -16,6 +17,25 @@ statsStoreContract(
     return {
       open: async () => {
         const store = new SqliteStatsStore(':memory:');
+        opened.push(store);
+        return store;
+      },
+      cleanup: async () => {
+        for (const s of opened) await s.close();
+      },
+    };
+  },
+  { replayRuns: 4 },
+);
+
+// The service reads stats through the cache (projections/stats/stats-cache.ts): the same contract.
+statsStoreContract(
+  'sqlite, behind the stats cache',
+  async () => {
+    const opened: StatsStore[] = [];
+    return {
+      open: async () => {
+        const store = new CachedStatsStore(new SqliteStatsStore(':memory:'), { maxRows: 100_000, maxAgeMs: 3600_000 });
         opened.push(store);
         return store;
       },

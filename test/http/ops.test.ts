@@ -163,6 +163,19 @@ describe('GET /metrics (Prometheus)', () => {
     expect(text).toMatch(/^cm_process_resident_memory_bytes \d+/m);
   });
 
+  it('counts GET /stats reads answered from memory (hit) and from the store (miss), and the rows held', async () => {
+    const before = await t.service.app.inject({ method: 'GET', url: '/metrics' });
+    const hits = sample(before.body, 'cm_stats_cache_reads_total', { outcome: 'hit' }) ?? 0;
+    const misses = sample(before.body, 'cm_stats_cache_reads_total', { outcome: 'miss' }) ?? 0;
+    t.service.statsCache.clear();
+    const url = `/stats?unit=hour&end=${Date.UTC(2020, 0, 1)}`; // a past hour: no write changes it
+    for (let i = 0; i < 2; i++) expect((await t.service.app.inject({ url, headers: { authorization: t.auth } })).statusCode).toBe(200);
+    const text = (await t.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(sample(text, 'cm_stats_cache_reads_total', { outcome: 'miss' })).toBe(misses + 1);
+    expect(sample(text, 'cm_stats_cache_reads_total', { outcome: 'hit' })).toBe(hits + 1);
+    expect(sample(text, 'cm_stats_cache_rows')).toBeGreaterThanOrEqual(0);
+  });
+
   it('the route names the pattern, never the channel (labels stay bounded)', async () => {
     const channel = uniqueChannel('secret-name');
     await publish(t, channel);
