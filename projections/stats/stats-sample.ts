@@ -165,8 +165,12 @@ const WHATS = (['count', 'data'] as const).map((what) => ({
 }));
 const API_KEYS = (['all', 'tokenRequests'] as const).flatMap((kind) => (['succeeded', 'failed', 'refused'] as const).map((o) => Base.api(kind, o)));
 
-/** The flat `entries` of a bucket (protocol 2+; schema app-stats-0.0.5), zeros left out. */
-export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSamples: number): Record<string, number> {
+/**
+ * The flat `entries` of a bucket (protocol 2+; schema app-stats-0.0.5), zeros left out, as the
+ * spec derives them: `flatEntries` gives the same, key for key and in the same order, from a
+ * table made of this one (it runs for every record of every page).
+ */
+export function specEntries(bucket: StatsBucket, elapsedSamples: number, totalSamples: number): Record<string, number> {
   const c = bucket.counters;
   const out: Record<string, number> = {};
   const put = (k: string, v: number): void => {
@@ -219,6 +223,73 @@ export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSa
   gauge('connections.all', bucket.connectionSamples, bucket.connectionSum, bucket.connectionMax, bucket.connectionMin);
   put('connections.all.opened', get(c, Base.connectionsOpened));
   for (const k of API_KEYS) put(k, get(c, k));
+  return out;
+}
+
+/** One entry of a record: a sum of base counters (by position in BASE_COUNTERS, each times a factor), or a gauge's three. */
+type Slot = { key: string; terms: number[]; gauge?: undefined } | { gauge: 'channels' | 'connections.all'; keys: [peak: string, min: string, mean: string] };
+
+/** The entries of specEntries in its order, each as what it is made of (entries are linear in the counters). */
+const SLOTS: Slot[] = (() => {
+  const bucket = (counters: Counters, samples: number): StatsBucket => ({
+    start: 0,
+    counters,
+    channelSamples: samples,
+    channelSum: samples,
+    channelMax: samples,
+    channelMin: samples,
+    connectionSamples: samples,
+    connectionSum: samples,
+    connectionMax: samples,
+    connectionMin: samples,
+    lastSample: 0,
+  });
+  const every = specEntries(bucket(Object.fromEntries(BASE_COUNTERS.map((k) => [k, 1])), 1), 1, 1);
+  const alone = BASE_COUNTERS.map((k) => specEntries(bucket({ [k]: 1 }, 0), 1, 1));
+  const slots: Slot[] = [];
+  for (const key of Object.keys(every)) {
+    const gauge = (['channels', 'connections.all'] as const).find((g) => key.startsWith(`${g}.`) && /\.(peak|min|mean)$/.test(key) && !key.slice(g.length + 1).includes('.'));
+    if (gauge) {
+      if (key.endsWith('.peak')) slots.push({ gauge, keys: [`${gauge}.peak`, `${gauge}.min`, `${gauge}.mean`] });
+      continue;
+    }
+    const terms: number[] = [];
+    alone.forEach((entries, i) => {
+      if (entries[key]) terms.push(i, entries[key]);
+    });
+    slots.push({ key, terms });
+  }
+  return slots;
+})();
+const COUNTER_INDEX = new Map(BASE_COUNTERS.map((k, i) => [k, i]));
+/** The counters of the record being made, by position (records are made one at a time). */
+const values = new Float64Array(BASE_COUNTERS.length);
+
+/** specEntries, from the table: the same keys in the same order, some ten times faster. */
+export function flatEntries(bucket: StatsBucket, elapsedSamples: number, totalSamples: number): Record<string, number> {
+  values.fill(0);
+  const c = bucket.counters;
+  for (const k in c) {
+    const i = COUNTER_INDEX.get(k);
+    if (i !== undefined) values[i] = c[k];
+  }
+  const out: Record<string, number> = {};
+  for (const slot of SLOTS) {
+    if (slot.gauge !== undefined) {
+      const channels = slot.gauge === 'channels';
+      const samples = channels ? bucket.channelSamples : bucket.connectionSamples;
+      if (samples === 0) continue;
+      out[slot.keys[0]] = channels ? bucket.channelMax : bucket.connectionMax;
+      // A sample with no data had none (no active channel, no open connection).
+      out[slot.keys[1]] = samples >= totalSamples ? (channels ? bucket.channelMin : bucket.connectionMin) : 0;
+      out[slot.keys[2]] = Math.round(((channels ? bucket.channelSum : bucket.connectionSum) / Math.max(1, elapsedSamples)) * 1000) / 1000;
+      continue;
+    }
+    const t = slot.terms;
+    let v = 0;
+    for (let j = 0; j < t.length; j += 2) v += values[t[j]] * t[j + 1];
+    if (v) out[slot.key] = v;
+  }
   return out;
 }
 
