@@ -118,7 +118,8 @@ class AppRows {
  * Writes by another process into the same store (a rebuild run beside the service) are not seen:
  * an app's rows are read again once they are `maxAgeMs` old.
  *
- * Bounded: at most `maxRows` rows, all apps together; the apps read longest ago go first.
+ * Bounded: at most `maxRows` rows, all apps together, a quarter of them for one app; the apps read
+ * longest ago go first.
  */
 export class CachedStatsStore implements StatsStore {
   readonly kind: string;
@@ -211,13 +212,13 @@ export class CachedStatsStore implements StatsStore {
     }
     this.misses++;
     const read = await this.inner.readPieces(appId, wanted);
-    if (app.generation === generation && this.apps.get(appId) === app && read.length <= this.options.maxRows) {
+    if (app.generation === generation && this.apps.get(appId) === app) {
       for (const w of wanted) {
         app.level(w.level).add(w.from, w.to, read.filter((r) => r.level === w.level && r.start >= w.from && r.start < w.to));
       }
       app.rows += read.length;
       this.rows += read.length;
-      this.evict(app);
+      this.evict(appId, app);
     }
     for (const r of read) out.push(r);
     return out;
@@ -264,21 +265,20 @@ export class CachedStatsStore implements StatsStore {
     return app;
   }
 
-  /** Drops the apps read longest ago until the rows fit; the app being read last of all. */
-  private evict(reading: AppRows): void {
+  /**
+   * Drops the apps read longest ago until the rows fit. The app being read holds at most a quarter
+   * of them: past that it starts over, so that one app's pages cannot push every other app out.
+   */
+  private evict(readingId: string, reading: AppRows): void {
+    if (reading.rows > this.options.maxRows / 4) this.drop(readingId, reading);
     for (const [appId, app] of this.apps) {
       if (this.rows <= this.options.maxRows) return;
-      if (app === reading) continue;
-      this.apps.delete(appId);
-      this.rows -= app.rows;
+      this.drop(appId, app);
     }
-    if (this.rows > this.options.maxRows) {
-      // The app being read holds more than the limit alone: it starts over.
-      for (const [appId, app] of this.apps) {
-        if (app !== reading) continue;
-        this.apps.delete(appId);
-        this.rows -= app.rows;
-      }
-    }
+  }
+
+  private drop(appId: string, app: AppRows): void {
+    this.apps.delete(appId);
+    this.rows -= app.rows;
   }
 }

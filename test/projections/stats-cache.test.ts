@@ -159,26 +159,27 @@ describe('CachedStatsStore: GET /stats rows held in memory', () => {
     expect((await cache.query(page('minute'))).map((b) => b.counters[C])).toEqual([11]);
   });
 
-  it('holds at most maxRows rows: the app read longest ago goes first, and a read larger than the limit is not kept', async () => {
-    const { cache, reads } = await cachedStore({ maxRows: 30 });
+  it('holds at most maxRows rows: the app read longest ago goes first, and one app holds at most a quarter of them', async () => {
+    const { cache, reads } = await cachedStore({ maxRows: 40 });
     const rows = (appId: string, n: number) => Array.from({ length: n }, (_, i) => row({ appId, interval: T0 + i * 60_000 }));
-    await cache.write('messages', [...rows('a', 10), ...rows('b', 10), ...rows('c', 40)], new Map());
-    const minutes = (appId: string) => cache.query({ ...page('minute'), appId });
-    await minutes('a');
-    await minutes('b');
-    expect(cache.size).toBeGreaterThan(0);
-    expect(cache.size).toBeLessThanOrEqual(30);
-    await minutes('c'); // 40 minutes: more than the limit alone
-    expect(cache.size).toBeLessThanOrEqual(30);
-    reads.length = 0;
-    expect(await minutes('c')).toHaveLength(40);
-    expect(reads).toHaveLength(1);
-    // a and b: 10 minutes each, kept while they fit; the one read longest ago goes first.
-    await minutes('a');
-    await minutes('b');
-    reads.length = 0;
-    await minutes('b');
-    expect(reads).toHaveLength(0);
+    await cache.write('messages', ['a', 'b', 'c', 'd', 'e'].flatMap((app) => rows(app, 10)).concat(rows('big', 40)), new Map());
+    const minutes = async (appId: string): Promise<number> => {
+      reads.length = 0;
+      expect(await cache.query({ ...page('minute'), appId })).toHaveLength(appId === 'big' ? 40 : 10);
+      return reads.length;
+    };
+    for (const app of ['a', 'b', 'c', 'd']) expect(await minutes(app)).toBe(1);
+    expect(cache.size).toBe(40);
+    expect(await minutes('e')).toBe(1); // a, read longest ago, goes
+    expect(cache.size).toBe(40);
+    expect(await minutes('c')).toBe(0);
+    expect(await minutes('a')).toBe(1); // b goes
+    expect(await minutes('b')).toBe(1); // d goes (c was read after it)
+    // 40 minutes of one app: more than its quarter. Kept by no one, and the others stay.
+    expect(await minutes('big')).toBe(1);
+    expect(await minutes('big')).toBe(1);
+    expect(cache.size).toBe(40);
+    for (const app of ['e', 'c', 'a', 'b']) expect(await minutes(app)).toBe(0);
   });
 
   it("reads an app's rows again once they are maxAgeMs old (a rebuild beside the service writes in another process)", async () => {
