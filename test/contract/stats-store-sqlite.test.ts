@@ -10,42 +10,29 @@ import { T0 } from '../helpers/stats-log.js';
 import type { StatsStore } from '../../projections/stats/stats-store.js';
 import { statsStoreContract } from './stats-store.contract.js';
 
-statsStoreContract(
-  'sqlite',
-  async () => {
-    const opened: StatsStore[] = [];
-    return {
-      open: async () => {
-        const store = new SqliteStatsStore(':memory:');
-        opened.push(store);
-        return store;
-      },
-      cleanup: async () => {
-        for (const s of opened) await s.close();
-      },
-    };
-  },
-  { replayRuns: 4 },
-);
-
-// The service reads stats through the cache (projections/stats/stats-cache.ts): the same contract.
-statsStoreContract(
-  'sqlite, behind the stats cache',
-  async () => {
-    const opened: StatsStore[] = [];
-    return {
-      open: async () => {
-        const store = new CachedStatsStore(new SqliteStatsStore(':memory:'), { maxRows: 100_000, maxAgeMs: 3600_000 });
-        opened.push(store);
-        return store;
-      },
-      cleanup: async () => {
-        for (const s of opened) await s.close();
-      },
-    };
-  },
-  { replayRuns: 4 },
-);
+// Bare, and behind the cache the service reads stats through (projections/stats/stats-cache.ts).
+for (const [name, wrap] of [
+  ['sqlite', (store: StatsStore) => store],
+  ['sqlite, behind the stats cache', (store: StatsStore) => new CachedStatsStore(store, { maxRows: 100_000, maxAgeMs: 3600_000 })],
+] as const) {
+  statsStoreContract(
+    name,
+    async () => {
+      const opened: StatsStore[] = [];
+      return {
+        open: async () => {
+          const store = wrap(new SqliteStatsStore(':memory:'));
+          opened.push(store);
+          return store;
+        },
+        cleanup: async () => {
+          for (const s of opened) await s.close();
+        },
+      };
+    },
+    { replayRuns: 4 },
+  );
+}
 
 describe('SqliteStatsStore on a table an older release made', () => {
   it('adds the columns added since (connections, counters appended to BASE_COUNTERS) and keeps the rows it had', async () => {

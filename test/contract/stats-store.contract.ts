@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
-import { T0, buildLog, crashAfter, rng, runToEnd, snapshot } from '../helpers/stats-log.js';
+import { T0, buildLog, crashAfter, rng, runToEnd, snapshot, statsRow } from '../helpers/stats-log.js';
 
 export interface StatsStoreFactory {
   /** A new, empty store of its own. */
@@ -11,18 +11,7 @@ export interface StatsStoreFactory {
 /** A real counter: stores may keep only the known ones (BASE_COUNTERS). */
 const C = 'messages.inbound.rest.messages.count';
 
-const row = (over: Partial<StatsRow>): StatsRow => ({
-  appId: 'a',
-  interval: T0,
-  topic: 'messages',
-  partition: 0,
-  slot: 0,
-  version: 1,
-  counters: { 'messages.inbound.rest.messages.count': 1 },
-  channels: 1,
-  connections: 0,
-  ...over,
-});
+const row = statsRow;
 
 /** One contract, every stats store (STYLE: one port, one contract suite, several adapters). */
 export function statsStoreContract(name: string, factory: () => Promise<StatsStoreFactory>, options: { replayRuns: number }): void {

@@ -2,7 +2,7 @@ import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
 import { channelKey, encodeEvent, type LogEvent } from '../../src/log/events.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
-import type { StatsStore } from '../../projections/stats/stats-store.js';
+import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
 import type { Unit } from '../../projections/stats/stats-sample.js';
 import { expect } from 'vitest';
 
@@ -10,6 +10,20 @@ import { expect } from 'vitest';
 export const T0 = Date.UTC(2030, 0, 1);
 export const TOPICS: Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
 export const isPersisted = (_app: string, channel: string) => channel.startsWith('persisted:');
+
+/** One sample row of app `a` at T0, one message counted; `over` changes any of it. */
+export const statsRow = (over: Partial<StatsRow>): StatsRow => ({
+  appId: 'a',
+  interval: T0,
+  topic: 'messages',
+  partition: 0,
+  slot: 0,
+  version: 1,
+  counters: { 'messages.inbound.rest.messages.count': 1 },
+  channels: 1,
+  connections: 0,
+  ...over,
+});
 
 /** A seeded pseudo-random generator, so every run builds the same log. */
 export function rng(seed: number): () => number {

@@ -3,24 +3,13 @@ import { CachedStatsStore, LevelRows } from '../../projections/stats/stats-cache
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { Base, type Unit } from '../../projections/stats/stats-sample.js';
 import type { LevelRow, Piece } from '../../projections/stats/rollups.js';
-import type { StatsQuery, StatsRow } from '../../projections/stats/stats-store.js';
-import { rng, T0 } from '../helpers/stats-log.js';
+import type { StatsQuery } from '../../projections/stats/stats-store.js';
+import { rng, statsRow, T0 } from '../helpers/stats-log.js';
 
 const C = Base.inbound('rest', 'messages', 'count');
 const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
 
-const row = (over: Partial<StatsRow>): StatsRow => ({
-  appId: 'a',
-  interval: T0,
-  topic: 'messages',
-  partition: 0,
-  slot: 0,
-  version: 1,
-  counters: { [C]: 1 },
-  channels: 1,
-  connections: 0,
-  ...over,
-});
+const row = statsRow;
 
 /** A SQLite store whose reads are counted (the pieces of each), behind a cache. */
 async function cachedStore(options: { maxRows?: number; maxAgeMs?: number; now?: () => number } = {}) {
