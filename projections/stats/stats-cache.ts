@@ -34,8 +34,8 @@ function lowerBound(rows: LevelRow[], start: number): number {
  * all held, so a start inside a span with no row has no row in the store either.
  */
 export class LevelRows {
-  readonly spans: Span[] = [];
-  readonly rows: LevelRow[] = [];
+  spans: Span[] = [];
+  rows: LevelRow[] = [];
 
   /** The parts of [from, to) outside every span. */
   missing(from: number, to: number): Span[] {
@@ -56,10 +56,25 @@ export class LevelRows {
     for (let i = lowerBound(this.rows, from); i < this.rows.length && this.rows[i].start < to; i++) into.push(this.rows[i]);
   }
 
-  /** Takes in the store's rows of [from, to), a range none of whose rows is held. */
-  add(from: number, to: number, rows: LevelRow[]): void {
-    this.rows.splice(lowerBound(this.rows, from), 0, ...rows.sort((a, b) => a.start - b.start));
-    // The new span, merged with the spans it touches.
+  /**
+   * Takes in the store's rows of [from, to) where none is held yet (another read may have filled
+   * part of the range meanwhile: its rows stay, these are not added twice). Returns how many it added.
+   */
+  fill(from: number, to: number, rows: LevelRow[]): number {
+    let added = 0;
+    for (const m of this.missing(from, to)) {
+      const part = rows.filter((r) => r.start >= m.from && r.start < m.to).sort((a, b) => a.start - b.start);
+      const at = lowerBound(this.rows, m.from);
+      // Not splice(at, 0, ...part): a spread of some 100,000 arguments throws.
+      if (part.length > 0) this.rows = this.rows.slice(0, at).concat(part, this.rows.slice(at));
+      this.cover(m.from, m.to);
+      added += part.length;
+    }
+    return added;
+  }
+
+  /** Adds [from, to) to the spans, merged with the spans it touches. */
+  private cover(from: number, to: number): void {
     let lo = 0;
     while (lo < this.spans.length && this.spans[lo].to < from) lo++;
     let hi = lo;
@@ -84,7 +99,7 @@ export class LevelRows {
         if (s.to > to) kept.push({ from: to, to: s.to });
       }
     }
-    this.spans.splice(0, this.spans.length, ...kept);
+    this.spans = kept;
     return gone;
   }
 }
@@ -174,7 +189,8 @@ export class CachedStatsStore implements StatsStore {
     for (const [appId, intervals] of byApp) {
       const app = this.apps.get(appId)!;
       app.generation++;
-      const oldest = Math.min(...intervals);
+      let oldest = Infinity;
+      for (const interval of intervals) if (interval < oldest) oldest = interval;
       if (app.oldest !== undefined) app.oldest = app.oldest === null ? oldest : Math.min(app.oldest, oldest);
       for (const level of LEVELS) {
         const starts = new Set<number>();
@@ -213,11 +229,10 @@ export class CachedStatsStore implements StatsStore {
     this.misses++;
     const read = await this.inner.readPieces(appId, wanted);
     if (app.generation === generation && this.apps.get(appId) === app) {
-      for (const w of wanted) {
-        app.level(w.level).add(w.from, w.to, read.filter((r) => r.level === w.level && r.start >= w.from && r.start < w.to));
-      }
-      app.rows += read.length;
-      this.rows += read.length;
+      let added = 0;
+      for (const w of wanted) added += app.level(w.level).fill(w.from, w.to, read.filter((r) => r.level === w.level && r.start >= w.from && r.start < w.to));
+      app.rows += added;
+      this.rows += added;
       this.evict(appId, app);
     }
     for (const r of read) out.push(r);

@@ -414,7 +414,7 @@ async function main(): Promise<void> {
     }
   }
 
-  const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 300);
+  const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 1000);
   if (!options.publishOnly) {
     log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
     report.sections.push(

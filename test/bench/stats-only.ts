@@ -10,7 +10,7 @@ const found = await productionEnv(process.env, process.cwd());
 if ('skipped' in found) progress(`production: skipped (${found.skipped})`);
 const production = 'skipped' in found ? undefined : found.env;
 if (part !== 'rebuild') {
-  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 300), production, progress }));
+  console.log(await statsQueryBench({ samples: Number(process.env.BENCH_STATS_SAMPLES ?? 1000), production, progress }));
   console.log();
 }
 if (part !== 'query') console.log(await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), production, progress }));
