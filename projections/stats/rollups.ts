@@ -114,6 +114,16 @@ export function sampleAggregate(start: number, counters: Counters, channels: num
   };
 }
 
+/** A bucket made of one row alone, starting where the bucket does: that row (see `wholeRowOf`). */
+const WHOLE_ROW = new WeakMap<StatsBucket, object>();
+
+/**
+ * The row a bucket was made of, when it was one row alone that starts where the bucket does (a
+ * rollup of the unit, or a row of a smaller unit that was all the bucket had): a held row's
+ * record can be made once (src/routes/stats.ts).
+ */
+export const wholeRowOf = (bucket: StatsBucket): object | undefined => WHOLE_ROW.get(bucket);
+
 /** Folds rows of any levels into buckets of the unit, oldest first. */
 export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
   const buckets = new Map<number, StatsBucket>();
@@ -135,8 +145,10 @@ export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
         connectionMin: row.connectionMin,
         lastSample: row.lastSample,
       });
+      if (row.start === start) WHOLE_ROW.set(buckets.get(start)!, row);
       continue;
     }
+    WHOLE_ROW.delete(b);
     for (const [k, v] of Object.entries(row.counters)) if (v) b.counters[k] = (b.counters[k] ?? 0) + v;
     if (row.channelSamples > 0) b.channelMin = b.channelSamples > 0 ? Math.min(b.channelMin, row.channelMin) : row.channelMin;
     if (row.connectionSamples > 0) b.connectionMin = b.connectionSamples > 0 ? Math.min(b.connectionMin, row.connectionMin) : row.connectionMin;

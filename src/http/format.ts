@@ -56,7 +56,13 @@ export function jsonpCallback(param: unknown): string {
   return param;
 }
 
+/** JSON already made (a route that keeps its records' text); only the json and jsonp formats take it. */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
 export function serializeJson(value: unknown): string {
+  if (value instanceof JsonText) return value.text;
   return JSON.stringify(value);
 }
 

@@ -3,6 +3,7 @@ import { ServiceError } from '../errors.js';
 import { permitsAppWide } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
+import { JsonText, serializeJson } from '../http/format.js';
 import { directionParam, integerParam, limitParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import type { Clock } from '../clock.js';
@@ -19,6 +20,7 @@ import {
   type StatsBucket,
   type Unit,
 } from '../../projections/stats/stats-sample.js';
+import { wholeRowOf } from '../../projections/stats/rollups.js';
 import type { StatsQuery } from '../../projections/stats/stats-store.js';
 import { resource } from './route-table.js';
 
@@ -73,6 +75,25 @@ function toRecord(bucket: StatsBucket, unit: Unit, now: number, appId: string, m
   }
   if (inProgress) record.inProgress = intervalId(bucket.lastSample, 'second');
   return record;
+}
+
+/** Records' JSON, made once per row a bucket was made of alone (rows the stats cache holds live on). */
+const RECORD_TEXT = new WeakMap<object, Map<string, string>>();
+
+/**
+ * A record's JSON. A closed bucket that is one row (see wholeRowOf) has the same record every
+ * time: its text is kept with the row, so a page of held rows is mostly joined, not made (a
+ * bucket in progress changes with the clock, and is made every time).
+ */
+function recordText(bucket: StatsBucket, unit: Unit, now: number, appId: string, modern: boolean): string {
+  const row = wholeRowOf(bucket);
+  if (!row || bucketEnd(bucket.start, unit) > intervalOf(now) + SAMPLE_MS) return serializeJson(toRecord(bucket, unit, now, appId, modern));
+  let texts = RECORD_TEXT.get(row);
+  if (!texts) RECORD_TEXT.set(row, (texts = new Map()));
+  const key = modern ? `${unit} modern` : unit;
+  let text = texts.get(key);
+  if (text === undefined) texts.set(key, (text = serializeJson(toRecord(bucket, unit, now, appId, modern))));
+  return text;
 }
 
 const UNIT_MS: Record<Unit, number> = { minute: 60_000, hour: 3600_000, day: 86_400_000, month: 31 * 86_400_000 };
@@ -157,7 +178,14 @@ export async function statsRoutes(
         };
         if (buckets.length > limit) links.next = relativeUrl('stats', { ...base, cursor: page[page.length - 1].start });
         const modern = request.ctx?.version.modern ?? false;
-        return sendResult(request, reply, 200, page.map((b) => toRecord(b, unit, now, credentials.app.appId, modern)), links);
+        const appId = credentials.app.appId;
+        const ctx = request.ctx;
+        // JSON as it is (most reads): records' text joined; every other form from the records.
+        const asText = (ctx === undefined || ctx.format === 'json' || ctx.format === 'jsonp') && !ctx?.envelope && !ctx?.control;
+        const body = asText
+          ? new JsonText(`[${page.map((b) => recordText(b, unit, now, appId, modern)).join(',')}]`)
+          : page.map((b) => toRecord(b, unit, now, appId, modern));
+        return sendResult(request, reply, 200, body, links);
       },
     },
     // Sandbox only: merge fixture records (nested form, each with its intervalId) into the app's stats.

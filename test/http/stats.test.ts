@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encode } from '@msgpack/msgpack';
+import { decode, encode } from '@msgpack/msgpack';
 import type { InjectOptions } from 'fastify';
 import { basic, startTestService, type TestService } from '../helpers/service.js';
 
@@ -250,6 +250,30 @@ describe('stats units, peaks and paging (sandbox fixtures)', () => {
       const expected = ['2030-03-01:10:00', '2030-03-01:10:01', '2030-03-01:11:00', '2030-03-02:00:00', '2030-04-01:00:00'];
       expect(seen).toEqual(direction === 'forwards' ? expected : [...expected].reverse());
     }
+  });
+
+  it('a JSON page is the records every other form gives, read again too (records kept with the rows held); a record in progress follows the clock', async () => {
+    const q = 'unit=hour&direction=forwards&start=2030-03-01:10&end=2030-03-02:23:59';
+    const first = await fixtureStats(q);
+    expect(first).toHaveLength(3);
+    expect(await fixtureStats(q)).toEqual(first);
+    const enveloped = await inject({ url: `/stats?${q}&envelope=json`, headers: { authorization: fixtureAuth } });
+    expect(enveloped.json().response).toEqual(first);
+    const packed = await inject({ url: `/stats?${q}`, headers: { authorization: fixtureAuth, accept: 'application/x-msgpack' } });
+    expect(decode(packed.rawPayload)).toEqual(first);
+    // March in progress: its mean counts the samples elapsed so far, so it changes as time goes by.
+    const march = async (at: number) => {
+      now = at;
+      const [month] = await fixtureStats('unit=month&start=2030-03&end=2030-03-31:23:59');
+      return month;
+    };
+    const early = await march(Date.UTC(2030, 2, 1, 10, 30));
+    const later = await march(Date.UTC(2030, 2, 20));
+    expect(early.inProgress).toBe('2030-03-02:00:00:00');
+    expect(later.channels.mean).toBeLessThan(early.channels.mean);
+    const closed = await march(Date.UTC(2030, 5, 1));
+    expect(closed.inProgress).toBeUndefined();
+    expect(await march(Date.UTC(2030, 5, 1))).toEqual(closed);
   });
 
   it('marks the current interval as in progress', async () => {
