@@ -79,9 +79,6 @@ const BUCKET: Record<Unit, Sql> = {
   month: sql`toYYYYMM(toDateTime(intDiv(sample_start, 1000), 'UTC'))`,
 };
 
-/** The longest a bucket of each unit lasts (ms). */
-const UNIT_MS_MAX: Record<Unit, number> = { minute: 60_000, hour: 3600_000, day: 86_400_000, month: 31 * 86_400_000 };
-
 const bucketStartOf = (unit: Unit, key: number): number =>
   unit === 'month' ? Date.UTC(Math.floor(key / 100), (key % 100) - 1, 1) : key;
 
@@ -410,20 +407,15 @@ export class ClickHouseStatsStore implements StatsStore {
   }
 
   /**
-   * The app's oldest sample's interval, or undefined when it has none. Down the rollups: the oldest
-   * month, the oldest day before that month's end, and so on to the samples of the oldest minute,
-   * each a read of a few rows of the primary key (a min over the app's samples read every one of
-   * them: 3 to 5 ms for 30 days on 18.16). A sample whose rollups are not written yet (between the
-   * two statements of a write) is not seen, as a page does not see it; the write's end tells the
-   * cache (stats-cache.ts). The route asks only when a page comes back short.
+   * The app's oldest sample's interval, or undefined when it has none: a read of the app's range of
+   * the primary key (app, sample start, ...), one column (some milliseconds for 30 days of
+   * samples; the route asks only when a page comes back short). Without it a page of an app
+   * younger than the page widened its window back to 1970, a query each time (twelve for a page
+   * of minutes).
    */
   async oldestInterval(appId: string): Promise<number | undefined> {
-    const below = (unit: Unit, bound: Sql): Sql =>
-      sql`SELECT min(bucket_start) + ${sqlInt(UNIT_MS_MAX[unit])} FROM ${this.rollups} WHERE app_id = ${appId} AND unit = ${UNIT_CODE[unit]} AND bucket_start < (${bound})`;
-    const months = sql`SELECT min(bucket_start) + ${sqlInt(UNIT_MS_MAX.month)} FROM ${this.rollups} WHERE app_id = ${appId} AND unit = ${UNIT_CODE.month}`;
-    const minutes = below('minute', below('hour', below('day', months)));
     const [row] = await this.ch.select<{ oldest: string | number; n: string | number }>(
-      sql`SELECT min(sample_start) AS oldest, count() AS n FROM ${this.samples} WHERE app_id = ${appId} AND sample_start < (${minutes})`,
+      sql`SELECT min(sample_start) AS oldest, count() AS n FROM ${this.samples} WHERE app_id = ${appId}`,
     );
     return row && Number(row.n) > 0 ? Number(row.oldest) : undefined;
   }

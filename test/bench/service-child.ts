@@ -1,7 +1,7 @@
 // The real service in a child process (service-server.ts) with a fresh DATA_DIR, an APPS_FILE
 // that holds one known key and a persisted namespace, and, in production mode, Kafka topics and
 // ClickHouse tables of its own.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,17 +16,27 @@ export interface ServiceChild {
   auth: string;
   /** the app's key, `appId.keyId:secret` (the realtime bench passes it as `key=` on the WebSocket URL) */
   key: string;
+  /** Authorization header value for the key of an app of `ServiceChildOptions.apps` (or `bench`). */
+  authOf(appId: string): string;
   /** Stops the child and removes its DATA_DIR and ClickHouse tables. */
   stop(): Promise<void>;
 }
 
-export async function startServiceChild(name: string, modeEnv: Record<string, string>, nodeArgs: string[] = []): Promise<ServiceChild> {
+export interface ServiceChildOptions {
+  /** Apps besides `bench` in the APPS_FILE, a key each. */
+  apps?: string[];
+  /** Runs before the child starts, with its DATA_DIR and its ClickHouse table prefix (to seed its stores). */
+  beforeStart?: (dataDir: string, tablePrefix: string) => Promise<void>;
+}
+
+export async function startServiceChild(name: string, modeEnv: Record<string, string>, nodeArgs: string[] = [], options: ServiceChildOptions = {}): Promise<ServiceChild> {
   const dir = mkdtempSync(join(tmpdir(), 'cm-bench-'));
-  const key = `bench.k1:${randomBytes(12).toString('base64url')}`;
+  const keys = new Map(['bench', ...(options.apps ?? [])].map((appId) => [appId, `${appId}.k1:${randomBytes(12).toString('base64url')}`]));
+  const key = keys.get('bench')!;
   const appsFile = join(dir, 'apps.json');
   writeFileSync(
     appsFile,
-    JSON.stringify({ apps: [{ appId: 'bench', keys: [{ key }], namespaces: [{ id: PERSISTED_NAMESPACE, persisted: true }] }] }),
+    JSON.stringify({ apps: [...keys].map(([appId, k]) => ({ appId, keys: [{ key: k }], namespaces: [{ id: PERSISTED_NAMESPACE, persisted: true }] })) }),
   );
   const prefix = `bench_${randomBytes(4).toString('hex')}_`;
   const cleanUp = async (): Promise<void> => {
@@ -36,6 +46,8 @@ export async function startServiceChild(name: string, modeEnv: Record<string, st
   };
   let server: ChildServer;
   try {
+    mkdirSync(join(dir, 'data'));
+    await options.beforeStart?.(join(dir, 'data'), prefix);
     server = await startServer({
       name,
       entry: 'test/bench/service-server.ts',
@@ -51,6 +63,7 @@ export async function startServiceChild(name: string, modeEnv: Record<string, st
     server,
     auth: `Basic ${Buffer.from(key).toString('base64')}`,
     key,
+    authOf: (appId) => `Basic ${Buffer.from(keys.get(appId)!).toString('base64')}`,
     stop: async () => {
       await server.stop();
       await cleanUp();

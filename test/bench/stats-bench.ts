@@ -5,10 +5,11 @@ import { tmpdir } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
+import { Agent, request } from 'node:http';
 import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
-import { embeddedAdapters, startService, type Adapters } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
+import { startServiceChild } from './service-child.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
@@ -62,7 +63,10 @@ export interface StatsBenchResult {
 
 /**
  * GET /stats latency per unit (p50, p99 over `samples` requests, each for the newest 100 records
- * of the unit across 30 days) on the embedded store and, when given, ClickHouse.
+ * of the unit across 30 days) on the embedded store and, when given, ClickHouse. The service runs
+ * in a child process (as `npm start` runs it) and is asked over HTTP with keep-alive, as a client
+ * asks: in one process with fastify's inject, the client's garbage and the server's were collected
+ * together, and each collection's pause fell in whichever request was running.
  */
 export async function statsQueryBench(options: {
   samples: number;
@@ -71,108 +75,106 @@ export async function statsQueryBench(options: {
   progress: (s: string) => void;
 }): Promise<string> {
   const lines = [
-    '| GET /stats over 30 days of 6-second samples (432,000), with minute/hour/day/month rollups | unit | p50 ms | p99 ms | records | p99 / GET /time p99 |',
+    '| GET /stats over 30 days of 6-second samples (432,000), with minute/hour/day/month rollups, over HTTP | unit | p50 ms | p99 ms | records | p99 / GET /time p99 |',
     '|---|---|---:|---:|---:|---:|',
   ];
   const end = Math.floor(Date.now() / SAMPLE_MS) * SAMPLE_MS;
-  const prefix = `bench_stats_${Date.now()}_`;
-  const targets: { name: string; env: Record<string, string>; adapters: (dataDir: string) => Promise<Adapters> }[] = [
-    { name: 'embedded (SQLite)', env: {}, adapters: async (dataDir) => embeddedAdapters(parseConfig({ DATA_DIR: dataDir })) },
+  const targets: { name: string; env: Record<string, string>; store: (dataDir: string, tablePrefix: string) => StatsStore }[] = [
+    { name: 'embedded (SQLite)', env: {}, store: (dataDir) => new SqliteStatsStore(join(dataDir, 'projections.db')) },
   ];
   const production = options.production;
   if (production) {
-    targets.push({
-      name: 'production (ClickHouse)',
-      env: production,
-      adapters: (dataDir) =>
-        productionAdapters(parseConfig({ ...production, DATA_DIR: dataDir }), pino({ level: 'silent' }), { topicPrefix: `${prefix}-`, tablePrefix: prefix }),
-    });
+    const url = production.CLICKHOUSE_URL;
+    targets.push({ name: 'production (ClickHouse)', env: production, store: (_dataDir, tablePrefix) => new ClickHouseStatsStore({ url, tablePrefix }) });
   }
   for (const target of targets) {
-    const dataDir = mkdtempSync(join(tmpdir(), 'bench-stats-'));
-    const adapters = await target.adapters(dataDir);
-    const config = parseConfig({ ...target.env, DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' });
-    const service = await startService(config, pino({ level: 'silent' }), adapters);
-    try {
-      const app = service.registry.all()[0];
-      const auth = `Basic ${Buffer.from(`${app.keys[0].keyName}:${app.keys[0].keySecret}`).toString('base64')}`;
-      // An app of its own with 3 minutes of samples (a new app, a fresh service): a page of minutes
-      // is short of data, and its window is widened only as far as the oldest sample.
-      const created = await service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } });
-      if (created.statusCode !== 201) throw new Error(`POST /apps answered ${created.statusCode}: ${created.body}`);
-      const youngApp = created.json() as { appId: string; keys: { keyStr: string }[] };
-      await seed(adapters.statsStore, youngApp.appId, end, options.progress, end - 3 * 60_000);
-      const youngAuth = `Basic ${Buffer.from(youngApp.keys[0].keyStr).toString('base64')}`;
-      const young = await timed(options.samples, () => service.app.inject({ url: '/stats?unit=minute', headers: { authorization: youngAuth } }));
-      const t0 = performance.now();
-      const rows = await seed(adapters.statsStore, app.appId, end, options.progress);
-      options.progress(`  ${target.name}: ${rows} samples seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-      // The seeding's garbage collected first, so that neither the baseline nor the pages pay for it.
-      collectGarbage();
-      // The baseline, in the same run and the same process: GET /time (no store at all).
-      const timeTimes: number[] = [];
-      for (let i = 0; i < options.samples + 5; i++) {
-        const started = performance.now();
-        const res = await service.app.inject({ url: '/time' });
-        if (i >= 5) timeTimes.push(performance.now() - started); // the first few warm up
-        if (res.statusCode !== 200) throw new Error(`GET /time answered ${res.statusCode}`);
-      }
-      timeTimes.sort((a, b) => a - b);
-      const timeP99 = percentile(timeTimes, 99);
-      lines.push(`| ${target.name} | GET /time | ${ms(percentile(timeTimes, 50))} | ${ms(timeP99)} | | 1 |`);
-      const row = (label: string, r: { times: number[]; records: number }): void => {
-        lines.push(`| ${target.name} | ${label} | ${ms(percentile(r.times, 50))} | ${ms(percentile(r.times, 99))} | ${r.records} | ${(percentile(r.times, 99) / timeP99).toFixed(1)} |`);
-      };
-      row('minute, an app with 3 minutes of samples', young);
-      for (const unit of UNITS) {
-        const url = `/stats?unit=${unit}&start=${end - 30 * DAY}&end=${end}`;
-        const get = () => service.app.inject({ url, headers: { authorization: auth } });
-        // The page read again (a dashboard's refresh, another range's page sharing rows): from memory.
-        const held = await timed(options.samples, get);
-        row(`${unit}, rows held`, held);
-        // The first read of a page: nothing held, every row read from the store.
-        const first = await timed(options.samples, get, () => service.statsCache.clear());
-        row(`${unit}, first read (nothing held)`, first);
-        options.progress(`  ${target.name} ${unit}: p50 ${ms(percentile(held.times, 50))} ms held, ${ms(percentile(first.times, 50))} ms first read`);
-      }
-      // The newest page of an app publishing 50 messages/s, a request every 10 ms: each write of
-      // the stats projection (every 250 ms) drops the newest rows, and the next page reads them.
-      let publishing = true;
-      const publisher = (async () => {
-        while (publishing) {
-          const res = await service.app.inject({ method: 'POST', url: '/channels/bench-live/messages', headers: { authorization: auth }, payload: { data: 'x' } });
-          if (res.statusCode !== 201) throw new Error(`POST answered ${res.statusCode}: ${res.body}`);
-          await new Promise((r) => setTimeout(r, 20));
-        }
-      })();
+    // Twice: with the stats cache, and without it (STATS_CACHE_ROWS=0: every page a first read).
+    for (const cached of [true, false]) {
+      const child = await startServiceChild(`stats-${cached ? 'cached' : 'uncached'}`, { ...target.env, SANDBOX: '1', ...(cached ? {} : { STATS_CACHE_ROWS: '0' }) }, [], {
+        apps: ['young'],
+        beforeStart: async (dataDir, tablePrefix) => {
+          const store = target.store(dataDir, tablePrefix);
+          // An app of its own with 3 minutes of samples (a new app, a fresh service): a page of
+          // minutes is short of data, and its window is widened only as far as the oldest sample.
+          await seed(store, 'young', end, options.progress, end - 3 * 60_000);
+          const t0 = performance.now();
+          const rows = await seed(store, 'bench', end, options.progress);
+          options.progress(`  ${target.name}: ${rows} samples seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+          await store.close();
+        },
+      });
+      const http = new HttpClient(child.server.url);
       try {
-        const live = await timed(options.samples, () => service.app.inject({ url: '/stats?unit=minute', headers: { authorization: auth } }), () => new Promise((r) => setTimeout(r, 10)));
-        row('minute, newest page while the app publishes (50/s), a request every 10 ms', live);
+        const label = cached ? 'rows held' : 'first read (nothing held)';
+        const get = (path: string, auth?: string) => () => http.send('GET', path, auth);
+        const young = await timed(options.samples, get('/stats?unit=minute', child.authOf('young')));
+        // The baseline, in the same run, from the same client: GET /time (no store at all).
+        const time = await timed(options.samples, get('/time'));
+        const timeP99 = percentile(time.times, 99);
+        const row = (what: string, r: { times: number[]; records: number }): void => {
+          lines.push(`| ${target.name} | ${what} | ${ms(percentile(r.times, 50))} | ${ms(percentile(r.times, 99))} | ${r.records || ''} | ${(percentile(r.times, 99) / timeP99).toFixed(1)} |`);
+        };
+        row(`GET /time (the ${cached ? 'cached' : 'uncached'} service)`, { times: time.times, records: 0 });
+        row(`minute, an app with 3 minutes of samples, ${label}`, young);
+        for (const unit of UNITS) {
+          const r = await timed(options.samples, get(`/stats?unit=${unit}&start=${end - 30 * DAY}&end=${end}`, child.auth));
+          row(`${unit}, ${label}`, r);
+          options.progress(`  ${target.name} ${unit}, ${label}: p50 ${ms(percentile(r.times, 50))} ms`);
+        }
+        if (!cached) continue;
+        // The newest page of an app publishing 50 messages/s, a request every 10 ms: each write of
+        // the stats projection (every 250 ms) drops the newest rows, and the next page reads them.
+        let publishing = true;
+        const publisher = (async () => {
+          while (publishing) {
+            const res = await http.send('POST', '/channels/bench-live/messages', child.auth, '{"data":"x"}');
+            if (res.statusCode !== 201) throw new Error(`POST answered ${res.statusCode}: ${res.body}`);
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })();
+        try {
+          const live = await timed(options.samples, get('/stats?unit=minute', child.auth), () => new Promise((r) => setTimeout(r, 10)));
+          row('minute, newest page while the app publishes (50/s), a request every 10 ms, rows held', live);
+        } finally {
+          publishing = false;
+          await publisher;
+        }
       } finally {
-        publishing = false;
-        await publisher;
+        http.close();
+        await child.stop();
       }
-    } finally {
-      await service.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }
-  }
-  if (production) {
-    const client = createClickHouseClient({ url: production.CLICKHOUSE_URL });
-    for (const table of ['history_messages', 'projection_state', 'presence_history_messages', 'presence_projection_state', 'stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
-      await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + table)}`.text });
-    }
-    await client.close();
   }
   return lines.join('\n');
 }
 
+/** Requests over keep-alive connections, each answer read whole. */
+class HttpClient {
+  private readonly agent = new Agent({ keepAlive: true, maxSockets: 2 });
+  constructor(private readonly base: string) {}
+
+  send(method: string, path: string, auth?: string, body?: string): Promise<{ statusCode: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = auth ? { authorization: auth } : {};
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const req = request(`${this.base}${path}`, { method, agent: this.agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
 /** `n` requests one after another (`before` each, untimed): their times (sorted) and the last page's records. */
-async function timed(
-  n: number,
-  request: () => Promise<{ statusCode: number; body: string; json: () => unknown }>,
-  before?: () => unknown,
-): Promise<{ times: number[]; records: number }> {
+async function timed(n: number, request: () => Promise<{ statusCode: number; body: string }>, before?: () => unknown): Promise<{ times: number[]; records: number }> {
   const times: number[] = [];
   let records = 0;
   for (let i = 0; i < n; i++) {
@@ -180,10 +182,12 @@ async function timed(
     const started = performance.now();
     const res = await request();
     times.push(performance.now() - started);
-    if (res.statusCode !== 200) throw new Error(`GET /stats answered ${res.statusCode}: ${res.body}`);
-    // The last page only: parsing every page (100 records, some 100 KB) in the service's process
-    // made garbage whose collection then fell in the next requests' times.
-    if (i === n - 1) records = (res.json() as unknown[]).length;
+    if (res.statusCode !== 200) throw new Error(`GET answered ${res.statusCode}: ${res.body}`);
+    // The last page only: parsing every page (100 records, some 40 KB) made the client's garbage.
+    if (i === n - 1) {
+      const parsed = JSON.parse(res.body) as unknown;
+      records = Array.isArray(parsed) ? parsed.length : 0;
+    }
   }
   return { times: times.sort((a, b) => a - b), records };
 }

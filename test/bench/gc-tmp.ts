@@ -1,0 +1,28 @@
+import pino from 'pino';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseConfig } from '../../src/config.js';
+import { embeddedAdapters, startService } from '../../src/service.js';
+import { Base, SAMPLE_MS } from '../../projections/stats/stats-sample.js';
+const dataDir = mkdtempSync(join(tmpdir(), 'gc-'));
+const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' });
+const adapters = embeddedAdapters(config);
+const service = await startService(config, pino({ level: 'silent' }), adapters);
+const app = service.registry.all()[0];
+const auth = `Basic ${Buffer.from(`${app.keys[0].keyName}:${app.keys[0].keySecret}`).toString('base64')}`;
+const end = Math.floor(Date.now() / SAMPLE_MS) * SAMPLE_MS;
+const rows = [];
+for (let t = end - 86400000, i = 0; t < end; t += SAMPLE_MS, i++) rows.push({ appId: app.appId, interval: t, topic: 'messages', partition: 0, slot: 0, version: i, counters: { [Base.inbound('rest', 'messages', 'count')]: 10 + (i % 7), [Base.inbound('rest', 'messages', 'data')]: 1000 + i, [Base.api('all', 'succeeded')]: 3 }, channels: 1 + (i % 13), connections: 5 + (i % 11) });
+await adapters.statsStore.write('messages', rows, new Map());
+rows.length = 0;
+const url = process.env.URL ?? `/stats?unit=minute&start=${end - 86400000}&end=${end}`;
+for (let i = 0; i < 200; i++) await service.app.inject({ url, headers: { authorization: auth } });
+(globalThis as any).gc?.();
+console.error('--- measuring');
+const times: number[] = [];
+for (let i = 0; i < 5000; i++) { const s = performance.now(); await service.app.inject({ url, headers: { authorization: auth } }); times.push(performance.now() - s); }
+times.sort((a, b) => a - b);
+console.error('p50', times[2500].toFixed(3), 'p99', times[4950].toFixed(3), 'max', times[4999].toFixed(2));
+await service.close();
+process.exit(0);
