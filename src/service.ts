@@ -65,7 +65,7 @@ export interface Service {
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
   stats: StatsProjection;
-  /** The rows GET /stats reads, held in memory (the bench clears it to time first reads). */
+  /** The rows GET /stats reads, held in memory (its counts are in GET /metrics). */
   statsCache: CachedStatsStore;
   channels: ChannelsProjection;
   usage: UsageMeter;

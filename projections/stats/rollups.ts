@@ -132,7 +132,7 @@ export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
     const b = buckets.get(start);
     if (!b) {
       // A copy: the rows may be a cache's, and a row of a level carries its level.
-      buckets.set(start, {
+      const made: StatsBucket = {
         start,
         counters: { ...row.counters },
         channelSamples: row.channelSamples,
@@ -144,8 +144,9 @@ export function foldInto(unit: Unit, rows: Aggregate[]): StatsBucket[] {
         connectionMax: row.connectionMax,
         connectionMin: row.connectionMin,
         lastSample: row.lastSample,
-      });
-      if (row.start === start) WHOLE_ROW.set(buckets.get(start)!, row);
+      };
+      buckets.set(start, made);
+      if (row.start === start) WHOLE_ROW.set(made, row);
       continue;
     }
     WHOLE_ROW.delete(b);

@@ -253,7 +253,7 @@ export class CachedStatsStore implements StatsStore {
     return this.inner.queryFromSamples(q);
   }
 
-  /** Forgets every row held (the bench times pages read from the store this way). */
+  /** Forgets every row held (on close; a test starts from nothing held this way). */
   clear(): void {
     this.apps.clear();
     this.rows = 0;

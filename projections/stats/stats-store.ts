@@ -52,8 +52,8 @@ export interface StatsStore {
    */
   queryFromSamples(q: StatsQuery): Promise<StatsBucket[]>;
   /**
-   * The app's oldest sample's interval (undefined: none), found without a scan: a page of stats
-   * need not look further back than that.
+   * The app's oldest sample's interval (undefined: none): a page of stats need not look further
+   * back than that (asked only when a page comes back short).
    */
   oldestInterval(appId: string): Promise<number | undefined>;
   close(): Promise<void>;

@@ -57,13 +57,14 @@ function unitParam(query: Record<string, unknown>): Unit {
   return v as Unit;
 }
 
+/** Whether a bucket's interval has samples yet to come at `now`. */
+const inProgressAt = (start: number, unit: Unit, now: number): boolean => bucketEnd(start, unit) > intervalOf(now) + SAMPLE_MS;
+
 /** A bucket as the spec's record (0.8: nested sections) or the SDK's (2+: flat entries). */
 function toRecord(bucket: StatsBucket, unit: Unit, now: number, appId: string, modern: boolean): Record<string, unknown> {
-  const end = bucketEnd(bucket.start, unit);
-  const total = (end - bucket.start) / SAMPLE_MS;
-  const nowSample = intervalOf(now);
-  const inProgress = end > nowSample + SAMPLE_MS;
-  const elapsed = inProgress ? Math.max(1, (nowSample + SAMPLE_MS - bucket.start) / SAMPLE_MS) : total;
+  const total = (bucketEnd(bucket.start, unit) - bucket.start) / SAMPLE_MS;
+  const inProgress = inProgressAt(bucket.start, unit, now);
+  const elapsed = inProgress ? Math.max(1, (intervalOf(now) + SAMPLE_MS - bucket.start) / SAMPLE_MS) : total;
   const entries = flatEntries(bucket, elapsed, total);
   const record: Record<string, unknown> = { intervalId: intervalId(bucket.start, unit), unit };
   if (modern) {
@@ -87,7 +88,7 @@ const RECORD_TEXT = new WeakMap<object, Map<string, string>>();
  */
 function recordText(bucket: StatsBucket, unit: Unit, now: number, appId: string, modern: boolean): string {
   const row = wholeRowOf(bucket);
-  if (!row || bucketEnd(bucket.start, unit) > intervalOf(now) + SAMPLE_MS) return serializeJson(toRecord(bucket, unit, now, appId, modern));
+  if (!row || inProgressAt(bucket.start, unit, now)) return serializeJson(toRecord(bucket, unit, now, appId, modern));
   let texts = RECORD_TEXT.get(row);
   if (!texts) RECORD_TEXT.set(row, (texts = new Map()));
   const key = modern ? `${unit} modern` : unit;

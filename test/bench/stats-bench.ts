@@ -90,7 +90,7 @@ export async function statsQueryBench(options: {
   for (const target of targets) {
     // Twice: with the stats cache, and without it (STATS_CACHE_ROWS=0: every page a first read).
     for (const cached of [true, false]) {
-      const child = await startServiceChild(`stats-${cached ? 'cached' : 'uncached'}`, { ...target.env, SANDBOX: '1', ...(cached ? {} : { STATS_CACHE_ROWS: '0' }) }, [], {
+      const child = await startServiceChild(`stats-${cached ? 'cached' : 'uncached'}`, { ...target.env, ...(cached ? {} : { STATS_CACHE_ROWS: '0' }) }, [], {
         apps: ['young'],
         beforeStart: async (dataDir, tablePrefix) => {
           const store = target.store(dataDir, tablePrefix);
