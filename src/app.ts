@@ -12,6 +12,7 @@ import { BodyBudget } from './http/body-budget.js';
 import { clientError, frameworkError } from './http/framework-errors.js';
 import { msgpackStringsAreUtf8 } from './codec/msgpack-utf8.js';
 import { isUtf8 } from 'node:buffer';
+import { jsonTextWellFormed } from './codec/well-formed-text.js';
 import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
@@ -240,11 +241,17 @@ function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler
  */
 function registerBodyParsers(app: FastifyInstance): void {
   const notUtf8 = (): ServiceError => new ServiceError('invalidRequestBody', 'the request body is not valid UTF-8');
+  const loneSurrogate = (): ServiceError => new ServiceError('invalidRequestBody', 'a string in the request body holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
-    parseJson(req, (body as Buffer).toString(), done);
+    const text = (body as Buffer).toString();
+    parseJson(req, text, (err: Error | null, value?: unknown) => {
+      if (err) return done(err, undefined);
+      if (!jsonTextWellFormed(text, value)) return done(loneSurrogate(), undefined);
+      done(null, value);
+    });
   });
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
@@ -268,7 +275,8 @@ function registerBodyParsers(app: FastifyInstance): void {
     const text = (body as Buffer).toString();
     if (text.trim() === '') return done(null, undefined);
     try {
-      done(null, JSON.parse(text));
+      const value: unknown = JSON.parse(text);
+      done(jsonTextWellFormed(text, value) ? null : loneSurrogate(), value);
     } catch {
       done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
     }

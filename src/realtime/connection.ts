@@ -8,6 +8,7 @@ import type { PresenceChange } from '../presence/presence-producer.js';
 import { Action, Flag, MODES, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { Attachment, Gateway } from './gateway.js';
 import { parseRewind, type Rewind } from './rewind.js';
+import { InboundBudget } from './inbound-budget.js';
 
 /** A publish or presence change waiting for its ACK or NACK, in msgSerial order. */
 interface PendingAck {
@@ -39,8 +40,8 @@ export class Connection {
   /** The clientIds this connection entered, by channel, and how many in all (see countMembers). */
   private readonly entered = new Map<string, Set<string>>();
   private enteredCount = 0;
-  private tokens: number;
-  private tokensAt = 0;
+  /** What this connection may send: frames and bytes a second (counted before decoding). */
+  readonly budget: InboundBudget;
 
   constructor(
     readonly gateway: Gateway,
@@ -52,7 +53,9 @@ export class Connection {
     public format: WireFormat,
     public echo: boolean,
   ) {
-    this.tokens = gateway.settings.maxInboundRate * 2;
+    const s = gateway.settings;
+    // A frame of the largest size must fit in a burst.
+    this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), gateway.clock.now());
   }
 
   get appId(): string {
@@ -60,7 +63,7 @@ export class Connection {
   }
 
   /** Sends a frame now (true); a client that does not read is disconnected instead of buffered for. */
-  sendFrame(frame: Frame): boolean {
+  sendFrame(frame: Frame, written?: (err?: Error) => void): boolean {
     const socket = this.socket;
     if (!socket || socket.readyState !== socket.OPEN) return false;
     if (socket.bufferedAmount > this.gateway.settings.maxBufferedBytes) {
@@ -68,12 +71,13 @@ export class Connection {
       return false;
     }
     this.lastSent = this.gateway.clock.now();
-    socket.send(frame);
+    socket.send(frame, written);
     return true;
   }
 
-  send(pm: ProtocolMessage): boolean {
-    return this.sendFrame(encodeFrame(pm, this.format));
+  /** Encodes and sends a frame; `written`, when given, is called once it is written out (or failed). */
+  send(pm: ProtocolMessage, written?: (err?: Error) => void): boolean {
+    return this.sendFrame(encodeFrame(pm, this.format), written);
   }
 
   /** CONNECTED, for a new connection, a resume, or an AUTH that renewed the credentials. */
@@ -117,17 +121,6 @@ export class Connection {
     this.dropTimer = this.expiryTimer = this.tokenTimer = undefined;
   }
 
-  /** Token bucket over the frames a client sends. */
-  private admit(): boolean {
-    const now = this.gateway.clock.now();
-    const rate = this.gateway.settings.maxInboundRate;
-    this.tokens = Math.min(rate * 2, this.tokens + ((now - this.tokensAt) * rate) / 1000);
-    this.tokensAt = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
-
   /**
    * Counts a frame's bytes until it is answered. Over maxInflightBytes, or with all connections
    * together over maxTotalInflightBytes, the socket is not read until answers bring it back under,
@@ -154,9 +147,13 @@ export class Connection {
     if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.readingThrottled && this.socket?.isPaused) this.socket.resume();
   }
 
-  /** One ProtocolMessage from the client (`size`: its frame's bytes). Never throws: every problem is answered on the wire. */
-  handle(pm: ProtocolMessage, size = 0): void {
-    const admitted = this.admit();
+  /**
+   * One ProtocolMessage from the client (`size`: its frame's bytes; `refusal`: why its content is
+   * refused, answered as a NACK for a publish or presence change). Never throws: every problem is
+   * answered on the wire.
+   */
+  handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
+    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE) return this.gateway.fail(this, toWireError(refusal));
     switch (pm.action) {
       case Action.HEARTBEAT:
         // Only a string id is echoed: String() of what a frame may hold (an object whose toString
@@ -165,18 +162,18 @@ export class Connection {
         return;
       case Action.MESSAGE:
       case Action.PRESENCE:
-        return this.ackable(pm, admitted, size);
+        return this.ackable(pm, size, refusal);
       case Action.ATTACH:
-        if (!admitted) return this.channelError(pm.channel, serviceError('inboundRateExceeded', 'too many frames on this connection; slow down'));
+        if (!this.namesChannel(pm)) return;
         this.attach(pm).catch((err) => {
           this.gateway.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
           this.channelError(pm.channel, toWireError(err));
         });
         return;
       case Action.DETACH:
-        return this.detach(pm);
+        return this.namesChannel(pm) ? this.detach(pm.channel) : undefined;
       case Action.SYNC:
-        return this.resync(pm);
+        return this.namesChannel(pm) ? this.resync(pm.channel) : undefined;
       case Action.AUTH:
         return this.reauthenticate(pm);
       case Action.DISCONNECT:
@@ -189,6 +186,17 @@ export class Connection {
         // Unknown actions are ignored, as the SDK ignores ours (forward compatibility).
         return;
     }
+  }
+
+  /**
+   * Whether an ATTACH, DETACH or SYNC names its channel: without one there is no channel to answer
+   * on, so the connection fails (80013), rather than the frame going unanswered.
+   */
+  private namesChannel(pm: ProtocolMessage): pm is ProtocolMessage & { channel: string } {
+    if (typeof pm.channel === 'string') return true;
+    const action = pm.action === Action.ATTACH ? 'ATTACH' : pm.action === Action.DETACH ? 'DETACH' : 'SYNC';
+    this.gateway.fail(this, serviceError('protocolError', `${action} needs a channel (a string)`));
+    return false;
   }
 
   private channelError(channel: unknown, error: WireError): void {
@@ -242,18 +250,15 @@ export class Connection {
     await this.gateway.attach(this, channel, modes, serial, params, clean ? rewind : undefined);
   }
 
-  private detach(pm: ProtocolMessage): void {
-    if (typeof pm.channel !== 'string') return;
-    const channel = pm.channel;
+  private detach(channel: string): void {
     this.gateway.detach(this, channel);
     if (this.presenceChannels.delete(channel)) this.gateway.leaveAll(this, channel);
     this.send({ action: Action.DETACHED, channel });
   }
 
   /** A client asks for the presence set again (§5.4): it gets the whole set. */
-  private resync(pm: ProtocolMessage): void {
-    if (typeof pm.channel !== 'string') return;
-    const attachment = this.attachments.get(pm.channel);
+  private resync(channel: string): void {
+    const attachment = this.attachments.get(channel);
     if (attachment) this.gateway.sendSync(attachment);
   }
 
@@ -292,7 +297,7 @@ export class Connection {
 
   // ---- publish and presence, acknowledged in msgSerial order (§3.2)
 
-  private ackable(pm: ProtocolMessage, admitted: boolean, size: number): void {
+  private ackable(pm: ProtocolMessage, size: number, refusal: ServiceError | undefined): void {
     const msgSerial = pm.msgSerial;
     if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
       return this.gateway.fail(this, serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
@@ -309,7 +314,7 @@ export class Connection {
       if (!(err instanceof ServiceError)) this.gateway.logger.error({ err, connectionId: this.id }, 'realtime publish failed');
       done({ ok: false, error: toWireError(err) });
     };
-    if (!admitted) return fail(new ServiceError('inboundRateExceeded', `more than ${this.gateway.settings.maxInboundRate} frames a second on this connection; slow down`));
+    if (refusal) return fail(refusal);
     try {
       const work = pm.action === Action.MESSAGE ? this.publish(pm, msgSerial) : this.presence(pm, msgSerial);
       work.then((serials) => done({ ok: true, serials }), fail);
@@ -403,9 +408,18 @@ export class Connection {
       if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;
       changes.push(change);
     });
-    this.countMembers(channel, changes);
+    const joining = this.countMembers(channel, changes);
     if (changes.some((c) => c.action !== 'leave')) this.presenceChannels.add(channel);
-    if (changes.length > 0) await this.gateway.presenceProducer.append(this.appId, channel, changes);
+    if (changes.length === 0) return ids;
+    // Counted against the limits until the presence projection applies them (PresenceReservations).
+    const reservations = this.gateway.reservations;
+    const reserved = reservations.reserve(this.appId, channel, this.id, joining, this.gateway.clock.now());
+    try {
+      await this.gateway.presenceProducer.append(this.appId, channel, changes);
+    } catch (err) {
+      reservations.release(reserved);
+      throw err;
+    }
     return ids;
   }
 
@@ -415,7 +429,7 @@ export class Connection {
    * projection as long as the connection lives. Channels whose members the gateway made leave (a
    * detach, a drop, the connection forgotten) are out of presenceChannels and stop counting.
    */
-  private countMembers(channel: string, changes: PresenceChange[]): void {
+  private countMembers(channel: string, changes: PresenceChange[]): Set<string> {
     const { maxMembersPerConnection, maxChannelsPerConnection } = this.gateway.settings;
     for (const [held, clientIds] of this.entered) {
       if (this.presenceChannels.has(held)) continue;
@@ -423,7 +437,7 @@ export class Connection {
       this.entered.delete(held);
     }
     const clientIds = this.entered.get(channel) ?? new Set<string>();
-    const joining = new Set(changes.filter((c) => c.action !== 'leave' && !clientIds.has(c.clientId ?? '')).map((c) => c.clientId));
+    const joining = new Set(changes.filter((c) => c.action !== 'leave' && !clientIds.has(c.clientId ?? '')).map((c) => c.clientId ?? ''));
     if (joining.size > 0 && clientIds.size === 0 && this.entered.size >= maxChannelsPerConnection) {
       throw new ServiceError('tooManyChannels', `a connection may hold presence members on at most ${maxChannelsPerConnection} channels`);
     }
@@ -431,7 +445,8 @@ export class Connection {
       throw new ServiceError('tooManyPresenceMembers', `a connection may hold at most ${maxMembersPerConnection} presence members; this one holds ${this.enteredCount}`);
     }
     // Every instance holds every member in its presence projection: bounded for the service, and
-    // per app so that one app's members cannot refuse another's.
+    // per app so that one app's members cannot refuse another's. The counts include the members
+    // entered here and not yet applied (reserved), so racing enters cannot pass a limit.
     const { maxPresenceMembers, maxPresenceMembersPerApp } = this.gateway.settings;
     if (joining.size > 0 && this.gateway.presenceMembers() + joining.size > maxPresenceMembers) {
       throw new ServiceError('tooManyPresenceMembers', `the service holds its maximum of ${maxPresenceMembers} presence members; retry once some have left`);
@@ -449,6 +464,7 @@ export class Connection {
     }
     if (clientIds.size > 0) this.entered.set(channel, clientIds);
     else this.entered.delete(channel);
+    return joining;
   }
 
   /**

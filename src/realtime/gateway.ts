@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import { ServiceError } from '../errors.js';
+import { ErrorCodes, ServiceError } from '../errors.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
@@ -23,8 +23,10 @@ import type { HistoryEntry } from '../../projections/history/history-entry.js';
 import type { UsageMeter } from '../stats/usage-meter.js';
 import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
-import { Action, Flag, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
+import { Action, Flag, FrameRefused, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import type { FrameShapeLimits } from './frame-shape.js';
+import { PresenceReservations } from './presence-reservations.js';
 import { upgradedConnection } from '../http/connection-limit.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
 import { MAX_REWIND_MS, type Rewind } from './rewind.js';
@@ -69,6 +71,8 @@ export interface Attachment {
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
+  /** The SYNC being sent to this attachment, page by page (sendSyncPages). */
+  sync?: object;
 }
 
 /** How long a delivered client-supplied id is remembered: the idempotency window of history's tail. */
@@ -76,6 +80,15 @@ const DELIVERED_IDS_WINDOW_MS = 120_000;
 
 /** How long an attach with `rewind` waits for the history projection to reach its position. */
 const REWIND_WAIT_MS = 5_000;
+
+/** How long the socket of a client over its inbound budget stays, unread, for its DISCONNECTED to go out. */
+const OVER_BUDGET_LINGER_MS = 1000;
+
+/** How long a presence enter counts as reserved without the projection applying it (see PresenceReservations). */
+const RESERVATION_MAX_AGE_MS = 60_000;
+
+/** Bytes a socket may hold unwritten before the next SYNC page waits for them to be written. */
+const SYNC_HIGH_WATER_BYTES = 256 * 1024;
 
 /** Housekeeping ticks per second, each visiting that share of the connections. */
 const TICK_SLICES = 20;
@@ -192,9 +205,15 @@ export class Gateway {
   private tickCursor: IterableIterator<Connection> = new Map<string, Connection>().values();
   private closing = false;
   private readonly replaySlots = new Slots(4);
+  /** Presence members entered here that the presence projection has not applied yet. */
+  readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   /** Counted for GET /metrics (metrics()). */
   private messagesDelivered = 0;
   private slowConsumers = 0;
+  private inboundBudgetDisconnects = 0;
+  private framesRefused = 0;
+  /** What a client frame may nest and hold, checked before it is decoded. */
+  private readonly shape: FrameShapeLimits;
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;
@@ -207,6 +226,7 @@ export class Gateway {
     // Kept by count: a client may come back with a key at any time (`recover` from a saved page).
     this.deliveredIds = new RecentKeys(2 * deps.limits.maxRecentIdsPerApp, DELIVERED_IDS_WINDOW_MS, () => this.clock.now());
     this.ended = new RecentKeys(2 * deps.settings.maxEndedConnections, Number.MAX_SAFE_INTEGER, () => this.clock.now());
+    this.shape = { maxDepth: deps.settings.maxFrameDepth, maxWidth: deps.settings.maxFrameWidth };
     this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
   }
 
@@ -278,9 +298,13 @@ export class Gateway {
     return this.throttled;
   }
 
-  /** Presence members of all apps, or of one, in the presence projection (every instance's). */
+  /**
+   * Presence members of all apps, or of one: in the presence projection (every instance's), and
+   * those this instance let enter that it has not applied yet. Enters racing on other instances
+   * are seen once applied: the limits may be passed by what they have in flight.
+   */
   presenceMembers(appId?: string): number {
-    return this.deps.presence.memberCount(appId);
+    return this.deps.presence.memberCount(appId) + this.reservations.count(appId);
   }
 
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
@@ -298,7 +322,7 @@ export class Gateway {
     for (const set of this.index.values()) attachments += set.size;
     let deliveryLag = 0;
     for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
-    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, deliveryLag };
+    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, inboundBudgetDisconnects: this.inboundBudgetDisconnects, framesRefused: this.framesRefused, deliveryLag };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
@@ -398,20 +422,20 @@ export class Gateway {
       // A socket the connection let go of (ERROR, DISCONNECTED, CLOSED, a resume elsewhere) is
       // closing: what the client still sends on it is not acted on, with credentials perhaps expired.
       if (c.socket !== ws) return;
-      c.lastReceived = this.clock.now();
+      const now = this.clock.now();
+      c.lastReceived = now;
+      // Every frame counts, before anything is decoded: one client's flood of cheap frames
+      // (HEARTBEAT, DETACH, unknown actions) stalled every other connection (issue 22).
+      if (!c.budget.admit(data.length, now)) return this.overBudget(c);
       let pm: ProtocolMessage;
       try {
-        pm = decodeFrame(data, isBinary, c.format);
+        pm = decodeFrame(data, isBinary, c.format, this.shape);
       } catch (err) {
+        if (err instanceof ServiceError && err.code === ErrorCodes.protocolError.code) this.framesRefused++;
+        if (err instanceof FrameRefused) return this.handle(c, err.pm, data.length, err);
         return this.fail(c, toWireError(err));
       }
-      try {
-        c.handle(pm, data.length);
-      } catch (err) {
-        // A bug, not the client's fault; thrown here it would end the process and every connection.
-        this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
-        this.fail(c, toWireError(err));
-      }
+      this.handle(c, pm, data.length);
     });
     ws.on('pong', () => {
       if (c.socket === ws) c.lastReceived = this.clock.now();
@@ -419,6 +443,33 @@ export class Gateway {
     ws.once('close', () => this.socketClosed(c, ws));
     conn.sendConnected(error);
     this.deps.events.opened(appId, conn.id, conn.key === resumeKey);
+  }
+
+  private handle(c: Connection, pm: ProtocolMessage, size: number, refusal?: ServiceError): void {
+    try {
+      c.handle(pm, size, refusal);
+    } catch (err) {
+      // A bug, not the client's fault; thrown here it would end the process and every connection.
+      this.logger.error({ err, connectionId: c.id, action: pm.action }, 'realtime frame handling failed');
+      this.fail(c, toWireError(err));
+    }
+  }
+
+  /**
+   * A client over its inbound budget (frames or bytes a second): its socket is not read any more
+   * (what it still sends costs nothing here), it is told why, and it may resume; the SDK then
+   * sends its unacknowledged publishes again.
+   */
+  private overBudget(conn: Connection): void {
+    this.framesRefused++;
+    this.inboundBudgetDisconnects++;
+    const socket = conn.socket;
+    socket?.pause();
+    const { maxInboundRate, maxInboundBytesRate } = this.settings;
+    this.logger.warn({ connectionId: conn.id, appId: conn.appId }, 'realtime client over its inbound budget; disconnected');
+    this.disconnect(conn, serviceError('inboundRateExceeded', `more than ${maxInboundRate} frames or ${maxInboundBytesRate} bytes a second (bursts of twice that) on this connection; resume, and slow down`));
+    // Not read, the client's answer to the close is never seen: the socket goes once the frames are out.
+    if (socket) setTimeout(() => socket.terminate(), OVER_BUDGET_LINGER_MS).unref();
   }
 
   /**
@@ -635,7 +686,7 @@ export class Gateway {
     // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
     if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
-    if (members.length > 0) this.sendSyncPages(conn, channel, members);
+    if (members.length > 0) this.sendSyncPages(attachment, members);
     for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, target)));
     const held = attachment.held;
     attachment.held = undefined;
@@ -776,6 +827,7 @@ export class Gateway {
   }
 
   private deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {
+    this.reservations.settle(appId, channel, entries);
     const set = this.index.get(channelKey(appId, channel));
     if (!set || entries.length === 0) return;
     for (const attachment of set) this.sendPresence(attachment, entries);
@@ -819,26 +871,50 @@ export class Gateway {
   /** The whole presence set, again (a client's SYNC request). */
   sendSync(attachment: Attachment): void {
     if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) return;
-    this.sendSyncPages(attachment.conn, attachment.channel, this.members(attachment.conn.appId, attachment.channel));
+    this.sendSyncPages(attachment, this.members(attachment.conn.appId, attachment.channel));
   }
 
-  /** SYNC pages of `present` members; the last page's cursor is empty (§5.4). */
-  private sendSyncPages(conn: Connection, channel: string, members: PresenceMember[]): void {
+  /**
+   * SYNC pages of `present` members; the last page's cursor is empty (§5.4). Paced by the socket:
+   * a page waits while the socket holds more than a high-water mark unwritten, so a set of any
+   * size reaches a client that reads (written in one burst, 130,000 members went over the
+   * slow-reader cut-off, maxBufferedBytes, for a client reading promptly: issue 22). Changes that
+   * come meanwhile go out as they come; the SDK's sync merges them by newness (§5.4). A newer SYNC
+   * of the attachment, a detach or a lost socket ends this one.
+   */
+  private sendSyncPages(attachment: Attachment, members: PresenceMember[]): void {
+    const { conn, channel } = attachment;
+    const socket = conn.socket;
+    if (!socket) return;
     const syncId = randomBytes(6).toString('base64url');
+    const sync = (attachment.sync = {});
     const size = this.settings.syncPageSize;
     const pages = Math.max(1, Math.ceil(members.length / size));
-    for (let page = 0; page < pages; page++) {
-      const last = page === pages - 1;
-      const present = members.slice(page * size, (page + 1) * size);
-      const sent = conn.send({
-        action: Action.SYNC,
-        channel,
-        channelSerial: `${syncId}:${last ? '' : page + 1}`,
-        presence: present.map((m) => presenceToWire(m, conn.format, 1)),
-      });
-      // Each `present` member sent counts as a presence message (spec: Events, `present`).
-      if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', present.length, sizeOf(present));
-    }
+    const highWater = Math.min(SYNC_HIGH_WATER_BYTES, this.settings.maxBufferedBytes / 4);
+    let page = 0;
+    const next = (): void => {
+      while (page < pages) {
+        if (conn.socket !== socket || conn.attachments.get(channel) !== attachment || attachment.sync !== sync) return;
+        const last = page === pages - 1;
+        const present = members.slice(page * size, (page + 1) * size);
+        const pm: ProtocolMessage = { action: Action.SYNC, channel, channelSerial: `${syncId}:${last ? '' : page + 1}`, presence: present.map((m) => presenceToWire(m, conn.format, 1)) };
+        page++;
+        let waiting = false;
+        const sent = conn.send(pm, () => {
+          if (waiting) setImmediate(next);
+        });
+        if (!sent) return;
+        // Each `present` member sent counts as a presence message (spec: Events, `present`).
+        this.deps.usage?.realtimeOutbound(conn.appId, 'presence', present.length, sizeOf(present));
+        // Over the mark, the rest goes on once this page is written out.
+        if (socket.bufferedAmount > highWater) {
+          waiting = true;
+          return;
+        }
+      }
+      if (attachment.sync === sync) attachment.sync = undefined;
+    };
+    next();
   }
 
   // ---- housekeeping
@@ -851,6 +927,7 @@ export class Gateway {
    */
   private tick(): void {
     const now = this.clock.now();
+    this.reservations.expire(now);
     const idle = this.settings.maxIdleIntervalMs;
     let budget = Math.ceil(this.connections.size / TICK_SLICES);
     while (budget-- > 0) {

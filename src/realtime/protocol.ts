@@ -3,7 +3,8 @@
 // (REALTIME-PROTOCOL.md §1–2).
 import { isUtf8 } from 'node:buffer';
 import { packValue, unpackValue } from '../codec/msgpack.js';
-import { msgpackStringsAreUtf8 } from '../codec/msgpack-utf8.js';
+import { jsonTextWellFormed } from '../codec/well-formed-text.js';
+import { jsonHeader, jsonShape, msgpackHeader, msgpackShape, type FrameHeader, type FrameShapeLimits, type ShapeFault } from './frame-shape.js';
 import { ErrorCodes, errorHref, ServiceError, type ErrorKind } from '../errors.js';
 
 export const Action = {
@@ -86,33 +87,78 @@ export function encodeFrame(pm: ProtocolMessage, format: WireFormat): Frame {
 }
 
 /**
+ * A frame refused for what it holds rather than for not being a protocol message: a string that is
+ * not valid Unicode text (a lone surrogate spelt in JSON: 40001), or data nested deeper or wider
+ * than a frame may be (40013, found on the bytes before decoding). It carries what the frame says
+ * of itself (its action and msgSerial at least), so that a publish or presence change is answered
+ * with a NACK and the connection goes on.
+ */
+export class FrameRefused extends ServiceError {
+  constructor(
+    kind: ErrorKind,
+    message: string,
+    readonly pm: ProtocolMessage,
+  ) {
+    super(kind, message);
+  }
+}
+
+/**
+ * A frame whose shape is over the limits: a publish or presence change with a msgSerial is
+ * refused on its own (NACK 40013, its content is too deep or wide); anything else is a protocol
+ * error (80013). Invalid UTF-8 is always a protocol error.
+ */
+function shapeRefusal(fault: NonNullable<ShapeFault>, shape: FrameShapeLimits, header: FrameHeader): ServiceError {
+  const message = SHAPE_FAULTS[fault](shape);
+  const { action, msgSerial } = header;
+  const ackable = (action === Action.MESSAGE || action === Action.PRESENCE) && msgSerial !== undefined;
+  if (fault === 'utf8' || !ackable) return new ServiceError('protocolError', message);
+  return new FrameRefused('invalidDataOrEncoding', message, { action, msgSerial });
+}
+
+const SHAPE_FAULTS = {
+  depth: (l: FrameShapeLimits) => `the frame nests arrays and objects deeper than ${l.maxDepth} levels`,
+  width: (l: FrameShapeLimits) => `an array or object of the frame has more than ${l.maxWidth} entries`,
+  utf8: () => 'the frame holds a string that is not valid UTF-8',
+};
+
+/**
  * A client frame as a ProtocolMessage, or a protocol error (80013: something the connection cannot
  * interpret as a protocol message): JSON must come in a text frame and MessagePack in a binary
  * one (the SDK's Node client may send JSON as binary: accepted, if it is UTF-8, which ws checks
- * only for text frames), and the result must be an object with a numeric action.
+ * only for text frames), its nesting and widths must be within `shape` (checked on the bytes,
+ * before decoding: src/realtime/frame-shape.ts), and the result must be an object with a numeric action.
  */
-export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat): ProtocolMessage {
+export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat, shape: FrameShapeLimits): ProtocolMessage {
   let value: unknown;
+  let text: string | undefined;
   if (format === 'json') {
     if (isBinary && !isUtf8(data)) throw new ServiceError('protocolError', 'the frame is not valid UTF-8 (format=json)');
+    const fault = jsonShape(data, shape);
+    if (fault) throw shapeRefusal(fault, shape, jsonHeader(data));
+    text = data.toString('utf8');
     try {
-      value = JSON.parse(data.toString('utf8'));
+      value = JSON.parse(text);
     } catch {
       throw new ServiceError('protocolError', 'the frame is not valid JSON (format=json)');
     }
   } else {
     if (!isBinary) throw new ServiceError('protocolError', 'format=msgpack frames must be binary');
+    const fault = msgpackShape(data, shape);
+    if (fault) throw shapeRefusal(fault, shape, msgpackHeader(data));
     try {
       value = unpackValue(data);
     } catch {
       throw new ServiceError('protocolError', 'the frame is not valid MessagePack (format=msgpack)');
     }
-    if (!msgpackStringsAreUtf8(data)) throw new ServiceError('protocolError', 'the frame holds a string that is not valid UTF-8');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ServiceError('protocolError', 'a frame must hold one ProtocolMessage object');
   }
   const pm = value as ProtocolMessage;
   if (typeof pm.action !== 'number' || !Number.isInteger(pm.action)) throw new ServiceError('protocolError', 'the ProtocolMessage has no numeric action');
+  if (text !== undefined && !jsonTextWellFormed(text, pm)) {
+    throw new FrameRefused('invalidRequestBody', 'a string in the frame holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text', pm);
+  }
   return pm;
 }

@@ -18,8 +18,23 @@ export interface RealtimeSettings {
   maxConnections: number;
   /** Channels one connection may be attached to. Above: channel ERROR 90010. */
   maxChannelsPerConnection: number;
-  /** Frames per second a connection may send, on average (burst: twice this). Above: NACK 42911. */
+  /**
+   * Frames per second a connection may send, every kind counted, on average (burst: twice this).
+   * Above: the frame is dropped undecoded and the client disconnected (DISCONNECTED 42911; it may
+   * resume). REALTIME_MAX_INBOUND_RATE
+   */
   maxInboundRate: number;
+  /** Bytes per second of frames a connection may send (burst: twice this), counted and refused as maxInboundRate. REALTIME_MAX_INBOUND_BYTES_RATE */
+  maxInboundBytesRate: number;
+  /**
+   * Levels of arrays and maps nested in one frame, checked on its bytes before it is decoded (a
+   * frame nested a million deep took seconds to decode). Above: a publish or presence change gets
+   * NACK 40013, any other frame ERROR 80013 (the connection fails). Well above MAX_DATA_DEPTH, whose
+   * finer errors (40013, 40032) the frames between the two get. REALTIME_MAX_FRAME_DEPTH
+   */
+  maxFrameDepth: number;
+  /** Entries in one array or map of a frame, checked and refused like maxFrameDepth. REALTIME_MAX_FRAME_WIDTH */
+  maxFrameWidth: number;
   /**
    * Bytes waiting to be written to one socket. Above it the client is not reading fast enough: the
    * gateway disconnects it (80020) rather than buffering without bound; a resume replays from the log.
@@ -77,6 +92,9 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxConnections: 20_000,
   maxChannelsPerConnection: 200,
   maxInboundRate: 100,
+  maxInboundBytesRate: 2 * 1024 * 1024,
+  maxFrameDepth: 128,
+  maxFrameWidth: 10_000,
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
   maxTotalInflightBytes: 128 * 1024 * 1024,

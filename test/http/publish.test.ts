@@ -63,6 +63,18 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
     expect(m.encoding).toBeUndefined();
   });
 
+  it('a lone surrogate in JSON text (name, data, a key) is refused as invalid text (40001); nothing is stored; an escaped pair is fine', async () => {
+    const channel = uniqueChannel();
+    for (const body of ['{"name":"n","data":"a\\ud800b"}', '{"name":"\\uDC00"}', '[{"data":{"k\\udbff":1}}]']) {
+      const res = await publish(channel, body);
+      expect(res.statusCode, body).toBe(400);
+      expect(res.json().error).toMatchObject({ code: 40001, statusCode: 400, message: expect.stringContaining('lone surrogate') });
+      expect(res.headers['x-ably-errorcode']).toBe('40001');
+    }
+    expect((await publish(channel, '{"name":"pair","data":"\\ud83d\\ude00 \\\\ud800"}')).statusCode).toBe(201);
+    expect(await history(channel)).toMatchObject([{ name: 'pair', data: '\u{1F600} \\ud800' }]);
+  });
+
   it('accepts form-urlencoded bodies', async () => {
     const channel = uniqueChannel();
     const res = await publish(channel, 'name=form&data=value', { 'content-type': 'application/x-www-form-urlencoded' });

@@ -8,12 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { connect as tcpConnect } from 'node:net';
 import { encode as encodeMsgpack } from '@msgpack/msgpack';
 import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-import { Actions, closedWithin, RawClient, sleep, type Pm } from '../helpers/raw-realtime.js';
+import { Actions, closedWithin, nested, RawClient, sleep, type Pm } from '../helpers/raw-realtime.js';
 
 const LIMITS = {
   REALTIME_MAX_FRAME_BYTES: '65536',
   MAX_MESSAGE_SIZE: '4096',
   REALTIME_MAX_INBOUND_RATE: '20',
+  REALTIME_MAX_INBOUND_BYTES_RATE: '262144',
   REALTIME_MAX_CHANNELS_PER_CONNECTION: '3',
   REALTIME_MAX_IDLE_INTERVAL_MS: '1000',
   REQUEST_TIMEOUT_MS: '1000',
@@ -92,50 +93,78 @@ describe('frame and message size', () => {
   });
 });
 
-describe('inbound rate per connection', () => {
-  it('MESSAGEs beyond the burst (twice REALTIME_MAX_INBOUND_RATE) get NACK 42911; every msgSerial is answered once, in order', async () => {
+describe('inbound budget per connection (every frame kind, counted before decoding)', () => {
+  /** The frames a client sends until the gateway disconnects it; what came back before the close. */
+  async function flood(c: RawClient, frame: (i: number) => unknown, n: number): Promise<{ answered: Pm[]; disconnected: Pm }> {
+    for (let i = 0; i < n && !c.isClosed; i++) c.send(frame(i));
+    const disconnected = await c.next((pm) => pm.action === Actions.DISCONNECTED);
+    await closedWithin(c, 5000);
+    return { answered: c.frames.filter((f) => f.action !== Actions.CONNECTED && f.action !== Actions.DISCONNECTED), disconnected };
+  }
+
+  const kinds: [string, (i: number) => unknown][] = [
+    ['HEARTBEAT', (i) => ({ action: Actions.HEARTBEAT, id: `h${i}` })],
+    ['DETACH of a channel never attached', (i) => ({ action: Actions.DETACH, channel: `never-${i}` })],
+    ['SYNC', (i) => ({ action: Actions.SYNC, channel: `never-${i}` })],
+    ['an unknown action', () => ({ action: 99 })],
+    ['ATTACH', (i) => ({ action: Actions.ATTACH, channel: `rate-${i % 3}` })],
+  ];
+  for (const [kind, frame] of kinds) {
+    it(`${kind}: past the burst (twice REALTIME_MAX_INBOUND_RATE) the client is disconnected (DISCONNECTED 42911) and the rest is not acted on`, async () => {
+      const c = await connect();
+      const { answered, disconnected } = await flood(c, frame, 400);
+      expect(errorOf(disconnected)).toMatchObject({ code: 42911, statusCode: 429 });
+      // The burst is 40 frames; a few more may refill while they arrive, never the 400 sent.
+      expect(answered.length).toBeLessThanOrEqual(45);
+    });
+  }
+
+  it('MESSAGEs past the burst: those admitted are ACKed in order, the client is disconnected 42911, and a resume sends the rest once', async () => {
     const c = await connect();
     const channel = uniqueChannel();
     const n = 100;
-    const answers = Array.from({ length: n }, (_, i) => c.ackOf(i));
     for (let i = 0; i < n; i++) c.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: [{ data: `m${i}` }] });
-    await Promise.all(answers);
-    const acks = c.frames.filter((f) => f.action === Actions.ACK || f.action === Actions.NACK);
-    // Contiguous, never overlapping (REALTIME-PROTOCOL.md §3.2).
-    let next = 0;
-    for (const a of acks) {
-      expect(a.msgSerial).toBe(next);
-      next += Number(a.count);
-    }
-    expect(next).toBe(n);
-    const nacks = acks.filter((a) => a.action === Actions.NACK);
-    expect(nacks.length).toBeGreaterThan(0);
-    for (const nack of nacks) expect(errorOf(nack)).toMatchObject({ code: 42911, statusCode: 429 });
-    const acked = acks.filter((a) => a.action === Actions.ACK).reduce((sum, a) => sum + Number(a.count), 0);
-    // The burst is 40 frames; a few more may refill while the frames arrive.
-    expect(acked).toBeGreaterThanOrEqual(40);
-    expect(acked).toBeLessThan(n);
-    expect((await history(channel)).length).toBe(acked);
-    // The bucket refills: after a second, publishes are accepted again.
+    const disconnected = await c.next((pm) => pm.action === Actions.DISCONNECTED);
+    expect(errorOf(disconnected)).toMatchObject({ code: 42911, statusCode: 429 });
+    await closedWithin(c, 5000);
+    // The admitted frames' answers came after the socket went: none, or some, were received.
+    const acked = c.frames.filter((f) => f.action === Actions.ACK).reduce((n, a) => n + Number(a.count), 0);
+    expect(c.frames.some((f) => f.action === Actions.NACK)).toBe(false);
+    const next = 0;
+    // The SDK resumes and sends again what was not acknowledged, with the same msgSerials (so the
+    // same message ids), at a pace the budget allows: what the gateway published before the
+    // disconnect is not published again, what it dropped is published now; each message lands once.
+    expect(acked).toBeLessThanOrEqual(45);
     await sleep(1100);
-    expect((await c.publish(channel, [{ data: 'later' }])).action).toBe(Actions.ACK);
+    const connected = c.frames.find((f) => f.action === Actions.CONNECTED)!;
+    const resumed = await connect({ key: ts.key, resume: (connected.connectionDetails as { connectionKey: string }).connectionKey });
+    expect(resumed.connectionId).toBe(c.connectionId);
+    for (let i = next; i < n; i++) {
+      const answer = resumed.ackOf(i);
+      resumed.send({ action: Actions.MESSAGE, channel, msgSerial: i, messages: [{ data: `m${i}` }] });
+      expect((await answer).action).toBe(Actions.ACK);
+      if (i % 5 === 4) await sleep(300); // under the rate of 20 a second
+    }
+    const stored = await history(channel);
+    expect(stored.map((m) => m.data).sort()).toEqual(Array.from({ length: n }, (_, i) => `m${i}`).sort());
   });
 
-  it('an ATTACH beyond the rate gets a channel ERROR 42911, the connection stays', async () => {
+  it('bytes count too: past twice REALTIME_MAX_INBOUND_BYTES_RATE in a burst the client is disconnected 42911', async () => {
     const c = await connect();
-    const base = uniqueChannel();
-    // Detaching in between keeps the channel count under its own limit.
-    const answers: Promise<Pm>[] = [];
-    for (let i = 0; i < 60; i++) {
-      const channel = `${base}-${i}`;
-      answers.push(c.next((pm) => (pm.action === Actions.ATTACHED || pm.action === Actions.ERROR) && pm.channel === channel));
-      c.send({ action: Actions.ATTACH, channel });
-      c.send({ action: Actions.DETACH, channel });
+    const { answered, disconnected } = await flood(c, (i) => ({ action: Actions.HEARTBEAT, id: `${i}-${'x'.repeat(30_000)}` }), 30);
+    expect(errorOf(disconnected)).toMatchObject({ code: 42911, statusCode: 429 });
+    // 20 frames of 30 KB are under the frame rate's burst of 40; the bytes' burst (2 x 256 KiB) holds 17.
+    expect(answered.length).toBeLessThan(20);
+  });
+
+  it('the budget refills: a client at the rate is never disconnected', async () => {
+    const c = await connect();
+    for (let i = 0; i < 30; i++) {
+      c.send({ action: Actions.HEARTBEAT, id: `p${i}` });
+      await sleep(60);
     }
-    const results = await Promise.all(answers);
-    const refused = results.filter((r) => r.action === Actions.ERROR);
-    expect(refused.length).toBeGreaterThan(0);
-    for (const r of refused) expect(errorOf(r)).toMatchObject({ code: 42911, statusCode: 429 });
+    await c.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'p29');
+    expect(c.frames.some((f) => f.action === Actions.DISCONNECTED)).toBe(false);
     expect(c.isClosed).toBe(false);
   });
 });
@@ -144,7 +173,8 @@ describe('publishes in flight per connection', () => {
   let small: TestService;
   let smallPort: number;
   beforeAll(async () => {
-    small = await startTestService({ REALTIME_MAX_INFLIGHT_BYTES: '1024' });
+    // Frames of 400 KB written at once: far over the inbound bytes budget, which is not what this tests.
+    small = await startTestService({ REALTIME_MAX_INFLIGHT_BYTES: '1024', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
     await small.service.app.listen({ port: 0, host: '127.0.0.1' });
     smallPort = (small.service.app.server.address() as AddressInfo).port;
   });
@@ -178,7 +208,7 @@ describe('publishes in flight, all connections together', () => {
     // Each connection's own budget small too: a connection paused for its own is read again
     // whatever order the answers come in (it once stayed paused when its last answer came while
     // the total was over).
-    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024', REALTIME_MAX_INFLIGHT_BYTES: '1024' });
+    small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024', REALTIME_MAX_INFLIGHT_BYTES: '1024', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
     await small.service.app.listen({ port: 0, host: '127.0.0.1' });
     smallPort = (small.service.app.server.address() as AddressInfo).port;
   });
@@ -243,6 +273,67 @@ describe('presence members in the service and per app', () => {
       await applied(5);
       expect((await b.presence(channel, [enter('b3')])).action).toBe(Actions.ACK);
       await applied(6);
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+});
+
+describe('presence limits under racing enters', () => {
+  it('enters sent at once by many connections of one key never pass REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: the ACKs are exactly the room there was', async () => {
+    const t = await startTestService({ REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: '50', REALTIME_MAX_PRESENCE_MEMBERS: '1000' });
+    try {
+      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.service.app.server.address() as AddressInfo).port;
+      const racers = await Promise.all(Array.from({ length: 10 }, () => RawClient.connect(port, { key: t.key })));
+      clients.push(...racers);
+      const channel = uniqueChannel();
+      // Each connection sends its 20 enters without waiting for any answer.
+      const answers = racers.flatMap((c, i) => Array.from({ length: 20 }, (_, j) => c.presence(channel, [{ action: 2, clientId: `r${i}-${j}` }])));
+      const results = await Promise.all(answers);
+      const acked = results.filter((r) => r.action === Actions.ACK).length;
+      for (const r of results.filter((r) => r.action === Actions.NACK)) expect(errorOf(r)).toMatchObject({ code: 91003 });
+      expect(acked).toBe(50);
+      for (let i = 0; i < 200 && t.service.presence.memberCount() < 50; i++) await sleep(10);
+      await sleep(100);
+      expect(t.service.presence.memberCount()).toBe(50);
+      // Applied, the reservations are gone: a leave makes room for exactly one more.
+      const [first] = racers;
+      const leaving = results.findIndex((r) => r.action === Actions.ACK);
+      expect((await racers[Math.floor(leaving / 20)].presence(channel, [{ action: 3, clientId: `r${Math.floor(leaving / 20)}-${leaving % 20}` }])).action).toBe(Actions.ACK);
+      for (let i = 0; i < 200 && t.service.presence.memberCount() > 49; i++) await sleep(10);
+      expect((await first.presence(channel, [{ action: 2, clientId: 'one-more' }])).action).toBe(Actions.ACK);
+      expect((await first.presence(channel, [{ action: 2, clientId: 'one-too-many' }])).action).toBe(Actions.NACK);
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+});
+
+describe('a large presence set is synced to a client that reads', () => {
+  it('SYNC is paced by the socket: 10,000 members of 1 KB reach a prompt reader whole, under a REALTIME_MAX_BUFFERED_BYTES of 64 KiB', async () => {
+    const t = await startTestService({ REALTIME_MAX_BUFFERED_BYTES: '65536', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
+    try {
+      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
+      const port = (t.service.app.server.address() as AddressInfo).port;
+      const enterer = await RawClient.connect(port, { key: t.key });
+      clients.push(enterer);
+      const channel = uniqueChannel();
+      const data = 'm'.repeat(1000);
+      const entered = await Promise.all(Array.from({ length: 20 }, (_, f) => enterer.presence(channel, Array.from({ length: 500 }, (_, i) => ({ action: 2, clientId: `c${f}-${i}`, data })))));
+      expect(entered.every((a) => a.action === Actions.ACK)).toBe(true);
+      for (let i = 0; i < 500 && t.service.presence.memberCount() < 10_000; i++) await sleep(10);
+      const reader = await RawClient.connect(port, { key: t.key });
+      clients.push(reader);
+      reader.send({ action: Actions.ATTACH, channel });
+      const last = await reader.next((pm) => pm.action === Actions.SYNC && String(pm.channelSerial).endsWith(':'), 30_000);
+      expect(last.channel).toBe(channel);
+      const members = reader.frames.filter((f) => f.action === Actions.SYNC).flatMap((f) => f.presence as { clientId: string }[]);
+      expect(new Set(members.map((m) => m.clientId)).size).toBe(10_000);
+      expect(reader.frames.filter((f) => f.action === Actions.DISCONNECTED)).toEqual([]);
+      expect(reader.isClosed).toBe(false);
     } finally {
       await t.close();
       removeDir(t.dataDir);
@@ -438,6 +529,17 @@ describe('frames that are not what the protocol says', () => {
     ['MessagePack with a string that is not UTF-8', 'msgpack', Buffer.from([0x82, 0xa6, ...Buffer.from('action'), 0x00, 0xa2, ...Buffer.from('id'), 0xa2, 0xff, 0xfe]), true],
     ['a MessagePack map with a map for a key', 'msgpack', Buffer.from([0x81, 0x80, 0x00]), true],
     ['a MESSAGE without a msgSerial', 'json', '{"action":15,"channel":"x","messages":[{"data":"d"}]}', false],
+    // Refused on their bytes, before decoding (REALTIME_MAX_FRAME_DEPTH, REALTIME_MAX_FRAME_WIDTH).
+    ['JSON nested 30,000 deep', 'json', `{"action":0,"id":${'['.repeat(30_000)}${']'.repeat(30_000)}}`, false],
+    ['MessagePack nested 60,000 deep', 'msgpack', Buffer.concat([Buffer.from([0x82, 0xa6, ...Buffer.from('action'), 0x00, 0xa2, ...Buffer.from('id')]), Buffer.alloc(60_000, 0x91), Buffer.from([0x00])]), true],
+    ['a JSON HEARTBEAT whose id is an array of 12,000 items', 'json', JSON.stringify({ action: 0, id: Array.from({ length: 12_000 }, () => 0) }), false],
+    ['a MessagePack HEARTBEAT of 11,000 keys', 'msgpack', Buffer.from(encodeMsgpack({ action: 0, ...Object.fromEntries(Array.from({ length: 11_000 }, (_, i) => [i.toString(36), 0])) })), true],
+    ['a MessagePack array of 15,000 items', 'msgpack', Buffer.from(encodeMsgpack({ action: 0, id: Array.from({ length: 15_000 }, () => 0) })), true],
+    // Nothing to answer on but the connection.
+    ['an ATTACH with no channel', 'json', '{"action":10}', false],
+    ['an ATTACH whose channel is not a string', 'msgpack', Buffer.from(encodeMsgpack({ action: 10, channel: 5 })), true],
+    ['a DETACH with no channel', 'json', '{"action":12}', false],
+    ['a SYNC whose channel is an object', 'json', '{"action":16,"channel":{}}', false],
   ];
 
   // 80013: "the connection received something it could not interpret as a valid protocol message".
@@ -453,6 +555,32 @@ describe('frames that are not what the protocol says', () => {
     await closedWithin(c, 5000);
     expect(c.undecodable).toEqual([]);
     await bystander.ping();
+  });
+
+  it('data nested deeper than MAX_DATA_DEPTH but within REALTIME_MAX_FRAME_DEPTH gets NACK 40013; the connection goes on', async () => {
+    const c = await connect();
+    const nack = await c.publish(uniqueChannel(), [{ data: nested(36) }]);
+    expect(nack.action).toBe(Actions.NACK);
+    expect(errorOf(nack)).toMatchObject({ code: 40013 });
+    await c.ping();
+  });
+
+  // A lone surrogate has no UTF-8 form: stored, it would come back as bytes that are not UTF-8.
+  // (MessagePack cannot carry one as text: its UTF-8 check refuses the frame, 80013 above.)
+  it('a lone surrogate in a MESSAGE or PRESENCE (a JSON escape) gets NACK 40001 and nothing is stored; an escaped pair is fine', async () => {
+    const c = await connect();
+    const channel = uniqueChannel();
+    const raw = (pm: string): Promise<Pm> => {
+      const msgSerial = c.nextSerial();
+      const answer = c.ackOf(msgSerial);
+      c.sendRaw(pm.replace('SERIAL', String(msgSerial)));
+      return answer;
+    };
+    expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":"a\\ud800b"}]}`))).toMatchObject({ code: 40001, statusCode: 400 });
+    expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":{"\\udfff":1}}]}`))).toMatchObject({ code: 40001 });
+    expect(errorOf(await raw(`{"action":14,"channel":"${channel}","msgSerial":SERIAL,"presence":[{"action":2,"clientId":"x\\udc00","data":"d"}]}`))).toMatchObject({ code: 40001 });
+    expect((await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"pair","data":"\\ud83d\\ude00 and \\\\ud800"}]}`)).action).toBe(Actions.ACK);
+    expect(await history(channel)).toMatchObject([{ name: 'pair', data: '\u{1F600} and \\ud800' }]);
   });
 
   it('a HEARTBEAT id that is not a string is echoed as one or refused, never taking the service down', async () => {

@@ -1,0 +1,226 @@
+// Bounds on a client frame's shape, checked on its bytes before it is decoded (issue 22): a frame
+// within REALTIME_MAX_FRAME_BYTES could still cost seconds to decode (a MessagePack frame of 1 MB
+// nested a million deep stalled every connection for 3.6 s; JSON nested 500,000 deep for 1.4 s; a
+// HEARTBEAT of 70,000 keys for 1.0 s). Each walk is one pass over the bytes with no allocation but
+// a stack of at most `maxDepth` counters: a few hundred µs a MiB measured (npm run bench: door).
+// Hand-written because no decoder bounds depth or width before it builds the value.
+import { isUtf8 } from 'node:buffer';
+
+/** What a frame may hold: levels of nested arrays and maps, and entries in one of them. */
+export interface FrameShapeLimits {
+  maxDepth: number;
+  maxWidth: number;
+}
+
+/** Why a frame was refused before decoding, or undefined when its shape is within the limits. */
+export type ShapeFault = 'depth' | 'width' | 'utf8' | undefined;
+
+/**
+ * A MessagePack value's nesting and widths within `limits`, and every string in it UTF-8 (the
+ * decoder would turn invalid bytes into U+FFFD, silently rewriting what a client sent). A value
+ * that ends early passes here and is refused by the decoder.
+ */
+export function msgpackShape(bytes: Uint8Array, limits: FrameShapeLimits): ShapeFault {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const end = bytes.byteLength;
+  // remaining[d]: items still to read in the container open at depth d (depth 0: the frame itself).
+  const remaining = new Float64Array(limits.maxDepth + 1);
+  let depth = 0;
+  remaining[0] = 1;
+  let pos = 0;
+  const utf8 = (length: number): boolean => {
+    if (pos + length > end) return true;
+    const ok = isUtf8(bytes.subarray(pos, pos + length));
+    pos += length;
+    return ok;
+  };
+  const open = (items: number, entries: number): ShapeFault => {
+    if (entries > limits.maxWidth) return 'width';
+    // An empty container is a level too, as JSON's scan counts it.
+    if (depth === limits.maxDepth) return 'depth';
+    if (items > 0) remaining[++depth] = items;
+    return undefined;
+  };
+  while (pos < end) {
+    while (depth > 0 && remaining[depth] === 0) depth--;
+    if (remaining[depth] === 0) break;
+    remaining[depth]--;
+    const b = bytes[pos++];
+    let fault: ShapeFault;
+    if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) continue;
+    if (b <= 0x8f) fault = open(2 * (b & 0x0f), b & 0x0f);
+    else if (b <= 0x9f) fault = open(b & 0x0f, b & 0x0f);
+    else if (b <= 0xbf) fault = utf8(b & 0x1f) ? undefined : 'utf8';
+    else {
+      const u16 = pos + 2 <= end ? view.getUint16(pos) : 0;
+      const u32 = pos + 4 <= end ? view.getUint32(pos) : 0;
+      switch (b) {
+        case 0xc4: pos += 1 + (bytes[pos] ?? 0); break;
+        case 0xc5: pos += 2 + u16; break;
+        case 0xc6: pos += 4 + u32; break;
+        case 0xc7: pos += 2 + (bytes[pos] ?? 0); break;
+        case 0xc8: pos += 3 + u16; break;
+        case 0xc9: pos += 5 + u32; break;
+        case 0xca: pos += 4; break;
+        case 0xcb: pos += 8; break;
+        case 0xcc: case 0xd0: pos += 1; break;
+        case 0xcd: case 0xd1: pos += 2; break;
+        case 0xce: case 0xd2: pos += 4; break;
+        case 0xcf: case 0xd3: pos += 8; break;
+        case 0xd4: pos += 2; break;
+        case 0xd5: pos += 3; break;
+        case 0xd6: pos += 5; break;
+        case 0xd7: pos += 9; break;
+        case 0xd8: pos += 17; break;
+        case 0xd9: { const n = bytes[pos] ?? 0; pos += 1; fault = utf8(n) ? undefined : 'utf8'; break; }
+        case 0xda: pos += 2; fault = utf8(u16) ? undefined : 'utf8'; break;
+        case 0xdb: pos += 4; fault = utf8(u32) ? undefined : 'utf8'; break;
+        case 0xdc: pos += 2; fault = open(u16, u16); break;
+        case 0xdd: pos += 4; fault = open(u32, u32); break;
+        case 0xde: pos += 2; fault = open(2 * u16, u16); break;
+        case 0xdf: pos += 4; fault = open(2 * u32, u32); break;
+        default: return undefined; // 0xc1, never used: the decoder refuses it
+      }
+    }
+    if (fault) return fault;
+  }
+  return undefined;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPENERS = new Uint8Array(256);
+OPENERS[0x5b] = 1; // [
+OPENERS[0x7b] = 1; // {
+const CLOSERS = new Uint8Array(256);
+CLOSERS[0x5d] = 1; // ]
+CLOSERS[0x7d] = 1; // }
+
+/**
+ * JSON text's nesting and widths within `limits` (entries counted by the commas at a level, so a
+ * malformed text may be counted loosely: JSON.parse refuses it next). Strings are skipped whole.
+ */
+export function jsonShape(text: Uint8Array, limits: FrameShapeLimits): ShapeFault {
+  const commas = new Float64Array(limits.maxDepth + 1);
+  let depth = 0;
+  const end = text.byteLength;
+  for (let pos = 0; pos < end; pos++) {
+    const c = text[pos];
+    if (c === QUOTE) {
+      for (pos++; pos < end; pos++) {
+        const s = text[pos];
+        if (s === BACKSLASH) pos++;
+        else if (s === QUOTE) break;
+      }
+    } else if (OPENERS[c]) {
+      if (depth === limits.maxDepth) return 'depth';
+      commas[++depth] = 0;
+    } else if (CLOSERS[c]) {
+      if (depth > 0) depth--;
+    } else if (c === COMMA && depth > 0 && ++commas[depth] >= limits.maxWidth) {
+      return 'width';
+    }
+  }
+  return undefined;
+}
+
+/** A refused frame's top-level `action` and `msgSerial`, when it has them as numbers: enough to NACK a publish. */
+export interface FrameHeader {
+  action?: number;
+  msgSerial?: number;
+}
+
+const WANTED = new Set(['action', 'msgSerial']);
+
+/** The top-level numeric `action` and `msgSerial` of JSON text, read without decoding the rest. */
+export function jsonHeader(text: Uint8Array): FrameHeader {
+  const header: FrameHeader = {};
+  const end = text.byteLength;
+  let depth = 0;
+  for (let pos = 0; pos < end; pos++) {
+    const c = text[pos];
+    if (c === QUOTE) {
+      const start = pos + 1;
+      for (pos++; pos < end; pos++) {
+        const s = text[pos];
+        if (s === BACKSLASH) pos++;
+        else if (s === QUOTE) break;
+      }
+      if (depth !== 1 || pos - start > 9) continue;
+      const key = Buffer.from(text.buffer, text.byteOffset + start, pos - start).toString('latin1');
+      if (!WANTED.has(key)) continue;
+      const m = /^\s*:\s*(-?\d{1,16})[\s,}]/.exec(Buffer.from(text.buffer, text.byteOffset + pos + 1, Math.min(40, end - pos - 1)).toString('latin1'));
+      if (m) header[key as keyof FrameHeader] = Number(m[1]);
+    } else if (OPENERS[c]) depth++;
+    else if (CLOSERS[c]) depth--;
+  }
+  return header;
+}
+
+/** The top-level numeric `action` and `msgSerial` of a MessagePack map, read without decoding the rest. */
+export function msgpackHeader(bytes: Uint8Array): FrameHeader {
+  const header: FrameHeader = {};
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const end = bytes.byteLength;
+  const b0 = bytes[0];
+  let entries = b0 >= 0x80 && b0 <= 0x8f ? b0 & 0x0f : b0 === 0xde && end >= 3 ? view.getUint16(1) : b0 === 0xdf && end >= 5 ? view.getUint32(1) : 0;
+  let pos = b0 === 0xde ? 3 : b0 === 0xdf ? 5 : 1;
+  while (entries-- > 0 && pos < end) {
+    const k = bytes[pos];
+    let key: string | undefined;
+    if (k >= 0xa0 && k <= 0xbf && pos + 1 + (k & 0x1f) <= end) key = Buffer.from(bytes.buffer, bytes.byteOffset + pos + 1, k & 0x1f).toString('latin1');
+    pos = skipMsgpack(bytes, view, pos);
+    const v = bytes[pos];
+    let value: number | undefined;
+    if (v <= 0x7f) value = v;
+    else if (v === 0xcc && pos + 2 <= end) value = bytes[pos + 1];
+    else if (v === 0xcd && pos + 3 <= end) value = view.getUint16(pos + 1);
+    else if (v === 0xce && pos + 5 <= end) value = view.getUint32(pos + 1);
+    else if (v === 0xcf && pos + 9 <= end) value = Number(view.getBigUint64(pos + 1));
+    if (key !== undefined && WANTED.has(key) && value !== undefined) header[key as keyof FrameHeader] = value;
+    pos = skipMsgpack(bytes, view, pos);
+  }
+  return header;
+}
+
+/** Where the MessagePack value at `pos` ends: its headers walked, nothing decoded, no recursion. */
+function skipMsgpack(bytes: Uint8Array, view: DataView, pos: number): number {
+  const end = bytes.byteLength;
+  let items = 1;
+  while (items > 0 && pos < end) {
+    items--;
+    const b = bytes[pos++];
+    const u16 = pos + 2 <= end ? view.getUint16(pos) : 0;
+    const u32 = pos + 4 <= end ? view.getUint32(pos) : 0;
+    if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) continue;
+    if (b <= 0x8f) items += 2 * (b & 0x0f);
+    else if (b <= 0x9f) items += b & 0x0f;
+    else if (b <= 0xbf) pos += b & 0x1f;
+    else {
+      switch (b) {
+        case 0xc4: case 0xd9: pos += 1 + (bytes[pos] ?? 0); break;
+        case 0xc5: case 0xda: pos += 2 + u16; break;
+        case 0xc6: case 0xdb: pos += 4 + u32; break;
+        case 0xc7: pos += 2 + (bytes[pos] ?? 0); break;
+        case 0xc8: pos += 3 + u16; break;
+        case 0xc9: pos += 5 + u32; break;
+        case 0xca: case 0xce: case 0xd2: pos += 4; break;
+        case 0xcb: case 0xcf: case 0xd3: pos += 8; break;
+        case 0xcc: case 0xd0: pos += 1; break;
+        case 0xcd: case 0xd1: pos += 2; break;
+        case 0xd4: pos += 2; break;
+        case 0xd5: pos += 3; break;
+        case 0xd6: pos += 5; break;
+        case 0xd7: pos += 9; break;
+        case 0xd8: pos += 17; break;
+        case 0xdc: pos += 2; items += u16; break;
+        case 0xdd: pos += 4; items += u32; break;
+        case 0xde: pos += 2; items += 2 * u16; break;
+        case 0xdf: pos += 4; items += 2 * u32; break;
+        default: return end;
+      }
+    }
+  }
+  return pos;
+}
