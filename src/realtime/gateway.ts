@@ -682,12 +682,16 @@ export class Gateway {
     if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
     if (members.length > 0) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
-    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: this.serialFor(attachment) };
+    // The client's position as it reads this frame: the backlog and the held deliveries follow it,
+    // each with its own. Past them, a resume from here (the client cut off before they reach it)
+    // would skip them with RESUMED (issue 22: messages missed in silence).
+    const attachedAt = resumed && from !== undefined ? from : target;
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: serialOf(partition, attachedAt) };
     // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
     if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(attachment, members);
-    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, target)));
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, offset + 1)));
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
@@ -833,10 +837,11 @@ export class Gateway {
     for (const attachment of set) this.sendPresence(attachment, entries);
   }
 
-  private sendPresence(attachment: Attachment, entries: StoredMessage[]): void {
+  /** `channelSerial`: the position when the change came; held, it goes out behind messages before it. */
+  private sendPresence(attachment: Attachment, entries: StoredMessage[], channelSerial = this.serialFor(attachment)): void {
     if (attachment.held) {
       if (attachment.held.length >= this.settings.maxReplayRecords) attachment.overflowed = true;
-      else attachment.held.push(() => this.sendPresence(attachment, entries));
+      else attachment.held.push(() => this.sendPresence(attachment, entries, channelSerial));
       return;
     }
     const conn = attachment.conn;
@@ -847,7 +852,7 @@ export class Gateway {
     const sent = conn.send({
       action: Action.PRESENCE,
       channel: attachment.channel,
-      channelSerial: this.serialFor(attachment),
+      channelSerial,
       presence: items.map((e) => presenceToWire(e, conn.format)),
     });
     if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
