@@ -250,6 +250,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     consumerName: consumerName('connections'),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
+    // Its start ends every earlier run's attachments, as removeMembersHeldBy (below) their members.
+    soleInstance: log.kind === 'embedded',
   });
   // One instance announces lifecycle events (the others read them back), so that realtime
   // subscribers do not get each twice; another takes over when it stops saying it is alive.

@@ -179,6 +179,8 @@ export class ChannelsProjection {
         return this.endAttachments(record, (connectionId) => connectionId === event.connectionId, states);
       }
       case 'instance.started':
+        // The embedded mode's start (one instance, a new pid each run) ends every earlier attachment.
+        return this.endAttachments(record, (_c, a) => event.endsAll === true || a.instanceId === event.instanceId);
       case 'instance.gone':
         return this.endAttachments(record, (_c, a) => a.instanceId === event.instanceId);
       default:

@@ -14,6 +14,11 @@ export interface ConnectionEventsOptions {
   consumerName: string;
   /** Instances say they are alive this often (production mode only; 0: never). */
   aliveIntervalMs: number;
+  /**
+   * The only instance on this log (the embedded mode): its start ends every earlier run's
+   * attachments, as its presence members leave (src/service.ts), not only those of its own id.
+   */
+  soleInstance: boolean;
 }
 
 export interface ConnectionEventHandlers {
@@ -48,7 +53,7 @@ export class ConnectionEvents {
     const { log, instanceId, clock } = this.options;
     this.startedAt = clock.now();
     // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
-    this.append({ type: 'instance.started', instanceId }, instanceId);
+    this.append({ type: 'instance.started', instanceId, ...(this.options.soleInstance ? { endsAll: true } : {}) }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
     this.subscription = log.consume({
       topic: Topics.connections,
