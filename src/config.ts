@@ -254,6 +254,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxConnections: int(e, 'REALTIME_MAX_CONNECTIONS', d.maxConnections, 1, 10_000_000),
     maxChannelsPerConnection: int(e, 'REALTIME_MAX_CHANNELS_PER_CONNECTION', d.maxChannelsPerConnection, 1, 1_000_000),
     maxInboundRate: int(e, 'REALTIME_MAX_INBOUND_RATE', d.maxInboundRate, 1, 1_000_000),
+    attachmentEventsRate: int(e, 'REALTIME_ATTACHMENT_EVENTS_RATE', d.attachmentEventsRate, 1, 1_000_000),
     maxBufferedBytes: int(e, 'REALTIME_MAX_BUFFERED_BYTES', d.maxBufferedBytes, 64 * 1024, 1024 * 1024 * 1024),
     maxInflightBytes: int(e, 'REALTIME_MAX_INFLIGHT_BYTES', d.maxInflightBytes, 1024, 1024 * 1024 * 1024),
     maxTotalInflightBytes: int(e, 'REALTIME_MAX_TOTAL_INFLIGHT_BYTES', d.maxTotalInflightBytes, 1024, 64 * 1024 * 1024 * 1024),

@@ -252,6 +252,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
     // Its start ends every earlier run's attachments, as removeMembersHeldBy (below) their members.
     soleInstance: log.kind === 'embedded',
+    attachmentEvents: { rate: config.realtime.attachmentEventsRate, burst: 2 * config.realtime.maxChannelsPerConnection },
   });
   // One instance announces lifecycle events (the others read them back), so that realtime
   // subscribers do not get each twice; another takes over when it stops saying it is alive.
