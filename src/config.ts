@@ -257,6 +257,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxInboundBytesRate: int(e, 'REALTIME_MAX_INBOUND_BYTES_RATE', d.maxInboundBytesRate, 1024, 1024 * 1024 * 1024),
     maxFrameDepth: int(e, 'REALTIME_MAX_FRAME_DEPTH', d.maxFrameDepth, 4, 10_000),
     maxFrameWidth: int(e, 'REALTIME_MAX_FRAME_WIDTH', d.maxFrameWidth, 16, 10_000_000),
+    attachmentEventsRate: int(e, 'REALTIME_ATTACHMENT_EVENTS_RATE', d.attachmentEventsRate, 1, 1_000_000),
     maxBufferedBytes: int(e, 'REALTIME_MAX_BUFFERED_BYTES', d.maxBufferedBytes, 64 * 1024, 1024 * 1024 * 1024),
     maxInflightBytes: int(e, 'REALTIME_MAX_INFLIGHT_BYTES', d.maxInflightBytes, 1024, 1024 * 1024 * 1024),
     maxTotalInflightBytes: int(e, 'REALTIME_MAX_TOTAL_INFLIGHT_BYTES', d.maxTotalInflightBytes, 1024, 64 * 1024 * 1024 * 1024),
@@ -285,6 +286,7 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     maxUnstoredRows: int(e, 'MAX_UNSTORED_ROWS', d.maxUnstoredRows, 1000, 10_000_000),
     statsCacheRows: int(e, 'STATS_CACHE_ROWS', d.statsCacheRows, 0, 100_000_000),
     statsCacheMaxAgeMs: int(e, 'STATS_CACHE_MAX_AGE_MS', d.statsCacheMaxAgeMs, 0, 86_400_000),
+    maxStatusActivations: int(e, 'CHANNEL_STATUS_ACTIVATIONS', d.maxStatusActivations, 4, 100_000_000),
 
     maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),

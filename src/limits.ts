@@ -89,6 +89,12 @@ export interface Limits {
    * a write this process did not make (a rebuild run beside it) takes to show. STATS_CACHE_MAX_AGE_MS
    */
   statsCacheMaxAgeMs: number;
+  /**
+   * Channels status requests (GET /channels/<id>) keep active, in memory and on the instance that
+   * answered, all apps together, a quarter of them for one app (a few hundred bytes each, with the
+   * name). Past it the oldest activation ends early. No client error. CHANNEL_STATUS_ACTIVATIONS
+   */
+  maxStatusActivations: number;
   /** Presence members in one sandbox app's fixtures (POST /apps). Above: 40001 (400), nothing created. */
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
@@ -141,6 +147,7 @@ export const DEFAULT_LIMITS: Limits = {
   statsFixtureVisibleMs: 10_000,
   statsCacheRows: 100_000,
   statsCacheMaxAgeMs: 60_000,
+  maxStatusActivations: 100_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
 

@@ -13,7 +13,7 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { channelKey, decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
+import { decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
 import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
@@ -213,7 +213,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
   // messages of the tail window (where the history projection starts), and the whole presence and
   // connections topics (members and attachments may be older than any window).
-  const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs });
+  const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
   for (const [topic, start] of [[Topics.messages, new Map(from)], [Topics.presence, new Map()], [Topics.connections, new Map()]] as const) {
     const sub = log.consume({
       topic,
@@ -250,6 +250,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     consumerName: consumerName('connections'),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
+    // Its start ends every earlier run's attachments, as removeMembersHeldBy (below) their members.
+    soleInstance: log.kind === 'embedded',
+    attachmentEvents: { rate: config.realtime.attachmentEventsRate, burst: 2 * config.realtime.maxChannelsPerConnection },
   });
   // One instance announces lifecycle events (the others read them back), so that realtime
   // subscribers do not get each twice; another takes over when it stops saying it is alive.
@@ -354,15 +357,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     channels: {
       details: (appId, channel, now) => channels.details(appId, channel, now),
       list: (appId, q, now) => channels.list(appId, q, now),
-      activate: (appId, channel) =>
-        batcher
-          .append(Topics.connections, [{ key: channelKey(appId, channel), build: () => encodeEvent({ type: 'channel.activated', appId, channel }) }])
-          .then(
-            () => undefined,
-            (err) => {
-              throw new ServiceError('unavailable', 'the log did not acknowledge the activation; retry', err);
-            },
-          ),
+      activate: (appId, channel, now) => channels.activate(appId, channel, now),
     },
     usage,
     isPersisted,

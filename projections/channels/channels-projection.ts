@@ -5,6 +5,8 @@ import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/channels/channel-nam
 import { Flag } from '../../src/realtime/protocol.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import { ChannelIndex } from './channel-index.js';
+import { StatusActivations } from './status-activations.js';
+import { DEFAULT_LIMITS } from '../../src/limits.js';
 
 export { LIFECYCLE_CHANNEL };
 
@@ -38,6 +40,8 @@ export interface ChannelsOptions {
   occupancyThrottleMs: number;
   /** The region named in regional events. */
   region: string;
+  /** Channels status requests keep active on this instance, all apps (CHANNEL_STATUS_ACTIVATIONS). */
+  maxStatusActivations?: number;
 }
 
 interface Attachment {
@@ -93,8 +97,11 @@ const periodOfId = (id: string): string | undefined => {
  * Channel activity, occupancy and lifecycle (ARCHITECTURE: lifecycle), a projection of the
  * `messages`, `presence` and `connections` topics. The rule (README: Channel activity): a channel
  * is active while it has attached realtime connections or present members, and for `idleMs` after
- * its last use (a message published, a presence change, an attach or detach, a `GET
- * /channels/<id>`), all judged by record times, so a restart and a rebuild from the log agree.
+ * its last use (a message published, a presence change, an attach or detach), all judged by
+ * record times, so a restart and a rebuild from the log agree. A `GET /channels/<id>` activates
+ * the channel too, on the instance that answered it and in memory only (status-activations.ts):
+ * a read writes nothing, so it has no lifecycle events. `channel.activated` records, which
+ * status requests appended before, are still read as uses.
  *
  * Lifecycle events are messages on `[meta]channel.lifecycle` whose ids derive from the record
  * that caused them: a period of activity is named by the record that began it, and its
@@ -121,8 +128,12 @@ export class ChannelsProjection {
   private readonly throttled = new Set<string>();
   /** The channels each connection is attached to (a connection's end visits only those). */
   private readonly byConnection = new Map<string, Set<string>>();
+  /** Channels status requests activated here: not of the log (see above). */
+  private readonly requested: StatusActivations;
 
-  constructor(private readonly options: ChannelsOptions) {}
+  constructor(private readonly options: ChannelsOptions) {
+    this.requested = new StatusActivations(options.idleMs, options.maxStatusActivations ?? DEFAULT_LIMITS.maxStatusActivations);
+  }
 
   canHandle(event: LogEvent): boolean {
     return (ChannelsProjection.handles as readonly string[]).includes(event.type);
@@ -179,6 +190,8 @@ export class ChannelsProjection {
         return this.endAttachments(record, (connectionId) => connectionId === event.connectionId, states);
       }
       case 'instance.started':
+        // The embedded mode's start (one instance, a new pid each run) ends every earlier attachment.
+        return this.endAttachments(record, (_c, a) => event.endsAll === true || a.instanceId === event.instanceId);
       case 'instance.gone':
         return this.endAttachments(record, (_c, a) => a.instanceId === event.instanceId);
       default:
@@ -268,11 +281,26 @@ export class ChannelsProjection {
     }
   }
 
+  /**
+   * spec: Channel status: the request activates the channel, for the idle time, here only and
+   * without writing anything (a read must not grow the disk).
+   */
+  activate(appId: string, channel: string, now: number): void {
+    if (isMetachannel(channel)) return;
+    this.indexOf(appId).add(channel);
+    for (const [a, c] of this.requested.add(appId, channel, now)) this.unindexIfUnused(a, c, now);
+  }
+
+  /** Takes a channel out of its app's names once neither the log nor a status request keeps it. */
+  private unindexIfUnused(appId: string, channel: string, now: number): void {
+    if (!this.channels.has(stateKey(appId, channel)) && !this.requested.isActive(appId, channel, now)) this.index.get(appId)?.remove(channel);
+  }
+
   // ---- queries
 
   isActive(appId: string, channel: string, now: number): boolean {
     const s = this.channels.get(stateKey(appId, channel));
-    return s !== undefined && this.activeAt(s, now);
+    return (s !== undefined && this.activeAt(s, now)) || this.requested.isActive(appId, channel, now);
   }
 
   metrics(appId: string, channel: string): OccupancyMetrics {
@@ -296,8 +324,7 @@ export class ChannelsProjection {
     const found: string[] = [];
     let more = false;
     index.scan(q.prefix, after, (channel) => {
-      const s = this.channels.get(stateKey(appId, channel));
-      if (!s || !this.activeAt(s, now)) return true;
+      if (!this.isActive(appId, channel, now)) return true;
       if (found.length === q.limit) {
         more = true;
         return false;
@@ -331,9 +358,9 @@ export class ChannelsProjection {
     return found ?? head;
   }
 
-  /** How many channels the projection holds (active, or idle and not yet swept). */
+  /** How many channels the projection holds (active, or idle and not yet swept), and status requests keep active. */
   get size(): number {
-    return this.channels.size;
+    return this.channels.size + this.requested.size;
   }
 
   // ---- lifecycle
@@ -361,6 +388,7 @@ export class ChannelsProjection {
     // on every call (100,000 active channels cost 10-20 ms a scan).
     const keys = this.dirty;
     this.dirty = new Set();
+    for (const [appId, channel] of this.requested.expire(now)) this.unindexIfUnused(appId, channel, now);
     for (const [bucket, due] of this.due) {
       if (bucket > now) continue;
       this.due.delete(bucket);
@@ -397,7 +425,7 @@ export class ChannelsProjection {
       }
       if (!active) {
         this.channels.delete(key);
-        this.index.get(s.appId)?.remove(s.channel);
+        this.unindexIfUnused(s.appId, s.channel, now);
         continue;
       }
       let made: ChannelDetails | undefined;

@@ -144,6 +144,11 @@ export interface ChannelActivated {
 export interface InstanceStarted {
   type: 'instance.started';
   instanceId: string;
+  /**
+   * The embedded mode: the only instance on this log, whose id (the pid) changes at every start,
+   * so every attachment held before this record ends, whatever instance id holds it.
+   */
+  endsAll?: boolean;
 }
 
 /**

@@ -36,6 +36,14 @@ export interface RealtimeSettings {
   /** Entries in one array or map of a frame, checked and refused like maxFrameDepth. REALTIME_MAX_FRAME_WIDTH */
   maxFrameWidth: number;
   /**
+   * `channel.attached` events one connection may append to the log a second, on average, in
+   * bursts of twice maxChannelsPerConnection (a connect and a resume at once); each may be
+   * followed by one `channel.detached`. Attaches above it are ATTACHED at once but reach the log
+   * (occupancy, lifecycle) as the budget refills, and one detached meanwhile never does: what one
+   * connection's attach and detach churn writes is bounded. REALTIME_ATTACHMENT_EVENTS_RATE
+   */
+  attachmentEventsRate: number;
+  /**
    * Bytes waiting to be written to one socket. Above it the client is not reading fast enough: the
    * gateway disconnects it (80020) rather than buffering without bound; a resume replays from the log.
    * REALTIME_MAX_BUFFERED_BYTES
@@ -95,6 +103,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxInboundBytesRate: 2 * 1024 * 1024,
   maxFrameDepth: 128,
   maxFrameWidth: 10_000,
+  attachmentEventsRate: 5,
   maxBufferedBytes: 8 * 1024 * 1024,
   maxInflightBytes: 2 * 1024 * 1024,
   maxTotalInflightBytes: 128 * 1024 * 1024,

@@ -14,8 +14,8 @@ import { ChannelsProjection, type ChannelDetails } from '../../projections/chann
 export interface ChannelsReader {
   details(appId: string, channel: string, now: number): ChannelDetails;
   list(appId: string, q: { prefix: string; after?: string; limit: number }, now: number): { channels: string[]; more: boolean };
-  /** Appends the channel's activation to the log (spec: Channel activity) and resolves once durable. */
-  activate(appId: string, channel: string): Promise<void>;
+  /** Activates the channel (spec: Channel activity) on this instance, writing nothing. */
+  activate(appId: string, channel: string, now: number): void;
 }
 
 const OPERATION = 'channel-metadata';
@@ -38,17 +38,16 @@ function mayEnumerate(cap: Capability, prefix: string | undefined): boolean {
 }
 
 export async function channelsRoutes(app: FastifyInstance, opts: { channels: ChannelsReader; clock: Clock }): Promise<void> {
-  // spec: Channel status. The request itself is a use of the channel: it activates it.
+  // spec: Channel status. The request activates the channel: in memory, on this instance (a read
+  // must not grow the disk; README: Channels).
   resource(app, '/channels/:channelId', {
     GET: {
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: { channelId: string } }>, OPERATION);
         const appId = credentials.app.appId;
-        if (!isMetachannel(channel)) await opts.channels.activate(appId, channel);
-        const details = opts.channels.details(appId, channel, opts.clock.now());
-        // Active from this request on, whether or not the projection has read its event yet.
-        if (!isMetachannel(channel)) details.status.isActive = true;
-        return sendResult(request, reply, 200, details);
+        const now = opts.clock.now();
+        if (!isMetachannel(channel)) opts.channels.activate(appId, channel, now);
+        return sendResult(request, reply, 200, opts.channels.details(appId, channel, now));
       },
     },
   });

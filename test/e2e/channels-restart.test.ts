@@ -41,7 +41,8 @@ it('a restart announces no lifecycle event twice, and the ones still due after i
   await until(t, open, ['channel.opened', 'channel.region.active']);
   // `closed` closes before the restart; `open` is used again just before it, so stays open.
   now += IDLE_MS - 1_000;
-  await t.service.app.inject({ url: `/channels/${open}`, headers: { authorization: t.auth } });
+  // A publish: a status request activates a channel in memory only, and a restart forgets it.
+  await t.service.app.inject({ method: 'POST', url: `/channels/${open}/messages`, headers: { authorization: t.auth }, payload: { data: 'y' } });
   now += 1_000;
   const before = await until(t, closed, ['channel.opened', 'channel.region.active', 'channel.region.inactive', 'channel.closed']);
 

@@ -59,6 +59,24 @@ describe('channel activity (README: Channel activity)', () => {
     expect(p.isActive('a', 'd', T0 + 3 + IDLE)).toBe(false);
   });
 
+  it('an embedded start (endsAll) ends every earlier attachment, whatever instance id held it (issue 22: ghost attachments after kill -9)', () => {
+    const p = projection();
+    // The killed run's pid was 101; the new one's is 202: no record of 101 ends its attachments.
+    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE, '101'), T0), record(attach('c', 'c2', Flag.SUBSCRIBE, '101'), T0), record(attach('d', 'c3', Flag.SUBSCRIBE, '99'), T0)]);
+    p.apply([record({ type: 'instance.started', instanceId: '202' }, T0 + 1)]);
+    expect(p.metrics('a', 'c').connections).toBe(2); // production mode: instance.gone's work
+    p.apply([record({ type: 'instance.started', instanceId: '202', endsAll: true }, T0 + 2)]);
+    expect(p.metrics('a', 'c').connections).toBe(0);
+    expect(p.metrics('a', 'd').connections).toBe(0);
+    expect(p.isActive('a', 'c', T0 + 2 + IDLE)).toBe(false);
+    const names = p.announce(T0 + 2).map((a) => `${a.message.name} ${JSON.parse(a.message.data as string).channelId}`);
+    expect(names).toContain('channel.occupancy c');
+    expect(names).toContain('channel.occupancy d');
+    // An attachment after the start is the new run's own.
+    p.apply([record(attach('c', 'c4', Flag.SUBSCRIBE, '202'), T0 + 3)]);
+    expect(p.metrics('a', 'c').connections).toBe(1);
+  });
+
   it('metachannels are never active channels (their messages are the lifecycle events themselves)', () => {
     const p = projection();
     p.apply([record({ type: 'messages.published', appId: 'a', channel: '[meta]log', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);
