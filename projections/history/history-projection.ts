@@ -55,7 +55,8 @@ export class HistoryProjection {
   private storedCheckpoint: Checkpoint = new Map();
   private pending: PersistedEntry[] = [];
   private marks: LogMark[] = [];
-  private lastMarkAt = 0;
+  /** Per partition: with one for all, the partition a fetch hands over first took every mark, and a start re-read the others from their oldest. */
+  private readonly lastMarkAt = new Map<number, number>();
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly flushIntervalMs: number;
@@ -118,8 +119,8 @@ export class HistoryProjection {
     const last = records[records.length - 1];
     if (last) {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, last.timestamp);
-      if (last.timestamp - this.lastMarkAt >= 1000) {
-        this.lastMarkAt = last.timestamp;
+      if (last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
+        this.lastMarkAt.set(last.partition, last.timestamp);
         this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
       }
     }
