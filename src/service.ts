@@ -166,7 +166,35 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const flushIntervalMs = adapters.projectionFlushMs;
   const onFlushError = (projection: string) => (err: unknown) => logger.warn({ err, projection }, 'projection store write failed; retrying');
   const maxUnstoredRows = config.limits.maxUnstoredRows;
-  const history = new HistoryProjection({ store: historyStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('history'), maxUnstoredRows });
+  // While the store is too far behind (ClickHouse down), the projection refuses batches and the
+  // log holds them; a consumer of its own keeps every channel's recent history in memory meanwhile.
+  let tailFollower: Subscription | undefined;
+  const followTail = (behind: boolean): void => {
+    if (behind && !tailFollower) {
+      logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
+      tailFollower = log.consume({
+        topic: Topics.messages,
+        consumer: consumerName('history-tail'),
+        from: new Map(history.applied()),
+        handle: (records) => history.followTail(records),
+        onError: (err) => logger.error({ err }, 'history tail follower failed on a batch; retrying'),
+      });
+    } else if (!behind && tailFollower) {
+      const follower = tailFollower;
+      tailFollower = undefined;
+      void follower.stop().catch((err) => logger.warn({ err }, 'history tail follower did not stop cleanly'));
+    }
+  };
+  const history = new HistoryProjection({
+    store: historyStore,
+    clock,
+    tailMs: config.historyTailMs,
+    retentionOf,
+    flushIntervalMs,
+    onFlushError: onFlushError('history'),
+    maxUnstoredRows,
+    onBehind: followTail,
+  });
   const from = await history.start();
   const historySub = log.consume({
     topic: Topics.messages,
@@ -475,6 +503,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['lifecycle announcer', () => announcer.close()],
     ['consumers', async () => {
       for (const s of subscriptions) await s.stop();
+      await tailFollower?.stop();
     }],
     ['stats projection', () => stats.close()],
     ['history projection', () => history.close()],

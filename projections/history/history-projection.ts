@@ -24,6 +24,12 @@ export interface HistoryOptions {
    */
   maxUnstoredRows?: number;
   /**
+   * Told when the projection starts refusing batches for its store (true) and when it applies
+   * one again (false): meanwhile the in-memory tail is the caller's to feed (followTail), so that
+   * channels' recent history does not wait for the store.
+   */
+  onBehind?: (behind: boolean) => void;
+  /**
    * What an event adds to history, called once per record in log order. Defaults to the
    * messages of `messages.published`; presence history passes its own (see projections/presence).
    */
@@ -45,7 +51,8 @@ export const publishedMessages = (event: LogEvent): ChannelEntries | undefined =
  * The history projection (ARCHITECTURE: history). evolve() applies `messages.published` events
  * (or, for presence history, presence events) to the in-memory tail of every channel and queues persisted channels' messages for the store;
  * flush() writes them with the checkpoint. Deterministic: a message whose id was already seen on
- * the channel within the tail window is a repeat of an idempotent publish and is dropped.
+ * the channel within the tail window is a repeat of an idempotent publish and is dropped. While
+ * the store is too far behind, apply() refuses batches and followTail() keeps the tail current.
  */
 export class HistoryProjection {
   readonly tail: MemoryTail;
@@ -55,13 +62,15 @@ export class HistoryProjection {
   private storedCheckpoint: Checkpoint = new Map();
   private pending: PersistedEntry[] = [];
   private marks: LogMark[] = [];
-  private lastMarkAt = 0;
+  /** Per partition: with one for all, the partition a fetch hands over first took every mark, and a start re-read the others from their oldest. */
+  private readonly lastMarkAt = new Map<number, number>();
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly flushIntervalMs: number;
   private readonly maxUnstoredRows: number;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
+  private behind = false;
   private readonly byReference: boolean;
 
   constructor(private readonly options: HistoryOptions) {
@@ -106,8 +115,10 @@ export class HistoryProjection {
     if (this.pending.length >= this.maxUnstoredRows) {
       // Write now, not at the next tick: the refused batch comes back in a moment.
       if (!this.flushing) void this.flush().catch(() => this.scheduleFlush());
+      this.setBehind(true);
       throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
     }
+    this.setBehind(false);
     // One instant for the batch: which of its messages are too old for the in-memory window.
     const horizon = this.tail.horizon(this.clock.now());
     for (const record of records) {
@@ -118,25 +129,46 @@ export class HistoryProjection {
     const last = records[records.length - 1];
     if (last) {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, last.timestamp);
-      if (last.timestamp - this.lastMarkAt >= 1000) {
-        this.lastMarkAt = last.timestamp;
+      if (last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
+        this.lastMarkAt.set(last.partition, last.timestamp);
         this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
       }
     }
     this.scheduleFlush();
   }
 
-  private evolve(event: ChannelEntries, record: LogRecord, horizon: number): void {
-    const alreadyStored = record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
+  /**
+   * Adds records the projection has not applied yet to the in-memory tail only: nothing is queued
+   * for the store and the checkpoint stays, so apply() takes them again once the store catches up
+   * (the tail keeps each serial once, and a message it holds is not a repeat of itself).
+   */
+  followTail(records: LogRecord[]): void {
+    const horizon = this.tail.horizon(this.clock.now());
+    for (const record of records) {
+      if (record.offset < (this.checkpoint.get(record.partition) ?? 0)) continue;
+      const entries = this.entriesOf(decodeEvent(record.value));
+      if (entries) this.evolve(entries, record, horizon, true);
+      this.lastAppliedTs = Math.max(this.lastAppliedTs, record.timestamp);
+    }
+  }
+
+  private setBehind(behind: boolean): void {
+    if (behind === this.behind) return;
+    this.behind = behind;
+    this.options.onBehind?.(behind);
+  }
+
+  private evolve(event: ChannelEntries, record: LogRecord, horizon: number, tailOnly = false): void {
+    const alreadyStored = tailOnly || record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
     const messages = event.messages;
     for (let index = 0; index < messages.length; index++) {
       const message = messages[index];
+      const serial = serialOf(record.offset, index);
       if (event.clientIds) {
         const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
-        if (seen !== undefined && message.timestamp - seen <= this.options.tailMs) continue;
+        if (seen !== undefined && message.timestamp - seen <= this.options.tailMs && !this.tail.holds(event.appId, event.channel, serial)) continue;
       }
-      const serial = serialOf(record.offset, index);
       const persist = retentionHours !== undefined && !alreadyStored;
       const entry: HistoryEntry | undefined =
         persist || !this.byReference ? { appId: event.appId, channel: event.channel, serial, partition: record.partition, message } : undefined;

@@ -267,6 +267,23 @@ export class MemoryTail {
     this.push(tail, serial, partition, timestamp, value.buffer, value.byteOffset, value.byteLength, index, indexedId);
   }
 
+  /** Whether the channel's tail holds the entry with this serial. */
+  holds(appId: string, channel: string, serial: number): boolean {
+    const tail = this.channel(appId, channel);
+    if (!tail) return false;
+    // Serials ascend in a channel's tail.
+    let lo = tail.start;
+    let hi = tail.end - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const at = tail.serial(mid);
+      if (at === serial) return true;
+      if (at < serial) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return false;
+  }
+
   /** Timestamp of a message with this (client-supplied) id on the channel, if one is in the tail. */
   idSeenAt(appId: string, channel: string, id: string): number | undefined {
     return this.channel(appId, channel)?.ids.get(id);

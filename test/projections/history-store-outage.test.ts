@@ -2,7 +2,13 @@
 // (ClickHouse down), the history projection keeps at most maxUnstoredRows persisted rows in memory;
 // past that it refuses batches unapplied, the log delivers them again, and once the store takes
 // writes again every message is stored exactly once.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config.js';
+import { embeddedAdapters } from '../../src/service.js';
+import { basic, removeDir, startTestService } from '../helpers/service.js';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/events.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
@@ -99,3 +105,91 @@ describe('history projection while its store is down', () => {
     await history.close();
   });
 });
+
+describe('history of every channel while the history store is down (issue 22, item 6)', () => {
+  it('stores a message the tail took while the store was behind once, and a repeat of its id not at all', async () => {
+    const store = new FlakyStore();
+    const history = new HistoryProjection({ store, clock: { now: () => NOW + 100 }, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000, maxUnstoredRows: 3 });
+    await history.start();
+    const withId = (offset: number, id: string): LogRecord => {
+      const r = record(offset);
+      return { ...r, value: encodeEvent({ type: 'messages.published', appId: 'app', channel: 'persisted:c', transport: 'rest', clientIds: true, messages: [{ id, timestamp: NOW + offset, data: `d${offset}` }] }) };
+    };
+    const log = [record(0), record(1), record(2), withId(3, 'client-1'), withId(4, 'client-1'), withId(5, 'client-2')];
+    for (let i = 0; i < 3; i++) history.apply([log[i]]);
+    expect(() => history.apply([log[3]])).toThrow('behind');
+    // What the service's follower does meanwhile.
+    history.followTail(log.slice(3));
+    const tail = () => history.tail.query({ appId: 'app', channel: 'persisted:c', start: 0, end: NOW * 2, limit: 100, direction: 'forwards' }).map((e) => e.message.data);
+    expect(tail()).toEqual(['d0', 'd1', 'd2', 'd3', 'd5']);
+    expect(history.applied().get(0)).toBe(3);
+
+    store.down = false;
+    await history.flush();
+    for (const r of log.slice(3)) history.apply([r]);
+    await history.flush();
+    expect(store.rows.map((r) => r.message.data)).toEqual(['d0', 'd1', 'd2', 'd3', 'd5']);
+    expect(tail()).toEqual(['d0', 'd1', 'd2', 'd3', 'd5']);
+    await history.close();
+  });
+
+  it('serves a channel without persistence its recent messages while the projection refuses batches for the store', async () => {
+    // 1,000 persisted rows fill what the projection holds for a store that refuses writes.
+    const ts = await startTestService(
+      { MAX_UNSTORED_ROWS: '1000', APPS_FILE: appsFile() },
+      {
+        adapters: (dataDir) => {
+          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent' }));
+          return { ...adapters, historyStore: refusing(adapters.historyStore) };
+        },
+      },
+    );
+    const auth = basic(KEY);
+    const post = async (channel: string, body: unknown): Promise<void> => {
+      const res = await ts.service.app.inject({ method: 'POST', url: `/channels/${encodeURIComponent(channel)}/messages`, headers: { authorization: auth }, payload: body as Record<string, unknown> });
+      expect(res.statusCode, res.body).toBe(201);
+    };
+    const historyOf = async (channel: string): Promise<string[]> => {
+      const res = await ts.service.app.inject({ url: `/channels/${encodeURIComponent(channel)}/messages?direction=forwards&limit=1000`, headers: { authorization: auth } });
+      return (res.json() as { name: string }[]).map((m) => m.name);
+    };
+    try {
+      for (let i = 0; i < 11; i++) await post('persisted:pf', Array.from({ length: 100 }, (_, j) => ({ name: `p${i}-${j}` })));
+      const names = ['a', 'b', 'c'];
+      for (const name of names) await post('pf', { name });
+      await untilTrue('pf in history', async () => (await historyOf('pf')).length === names.length);
+      expect(await historyOf('pf')).toEqual(names);
+      // The persisted channel's recent messages too, from memory.
+      expect(await historyOf('persisted:pf')).toHaveLength(1000);
+    } finally {
+      await ts.close().catch(() => undefined);
+      removeDir(ts.dataDir);
+    }
+  }, 30_000);
+});
+
+const KEY = 'outageapp.k1:outage-secret-outage-secret';
+
+function appsFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cm-outage-apps-'));
+  const file = join(dir, 'apps.json');
+  writeFileSync(file, JSON.stringify({ apps: [{ appId: 'outageapp', keys: [{ key: KEY }], namespaces: [{ id: 'persisted', persisted: true }] }] }));
+  return file;
+}
+
+/** The store, with every write refused (ClickHouse down). */
+function refusing(store: HistoryStore): HistoryStore {
+  return Object.assign(Object.create(store) as HistoryStore, {
+    write: async () => {
+      throw new Error('store down');
+    },
+  });
+}
+
+async function untilTrue(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
