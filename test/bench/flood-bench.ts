@@ -1,0 +1,160 @@
+// The realtime door under floods (issue 22): one hostile connection floods one kind of frame while
+// victims on other connections publish and receive, and the victims' publish→receive latency is
+// set beside its baseline measured in the same run with no flood.
+//
+// The service runs in a child process (as `npm start` runs it), the flooder in another (it
+// reconnects each time it is disconnected, so a flood lasts the whole window), the victims in this
+// one: a raw `ws` publisher at VICTIM_RATE MESSAGE frames a second on one connection and a
+// subscriber on another, each message carrying its send time. "lost" counts ACKed messages the
+// subscriber never received (it waits 3 s after the window); "refused" those NACKed.
+//
+// `npm run bench:flood` (FLOOD_SECONDS, default 5). Figures: README, Benchmarks (realtime door).
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { encode as encodeMsgpack } from '@msgpack/msgpack';
+import WebSocket from 'ws';
+import { startServiceChild } from './service-child.js';
+
+const SECONDS = Number(process.env.FLOOD_SECONDS ?? 5);
+const VICTIM_RATE = 50;
+
+type Kind = 'heartbeat' | 'detach' | 'sync' | 'unknown' | 'over-limit publish' | 'msgpack 1 MB nested 1M deep' | 'JSON 1 MB nested 500k deep' | 'HEARTBEAT of 70,000 keys';
+const KINDS: Kind[] = ['heartbeat', 'detach', 'sync', 'unknown', 'over-limit publish', 'msgpack 1 MB nested 1M deep', 'JSON 1 MB nested 500k deep', 'HEARTBEAT of 70,000 keys'];
+
+/** The flooder's frames: made once, sent in a loop. */
+function floodFrames(kind: Kind): { format: 'json' | 'msgpack'; frames: (string | Buffer)[] } {
+  const json = (pms: unknown[]): { format: 'json'; frames: string[] } => ({ format: 'json', frames: pms.map((pm) => JSON.stringify(pm)) });
+  switch (kind) {
+    case 'heartbeat':
+      return json(Array.from({ length: 100 }, (_, i) => ({ action: 0, id: `h${i}` })));
+    case 'detach':
+      return json(Array.from({ length: 1000 }, (_, i) => ({ action: 12, channel: `never-${i}` })));
+    case 'sync':
+      return json(Array.from({ length: 100 }, (_, i) => ({ action: 16, channel: `never-${i}` })));
+    case 'unknown':
+      return json(Array.from({ length: 100 }, () => ({ action: 99 })));
+    case 'over-limit publish':
+      return json(Array.from({ length: 1000 }, (_, i) => ({ action: 15, channel: 'flood', msgSerial: i, messages: [{ name: 'f', data: 'x'.repeat(100) }] })));
+    case 'msgpack 1 MB nested 1M deep': {
+      const head = Buffer.from(encodeMsgpack({ action: 0 })).subarray(1);
+      return { format: 'msgpack', frames: [Buffer.concat([Buffer.from([0x82]), head, Buffer.from([0xa2, 0x69, 0x64]), Buffer.alloc(1_000_000, 0x91), Buffer.from([0x00])])] };
+    }
+    case 'JSON 1 MB nested 500k deep':
+      return { format: 'json', frames: [`{"action":0,"id":${'['.repeat(500_000)}${']'.repeat(500_000)}}`] };
+    case 'HEARTBEAT of 70,000 keys':
+      return { format: 'json', frames: [JSON.stringify({ action: 0, ...Object.fromEntries(Array.from({ length: 70_000 }, (_, i) => [`k${i}`, 0])) })] };
+  }
+}
+
+if (process.argv[2] === 'flooder') {
+  // Child: floods one kind of frame on one connection, reconnecting whenever it is closed.
+  const [, , , url, key, kind] = process.argv;
+  const { format, frames } = floodFrames(kind as Kind);
+  let sent = 0;
+  let connections = 0;
+  let stop = false;
+  process.on('message', () => {
+    stop = true;
+  });
+  while (!stop) {
+    connections++;
+    const ws = new WebSocket(`${url.replace('http', 'ws')}/?key=${encodeURIComponent(key)}&format=${format}&v=6`, { perMessageDeflate: false });
+    ws.on('error', () => undefined);
+    await new Promise<void>((resolve) => {
+      ws.once('close', () => resolve());
+      ws.once('message', () => {
+        // CONNECTED: flood while the socket takes it, without waiting for answers.
+        const pump = (): void => {
+          while (!stop && ws.readyState === ws.OPEN && ws.bufferedAmount < 4 * 1024 * 1024) {
+            ws.send(frames[sent++ % frames.length]);
+          }
+          if (!stop && ws.readyState === ws.OPEN) setTimeout(pump, 1);
+          else if (stop) ws.terminate();
+        };
+        pump();
+      });
+    });
+  }
+  process.send?.({ sent, connections });
+  process.exit(0);
+}
+
+interface Sample {
+  p50: number;
+  p99: number;
+  max: number;
+  received: number;
+  lost: number;
+  refused: number;
+}
+
+const quantile = (sorted: number[], q: number): number => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]);
+
+/** The victims for one window: publish at VICTIM_RATE, receive, and their latency. */
+async function victims(url: string, key: string, seconds: number): Promise<Sample> {
+  const channel = `victim-${Math.random().toString(36).slice(2)}`;
+  const open = (): Promise<WebSocket> =>
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(`${url.replace('http', 'ws')}/?key=${encodeURIComponent(key)}&format=json&v=6`, { perMessageDeflate: false });
+      ws.once('message', () => resolve(ws));
+      ws.once('error', reject);
+    });
+  const sub = await open();
+  const pub = await open();
+  const latencies: number[] = [];
+  const seen = new Set<number>();
+  await new Promise<void>((resolve) => {
+    sub.on('message', (raw: Buffer) => {
+      const pm = JSON.parse(raw.toString());
+      if (pm.action === 11) resolve();
+      if (pm.action !== 15) return;
+      for (const m of pm.messages) {
+        const [i, sentAt] = String(m.data).split(':').map(Number);
+        seen.add(i);
+        latencies.push(performance.now() - sentAt);
+      }
+    });
+    sub.send(JSON.stringify({ action: 10, channel }));
+  });
+  const acked = new Set<number>();
+  let refused = 0;
+  pub.on('message', (raw: Buffer) => {
+    const pm = JSON.parse(raw.toString());
+    if (pm.action === 1) for (let i = pm.msgSerial; i < pm.msgSerial + pm.count; i++) acked.add(i);
+    if (pm.action === 2) refused += pm.count;
+  });
+  const total = seconds * VICTIM_RATE;
+  for (let i = 0; i < total; i++) {
+    pub.send(JSON.stringify({ action: 15, channel, msgSerial: i, messages: [{ name: 'v', data: `${i}:${performance.now()}` }] }));
+    await new Promise((r) => setTimeout(r, 1000 / VICTIM_RATE));
+  }
+  await new Promise((r) => setTimeout(r, 3000));
+  sub.terminate();
+  pub.terminate();
+  const sorted = latencies.sort((a, b) => a - b);
+  return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), max: sorted[sorted.length - 1] ?? NaN, received: seen.size, lost: [...acked].filter((i) => !seen.has(i)).length, refused };
+}
+
+const service = await startServiceChild('flood', {});
+const url = service.server.url;
+const rows: string[][] = [];
+const f = (ms: number): string => ms.toFixed(1);
+try {
+  process.stderr.write(`[flood] baseline: victims alone for ${SECONDS} s\n`);
+  const base = await victims(url, service.key, SECONDS);
+  rows.push(['(none: baseline)', f(base.p50), f(base.p99), f(base.max), '1.0', String(base.received), String(base.lost), String(base.refused), '', '']);
+  for (const kind of KINDS) {
+    process.stderr.write(`[flood] ${kind}: ${SECONDS} s\n`);
+    const flooder = fork(fileURLToPath(import.meta.url), ['flooder', url, service.key, kind], { execArgv: ['--import', 'tsx'] });
+    const outcome = new Promise<{ sent: number; connections: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number })));
+    await new Promise((r) => setTimeout(r, 500));
+    const s = await victims(url, service.key, SECONDS);
+    flooder.send('stop');
+    const { sent, connections } = await outcome;
+    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(connections)]);
+  }
+} finally {
+  await service.stop();
+}
+const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'connections'];
+console.log(`| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}`);
