@@ -131,12 +131,36 @@ export interface FrameHeader {
   msgSerial?: number;
 }
 
-const WANTED = new Set(['action', 'msgSerial']);
+const ACTION = Buffer.from('action');
+const MSG_SERIAL = Buffer.from('msgSerial');
 
-/** The top-level numeric `action` and `msgSerial` of JSON text, read without decoding the rest. */
+/** Which of the two wanted keys bytes[start, start + length) spells, compared in place (no string made). */
+function wantedKey(bytes: Uint8Array, start: number, length: number): keyof FrameHeader | undefined {
+  const key = length === ACTION.length ? ACTION : length === MSG_SERIAL.length ? MSG_SERIAL : undefined;
+  if (!key) return undefined;
+  for (let i = 0; i < length; i++) if (bytes[start + i] !== key[i]) return undefined;
+  return key === ACTION ? 'action' : 'msgSerial';
+}
+
+const SPACE = new Uint8Array(256);
+for (const c of [0x20, 0x09, 0x0a, 0x0d]) SPACE[c] = 1;
+
+/** How much of a refused frame is read for its header: its start, and for JSON its end too. */
+const HEADER_PREFIX_BYTES = 4096;
+const HEADER_ITEMS = 100_000;
+/** `"msgSerial":N}` closing JSON text: where the SDK writes it (it sets msgSerial after the messages). */
+const TRAILING_MSG_SERIAL = /"msgSerial"\s*:\s*(\d{1,16})\s*}\s*$/;
+
+/**
+ * The top-level numeric `action` and `msgSerial` of JSON text, read without decoding it: the
+ * top-level keys of its first 4 KiB, and a msgSerial that closes it. Anything else is unknown
+ * (the frame is then a protocol error): a refused frame costs a bounded read, however large.
+ */
 export function jsonHeader(text: Uint8Array): FrameHeader {
   const header: FrameHeader = {};
-  const end = text.byteLength;
+  const tail = TRAILING_MSG_SERIAL.exec(Buffer.from(text.buffer, text.byteOffset + Math.max(0, text.byteLength - 64), Math.min(64, text.byteLength)).toString('latin1'));
+  if (tail) header.msgSerial = Number(tail[1]);
+  const end = Math.min(text.byteLength, HEADER_PREFIX_BYTES);
   let depth = 0;
   for (let pos = 0; pos < end; pos++) {
     const c = text[pos];
@@ -147,18 +171,27 @@ export function jsonHeader(text: Uint8Array): FrameHeader {
         if (s === BACKSLASH) pos++;
         else if (s === QUOTE) break;
       }
-      if (depth !== 1 || pos - start > 9) continue;
-      const key = Buffer.from(text.buffer, text.byteOffset + start, pos - start).toString('latin1');
-      if (!WANTED.has(key)) continue;
-      const m = /^\s*:\s*(-?\d{1,16})[\s,}]/.exec(Buffer.from(text.buffer, text.byteOffset + pos + 1, Math.min(40, end - pos - 1)).toString('latin1'));
-      if (m) header[key as keyof FrameHeader] = Number(m[1]);
+      if (depth !== 1) continue;
+      const key = wantedKey(text, start, pos - start);
+      if (!key) continue;
+      // `: <digits>` after the key: a number is read; anything else leaves the field unknown.
+      let at = pos + 1;
+      while (at < end && SPACE[text[at]]) at++;
+      if (text[at] !== 0x3a) continue;
+      at++;
+      while (at < end && SPACE[text[at]]) at++;
+      let n = 0;
+      let digits = 0;
+      while (at < end && text[at] >= 0x30 && text[at] <= 0x39 && digits < 16) n = n * 10 + text[at++] - 0x30, digits++;
+      if (digits > 0 && (at === end || SPACE[text[at]] || text[at] === COMMA || text[at] === 0x7d)) header[key] = n;
+      if (header.action !== undefined && header.msgSerial !== undefined) return header;
     } else if (OPENERS[c]) depth++;
     else if (CLOSERS[c]) depth--;
   }
   return header;
 }
 
-/** The top-level numeric `action` and `msgSerial` of a MessagePack map, read without decoding the rest. */
+/** The top-level numeric `action` and `msgSerial` of a MessagePack map, read without decoding the rest (a bounded walk). */
 export function msgpackHeader(bytes: Uint8Array): FrameHeader {
   const header: FrameHeader = {};
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -166,11 +199,12 @@ export function msgpackHeader(bytes: Uint8Array): FrameHeader {
   const b0 = bytes[0];
   let entries = b0 >= 0x80 && b0 <= 0x8f ? b0 & 0x0f : b0 === 0xde && end >= 3 ? view.getUint16(1) : b0 === 0xdf && end >= 5 ? view.getUint32(1) : 0;
   let pos = b0 === 0xde ? 3 : b0 === 0xdf ? 5 : 1;
+  // Its top-level map's entries, each value skipped by its headers, HEADER_ITEMS values at most in all.
+  const budget = { items: HEADER_ITEMS };
   while (entries-- > 0 && pos < end) {
     const k = bytes[pos];
-    let key: string | undefined;
-    if (k >= 0xa0 && k <= 0xbf && pos + 1 + (k & 0x1f) <= end) key = Buffer.from(bytes.buffer, bytes.byteOffset + pos + 1, k & 0x1f).toString('latin1');
-    pos = skipMsgpack(bytes, view, pos);
+    const key = k >= 0xa0 && k <= 0xbf && pos + 1 + (k & 0x1f) <= end ? wantedKey(bytes, pos + 1, k & 0x1f) : undefined;
+    pos = skipMsgpack(bytes, view, pos, budget);
     const v = bytes[pos];
     let value: number | undefined;
     if (v <= 0x7f) value = v;
@@ -178,17 +212,19 @@ export function msgpackHeader(bytes: Uint8Array): FrameHeader {
     else if (v === 0xcd && pos + 3 <= end) value = view.getUint16(pos + 1);
     else if (v === 0xce && pos + 5 <= end) value = view.getUint32(pos + 1);
     else if (v === 0xcf && pos + 9 <= end) value = Number(view.getBigUint64(pos + 1));
-    if (key !== undefined && WANTED.has(key) && value !== undefined) header[key as keyof FrameHeader] = value;
-    pos = skipMsgpack(bytes, view, pos);
+    if (key !== undefined && value !== undefined) header[key] = value;
+    if (header.action !== undefined && header.msgSerial !== undefined) return header;
+    pos = skipMsgpack(bytes, view, pos, budget);
   }
   return header;
 }
 
 /** Where the MessagePack value at `pos` ends: its headers walked, nothing decoded, no recursion. */
-function skipMsgpack(bytes: Uint8Array, view: DataView, pos: number): number {
+function skipMsgpack(bytes: Uint8Array, view: DataView, pos: number, budget: { items: number }): number {
   const end = bytes.byteLength;
   let items = 1;
   while (items > 0 && pos < end) {
+    if (--budget.items < 0) return end;
     items--;
     const b = bytes[pos++];
     const u16 = pos + 2 <= end ? view.getUint16(pos) : 0;

@@ -81,8 +81,8 @@ const DELIVERED_IDS_WINDOW_MS = 120_000;
 /** How long an attach with `rewind` waits for the history projection to reach its position. */
 const REWIND_WAIT_MS = 5_000;
 
-/** How long the socket of a client over its inbound budget stays, unread, for its DISCONNECTED to go out. */
-const OVER_BUDGET_LINGER_MS = 1000;
+/** How long the socket of a client sent away (over its budget, a fatal error) stays, unread, for its last frames to go out. */
+const HANG_UP_LINGER_MS = 1000;
 
 /** How long a presence enter counts as reserved without the projection applying it (see PresenceReservations). */
 const RESERVATION_MAX_AGE_MS = 60_000;
@@ -464,12 +464,21 @@ export class Gateway {
     this.framesRefused++;
     this.inboundBudgetDisconnects++;
     const socket = conn.socket;
-    socket?.pause();
     const { maxInboundRate, maxInboundBytesRate } = this.settings;
     this.logger.warn({ connectionId: conn.id, appId: conn.appId }, 'realtime client over its inbound budget; disconnected');
     this.disconnect(conn, serviceError('inboundRateExceeded', `more than ${maxInboundRate} frames or ${maxInboundBytesRate} bytes a second (bursts of twice that) on this connection; resume, and slow down`));
-    // Not read, the client's answer to the close is never seen: the socket goes once the frames are out.
-    if (socket) setTimeout(() => socket.terminate(), OVER_BUDGET_LINGER_MS).unref();
+    if (socket) this.hangUp(socket);
+  }
+
+  /**
+   * A socket whose client is being sent away for what it sent: not read any more (a flood goes on
+   * arriving during the close handshake, and reading 1 MB frames that are dropped unread still
+   * cost their unmasking and UTF-8 checks), so the client's answer to the close is never seen and
+   * the socket goes once the last frames are out.
+   */
+  private hangUp(socket: WebSocket): void {
+    socket.pause();
+    setTimeout(() => socket.terminate(), HANG_UP_LINGER_MS).unref();
   }
 
   /**
@@ -604,9 +613,11 @@ export class Gateway {
   /** A fatal problem: ERROR without a channel ends the connection (the SDK goes `failed`). */
   fail(conn: Connection, error: WireError): void {
     if (isTokenError(error.code)) return this.disconnect(conn, error);
+    const socket = conn.socket;
     conn.send({ action: Action.ERROR, error });
     this.forget(conn);
     this.detachSocket(conn);
+    if (socket) this.hangUp(socket);
   }
 
   /**

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { encode } from '@msgpack/msgpack';
-import { jsonShape, msgpackShape } from '../../src/realtime/frame-shape.js';
+import { jsonHeader, jsonShape, msgpackHeader, msgpackShape } from '../../src/realtime/frame-shape.js';
 
 function depthOf(v: unknown): number {
   if (Array.isArray(v)) return 1 + Math.max(0, ...v.map(depthOf));
@@ -61,5 +61,28 @@ describe('frame shape, checked on the bytes', () => {
   it('a million levels cost one pass: refused at the limit without building anything', () => {
     expect(msgpackShape(Buffer.alloc(1_000_000, 0x91), { maxDepth: 40, maxWidth: 10 })).toBe('depth');
     expect(jsonShape(Buffer.from('['.repeat(1_000_000)), { maxDepth: 40, maxWidth: 10 })).toBe('depth');
+  });
+});
+
+describe("a refused frame's header (action and msgSerial, to NACK a publish)", () => {
+  const deep = { v: JSON.parse('['.repeat(300) + ']'.repeat(300)) };
+  it('read from the start, and (JSON) from the end where the SDK writes msgSerial, after the messages', () => {
+    for (const pm of [
+      { action: 15, msgSerial: 7, channel: 'c', messages: [{ data: deep }] },
+      { action: 15, channel: 'c', messages: [{ data: deep }], msgSerial: 7 },
+    ]) {
+      expect(jsonHeader(Buffer.from(JSON.stringify(pm)))).toEqual({ action: 15, msgSerial: 7 });
+      expect(msgpackHeader(encode(pm, { maxDepth: 1000 }))).toEqual({ action: 15, msgSerial: 7 });
+    }
+  });
+
+  it('only top-level keys count: a msgSerial inside the messages, or inside a string, is not taken', () => {
+    expect(jsonHeader(Buffer.from(JSON.stringify({ action: 15, messages: [{ msgSerial: 3, data: '"msgSerial":4}' }] })))).toEqual({ action: 15 });
+    expect(msgpackHeader(encode({ action: 15, messages: [{ msgSerial: 3 }] }))).toEqual({ action: 15 });
+  });
+
+  it('bounded: a msgSerial deep in the middle of a large JSON frame is not searched for', () => {
+    const pm = `{"action":15,"messages":[{"data":"${'x'.repeat(10_000)}"}],"msgSerial":5,"channel":"c"}`;
+    expect(jsonHeader(Buffer.from(pm))).toEqual({ action: 15 });
   });
 });
