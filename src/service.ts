@@ -242,7 +242,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // messages of the tail window (where the history projection starts), and the whole presence and
   // connections topics (members and attachments may be older than any window).
   const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
-  let channelsOfConnections: Subscription | undefined;
   for (const [topic, start] of [[Topics.messages, new Map(from)], [Topics.presence, new Map()], [Topics.connections, new Map()]] as const) {
     const sub = log.consume({
       topic,
@@ -252,7 +251,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
     });
     subscriptions.push(sub);
-    if (topic === Topics.connections) channelsOfConnections = sub;
     await sub.caughtUp;
   }
 
@@ -446,9 +444,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);
-  // The gateway's start appended instance.started: the earlier run's attachments end with it in
-  // the channels projection, before the first request can see them.
-  await reached(channelsOfConnections!, await log.endOffsets(Topics.connections), 10_000).catch((err: Error) => logger.warn({ err }, 'the channels projection has not applied this start yet'));
   const realtime = gateway;
   // Realtime connections on a revoked token: DISCONNECTED 40141 once the revocation applies (the
   // SDK renews its token and resumes); with allowReauthMargin, an AUTH first, so a client can
@@ -535,14 +530,4 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
-}
-
-/** Resolves once `sub` has delivered every record before `ends`; rejects after `ms`. */
-async function reached(sub: Subscription, ends: Map<number, number>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  const behind = (): boolean => [...ends].some(([p, end]) => (sub.positions().get(p) ?? 0) < end);
-  while (behind()) {
-    if (Date.now() > deadline) throw new Error(`not at ${JSON.stringify([...ends])} within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }

@@ -87,11 +87,7 @@ export class ConnectionEvents {
     const { log, instanceId, clock } = this.options;
     this.startedAt = clock.now();
     // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
-    // Durable before the start goes on, so that the service can wait for the channels projection to apply it.
-    const started: ConnectionEvent = { type: 'instance.started', instanceId, ...(this.options.soleInstance ? { endsAll: true } : {}) };
-    await this.options.batcher
-      .append(Topics.connections, [{ key: instanceId, build: () => encodeEvent(started) }])
-      .catch((err) => this.options.logger.warn({ err }, 'instance.started not appended: the attachments of an earlier run stay until it is'));
+    this.append({ type: 'instance.started', instanceId, ...(this.options.soleInstance ? { endsAll: true } : {}) }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
     this.subscription = log.consume({
       topic: Topics.connections,

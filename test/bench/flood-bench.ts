@@ -12,42 +12,14 @@
 import { fork } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { encode as encodeMsgpack } from '@msgpack/msgpack';
 import WebSocket from 'ws';
 import { startServiceChild } from './service-child.js';
+import { FLOOD_KINDS, floodFrames, type FloodKind } from '../helpers/flood-frames.js';
 
 const SECONDS = Number(process.env.FLOOD_SECONDS ?? 8);
 const VICTIM_RATE = 50;
-
-type Kind = 'heartbeat' | 'detach' | 'sync' | 'unknown' | 'over-limit publish' | 'msgpack 1 MB nested 1M deep' | 'JSON 1 MB nested 500k deep' | 'HEARTBEAT of 70,000 keys';
-const ALL: Kind[] = ['heartbeat', 'detach', 'sync', 'unknown', 'over-limit publish', 'msgpack 1 MB nested 1M deep', 'JSON 1 MB nested 500k deep', 'HEARTBEAT of 70,000 keys'];
 /** FLOOD_KINDS: a comma-separated subset (matched by prefix). */
-const KINDS = process.env.FLOOD_KINDS ? ALL.filter((k) => process.env.FLOOD_KINDS!.split(',').some((p) => k.startsWith(p))) : ALL;
-
-/** The flooder's frames: made once, sent in a loop. */
-function floodFrames(kind: Kind): { format: 'json' | 'msgpack'; frames: (string | Buffer)[] } {
-  const json = (pms: unknown[]): { format: 'json'; frames: string[] } => ({ format: 'json', frames: pms.map((pm) => JSON.stringify(pm)) });
-  switch (kind) {
-    case 'heartbeat':
-      return json(Array.from({ length: 100 }, (_, i) => ({ action: 0, id: `h${i}` })));
-    case 'detach':
-      return json(Array.from({ length: 1000 }, (_, i) => ({ action: 12, channel: `never-${i}` })));
-    case 'sync':
-      return json(Array.from({ length: 100 }, (_, i) => ({ action: 16, channel: `never-${i}` })));
-    case 'unknown':
-      return json(Array.from({ length: 100 }, () => ({ action: 99 })));
-    case 'over-limit publish':
-      return json(Array.from({ length: 1000 }, (_, i) => ({ action: 15, channel: 'flood', msgSerial: i, messages: [{ name: 'f', data: 'x'.repeat(100) }] })));
-    case 'msgpack 1 MB nested 1M deep': {
-      const head = Buffer.from(encodeMsgpack({ action: 0 })).subarray(1);
-      return { format: 'msgpack', frames: [Buffer.concat([Buffer.from([0x82]), head, Buffer.from([0xa2, 0x69, 0x64]), Buffer.alloc(1_000_000, 0x91), Buffer.from([0x00])])] };
-    }
-    case 'JSON 1 MB nested 500k deep':
-      return { format: 'json', frames: [`{"action":0,"id":${'['.repeat(500_000)}${']'.repeat(500_000)}}`] };
-    case 'HEARTBEAT of 70,000 keys':
-      return { format: 'json', frames: [JSON.stringify({ action: 0, ...Object.fromEntries(Array.from({ length: 70_000 }, (_, i) => [`k${i}`, 0])) })] };
-  }
-}
+const KINDS = process.env.FLOOD_KINDS ? FLOOD_KINDS.filter((k) => process.env.FLOOD_KINDS!.split(',').some((p) => k.startsWith(p))) : FLOOD_KINDS;
 
 if (process.argv[2] === 'flooder') {
   // Child: floods one kind of frame on one connection, reconnecting whenever it is closed. At the
@@ -56,7 +28,7 @@ if (process.argv[2] === 'flooder') {
   // victims share, and the victims' figures would measure this machine, not the service.
   setPriority(19);
   const [, , , url, key, kind] = process.argv;
-  const { format, frames } = floodFrames(kind as Kind);
+  const { format, frames } = floodFrames(kind as FloodKind);
   let sent = 0;
   let connections = 0;
   let stop = false;
