@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import { ErrorCodes, ServiceError } from '../errors.js';
+import { ServiceError } from '../errors.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
@@ -431,7 +431,7 @@ export class Gateway {
       try {
         pm = decodeFrame(data, isBinary, c.format, this.shape);
       } catch (err) {
-        if (err instanceof ServiceError && err.code === ErrorCodes.protocolError.code) this.framesRefused++;
+        this.framesRefused++;
         if (err instanceof FrameRefused) return this.handle(c, err.pm, data.length, err);
         return this.fail(c, toWireError(err));
       }

@@ -157,6 +157,19 @@ describe('inbound budget per connection (every frame kind, counted before decodi
     expect(answered.length).toBeLessThan(20);
   });
 
+  it('GET /metrics counts the connections sent away over their budget and the frames refused', async () => {
+    const metric = async (name: string): Promise<number> => {
+      const text = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+    };
+    const [sentAway, refused] = [await metric('cm_realtime_inbound_budget_disconnects_total'), await metric('cm_realtime_frames_refused_total')];
+    const c = await connect();
+    for (let i = 0; i < 100; i++) c.send({ action: Actions.HEARTBEAT });
+    await c.next((pm) => pm.action === Actions.DISCONNECTED);
+    expect(await metric('cm_realtime_inbound_budget_disconnects_total')).toBe(sentAway + 1);
+    expect(await metric('cm_realtime_frames_refused_total')).toBeGreaterThan(refused);
+  });
+
   it('the budget refills: a client at the rate is never disconnected', async () => {
     const c = await connect();
     for (let i = 0; i < 30; i++) {
