@@ -5,6 +5,7 @@
 // a stack of at most `maxDepth` counters: a few hundred µs a MiB measured (npm run bench: door).
 // Hand-written because no decoder bounds depth or width before it builds the value.
 import { isUtf8 } from 'node:buffer';
+import { newHead, readHead, strIsUtf8 } from '../codec/msgpack-head.js';
 
 /** What a frame may hold: levels of nested arrays and maps, and entries in one of them. */
 export interface FrameShapeLimits {
@@ -27,62 +28,21 @@ export function msgpackShape(bytes: Uint8Array, limits: FrameShapeLimits): Shape
   const remaining = new Float64Array(limits.maxDepth + 1);
   let depth = 0;
   remaining[0] = 1;
+  const head = newHead();
   let pos = 0;
-  const utf8 = (length: number): boolean => {
-    if (pos + length > end) return true;
-    const ok = isUtf8(bytes.subarray(pos, pos + length));
-    pos += length;
-    return ok;
-  };
-  const open = (items: number, entries: number): ShapeFault => {
-    if (entries > limits.maxWidth) return 'width';
-    // An empty container is a level too, as JSON's scan counts it.
-    if (depth === limits.maxDepth) return 'depth';
-    if (items > 0) remaining[++depth] = items;
-    return undefined;
-  };
   while (pos < end) {
     while (depth > 0 && remaining[depth] === 0) depth--;
     if (remaining[depth] === 0) break;
     remaining[depth]--;
-    const b = bytes[pos++];
-    let fault: ShapeFault;
-    if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) continue;
-    if (b <= 0x8f) fault = open(2 * (b & 0x0f), b & 0x0f);
-    else if (b <= 0x9f) fault = open(b & 0x0f, b & 0x0f);
-    else if (b <= 0xbf) fault = utf8(b & 0x1f) ? undefined : 'utf8';
-    else {
-      const u16 = pos + 2 <= end ? view.getUint16(pos) : 0;
-      const u32 = pos + 4 <= end ? view.getUint32(pos) : 0;
-      switch (b) {
-        case 0xc4: pos += 1 + (bytes[pos] ?? 0); break;
-        case 0xc5: pos += 2 + u16; break;
-        case 0xc6: pos += 4 + u32; break;
-        case 0xc7: pos += 2 + (bytes[pos] ?? 0); break;
-        case 0xc8: pos += 3 + u16; break;
-        case 0xc9: pos += 5 + u32; break;
-        case 0xca: pos += 4; break;
-        case 0xcb: pos += 8; break;
-        case 0xcc: case 0xd0: pos += 1; break;
-        case 0xcd: case 0xd1: pos += 2; break;
-        case 0xce: case 0xd2: pos += 4; break;
-        case 0xcf: case 0xd3: pos += 8; break;
-        case 0xd4: pos += 2; break;
-        case 0xd5: pos += 3; break;
-        case 0xd6: pos += 5; break;
-        case 0xd7: pos += 9; break;
-        case 0xd8: pos += 17; break;
-        case 0xd9: { const n = bytes[pos] ?? 0; pos += 1; fault = utf8(n) ? undefined : 'utf8'; break; }
-        case 0xda: pos += 2; fault = utf8(u16) ? undefined : 'utf8'; break;
-        case 0xdb: pos += 4; fault = utf8(u32) ? undefined : 'utf8'; break;
-        case 0xdc: pos += 2; fault = open(u16, u16); break;
-        case 0xdd: pos += 4; fault = open(u32, u32); break;
-        case 0xde: pos += 2; fault = open(2 * u16, u16); break;
-        case 0xdf: pos += 4; fault = open(2 * u32, u32); break;
-        default: return undefined; // 0xc1, never used: the decoder refuses it
-      }
+    if (!readHead(bytes, view, pos, head)) return undefined;
+    if (!strIsUtf8(bytes, head, isUtf8)) return 'utf8';
+    if (head.container) {
+      if (head.entries > limits.maxWidth) return 'width';
+      // An empty container is a level too, as JSON's scan counts it.
+      if (depth === limits.maxDepth) return 'depth';
+      if (head.items > 0) remaining[++depth] = head.items;
     }
-    if (fault) return fault;
+    pos = head.next;
   }
   return undefined;
 }
@@ -221,42 +181,14 @@ export function msgpackHeader(bytes: Uint8Array): FrameHeader {
 
 /** Where the MessagePack value at `pos` ends: its headers walked, nothing decoded, no recursion. */
 function skipMsgpack(bytes: Uint8Array, view: DataView, pos: number, budget: { items: number }): number {
-  const end = bytes.byteLength;
+  const head = newHead();
   let items = 1;
-  while (items > 0 && pos < end) {
-    if (--budget.items < 0) return end;
+  while (items > 0 && pos < bytes.byteLength) {
+    if (--budget.items < 0) return bytes.byteLength;
     items--;
-    const b = bytes[pos++];
-    const u16 = pos + 2 <= end ? view.getUint16(pos) : 0;
-    const u32 = pos + 4 <= end ? view.getUint32(pos) : 0;
-    if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) continue;
-    if (b <= 0x8f) items += 2 * (b & 0x0f);
-    else if (b <= 0x9f) items += b & 0x0f;
-    else if (b <= 0xbf) pos += b & 0x1f;
-    else {
-      switch (b) {
-        case 0xc4: case 0xd9: pos += 1 + (bytes[pos] ?? 0); break;
-        case 0xc5: case 0xda: pos += 2 + u16; break;
-        case 0xc6: case 0xdb: pos += 4 + u32; break;
-        case 0xc7: pos += 2 + (bytes[pos] ?? 0); break;
-        case 0xc8: pos += 3 + u16; break;
-        case 0xc9: pos += 5 + u32; break;
-        case 0xca: case 0xce: case 0xd2: pos += 4; break;
-        case 0xcb: case 0xcf: case 0xd3: pos += 8; break;
-        case 0xcc: case 0xd0: pos += 1; break;
-        case 0xcd: case 0xd1: pos += 2; break;
-        case 0xd4: pos += 2; break;
-        case 0xd5: pos += 3; break;
-        case 0xd6: pos += 5; break;
-        case 0xd7: pos += 9; break;
-        case 0xd8: pos += 17; break;
-        case 0xdc: pos += 2; items += u16; break;
-        case 0xdd: pos += 4; items += u32; break;
-        case 0xde: pos += 2; items += 2 * u16; break;
-        case 0xdf: pos += 4; items += 2 * u32; break;
-        default: return end;
-      }
-    }
+    if (!readHead(bytes, view, pos, head)) return bytes.byteLength;
+    items += head.items;
+    pos = head.next;
   }
   return pos;
 }
