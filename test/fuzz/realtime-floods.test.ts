@@ -4,11 +4,10 @@
 // unexplained close), every victim publish is ACKed and received once and in order, no victim is
 // disconnected, and the service answers REST throughout. How much the victims' latency moves is a
 // benchmark's question (`npm run bench:flood`, README: the realtime door under floods), not a test's.
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { decode } from '@msgpack/msgpack';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Actions, RawClient, sleep } from '../helpers/raw-realtime.js';
 import { FLOOD_KINDS, floodFrames } from '../helpers/flood-frames.js';
 
@@ -18,8 +17,7 @@ const clients: RawClient[] = [];
 
 beforeAll(async () => {
   ts = await startTestService({});
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterAll(async () => {

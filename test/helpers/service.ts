@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +47,12 @@ export async function startTestService(
     },
   };
   return handle;
+}
+
+/** Listens on a free loopback port (realtime tests need a real socket); returns the port. */
+export async function listening(ts: TestService): Promise<number> {
+  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
+  return (ts.service.app.server.address() as AddressInfo).port;
 }
 
 export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, force: true });

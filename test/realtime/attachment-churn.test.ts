@@ -4,10 +4,9 @@
 // appends is now bounded by REALTIME_ATTACHMENT_EVENTS_RATE (README: Resource limits), and the
 // occupancy is exact once the attachments held back are appended.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import { Topics } from '../../src/log/port.js';
 import { Actions, RawClient, sleep } from '../helpers/raw-realtime.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 const RATE = 10;
 const CHANNELS_PER_CONNECTION = 5; // a burst of twice this: 10 attaches
@@ -23,8 +22,7 @@ beforeAll(async () => {
     // Frames are not what is limited here: the churn runs as fast as the gateway answers.
     REALTIME_MAX_INBOUND_RATE: '1000000',
   });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 afterAll(async () => {
   for (const c of clients) c.close();

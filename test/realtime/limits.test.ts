@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import { connect as tcpConnect } from 'node:net';
 import { encode as encodeMsgpack } from '@msgpack/msgpack';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Actions, closedWithin, nested, RawClient, sleep, type Pm } from '../helpers/raw-realtime.js';
 
 const LIMITS = {
@@ -297,8 +297,7 @@ describe('presence limits under racing enters', () => {
   it('enters sent at once by many connections of one key never pass REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: the ACKs are exactly the room there was', async () => {
     const t = await startTestService({ REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: '50', REALTIME_MAX_PRESENCE_MEMBERS: '1000' });
     try {
-      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (t.service.app.server.address() as AddressInfo).port;
+      const port = await listening(t);
       const racers = await Promise.all(Array.from({ length: 10 }, () => RawClient.connect(port, { key: t.key })));
       clients.push(...racers);
       const channel = uniqueChannel();
@@ -329,8 +328,7 @@ describe('a large presence set is synced to a client that reads', () => {
   it('SYNC is paced by the socket: 10,000 members of 1 KB reach a prompt reader whole, under a REALTIME_MAX_BUFFERED_BYTES of 64 KiB', async () => {
     const t = await startTestService({ REALTIME_MAX_BUFFERED_BYTES: '65536', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
     try {
-      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (t.service.app.server.address() as AddressInfo).port;
+      const port = await listening(t);
       const enterer = await RawClient.connect(port, { key: t.key });
       clients.push(enterer);
       const channel = uniqueChannel();
