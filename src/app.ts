@@ -10,9 +10,10 @@ import { dataSize, type PublishingConnection } from './messages/message.js';
 import type { Limits } from './limits.js';
 import { BodyBudget } from './http/body-budget.js';
 import { clientError, frameworkError } from './http/framework-errors.js';
-import { msgpackStringsAreUtf8 } from './codec/msgpack-utf8.js';
+import { jsonShape, msgpackShape, type ShapeLimits } from './codec/value-shape.js';
 import { isUtf8 } from 'node:buffer';
 import { jsonTextWellFormed } from './codec/well-formed-text.js';
+import { parseFormBody } from './http/form-body.js';
 import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
@@ -94,7 +95,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   limitHttpConnections(app.server, deps.limits.maxConnections);
 
-  registerBodyParsers(app);
+  registerBodyParsers(app, deps.limits);
   const bodies = new BodyBudget(deps.limits.maxInflightBodyBytes);
   // Declared up front, so requests keep one object shape (fastify: decorateRequest).
   app.decorateRequest('ctx', undefined);
@@ -237,15 +238,23 @@ function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler
 
 /**
  * Bodies are refused, not rewritten, when their text is not UTF-8 (the parsers of fastify and of
- * MessagePack would replace the bad bytes with U+FFFD).
+ * MessagePack would replace the bad bytes with U+FFFD), and refused undecoded when they nest deeper
+ * than maxBodyDepth (src/codec/value-shape.ts: one pass over the bytes).
  */
-function registerBodyParsers(app: FastifyInstance): void {
+function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
   const notUtf8 = (): ServiceError => new ServiceError('invalidRequestBody', 'the request body is not valid UTF-8');
+  const shape: ShapeLimits = { maxDepth: limits.maxBodyDepth, maxWidth: Number.MAX_SAFE_INTEGER };
+  const tooDeep = (): ServiceError =>
+    new ServiceError(
+      'invalidDataOrEncoding',
+      `the request body nests deeper than ${limits.maxBodyDepth} levels of arrays and objects (MAX_BODY_DEPTH); message data and extras may nest ${limits.maxDataDepth} levels`,
+    );
   const loneSurrogate = (): ServiceError => new ServiceError('invalidRequestBody', 'a string in the request body holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
     const text = (body as Buffer).toString();
     parseJson(req, text, (err: Error | null, value?: unknown) => {
       if (err) return done(err, undefined);
@@ -255,23 +264,27 @@ function registerBodyParsers(app: FastifyInstance): void {
   });
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
-      if (!msgpackStringsAreUtf8(body as Buffer)) return done(notUtf8(), undefined);
+      const fault = msgpackShape(body as Buffer, shape);
+      if (fault === 'utf8') return done(notUtf8(), undefined);
+      if (fault === 'depth') return done(tooDeep(), undefined);
       done(null, (body as Buffer).length === 0 ? undefined : unpackValue(body as Buffer));
     } catch (err) {
       done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
     }
   });
-  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (_req, body, done) => {
+  // Only where the route lists the fields a form may hold (src/http/form-body.ts).
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer' }, (req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
     try {
-      done(null, parseForm((body as Buffer).toString()));
-    } catch {
-      done(new ServiceError('invalidRequestBody', 'the form body has a percent-encoded sequence that does not decode to UTF-8'), undefined);
+      done(null, parseFormBody((body as Buffer).toString(), req.routeOptions.config.formFields));
+    } catch (err) {
+      done(err as Error, undefined);
     }
   });
   // Token requests may be sent as text/plain holding JSON (spec: Request an access token).
   app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (_req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
     const text = (body as Buffer).toString();
     if (text.trim() === '') return done(null, undefined);
     try {
@@ -281,20 +294,4 @@ function registerBodyParsers(app: FastifyInstance): void {
       done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
     }
   });
-}
-
-/**
- * A form body's fields, the last of a repeated name winning. Strict where node:querystring is
- * lenient: a percent-encoded sequence that is not UTF-8 throws instead of becoming U+FFFD.
- */
-function parseForm(text: string): Record<string, string> {
-  const fields: Record<string, string> = {};
-  const decode = (s: string): string => decodeURIComponent(s.replace(/\+/g, ' '));
-  for (const pair of text.split('&')) {
-    if (pair === '') continue;
-    const eq = pair.indexOf('=');
-    const name = decode(eq < 0 ? pair : pair.slice(0, eq));
-    if (name !== '__proto__') fields[name] = eq < 0 ? '' : decode(pair.slice(eq + 1));
-  }
-  return fields;
 }

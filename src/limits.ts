@@ -24,6 +24,13 @@ export interface Limits {
   maxBatchBytes: number;
   /** Largest request body on routes that need credentials. Above: 40009 (413). MAX_BODY_BYTES */
   maxBodyBytes: number;
+  /**
+   * Levels of arrays and objects nested in a request body (JSON or MessagePack), checked on its
+   * bytes before it is decoded: a 2 MiB body nested a million deep would otherwise cost the event
+   * loop a third of a second to decode, only to be refused. Well above maxDataDepth, whose finer
+   * errors the bodies in between get. Above: 40013 (400). MAX_BODY_DEPTH
+   */
+  maxBodyDepth: number;
   /** Largest request body on routes that need none (token requests). Above: 40009 (413). */
   maxOpenBodyBytes: number;
   /**
@@ -130,6 +137,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxBatchMessages: 10_000,
   maxBatchBytes: 8 * 1024 * 1024,
   maxBodyBytes: 2 * 1024 * 1024,
+  maxBodyDepth: 512,
   maxOpenBodyBytes: 16 * 1024,
   maxInflightBodyBytes: 128 * 1024 * 1024,
   requestTimeoutMs: 30_000,

@@ -28,6 +28,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** 'none' for routes the spec leaves open (time, signed token requests, sandbox app creation). */
     auth?: 'none' | 'required';
+    /** The fields a form body may hold on this route; without it the route takes no form bodies (src/http/form-body.ts). */
+    formFields?: readonly string[];
   }
 }
 

@@ -25,7 +25,7 @@ import { Connection } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
 import { Action, Flag, FrameRefused, decodeFrame, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
-import type { FrameShapeLimits } from './frame-shape.js';
+import type { ShapeLimits } from '../codec/value-shape.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { upgradedConnection } from '../http/connection-limit.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
@@ -213,7 +213,7 @@ export class Gateway {
   private inboundBudgetDisconnects = 0;
   private framesRefused = 0;
   /** What a client frame may nest and hold, checked before it is decoded. */
-  private readonly shape: FrameShapeLimits;
+  private readonly shape: ShapeLimits;
 
   constructor(private readonly deps: GatewayDeps) {
     this.settings = deps.settings;

@@ -4,7 +4,8 @@
 import { isUtf8 } from 'node:buffer';
 import { packValue, unpackValue } from '../codec/msgpack.js';
 import { jsonTextWellFormed } from '../codec/well-formed-text.js';
-import { jsonHeader, jsonShape, msgpackHeader, msgpackShape, type FrameHeader, type FrameShapeLimits, type ShapeFault } from './frame-shape.js';
+import { jsonHeader, msgpackHeader, type FrameHeader } from './frame-shape.js';
+import { jsonShape, msgpackShape, type ShapeLimits, type ShapeFault } from '../codec/value-shape.js';
 import { ErrorCodes, errorHref, ServiceError, type ErrorKind } from '../errors.js';
 
 export const Action = {
@@ -108,7 +109,7 @@ export class FrameRefused extends ServiceError {
  * refused on its own (NACK 40013, its content is too deep or wide); anything else is a protocol
  * error (80013). Invalid UTF-8 is always a protocol error.
  */
-function shapeRefusal(fault: NonNullable<ShapeFault>, shape: FrameShapeLimits, header: FrameHeader): ServiceError {
+function shapeRefusal(fault: NonNullable<ShapeFault>, shape: ShapeLimits, header: FrameHeader): ServiceError {
   const message = SHAPE_FAULTS[fault](shape);
   const { action, msgSerial } = header;
   const ackable = (action === Action.MESSAGE || action === Action.PRESENCE) && msgSerial !== undefined;
@@ -117,8 +118,8 @@ function shapeRefusal(fault: NonNullable<ShapeFault>, shape: FrameShapeLimits, h
 }
 
 const SHAPE_FAULTS = {
-  depth: (l: FrameShapeLimits) => `the frame nests arrays and objects deeper than ${l.maxDepth} levels`,
-  width: (l: FrameShapeLimits) => `an array or object of the frame has more than ${l.maxWidth} entries`,
+  depth: (l: ShapeLimits) => `the frame nests arrays and objects deeper than ${l.maxDepth} levels`,
+  width: (l: ShapeLimits) => `an array or object of the frame has more than ${l.maxWidth} entries`,
   utf8: () => 'the frame holds a string that is not valid UTF-8',
 };
 
@@ -129,7 +130,7 @@ const SHAPE_FAULTS = {
  * only for text frames), its nesting and widths must be within `shape` (checked on the bytes,
  * before decoding: src/realtime/frame-shape.ts), and the result must be an object with a numeric action.
  */
-export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat, shape: FrameShapeLimits): ProtocolMessage {
+export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat, shape: ShapeLimits): ProtocolMessage {
   let value: unknown;
   let text: string | undefined;
   if (format === 'json') {

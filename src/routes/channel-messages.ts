@@ -107,6 +107,8 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
   resource(app, '/channels/:channelId/messages', {
     // spec: Publish messages to a channel
     POST: {
+      // The spec's Message fields that a form can carry (text values only).
+      options: { config: { formFields: ['name', 'data', 'encoding', 'clientId', 'connectionKey', 'id'] } },
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'publish');
         const appId = credentials.app.appId;

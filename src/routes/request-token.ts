@@ -26,7 +26,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export async function requestTokenRoutes(app: FastifyInstance, opts: RequestTokenOptions): Promise<void> {
   resource(app, '/keys/:keyName/requestToken', {
     POST: {
-      options: { config: { auth: 'none' } },
+      options: { config: { auth: 'none', formFields: ['keyName', 'ttl', 'capability', 'clientId', 'timestamp', 'nonce', 'mac', 'revocationKey'] } },
       handler: async (request, reply) => {
         const { keyName } = request.params as { keyName: string };
         const now = opts.clock.now();

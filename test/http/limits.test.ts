@@ -229,3 +229,35 @@ describe('invalid UTF-8 is refused, not rewritten (issue 10 item 8)', () => {
     expect(await history(channel)).toMatchObject([{ name: 'a b', data: 'é' }]);
   });
 });
+
+describe('request bodies nested deeper than MAX_BODY_DEPTH are refused before they are decoded (issue 22)', () => {
+  // MessagePack: fixarray of one element, n times, around a 0 (1 byte a level).
+  const deepMsgpack = (levels: number): Buffer => Buffer.concat([Buffer.alloc(levels, 0x91), Buffer.from([0x00])]);
+  const deepJson = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);
+
+  it.each([
+    ['JSON', 'application/json', (n: number) => `{"name":"deep","data":${deepJson(n)}}`],
+    ['MessagePack', 'application/x-msgpack', (n: number) => Buffer.concat([Buffer.from([0x82, 0xa4, ...Buffer.from('name'), 0xa4, ...Buffer.from('deep'), 0xa4, ...Buffer.from('data')]), deepMsgpack(n)])],
+    ['text/plain JSON token request', 'text/plain', (n: number) => `{"timestamp":${deepJson(n)}}`],
+  ] as const)('%s nested far deeper (400,000 levels; 7,000 on the token route, whose bodies are small): 400 (40013) naming MAX_BODY_DEPTH; nothing appended', async (_name, type, body) => {
+    const channel = uniqueChannel();
+    const path = type === 'text/plain' ? `/keys/${t.key.split(':')[0]}/requestToken` : `/channels/${channel}/messages`;
+    const reply = await send('POST', path, body(type === 'text/plain' ? 7000 : 400_000), { 'content-type': type });
+    expectError(reply, 400, 40013);
+    expect(JSON.parse(reply.body).error.message).toMatch(/deeper than 512 levels.*MAX_BODY_DEPTH/);
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('a body within MAX_BODY_DEPTH whose data nests too deep gets the finer message error (40013 on data)', async () => {
+    const reply = await send('POST', `/channels/${uniqueChannel()}/messages`, `{"data":${deepJson(400)}}`, json);
+    expectError(reply, 400, 40013);
+    expect(JSON.parse(reply.body).error.message).toMatch(/data nests deeper than 32/);
+  });
+
+  it('brackets inside strings do not count as nesting', async () => {
+    const channel = uniqueChannel();
+    const text = '['.repeat(5000) + '{{"';
+    expect((await send('POST', `/channels/${channel}/messages`, JSON.stringify({ name: 'brackets', data: text }), json)).status).toBe(201);
+    expect(await history(channel)).toMatchObject([{ name: 'brackets', data: text }]);
+  });
+});

@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { encode } from '@msgpack/msgpack';
-import { jsonHeader, jsonShape, msgpackHeader, msgpackShape } from '../../src/realtime/frame-shape.js';
+import { jsonHeader, msgpackHeader } from '../../src/realtime/frame-shape.js';
+import { jsonShape, msgpackShape } from '../../src/codec/value-shape.js';
 
 function depthOf(v: unknown): number {
   if (Array.isArray(v)) return 1 + Math.max(0, ...v.map(depthOf));

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
-import { msgpackStringsAreUtf8 } from '../../src/codec/msgpack-utf8.js';
+import { msgpackShape } from '../../src/codec/value-shape.js';
+
+/** The REST bodies' check (src/app.ts): the shape walk with the body limits, UTF-8 included. */
+const msgpackStringsAreUtf8 = (bytes: Uint8Array): boolean => msgpackShape(bytes, { maxDepth: 512, maxWidth: Number.MAX_SAFE_INTEGER }) !== 'utf8';
 
 // Issue 10, item 8: invalid UTF-8 was silently rewritten; MessagePack strings are checked before decoding.
 const invalid = Buffer.from([0xc3, 0x28]); // a lead byte followed by a non-continuation byte
