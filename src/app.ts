@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyPluginCallback, type FastifyRequest, type onRequestHookHandler } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyPluginCallback, type FastifyRequest, type onRequestHookHandler } from 'fastify';
 import { unpackValue } from './codec/msgpack.js';
 import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
@@ -14,6 +14,7 @@ import { jsonShape, msgpackShape, type ShapeLimits } from './codec/value-shape.j
 import { isUtf8 } from 'node:buffer';
 import { jsonTextWellFormed } from './codec/well-formed-text.js';
 import { parseFormBody } from './http/form-body.js';
+import { bodyStillArriving, lingerOnClose } from './http/lingering-close.js';
 import type { Publisher } from './messages/publisher.js';
 import { timeRoutes } from './routes/time.js';
 import { channelMessagesRoutes, type HistoryReader } from './routes/channel-messages.js';
@@ -146,6 +147,15 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     ];
   });
 
+  // An error answered while the request's body is still arriving closes its connection, with a
+  // linger so that the client reads the answer rather than a reset (src/http/lingering-close.ts).
+  const linger = { maxBytes: deps.limits.lingerMaxBytes, maxMs: deps.limits.lingerMaxMs };
+  const lingerIfBodyArriving = (request: FastifyRequest, reply: FastifyReply): void => {
+    if (!bodyStillArriving(request.raw)) return;
+    reply.header('connection', 'close');
+    lingerOnClose(request.raw, linger);
+  };
+
   // A log that cannot write fails every publish until it recovers: one line a second says so,
   // with how many failures it stands for, instead of thousands.
   let unavailableLoggedAt = 0;
@@ -163,6 +173,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
       }
     } else if (error.statusCode >= 500) deps.logger?.error({ err, ...fields }, 'request failed');
     else deps.logger?.debug({ code: error.code, message: error.message, ...fields }, 'request refused');
+    lingerIfBodyArriving(request, reply);
     return sendError(request, reply, error);
   });
 
@@ -170,6 +181,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   // format or version parameter is answered (by the error handler) as on every route.
   app.setNotFoundHandler((request, reply) => {
     resolveContext(request);
+    lingerIfBodyArriving(request, reply);
     return sendError(request, reply, new ServiceError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`).toJSON());
   });
 

@@ -40,6 +40,14 @@ export interface Limits {
   maxInflightBodyBytes: number;
   /** Time to receive a whole request, headers and body. Above: 408, connection closed. REQUEST_TIMEOUT_MS */
   requestTimeoutMs: number;
+  /**
+   * A request refused before its body arrived is answered with `Connection: close`, and the rest of
+   * its body read and dropped for at most this many bytes and this long before the connection is
+   * closed (a lingering close, src/http/lingering-close.ts), so the client reads the refusal
+   * instead of a reset.
+   */
+  lingerMaxBytes: number;
+  lingerMaxMs: number;
   /** Time to receive a request's headers. Above: 408, connection closed. */
   headersTimeoutMs: number;
   /** An idle keep-alive connection is closed after this. */
@@ -142,6 +150,8 @@ export const DEFAULT_LIMITS: Limits = {
   maxInflightBodyBytes: 128 * 1024 * 1024,
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 10_000,
+  lingerMaxBytes: 64 * 1024 * 1024,
+  lingerMaxMs: 5_000,
   keepAliveTimeoutMs: 72_000,
   maxConnections: 10_000,
 
