@@ -37,6 +37,7 @@ import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
+import { packageVersion } from './build-info.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
 
@@ -133,7 +134,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const subscriptions: Subscription[] = [];
   /** Every projection's consumer by name, for its lag (GET /metrics, GET /ready). */
   const consumers = new Map<string, Subscription>();
-  const metrics = new Metrics();
+  const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
 
   // Token revocations, on the same topic: every instance holds them all, a restart included.
@@ -164,7 +165,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const flushIntervalMs = adapters.projectionFlushMs;
-  const onFlushError = (projection: string) => (err: unknown) => logger.warn({ err, projection }, 'projection store write failed; retrying');
+  const onFlushError = (projection: string) => (err: unknown) => {
+    metrics.storeWriteFailed(projection);
+    logger.warn({ err, projection }, 'projection store write failed; retrying');
+  };
   const maxUnstoredRows = config.limits.maxUnstoredRows;
   // While the store is too far behind (ClickHouse down), the projection refuses batches and the
   // log holds them; a consumer of its own keeps every channel's recent history in memory meanwhile.
@@ -251,6 +255,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
     });
     subscriptions.push(sub);
+    consumers.set(`channels-${topic}`, sub);
     await sub.caughtUp;
   }
 
@@ -267,6 +272,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
     clock,
     config.limits,
+    metrics.published,
   );
 
   const connectionEvents = new ConnectionEvents({
@@ -461,6 +467,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
+    unstoredRows: () => new Map([['history', history.unstored], ['presence-history', presence.history.unstored]]),
   });
 
   const timers = [

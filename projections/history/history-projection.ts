@@ -257,6 +257,11 @@ export class HistoryProjection {
   }
 
   /** Next offset to apply, per partition. */
+  /** Persisted rows held for the store, not yet written (GET /metrics: cm_store_unstored_rows). */
+  get unstored(): number {
+    return this.pending.length;
+  }
+
   applied(): Checkpoint {
     return this.checkpoint;
   }

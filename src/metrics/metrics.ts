@@ -2,6 +2,7 @@
 // counters, a histogram's bucket array); prom-client reads them only when /metrics is scraped, so
 // a publish pays a few additions, never a label lookup or an object.
 import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { PublishTransport } from '../messages/publisher.js';
 
 type Labels = Record<string, string | number>;
 interface Value {
@@ -114,6 +115,10 @@ export interface RealtimeNumbers {
   sockets: number;
   /** connections known here, with a socket or waiting for a resume */
   connections: number;
+  /** connections made here since the start (resumes not counted) */
+  opened: number;
+  /** connections ended here since the start */
+  closed: number;
   attachments: number;
   /** messages sent to subscribers (a MESSAGE of three messages counts three) */
   delivered: number;
@@ -137,27 +142,52 @@ export interface MetricSources {
   realtime?: () => RealtimeNumbers;
   /** The stats cache: rows held, and page reads answered from memory (hits) or the store (misses). */
   statsCache?: () => { rows: number; hits: number; misses: number };
+  /** Persisted rows each projection holds that its store (ClickHouse, SQLite) has not taken yet. */
+  unstoredRows?: () => Map<string, number>;
 }
 
-/** prom-client's process metrics: one collector per process, however many services it runs (tests). */
+
+/** What the build is, for the build_info gauge. */
+export interface BuildInfo {
+  version: string;
+  log: string;
+  store: string;
+}
+
+/**
+ * prom-client's process and Node metrics, under their standard names (process_cpu_seconds_total,
+ * nodejs_heap_size_used_bytes...) that stock dashboards know: one collector per process, however
+ * many services it runs (tests).
+ */
 let processRegistry: Registry | undefined;
 function processMetrics(): Registry {
   if (!processRegistry) {
     processRegistry = new Registry();
-    collectDefaultMetrics({ register: processRegistry, prefix: 'cm_' });
+    collectDefaultMetrics({ register: processRegistry });
   }
   return processRegistry;
 }
+
+/**
+ * No series is labelled by app: the number of apps is not bounded (sandbox apps, key management),
+ * and a label per app would let clients grow the scrape without limit. Per-app figures are the
+ * spec's GET /stats. The labels used are bounded by the code: route, method, status, topic,
+ * consumer, projection, transport.
+ */
 
 export class Metrics {
   readonly registry = new Registry();
   readonly routes: RouteStats[] = [];
   readonly appends = new AppendStats();
+  /** Messages appended, by how they came in (counted by the Publisher once the log acknowledged them). */
+  readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0 };
+  /** Store writes (a projection's flush to ClickHouse or SQLite) that failed, by projection. */
+  readonly storeWriteFailures = new Map<string, number>();
   private sources: MetricSources | undefined;
   /** The service's metrics and the process's (CPU, memory, event-loop lag, GC), prefixed like ours. */
   private readonly scraped: Registry;
 
-  constructor() {
+  constructor(build: BuildInfo = { version: 'unknown', log: 'unknown', store: 'unknown' }) {
     const add = (name: string, help: string, type: Kind, read: () => Value[] | Promise<Value[]>): void =>
       this.registry.registerMetric(new Collected(name, help, type, read) as never);
 
@@ -176,6 +206,18 @@ export class Metrics {
     add('cm_log_append_failures_total', 'Log appends that failed, by topic', 'counter', () =>
       [...this.appends.failures].map(([topic, value]) => ({ labels: { topic }, value })),
     );
+    add('cm_build_info', 'Always 1; the labels say which build runs (version, Node, log and store kinds)', 'gauge', () => [
+      { labels: { version: build.version, node: process.version, log: build.log, store: build.store }, value: 1 },
+    ]);
+    add('cm_messages_published_total', 'Messages appended to the log, by how they came in: rest (POST /channels/<id>/messages), realtime (a MESSAGE frame), batch (POST /messages, once per channel)', 'counter', () =>
+      Object.entries(this.published).map(([transport, value]) => ({ labels: { transport }, value })),
+    );
+    add('cm_store_write_failures_total', 'Projection writes to the store (ClickHouse or SQLite) that failed and are retried, by projection', 'counter', () =>
+      [...this.storeWriteFailures].map(([projection, value]) => ({ labels: { projection }, value })),
+    );
+    add('cm_store_unstored_rows', 'Persisted rows a projection holds that its store has not taken yet (above MAX_UNSTORED_ROWS it stops consuming)', 'gauge', () =>
+      [...(this.sources?.unstoredRows?.() ?? [])].map(([projection, value]) => ({ labels: { projection }, value })),
+    );
     add('cm_log_writable', '1 when the last log append succeeded', 'gauge', () => [{ labels: {}, value: this.appends.lastOk ? 1 : 0 }]);
     add('cm_consumer_lag_records', 'Log records a consumer (projection) has yet to apply', 'gauge', () =>
       [...(this.sources?.consumerLag() ?? [])].map(([consumer, value]) => ({ labels: { consumer }, value })),
@@ -192,6 +234,8 @@ export class Metrics {
     };
     add('cm_realtime_sockets', 'Realtime WebSocket sockets open', 'gauge', realtime((r) => r.sockets));
     add('cm_realtime_connections', 'Realtime connections, with a socket or waiting for a resume', 'gauge', realtime((r) => r.connections));
+    add('cm_realtime_connections_opened_total', 'Realtime connections made (a resume is not a new connection)', 'counter', realtime((r) => r.opened));
+    add('cm_realtime_connections_closed_total', 'Realtime connections ended: closed by the client, expired, or failed', 'counter', realtime((r) => r.closed));
     add('cm_realtime_attachments', 'Realtime channel attachments', 'gauge', realtime((r) => r.attachments));
     add('cm_realtime_messages_delivered_total', 'Messages the realtime gateway sent to subscribers', 'counter', realtime((r) => r.delivered));
     add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
@@ -214,6 +258,11 @@ export class Metrics {
     const stats = new RouteStats(method, route);
     this.routes.push(stats);
     return stats;
+  }
+
+  /** Counts one failed store write of `projection`. */
+  storeWriteFailed(projection: string): void {
+    this.storeWriteFailures.set(projection, (this.storeWriteFailures.get(projection) ?? 0) + 1);
   }
 
   attach(sources: MetricSources): void {

@@ -209,6 +209,8 @@ export class Gateway {
   readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   /** Counted for GET /metrics (metrics()). */
   private messagesDelivered = 0;
+  private opened = 0;
+  private closed = 0;
   private slowConsumers = 0;
   private inboundBudgetDisconnects = 0;
   private framesRefused = 0;
@@ -322,7 +324,7 @@ export class Gateway {
     for (const set of this.index.values()) attachments += set.size;
     let deliveryLag = 0;
     for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
-    return { sockets: this.sockets, connections: this.connections.size, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, inboundBudgetDisconnects: this.inboundBudgetDisconnects, framesRefused: this.framesRefused, deliveryLag };
+    return { sockets: this.sockets, connections: this.connections.size, opened: this.opened, closed: this.closed, attachments, delivered: this.messagesDelivered, slowConsumerDisconnects: this.slowConsumers, inboundBudgetDisconnects: this.inboundBudgetDisconnects, framesRefused: this.framesRefused, deliveryLag };
   }
 
   /** Connections open here (with a socket), per app: the usage meter reads it for stats. */
@@ -408,6 +410,7 @@ export class Gateway {
     if (!conn) {
       const id = newConnectionId();
       conn = new Connection(this, id, connectionKeyFor(secret, appId, id), credentials, clientId, format, echo);
+      this.opened++;
     }
     clearTimeout(conn.dropTimer);
     clearTimeout(conn.expiryTimer);
@@ -575,6 +578,7 @@ export class Gateway {
     this.waiting.delete(conn);
     if (this.connections.get(conn.id) !== conn) return;
     this.connections.delete(conn.id);
+    this.closed++;
     this.ended.set(conn.id, true);
     this.deps.events.closed(conn.appId, conn.id);
     conn.clearTimers();

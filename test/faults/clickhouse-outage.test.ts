@@ -38,6 +38,9 @@ describeWithInfra('fault tier: ClickHouse stopped and restarted under publish lo
       });
       const readWhileDownBody = (await readWhileDown.json()) as { error?: { code: number } };
       await sleep(OUTAGE_MS / 2);
+      const metricsWhileDown = await (await fetch(`http://127.0.0.1:${service.port}/metrics`)).text();
+      const metric = (name: string, projection: string): number =>
+        Number(new RegExp(`^${name}\\{projection="${projection}"\\} (\\d+)`, 'm').exec(metricsWhileDown)?.[1] ?? -1);
       const ackedBeforeRestart = load.acked.size;
       await found.clickhouseStart();
       const upAt = Date.now();
@@ -101,6 +104,9 @@ describeWithInfra('fault tier: ClickHouse stopped and restarted under publish lo
       expect(unhandled(service.output)).toEqual([]);
       // Reading persisted history needs ClickHouse: while it is down, a 503 to retry, not a 500.
       expect({ status: readWhileDown.status, code: readWhileDownBody.error?.code }).toEqual({ status: 503, code: 50005 });
+      // What an operator sees meanwhile (GET /metrics): the failed writes, and the rows held for ClickHouse.
+      expect(metric('cm_store_write_failures_total', 'history')).toBeGreaterThan(0);
+      expect(metric('cm_store_unstored_rows', 'history')).toBeGreaterThan(0);
       // Publishes need only Kafka.
       expect(load.outcomes.filter((o) => o.status !== 201).slice(0, 5)).toEqual([]);
       expect(during.length).toBeGreaterThan(0);

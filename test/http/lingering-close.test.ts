@@ -57,7 +57,9 @@ function upload(path: string, declared: number | 'chunked', send: number, header
           return;
         }
       }
-      if (!socket.destroyed) socket.end(declared === 'chunked' ? '0\r\n\r\n' : undefined);
+      if (socket.destroyed) return;
+      if (declared === 'chunked') socket.end('0\r\n\r\n');
+      else socket.end();
     };
     pump();
   });

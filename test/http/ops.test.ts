@@ -160,7 +160,37 @@ describe('GET /metrics (Prometheus)', () => {
     for (const name of ['cm_realtime_sockets', 'cm_realtime_connections', 'cm_realtime_attachments', 'cm_realtime_messages_delivered_total', 'cm_realtime_slow_consumer_disconnects_total']) {
       expect(sample(text, name), name).toBe(0);
     }
-    expect(text).toMatch(/^cm_process_resident_memory_bytes \d+/m);
+    // prom-client's defaults under their standard names, which stock dashboards know
+    expect(text).toMatch(/^process_resident_memory_bytes \d+/m);
+    expect(text).toMatch(/^process_cpu_seconds_total \d/m);
+    expect(text).toMatch(/^nodejs_heap_size_used_bytes \d+/m);
+    expect(text).toMatch(/^cm_build_info\{version="\d+\.\d+\.\d+",node="v\d+[^"]*",log="embedded",store="sqlite"\} 1$/m);
+    expect(sample(text, 'cm_store_unstored_rows', { projection: 'history' })).toBe(0);
+    for (const consumer of ['apps', 'history', 'presence', 'channels-messages', 'channels-presence', 'channels-connections']) {
+      expect(sample(text, 'cm_consumer_lag_records', { consumer }), consumer).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it('counts messages published by transport: rest, batch (once per channel), realtime', async () => {
+    const before = (await t.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const count = (text: string, transport: string) => sample(text, 'cm_messages_published_total', { transport }) ?? 0;
+    await t.service.app.inject({
+      method: 'POST',
+      url: `/channels/${uniqueChannel()}/messages`,
+      headers: { authorization: t.auth, 'content-type': 'application/json' },
+      payload: JSON.stringify([{ data: 'one' }, { data: 'two' }]),
+    });
+    const batch = await t.service.app.inject({
+      method: 'POST',
+      url: '/messages',
+      headers: { authorization: t.auth, 'content-type': 'application/json' },
+      payload: JSON.stringify({ channels: [uniqueChannel(), uniqueChannel()], messages: [{ data: 'b' }] }),
+    });
+    expect(batch.statusCode).toBe(201);
+    const after = (await t.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(count(after, 'rest') - count(before, 'rest')).toBe(2);
+    expect(count(after, 'batch') - count(before, 'batch')).toBe(2);
+    expect(count(after, 'realtime') - count(before, 'realtime')).toBe(0);
   });
 
   it('counts GET /stats reads answered from memory (hit) and from the store (miss), and the rows held', async () => {
@@ -205,6 +235,15 @@ describe('GET /metrics: the realtime gateway', () => {
       expect(sample(text, 'cm_realtime_slow_consumer_disconnects_total')).toBe(0);
       expect(sample(text, 'cm_consumer_lag_records', { consumer: 'realtime-delivery' })).toBe(0);
       expect(sample(text, 'cm_http_open_connections')).toBeGreaterThanOrEqual(1);
+      expect(sample(text, 'cm_realtime_connections_opened_total')).toBe(1);
+      expect(sample(text, 'cm_realtime_connections_closed_total')).toBe(0);
+      expect((await client.publish(channel, [{ data: 'from realtime' }])).action).toBe(Actions.ACK);
+      client.send({ action: Actions.CLOSE });
+      await client.next((pm) => pm.action === Actions.CLOSED);
+      const after = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(sample(after, 'cm_messages_published_total', { transport: 'realtime' })).toBe(1);
+      expect(sample(after, 'cm_messages_published_total', { transport: 'rest' })).toBe(1);
+      expect(sample(after, 'cm_realtime_connections_closed_total')).toBe(1);
     } finally {
       client?.close();
       await s.close();
