@@ -27,6 +27,7 @@ import { channelPresenceRoutes, type PresenceReader } from './routes/channel-pre
 import { batchPresenceRoutes } from './routes/batch-presence.js';
 import { statsRoutes, type StatsReader, type StatsFixtureWriter } from './routes/stats.js';
 import { dashboardRoutes } from './routes/dashboard.js';
+import { homeRoutes } from './routes/home.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
 import { channelsRoutes, type ChannelsReader } from './routes/channels.js';
@@ -206,6 +207,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
   app.register(dashboardRoutes);
+  app.register(homeRoutes);
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(channelsRoutes, { channels: deps.channels, clock: deps.clock });

@@ -91,4 +91,5 @@ export const fail = (kind: ErrorKind, message: string): never => {
   throw new ServiceError(kind, message);
 };
 
-export const errorHref = (code: number): string => `https://help.ably.io/error/${code}`;
+/** Where a code is explained: this service's own list (GET /errors, src/error-list.ts; the README's table). */
+export const errorHref = (code: number): string => `/errors#error-${code}`;
