@@ -706,10 +706,13 @@ export class Gateway {
     if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
     if (members.length > 0) this.sendSyncPages(attachment, members);
-    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, offset + 1)));
+    // The held deliveries are taken off first: the backlog goes out before them, in log order
+    // (sent while `held` was still set, it would have queued behind the live messages that came
+    // during its read: a resume on another instance delivered newer messages before older ones).
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, offset + 1)));
     for (const send of held ?? []) send();
   }
 

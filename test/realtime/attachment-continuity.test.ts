@@ -105,4 +105,66 @@ describe('a subscriber receives every message of its attachment in order, or is 
     await third.next((pm) => pm.action === Actions.MESSAGE && (pm.messages as { id: string }[]).some((m) => m.id === published.at(-1)), 10_000).catch(() => undefined);
     expect(received()).toEqual(published);
   });
+  it('a resume whose backlog read is slow gets the backlog first, then the messages that came during the read: in log order', { timeout: 60_000 }, async () => {
+    // Found by the three-instance kill test (test/faults/three-instances-kill9.test.ts): the
+    // backlog was queued behind the deliveries held during its read, so newer messages came first.
+    let gate: Promise<void> | undefined;
+    let reading!: () => void;
+    const readStarted = new Promise<void>((resolve) => (reading = resolve));
+    const gated = (log: Log): Log =>
+      new Proxy(log, {
+        get: (target, prop, receiver) =>
+          prop === 'read'
+            ? async (...args: Parameters<Log['read']>) => {
+                if (gate) {
+                  reading();
+                  await gate;
+                }
+                return target.read(...args);
+              }
+            : Reflect.get(target, prop, receiver),
+      });
+    ts = await startTestService({}, {
+      adapters: (dataDir) => {
+        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
+        return { ...adapters, log: gated(adapters.log) };
+      },
+    });
+    await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (ts.service.app.server.address() as AddressInfo).port;
+    const channel = uniqueChannel();
+    const publish = async (data: string): Promise<void> => {
+      const res = await ts!.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth }, payload: { name: 'm', data } });
+      expect(res.statusCode).toBe(201);
+    };
+    const deliveryLag = async (): Promise<number> => {
+      const text = (await ts!.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      return Number(/^cm_consumer_lag_records\{consumer="realtime-delivery"\} (\d+)/m.exec(text)?.[1] ?? -1);
+    };
+
+    const first = await RawClient.connect(port, { key: ts.key });
+    opened.push(first);
+    const connectionKey = String((first.frames[0].connectionDetails as { connectionKey: string }).connectionKey);
+    const serial = String((await first.attach(channel)).channelSerial);
+    first.close(); // the network drops it
+    for (const data of ['old-0', 'old-1', 'old-2']) await publish(data);
+
+    let release!: () => void;
+    gate = new Promise<void>((resolve) => (release = resolve));
+    const second = await RawClient.connect(port, { key: ts.key, resume: connectionKey });
+    opened.push(second);
+    second.send({ action: Actions.ATTACH, channel, channelSerial: serial, flags: 32 });
+    await readStarted;
+    gate = undefined;
+    for (const data of ['new-0', 'new-1', 'new-2']) await publish(data);
+    // Delivered to the gateway (and held for the attachment) before the backlog read goes on.
+    for (let i = 0; i < 100 && (await deliveryLag()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await deliveryLag()).toBe(0);
+    release();
+    const received = (): string[] => second.frames.filter((pm) => pm.action === Actions.MESSAGE && pm.channel === channel).flatMap((pm) => (pm.messages as { data: string }[]).map((m) => m.data));
+    await second.next((pm) => pm.action === Actions.MESSAGE && received().length === 6, 10_000).catch(() => undefined);
+    const attachedAgain = second.frames.find((pm) => pm.action === Actions.ATTACHED && pm.channel === channel);
+    expect(Number(attachedAgain?.flags) & RESUMED).toBe(RESUMED);
+    expect(received()).toEqual(['old-0', 'old-1', 'old-2', 'new-0', 'new-1', 'new-2']);
+  });
 });
