@@ -8,7 +8,7 @@
 #   docker compose -f infra/docker-compose.yml up                       # production mode (Kafka, ClickHouse)
 #   docker exec <container> channel-messaging-replay --help             # also: npm run replay -- --help
 
-ARG NODE_VERSION=24
+ARG NODE_VERSION=22
 
 # ---- build: every dependency (tsc), then the compiled service, then production dependencies only
 FROM node:${NODE_VERSION}-bookworm-slim AS build
