@@ -6,8 +6,9 @@
 #   docker build -t channel-messaging .
 #   docker run -p 8080:8080 -v cm-data:/data channel-messaging          # embedded mode
 #   docker compose -f infra/docker-compose.yml up                       # production mode (Kafka, ClickHouse)
+#   docker exec <container> channel-messaging-replay --help             # also: npm run replay -- --help
 
-ARG NODE_VERSION=20
+ARG NODE_VERSION=22
 
 # ---- build: every dependency (tsc), then the compiled service, then production dependencies only
 FROM node:${NODE_VERSION}-bookworm-slim AS build
@@ -19,11 +20,14 @@ RUN apt-get update \
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
-COPY infra/build.mjs ./infra/build.mjs
+COPY infra/build.mjs infra/prod-package.mjs ./infra/
 COPY src ./src
 COPY projections ./projections
+# prod-package.mjs: `npm start`, `npm run replay`, `npm run rebuild` run their :prod twins (plain
+# node on dist/; tsx is a dev dependency and is gone after the prune).
 RUN npm run build \
- && npm prune --omit=dev --no-audit --no-fund
+ && npm prune --omit=dev --no-audit --no-fund \
+ && node infra/prod-package.mjs
 
 # ---- run: node, the compiled service and its production dependencies; nothing else
 FROM node:${NODE_VERSION}-bookworm-slim AS run
@@ -35,8 +39,11 @@ WORKDIR /app
 COPY --from=build --chown=root:root /src/package.json ./package.json
 COPY --from=build --chown=root:root /src/node_modules ./node_modules
 COPY --from=build --chown=root:root /src/dist ./dist
+# The bin links on PATH (channel-messaging, channel-messaging-replay, channel-messaging-rebuild):
+# `npm install --global` of this directory links it, installs nothing (test/e2e/pruned-install).
 # The data directory belongs to the unprivileged user the service runs as; the code does not.
-RUN mkdir -p /data && chown node:node /data
+RUN npm install --global --offline --no-audit --no-fund /app \
+ && mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
 EXPOSE 8080

@@ -31,6 +31,11 @@ export interface Config {
   instanceId: string;
   /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
   realtime: RealtimeSettings;
+  /**
+   * Whether REALTIME_MAX_CONNECTIONS was set: a value set and lowered to what the open-file limit
+   * allows is worth a warning; the default, bounded the same way, is not.
+   */
+  realtimeMaxConnectionsSet?: boolean;
   /** channel activity and lifecycle events (projections/channels) */
   channels: ChannelSettings;
   /** Origins browsers may call from: true (any), a list, or false (no CORS headers). CORS_ORIGINS */
@@ -205,6 +210,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
+    realtimeMaxConnectionsSet: e.REALTIME_MAX_CONNECTIONS !== undefined && e.REALTIME_MAX_CONNECTIONS !== '',
     channels: parseChannels(e),
     corsOrigins: parseOrigins(e.CORS_ORIGINS),
     readyMaxLag: int(e, 'READY_MAX_LAG', 10_000, 0, 1_000_000_000),

@@ -7,12 +7,13 @@ import pino from 'pino';
 import { ConfigError, modeOf, parseCommandLine, parseConfig, serviceUsage } from './config.js';
 import { adaptersFor, startService } from './service.js';
 import { checkAppsFile, checkDataDir, listenError } from './startup.js';
+import { commandAsTyped } from './cli/command.js';
 
 async function main(): Promise<void> {
   let config;
   try {
     if (parseCommandLine(process.argv.slice(2)).help) {
-      process.stdout.write(serviceUsage());
+      process.stdout.write(serviceUsage(commandAsTyped('channel-messaging')));
       return;
     }
     config = parseConfig(process.env, process.argv.slice(2));
@@ -68,6 +69,10 @@ async function start(config: ReturnType<typeof parseConfig>): Promise<void> {
         `-d '{"name":"greeting","data":"hello"}' http://localhost:${port}/channels/test/messages\n\n`,
     );
     logger.info({ file: `${config.dataDir}/default-app.json` }, 'created the default application; its root key was printed on stderr and is in the file');
+  } else if (!config.appsFile) {
+    // Every later start says where the key is (never the key itself, which was shown once).
+    process.stderr.write(`\nThe default application's root key is in ${config.dataDir}/default-app.json\n\n`);
+    logger.info({ file: `${config.dataDir}/default-app.json` }, "the default application's root key is in the file");
   }
   logger.info({ mode: modeOf(config), port, host: config.host, dataDir: config.dataDir, sandbox: config.sandbox }, 'service listening');
 

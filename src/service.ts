@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { ensureDir } from './startup.js';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -85,7 +85,7 @@ export interface Service {
  * another holds it. The replay CLI reads the log beside a running service, without it.
  */
 export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '' }: { lock?: boolean; consumerPrefix?: string } = {}): Adapters {
-  mkdirSync(config.dataDir, { recursive: true });
+  ensureDir(config.dataDir);
   const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
   try {
     return {
@@ -426,10 +426,13 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const openFiles = openFileLimit();
   const realtimeSettings = { ...config.realtime, maxConnections: realtimeConnectionsFor(config.realtime.maxConnections, config.limits.maxConnections, openFiles) };
   if (realtimeSettings.maxConnections < config.realtime.maxConnections) {
-    logger.warn(
-      { configured: config.realtime.maxConnections, effective: realtimeSettings.maxConnections, openFiles, httpConnections: config.limits.maxConnections },
-      'REALTIME_MAX_CONNECTIONS lowered to what the open-file limit leaves beside MAX_CONNECTIONS; raise the limit (ulimit -n) or lower MAX_CONNECTIONS for more',
-    );
+    // A value set and lowered is a warning; the default is "as many as the open files allow".
+    const figures = { configured: config.realtime.maxConnections, effective: realtimeSettings.maxConnections, openFiles, httpConnections: config.limits.maxConnections };
+    if (config.realtimeMaxConnectionsSet) {
+      logger.warn(figures, 'REALTIME_MAX_CONNECTIONS lowered to what the open-file limit leaves beside MAX_CONNECTIONS; raise the limit (ulimit -n) or lower MAX_CONNECTIONS for more');
+    } else {
+      logger.info(figures, 'realtime connections bounded by the open-file limit beside MAX_CONNECTIONS (raise ulimit -n for more)');
+    }
   }
   gateway = new Gateway({
     authenticator,

@@ -1,7 +1,7 @@
 // Checks of what the configuration names, made before anything starts, so that a bad resource ends
 // the start with one line that says what to fix (main.ts prints it) instead of a stack trace.
 import { accessSync, constants, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 /** A resource the configuration names is unusable; its message is the one line the operator reads. */
 export class StartupError extends Error {}
@@ -33,9 +33,9 @@ export function checkDataDir(dir: string, { create }: { create: boolean }): void
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new StartupError(`DATA_DIR=${dir} cannot be read: ${reason(err)}`);
     if (!create) throw new StartupError(`DATA_DIR=${dir} does not exist`);
     try {
-      mkdirSync(dir, { recursive: true });
+      ensureDir(dir);
     } catch (mkdirErr) {
-      throw new StartupError(`DATA_DIR=${dir} does not exist and cannot be created: ${reason(mkdirErr)}`);
+      throw new StartupError(`DATA_DIR=${dir} does not exist and cannot be created: ${mkdirErr instanceof StartupError ? mkdirErr.message : reason(mkdirErr)}`);
     }
     stat = statSync(dir);
   }
@@ -48,6 +48,37 @@ export function checkDataDir(dir: string, { create }: { create: boolean }): void
     rmSync(probe, { force: true });
   } catch (err) {
     throw new StartupError(`DATA_DIR=${dir} is not writable: ${reason(err)}`);
+  }
+}
+
+/**
+ * mkdir -p, one directory at a time from the nearest one that exists. Node's recursive mkdir loops
+ * for ever at 100 % CPU where the parent exists but refuses new entries with ENOENT (procfs:
+ * DATA_DIR=/proc/nope); here that is an error naming the directory that cannot hold one.
+ */
+export function ensureDir(dir: string): void {
+  const missing: string[] = [];
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    let exists = true;
+    try {
+      statSync(d);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      exists = false;
+    }
+    if (exists || dirname(d) === d) break;
+    missing.unshift(d);
+  }
+  for (const d of missing) {
+    try {
+      mkdirSync(d);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') continue;
+      // The parent exists (it was there, or made just before): ENOENT means its file system takes no new directories.
+      if (code === 'ENOENT') throw new StartupError(`the file system of ${dirname(d)} does not allow creating directories in it (a virtual file system such as /proc or /sys?)`);
+      throw err;
+    }
   }
 }
 

@@ -10,6 +10,17 @@
 # Fault tests stop and restart the parts in place: infra/local/kafka.sh down|up (the broker keeps
 # its data) and infra/local/clickhouse.sh stop|start (same ports, same data).
 #
+# What it keeps (this is test infrastructure, not a place for data you want back):
+#   - the Kafka log lives in the mock broker's memory only (librdkafka's mock cluster has no disk
+#     storage): stop.sh, a crash or a reboot loses every topic. While the broker runs, a second
+#     start.sh reuses it (and ClickHouse) as they are, so to keep both, leave them running.
+#   - ClickHouse's tables are on disk in $INFRA_STATE_DIR/clickhouse/data, but a fresh start (the
+#     processes were not running) wipes them, because the log they were built from is gone and the
+#     projections' checkpoints would point past its end. KEEP_CLICKHOUSE_DATA=1 keeps them anyway
+#     (for a look at old tables; the service then sees checkpoints ahead of the new, empty log).
+#   For data that survives restarts use the embedded mode (SQLite in DATA_DIR) or real Kafka:
+#   docker compose -f infra/docker-compose.yml up (volumes for Kafka and ClickHouse).
+#
 # Environment:
 #   INFRA_STATE_DIR   state dir (default: infra/.state)
 #   TOPICS            topics to pre-create, "name:partitions ..." (default: "messages:4 presence:4 usage:4")
@@ -18,6 +29,12 @@
 #                     start, because the mock broker is in-memory and starts empty each time)
 #   START_TIMEOUT     seconds to wait for each service (default: 60)
 set -euo pipefail
+
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  # The header comment above, without the leading "# ".
+  sed -n '2,/^set -euo pipefail/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 INFRA="$ROOT/infra"

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { ensureDir } from '../startup.js';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ALL_RIGHTS, DEFAULT_KEY_CAPABILITY, type AppDefinition } from './app.js';
@@ -35,7 +36,7 @@ export function newApp(options: {
 export function loadOrCreateDefaultApp(dataDir: string, now: number): { app: AppDefinition; created: boolean } {
   const file = join(dataDir, 'default-app.json');
   if (existsSync(file)) return { app: JSON.parse(readFileSync(file, 'utf8')) as AppDefinition, created: false };
-  mkdirSync(dataDir, { recursive: true });
+  ensureDir(dataDir);
   const app = newApp({ source: 'default', keys: [{ capability: ALL_RIGHTS }], now });
   app.namespaces = [{ id: 'persisted', persisted: true }];
   writeFileSync(`${file}.tmp`, JSON.stringify(app, null, 2), { mode: 0o600 });

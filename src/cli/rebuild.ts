@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 // Rebuild a projection from offset 0 of the log (ARCHITECTURE: "exact rebuild of every projection
 // from the log after a bug fix, with the same results"), beside a running service, whose reads go
 // on: the rebuild writes the same rows the projection wrote (rows are keyed and versioned by their
@@ -10,6 +11,7 @@
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka and writes ClickHouse, otherwise the
 // embedded log and store in DATA_DIR. A progress bar on stderr when it is a terminal.
 import { parseArgs } from 'node:util';
+import { commandAsTyped, isEntryPoint } from './command.js';
 import pino from 'pino';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { adaptersFor, type Adapters } from '../service.js';
@@ -33,7 +35,8 @@ export interface RebuildProgress {
   total: number;
 }
 
-const USAGE = `usage: npm run rebuild -- --projection stats|history|presence [--data-dir DIR]
+/** The --help text, with the command as the user typed it (bin, npm script or node path). */
+export const usage = (command = 'channel-messaging-rebuild'): string => `Usage: ${command} --projection stats|history|presence [--data-dir DIR]
 
 Rebuilds a projection from offset 0 of the log, beside a running service (its reads go on).
   --projection NAME   stats, history (persisted message history) or presence (presence history)
@@ -271,11 +274,11 @@ async function main(): Promise<void> {
       tokens: true,
     });
     if (values.help) {
-      process.stdout.write(`${USAGE}\n`);
+      process.stdout.write(`${usage(commandAsTyped('channel-messaging-rebuild'))}\n`);
       return;
     }
     if (!PROJECTIONS.includes(values.projection as RebuildTarget)) {
-      throw new ConfigError(`--projection must be one of ${PROJECTIONS.join(', ')}${values.projection === undefined ? '' : `, not "${String(values.projection)}"`}\n${USAGE}`);
+      throw new ConfigError(`--projection must be one of ${PROJECTIONS.join(', ')}${values.projection === undefined ? '' : `, not "${String(values.projection)}"`}\n${usage(commandAsTyped('channel-messaging-rebuild'))}`);
     }
     target = values.projection as RebuildTarget;
     // The rest are the service's flags.
@@ -318,7 +321,7 @@ async function main(): Promise<void> {
 }
 
 // Run only as a command, not when a test imports rebuild.
-if (process.argv[1] && /rebuild\.[tj]s$/.test(process.argv[1])) {
+if (isEntryPoint(import.meta.url)) {
   main().catch((err) => {
     process.stderr.write(`rebuild failed: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

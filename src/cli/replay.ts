@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 // Replay for audits: one channel's messages between two instants, read from the log itself (not
 // from a projection), in log order, as NDJSON on stdout, with progress on stderr (on a terminal).
-// A composition root of its own: it reads the configuration the service reads. `--help`: USAGE.
+// A composition root of its own: it reads the configuration the service reads. `--help`: usage().
 //
 //   npm run -s replay -- --app <appId> --channel <name> [--from <ms|ISO>] [--to <ms|ISO>] [--data-dir ./data]
 //
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { commandAsTyped, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { checkDataDir, StartupError } from '../startup.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
@@ -65,9 +65,9 @@ export async function* replayChannel(
   }
 }
 
-const USAGE = `Usage: channel-messaging-replay --app <appId> --channel <name> [--from <time>] [--to <time>] [options]
-       npm run -s replay -- --app <appId> --channel <name> ...   (-s: no npm banner in the output)
-
+/** The --help text, with the command as the user typed it (bin, npm script or node path). */
+export const usage = (command = 'channel-messaging-replay'): string => `Usage: ${command} --app <appId> --channel <name> [--from <time>] [--to <time>] [options]
+${command.startsWith('npm ') ? '       (npm run -s keeps the npm banner out of the output)\n' : ''}
 Writes one channel's messages with from <= timestamp <= to, read from the log itself in log order,
 as NDJSON on stdout (one message a line, with its log offset); a progress bar on stderr when stderr
 is a terminal, and a summary line on stderr at the end. Times are ms since the epoch or ISO 8601
@@ -168,7 +168,7 @@ async function main(): Promise<number> {
     throw err;
   }
   if (parsed.help) {
-    process.stdout.write(USAGE);
+    process.stdout.write(usage(commandAsTyped('channel-messaging-replay')));
     return 0;
   }
   const { request, config } = parsed;
@@ -201,14 +201,7 @@ async function main(): Promise<number> {
 }
 
 // Run only as a command (node, tsx or the bin link), not when a test imports replayChannel.
-const invoked = process.argv[1] ? (() => {
-  try {
-    return pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url;
-  } catch {
-    return false;
-  }
-})() : false;
-if (invoked) {
+if (isEntryPoint(import.meta.url)) {
   main().then(
     (code) => {
       process.exitCode = code;

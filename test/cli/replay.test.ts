@@ -25,12 +25,15 @@ async function dataWithMessages(): Promise<{ dataDir: string; appId: string; cha
 }
 
 describe('replay CLI', () => {
-  it('--help prints the usage on stdout and exits 0', async () => {
+  it('--help prints the usage on stdout, naming the command as it was typed, and exits 0', async () => {
     const r = await replay('--help');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^Usage: channel-messaging-replay --app <appId> --channel <name>/);
-    expect(r.stdout).toContain('npm run -s replay');
+    expect(r.stdout).toMatch(/^Usage: npx tsx src\/cli\/replay.ts --app <appId> --channel <name>/);
     expect(r.stderr).toBe('');
+    // As npm runs the `replay` script (npm sets these two; the script names the file).
+    const viaNpm = await runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), '--help'], { npm_lifecycle_event: 'replay', npm_lifecycle_script: 'tsx src/cli/replay.ts' });
+    expect(viaNpm.stdout).toMatch(/^Usage: npm run replay -- --app <appId> --channel <name>/);
+    expect(viaNpm.stdout).toContain('npm run -s');
   });
 
   it('refuses --from later than --to (exit 2)', async () => {

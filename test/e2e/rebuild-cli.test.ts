@@ -83,7 +83,7 @@ describe('npm run rebuild (ARCHITECTURE: exact rebuild of every projection from 
   }, 120_000);
 
   it('--help prints the usage (util.parseArgs); a missing or unknown --projection is refused with it', async () => {
-    expect((await cli(['--help'])).stdout).toMatch(/usage: npm run rebuild -- --projection stats\|history\|presence/);
+    expect((await cli(['--help'])).stdout).toMatch(/^Usage: npx tsx src\/cli\/rebuild.ts --projection stats\|history\|presence/);
     for (const args of [[], ['--projection', 'nope']]) {
       const failed = await cli(args).catch((e) => e);
       expect(failed.code).toBe(2);

@@ -57,6 +57,13 @@ describe('startup errors: one line and a non-zero exit', () => {
     expectOneLine(r, 1, /^failed to start: DATA_DIR=\/sys is not writable: /);
   });
 
+  it.runIf(process.platform === 'linux')('DATA_DIR under /proc, where a recursive mkdir loops for ever: refused at once', async () => {
+    for (const dir of ['/proc/nope', '/proc/nope/deeper']) {
+      const r = await start({ DATA_DIR: dir });
+      expectOneLine(r, 1, new RegExp(`^failed to start: DATA_DIR=${dir} does not exist and cannot be created: the file system of /proc does not allow creating directories in it`));
+    }
+  });
+
   it('HOST that is neither an address nor a host name', async () => {
     const r = await start({ DATA_DIR: freshDir(), HOST: 'not a host' });
     expectOneLine(r, 2, /^configuration error: HOST="not a host" must be an IP address/);
