@@ -31,8 +31,9 @@ export class PublishLoad {
   private readonly loops: Promise<void>[] = [];
 
   constructor(
-    private readonly target: Target,
-    private readonly options: { workers: number; answerTimeoutMs: number; pauseMs?: number },
+    readonly target: Target,
+    /** `prefix`: put before each message's data, so that several loads on one channel stay apart. */
+    private readonly options: { workers: number; answerTimeoutMs: number; pauseMs?: number; prefix?: string },
   ) {}
 
   start(): this {
@@ -54,7 +55,7 @@ export class PublishLoad {
     const url = `http://127.0.0.1:${this.target.port}/channels/${encodeURIComponent(this.target.channel)}/messages`;
     const headers = { authorization: basic(this.target.key), 'content-type': 'application/json' };
     for (let seq = 0; !this.stopped; seq++) {
-      const data = `${worker}:${seq}`;
+      const data = `${this.options.prefix ?? ''}${worker}:${seq}`;
       this.sent.add(data);
       const sentAt = Date.now();
       const outcome: Outcome = { data, status: 0, sentAt, ms: 0 };
