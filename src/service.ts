@@ -209,8 +209,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   });
   subscriptions.push(historySub);
   consumers.set('history', historySub);
-  await historySub.caughtUp;
-  logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up');
+  // The projections below start together and are awaited together: on Kafka each consumer's first
+  // join of its group waits out the broker's initial rebalance delay (3 s by default), which one
+  // after another made a start wait that long for every topic holding data.
+  const catchingUp: Promise<unknown>[] = [historySub.caughtUp.then(() => logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up'))];
 
   // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
   const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence'), maxUnstoredRows });
@@ -223,7 +225,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   });
   subscriptions.push(presenceSub);
   consumers.set('presence', presenceSub);
-  await presenceSub.caughtUp;
+  catchingUp.push(presenceSub.caughtUp);
 
   // Stats: one projection over everything that is counted: messages, presence, usage reports and
   // realtime connections made.
@@ -239,7 +241,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     });
     subscriptions.push(sub);
     consumers.set(`stats-${topic}`, sub);
-    await sub.caughtUp;
+    catchingUp.push(sub.caughtUp);
   }
 
   // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
@@ -256,8 +258,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     });
     subscriptions.push(sub);
     consumers.set(`channels-${topic}`, sub);
-    await sub.caughtUp;
+    catchingUp.push(sub.caughtUp);
   }
+  await Promise.all(catchingUp);
 
   const appendClock = new MonotonicClock(clock);
   const batcher = new AppendBatcher(log, appendClock, undefined, metrics.appends);
