@@ -946,7 +946,7 @@ export class Gateway {
    * Heartbeats where the gateway was silent, pings where the client was, and dead sockets closed
    * (§6.1). Each tick visits one slice of the connections, so each is visited once a second: one
    * tick for all of them sent the HEARTBEATs and pings of connections made together in one go, and
-   * with 10,000 such connections delivery stalled for 140-240 ms every 16 s (README: Realtime).
+   * with 10,000 such connections delivery stalled for 140-240 ms every 16 s (test/bench/README.md: Realtime).
    */
   private tick(): void {
     const now = this.clock.now();

@@ -8,7 +8,7 @@
 // subscriber on another, each message carrying its send time. "lost" counts ACKed messages the
 // subscriber never received (it waits 3 s after the window); "refused" those NACKed.
 //
-// `npm run bench:flood` (FLOOD_SECONDS, default 8; FLOOD_KINDS, a subset). Figures: README, Benchmarks (realtime door).
+// `npm run bench:flood` (FLOOD_SECONDS, default 8; FLOOD_KINDS, a subset). Figures: test/bench/README.md, the realtime door under floods.
 import { fork } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';

@@ -1,7 +1,7 @@
 // The realtime gateway's housekeeping, measured alone: N idle connections with a short
 // maxIdleInterval (2 s), so HEARTBEATs and pings come due every 2 s, and the service's event-loop
 // delay (p50, p99, max) over 10 s. The service runs in this process, the clients in a child.
-// `npx tsx test/bench/housekeeping-stall.ts [N]` (default 8,000). Figures: README, Realtime.
+// `npx tsx test/bench/housekeeping-stall.ts [N]` (default 8,000). Figures: test/bench/README.md, Realtime.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';

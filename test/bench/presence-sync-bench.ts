@@ -4,7 +4,7 @@
 // by the socket, past about 130,000 members the slow-reader cut-off (80020) ended such a reader
 // and get() never completed.
 //
-// `npx tsx test/bench/presence-sync-bench.ts [members]`. Figures: README, Benchmarks (realtime door).
+// `npx tsx test/bench/presence-sync-bench.ts [members]`. Figures: test/bench/README.md, the realtime door under floods.
 import WebSocket from 'ws';
 import { startServiceChild } from './service-child.js';
 import { realtimeClient, within } from '../helpers/realtime.js';

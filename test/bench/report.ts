@@ -1,5 +1,5 @@
 // The results as markdown tables: printed as they are (padded, so they read well in a terminal)
-// and written to test/bench/last-results.md for the README's benchmark section.
+// and written to test/bench/last-results.md for the benchmark figures (test/bench/README.md, and the README's Benchmarks summary).
 import { cpus, totalmem } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -338,7 +338,7 @@ async function realtimeOnly(): Promise<void> {
   const previous = previousResults();
   // Replaced in place of the old section, with the soak's after it as before.
   writeFileSync(RESULTS_FILE, withSection(withSection(previous, 'realtime', section), 'soak', sectionOf(previous, 'soak')));
-  console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
+  console.log('---- markdown for test/bench/README.md (also in test/bench/last-results.md) ----\n');
   console.log(section);
   log(`realtime section written to ${RESULTS_FILE}`);
   if (failed) {
@@ -458,7 +458,7 @@ async function main(): Promise<void> {
 
   const md = markdown(report, ROOT);
   console.log(`\n${throughputTable(report.throughput)}\n\n${visibilityTable(report.visibility)}\n`);
-  console.log('---- markdown for the README (also in test/bench/last-results.md) ----\n');
+  console.log('---- markdown for test/bench/README.md (also in test/bench/last-results.md) ----\n');
   console.log(md);
   if (realtimeSection) console.log(`${realtimeSection}\n`);
   // The soak's section stays as its own run left it.

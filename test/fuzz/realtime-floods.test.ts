@@ -3,7 +3,7 @@
 // in-band (DISCONNECTED 42911, or ERROR 80013 for a frame nested too deep or too wide, never an
 // unexplained close), every victim publish is ACKed and received once and in order, no victim is
 // disconnected, and the service answers REST throughout. How much the victims' latency moves is a
-// benchmark's question (`npm run bench:flood`, README: the realtime door under floods), not a test's.
+// benchmark's question (`npm run bench:flood`, test/bench/README.md: the realtime door under floods), not a test's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { decode } from '@msgpack/msgpack';
