@@ -415,7 +415,10 @@ async function main(): Promise<void> {
   }
 
   const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 1000);
-  if (!options.publishOnly) {
+  // BENCH_ONLY=production: the publish and visibility rows only.
+  const rest = !options.publishOnly && !options.productionOnly;
+  if (options.productionOnly && 'skipped' in production) report.failed = true;
+  if (rest) {
     log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
     report.sections.push(
       `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
@@ -430,7 +433,7 @@ async function main(): Promise<void> {
   }
 
   let realtimeSection: string | undefined;
-  if (!options.publishOnly) {
+  if (rest) {
     log('realtime: fan-out, latency, memory and connections, bare ws then the embedded service');
     const rt = await realtimeRows('Measured in the same run.');
     realtimeSection = rt.section;
@@ -462,7 +465,7 @@ async function main(): Promise<void> {
   console.log(md);
   if (realtimeSection) console.log(`${realtimeSection}\n`);
   // The soak's section stays as its own run left it.
-  if (!options.publishOnly) writeFileSync(RESULTS_FILE, withSection(withSection(md, 'realtime', realtimeSection), 'soak', sectionOf(previousResults(), 'soak')));
+  if (rest) writeFileSync(RESULTS_FILE, withSection(withSection(md, 'realtime', realtimeSection), 'soak', sectionOf(previousResults(), 'soak')));
   if (report.failed) {
     log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
     process.exitCode = 1;
