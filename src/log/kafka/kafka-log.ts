@@ -96,7 +96,7 @@ export class KafkaLog implements Log {
   private admin: Promise<Admin> | undefined;
   private readonly producers: (Promise<Producer> | undefined)[];
   private readonly topics = new Map<string, Promise<number>>();
-  /** Partition counts of the topics ensureTopic confirmed. */
+  /** Partition counts of the topics appended to (see sendByProducer). */
   private readonly partitionCounts = new Map<string, number>();
   private readonly readers = new Map<string, KafkaTopicReader>();
   private readonly subscriptions = new Set<KafkaSubscription>();
@@ -196,10 +196,7 @@ export class KafkaLog implements Log {
       try {
         const { topics } = await admin.fetchTopicMetadata({ topics: [kafkaTopic] });
         const partitions = topics.find((t) => t.name === kafkaTopic)?.partitions ?? [];
-        if (partitions.length > 0 && partitions.every((p) => p.leader >= 0)) {
-          this.partitionCounts.set(kafkaTopic, partitions.length);
-          return partitions.length;
-        }
+        if (partitions.length > 0 && partitions.every((p) => p.leader >= 0)) return partitions.length;
       } catch (err) {
         last = err;
       }
@@ -244,8 +241,13 @@ export class KafkaLog implements Log {
   }
 
   private async sendByProducer(kafkaTopic: string, records: AppendRecord[], deadline: { passed: boolean }): Promise<LogPosition[]> {
-    // Known after the topic's first append; until then appends wait for the same promise, in call order.
-    const partitions = this.partitionCounts.get(kafkaTopic) ?? (await this.ensureTopic(kafkaTopic));
+    // Known after the topic's first append; until then appends wait for the same promise and go on
+    // in call order (set here, not when the promise settles, so that no later append overtakes them).
+    let partitions = this.partitionCounts.get(kafkaTopic);
+    if (partitions === undefined) {
+      partitions = await this.ensureTopic(kafkaTopic);
+      this.partitionCounts.set(kafkaTopic, partitions);
+    }
     let lanes = this.lanes.get(kafkaTopic);
     if (!lanes) this.lanes.set(kafkaTopic, (lanes = this.producers.map(() => ({ queue: [], busy: false }))));
     const counts = new Map<number, number>();
@@ -290,6 +292,10 @@ export class KafkaLog implements Log {
     lane.busy = true;
     try {
       while (lane.queue.length > 0) {
+        if (this.closed) {
+          for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
+          break;
+        }
         const shares: Share[] = [];
         let bytes = 0;
         while (lane.queue.length > 0 && (shares.length === 0 || bytes + lane.queue[0].bytes <= MAX_REQUEST_BYTES)) {
