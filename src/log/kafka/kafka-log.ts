@@ -42,7 +42,8 @@ export interface KafkaLogOptions {
    * is its own and has one produce request in flight, so a partition's records land in append order
    * even across retries, and an idempotent producer's sequence numbers stay its own (kafkajs sends
    * one request at a time per broker and producer when idempotent). More is not free: on the local
-   * mock broker, where publishing is CPU-bound, 4 cost 15% of the publish rate against 1 and 2 (README).
+   * mock broker, where publishing is bound by CPU, 2 cost 7 to 20% more CPU per publish than 1, and
+   * 4 more again (README, Benchmarks).
    */
   producers?: number;
   logger?: LoggerLike;
