@@ -79,6 +79,10 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * a partition to one producer, whose requests go one after the other: per-key order is the log's
  * order, while the producers' requests are in flight together. Consumers start from the caller's
  * checkpoint, not from the group's committed offsets (see KafkaSubscription).
+ *
+ * The producers' queues replaced one request in flight for the whole log (each append chained on
+ * the one before). They are for brokers whose acks=all round trip bounds publishing; on the local
+ * mock broker, where the CPU does, they bought nothing (README, Benchmarks: production publish).
  */
 export class KafkaLog implements Log {
   readonly kind = 'kafka' as const;
