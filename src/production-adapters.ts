@@ -21,8 +21,9 @@ export interface Isolation {
  * ClickHouse client serves every store and is closed with the adapters.
  */
 export async function productionAdapters(config: Config, logger: Logger, isolation: Isolation = {}): Promise<Adapters> {
-  // Both answer within STARTUP_TIMEOUT_MS, or the start ends saying which one did not.
-  const cluster = await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
+  // Both answer within STARTUP_TIMEOUT_MS, or the start ends saying which one did not; meanwhile
+  // "waiting for Kafka at host:port" (or ClickHouse) about once a second.
+  const cluster = await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs, logger);
   let idempotent = config.kafkaIdempotent === true;
   if (config.kafkaIdempotent === 'auto') {
     idempotent = cluster.controllerKnown;
@@ -36,14 +37,15 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       `KAFKA_IDEMPOTENT=1, but the Kafka cluster at ${config.kafkaBrokers!.join(',')} names no controller among its brokers (librdkafka's mock broker?), so it cannot serve an idempotent producer; set KAFKA_IDEMPOTENT=0 or auto`,
     );
   }
-  const probe = createClickHouseClient({ url: config.clickhouseUrl!, quiet: true });
+  // A ping that hangs (an address that accepts connections but does not answer) ends within a few seconds.
+  const probe = createClickHouseClient({ url: config.clickhouseUrl!, quiet: true, requestTimeoutMs: Math.min(config.startupTimeoutMs, 3000) });
   try {
-    await waitForClickHouse(probe, config.startupTimeoutMs);
+    await waitForClickHouse(probe, config.startupTimeoutMs, { at: hostOf(config.clickhouseUrl!), logger });
   } catch (err) {
+    probe.close().catch(() => {}); // not awaited: a ping may still hang, and the start has ended
     throw new Error(`CLICKHOUSE_URL=${config.clickhouseUrl}: ${(err as Error).message}`);
-  } finally {
-    await probe.close();
   }
+  await probe.close();
   const client = createClickHouseClient({ url: config.clickhouseUrl! });
   const prefix = isolation.tablePrefix ?? '';
   return {
@@ -65,4 +67,13 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     projectionFlushMs: 1000,
     close: () => client.close(),
   };
+}
+
+/** host:port of a URL, without its credentials (for the log). */
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
 }

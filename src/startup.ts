@@ -116,3 +116,68 @@ export function listenError(err: unknown, host: string, port: number): StartupEr
       return new StartupError(`cannot listen on ${where}: ${e.code ?? e.message}`);
   }
 }
+
+export interface WaitOptions {
+  /** What is awaited, as the log names it: "Kafka", "ClickHouse". */
+  what: string;
+  /** Where, as the configuration gives it: host:port or a URL. */
+  at: string;
+  timeoutMs: number;
+  /** Told "waiting for <what> at <at>" about once a second while it does not answer. */
+  logger?: { info(obj: object, msg?: string): void };
+  /** Pause between a failed attempt and the next. */
+  retryMs?: number;
+  /** The error's message on giving up, before the last failure (default: "<what> at <at> did not answer within N ms"). */
+  gaveUp?: string;
+}
+
+const WAIT_LOG_EVERY_MS = 1000;
+
+/**
+ * Tries `attempt` until it resolves, saying what it waits for about once a second (pino, info), and
+ * gives up at `timeoutMs` exactly: an attempt still running then (a connection that hangs) is left
+ * behind, not awaited, so the start ends on time. `attempt` is told when it has been given up on,
+ * to stop what it keeps open. The error names the last failure.
+ */
+export async function waitFor<T>(options: WaitOptions, attempt: (givenUp: () => boolean) => Promise<T>): Promise<T> {
+  const started = Date.now();
+  let last: unknown;
+  let gaveUp = false;
+  const givenUp = (): boolean => gaveUp;
+  const say = (): void =>
+    options.logger?.info(
+      { waitingFor: options.what, at: options.at, elapsedMs: Date.now() - started, timeoutMs: options.timeoutMs, lastError: last instanceof Error ? last.message : undefined },
+      `waiting for ${options.what} at ${options.at}`,
+    );
+  const attempts = (async (): Promise<T> => {
+    for (let tries = 0; !gaveUp; tries++) {
+      try {
+        return await attempt(givenUp);
+      } catch (err) {
+        last = err;
+        if (tries === 0) say(); // at once, then by the timer
+        await new Promise((r) => setTimeout(r, options.retryMs ?? 250));
+      }
+    }
+    throw new Error('given up');
+  })();
+  attempts.catch(() => {}); // settles after the race once given up
+  const ticker = setInterval(say, WAIT_LOG_EVERY_MS);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      attempts,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          gaveUp = true;
+          const why = last instanceof Error && last.message ? `: ${last.message}` : '';
+          reject(new StartupError(`${options.gaveUp ?? `${options.what} at ${options.at} did not answer within ${options.timeoutMs} ms`}${why}`));
+        }, options.timeoutMs);
+      }),
+    ]);
+  } finally {
+    gaveUp = true;
+    clearInterval(ticker);
+    clearTimeout(timer);
+  }
+}

@@ -1,4 +1,4 @@
-import type { AppendRecord, Log, LogPosition, Topic } from './port.js';
+import { PartialAppendError, type AppendRecord, type Log, type LogPosition, type Topic } from './port.js';
 import { MonotonicClock } from '../clock.js';
 
 export interface PendingRecord {
@@ -15,10 +15,11 @@ interface Waiting {
 
 /**
  * Group commit: every append made in the same event-loop turn shares one log append
- * (one SQLite transaction, one Kafka produce request). While the log's limit of appends are in
- * flight (Log.maxAppendsInFlight: 1 for Kafka, 3 for the embedded log, whose writer starts the
- * next commit the moment one ends and commits appends that queued up meanwhile together) the next
- * batch accumulates, so throughput grows with concurrency instead of with fsyncs.
+ * (one SQLite transaction; for Kafka, one produce request per producer that owns some of its
+ * partitions). While the log's limit of appends are in flight (Log.maxAppendsInFlight: 3 for the
+ * embedded log, whose writer starts the next commit the moment one ends and commits appends that
+ * queued up meanwhile together; KafkaLog's own) the next batch accumulates, so throughput grows
+ * with concurrency instead of with fsyncs or round trips.
  */
 /** Told of every log append the batcher makes: its topic, records, duration and failure (src/metrics). */
 export interface AppendObserver {
@@ -111,7 +112,16 @@ export class AppendBatcher {
       }
     } catch (err) {
       if (built.length > 0) this.observer?.appended(topic, built.length, performance.now() - started, err);
-      for (const w of appended) w.reject(err);
+      // Some records written (a Kafka append over several partitions): a caller fails only when
+      // one of its own records was not.
+      const written = err instanceof PartialAppendError && err.positions.length === built.length ? err.positions : undefined;
+      let i = 0;
+      for (const w of appended) {
+        const mine = written?.slice(i, i + w.records.length);
+        i += w.records.length;
+        if (mine?.every((p) => p !== undefined)) w.resolve(mine as LogPosition[]);
+        else w.reject(err instanceof PartialAppendError && err.cause !== undefined ? err.cause : err);
+      }
     } finally {
       this.inFlight.set(topic, this.inFlight.get(topic)! - 1);
       if (first !== undefined) since.splice(since.indexOf(first), 1);

@@ -71,14 +71,36 @@ export interface ScanResult {
   lastTimestamp: number;
 }
 
+/**
+ * An append of which some records are durable and others are not (a Kafka append whose produce
+ * requests went to several partitions, one of which failed): `positions` holds each written
+ * record's position and undefined for the others, so that a group commit fails only the callers
+ * whose records were not written (AppendBatcher).
+ */
+export class PartialAppendError extends Error {
+  constructor(
+    message: string,
+    readonly positions: (LogPosition | undefined)[],
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'PartialAppendError';
+  }
+}
+
 export interface Log {
   readonly kind: 'embedded' | 'kafka';
   /**
-   * How many appends may be in flight at once with their records still landing in call order and
-   * an append failing whenever an earlier one failed (1 when absent).
+   * How many appends may be in flight at once with each key's records still landing in call order
+   * (1 when absent). What a failed append means for the ones after it is the adapter's: the
+   * embedded log fails them all, the Kafka log fails none (a record lands after its key's earlier
+   * records or not at all).
    */
   readonly maxAppendsInFlight?: number;
-  /** Appends and resolves only once every record is durable; positions in input order. */
+  /**
+   * Appends and resolves only once every record is durable; positions in input order. May reject
+   * with a PartialAppendError naming the records that were written.
+   */
   append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]>;
   consume(options: ConsumeOptions): Subscription;
   /** Reads records in offset order from one partition, for replay and audits. */

@@ -23,6 +23,11 @@ export interface BenchOptions {
   cpuProfile: boolean;
   /** BENCH_ONLY=publish: publish throughput only (bare and embedded), for quick comparisons */
   publishOnly: boolean;
+  /**
+   * BENCH_ONLY=production: the publish rounds (bare and embedded), then production throughput and
+   * publish-to-visible beside the embedded visibility rows (printed, not written); needs the infrastructure
+   */
+  productionOnly: boolean;
   /** BENCH_ONLY=channels: the channel status and enumeration rows only (printed, not written) */
   channelsOnly: boolean;
   /** BENCH_ONLY=realtime: the realtime rows only (bare `ws` baseline and the embedded service) */
@@ -97,7 +102,9 @@ function readMixOf(env: Record<string, string | undefined>): BenchOptions['soakR
 function onlyOf(env: Record<string, string | undefined>): string | undefined {
   const raw = env.BENCH_ONLY;
   if (raw === undefined || raw === '') return undefined;
-  if (raw !== 'publish' && raw !== 'realtime' && raw !== 'channels') throw new Error(`BENCH_ONLY="${raw}" must be "publish", "realtime" or "channels" (or unset for everything)`);
+  if (!['publish', 'production', 'realtime', 'channels'].includes(raw)) {
+    throw new Error(`BENCH_ONLY="${raw}" must be "publish", "production", "realtime" or "channels" (or unset for everything)`);
+  }
   return raw;
 }
 
@@ -114,6 +121,7 @@ export function benchOptions(env: Record<string, string | undefined>): BenchOpti
     backgroundLoad: numberOf(env, 'BENCH_BACKGROUND_LOAD', 0, 1),
     cpuProfile: numberOf(env, 'BENCH_CPU_PROF', 0, 1) === 1,
     publishOnly: onlyOf(env) === 'publish',
+    productionOnly: onlyOf(env) === 'production',
     realtimeOnly: onlyOf(env) === 'realtime',
     channelsOnly: onlyOf(env) === 'channels',
     realtime: {

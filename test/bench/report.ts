@@ -16,6 +16,8 @@ export interface ThroughputRow {
   rssMiB?: number;
   /** why there is no result */
   skipped?: string;
+  /** req/s against bare rounds of its own, alternated with this setup's (production), instead of the first row's */
+  vsBare?: number;
 }
 
 export interface VisibilityRow {
@@ -59,7 +61,7 @@ export function throughputTable(rows: ThroughputRow[]): string {
     const failures = non2xx + errors + timeouts;
     const cpu = r.cpuUsPerRequest === undefined ? '–' : r.cpuUsPerRequest.toFixed(0);
     const rss = r.rssMiB === undefined ? '–' : r.rssMiB.toFixed(0);
-    return [r.setup, int(reqPerSec), String(p50), String(p99), failures === 0 ? '0' : `**${failures}**`, bare ? (reqPerSec / bare).toFixed(2) : '–', cpu, rss];
+    return [r.setup, int(reqPerSec), String(p50), String(p99), failures === 0 ? '0' : `**${failures}**`, r.vsBare !== undefined ? r.vsBare.toFixed(2) : bare ? (reqPerSec / bare).toFixed(2) : '–', cpu, rss];
   });
   return table(
     ['Publish (POST)', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx / errors', 'vs bare', 'server CPU µs/req', 'server RSS MiB'],
@@ -107,7 +109,7 @@ export function markdown(report: Report, root: string): string {
     '',
     `**Publish throughput.** autocannon, ${o.connections} connections, pipelining ${o.pipelining}, after ${o.warmupS} s of warm-up; ` +
       `bare and embedded alternate over ${o.rounds} round${o.rounds === 1 ? '' : 's'} of ${o.roundS} s, and each row adds its rounds up ` +
-      `(req/s and CPU over all of them, latencies of its median round), so "vs bare" is the ratio of the two totals; production: one run of ${o.durationS} s; ` +
+      `(req/s and CPU over all of them, latencies of its median round), so "vs bare" is the ratio of the two totals; production alternates likewise with bare rounds of its own, after them, its "vs bare" the ratio to those; ` +
       `each request publishes one message (a ${report.body.length}-byte JSON body) to one of ${o.channels} channels with Basic auth. ` +
       `Latencies are autocannon's, in whole milliseconds. "server CPU" is the server process's user + system time per request: ` +
       `it depends less than req/s on what else the machine runs. "server RSS" is its resident memory after the run.`,
@@ -115,7 +117,7 @@ export function markdown(report: Report, root: string): string {
     throughputTable(report.throughput),
     '',
     `**Publish → visible in history.** Publish one message with a unique id, then poll \`GET /channels/<ch>/messages?limit=1\` until it is the newest; ` +
-      `${o.samples} samples, one request at a time. "ack" is the publish's 201; "visible" counts from sending the publish. ` +
+      `${o.samples} samples, one request at a time, the history requests to the instance that acknowledged the publish. "ack" is the publish's 201; "visible" counts from sending the publish. ` +
       `Under load, autocannon publishes to other channels at ${Math.round(o.backgroundLoad * 100)}% of the throughput measured above.`,
     '',
     visibilityTable(report.visibility),

@@ -155,40 +155,57 @@ function combined(runs: Measured[]): Measured {
 }
 
 /**
- * Bare and embedded publish throughput in many short alternating rounds (bare first in odd
+ * Bare and service publish throughput in many short alternating rounds (bare first in odd
  * rounds, the service first in even ones), so that both see the same machine: on a shared or
  * virtual machine throughput drifts by tens of percent within minutes, and rounds measured
  * minutes apart differed by as much as the change being measured. Rounds of equal length, added
  * up, make "vs bare" the ratio of the two totals.
  */
-async function interleavedThroughput(report: Report, bare: ChildServer, embedded: ServiceChild): Promise<void> {
+async function alternateWithBare(bare: ChildServer, service: ServiceChild, label: string): Promise<{ bareRuns: Measured[]; serviceRuns: Measured[] }> {
   const bareSpec = loadSpec('bare POST /bare', bare.url, ['/bare'], {}, options.roundS);
-  const serviceSpec = loadSpec('service embedded publish', embedded.server.url, BENCH_PATHS, { authorization: embedded.auth }, options.roundS);
+  const serviceSpec = loadSpec(label, service.server.url, BENCH_PATHS, { authorization: service.auth }, options.roundS);
   await warmUp(bareSpec);
   await warmUp(serviceSpec);
   const bareRuns: Measured[] = [];
   const serviceRuns: Measured[] = [];
   for (let round = 1; round <= options.rounds; round++) {
-    log(`throughput round ${round} of ${options.rounds}`);
+    log(`throughput round ${round} of ${options.rounds} (${label})`);
     if (round % 2 === 1) {
       bareRuns.push(await measure(bareSpec, bare));
-      serviceRuns.push(await measure(serviceSpec, embedded.server));
+      serviceRuns.push(await measure(serviceSpec, service.server));
     } else {
-      serviceRuns.push(await measure(serviceSpec, embedded.server));
+      serviceRuns.push(await measure(serviceSpec, service.server));
       bareRuns.push(await measure(bareSpec, bare));
     }
   }
+  return { bareRuns, serviceRuns };
+}
+
+/** The rounds' req/s in order, and the service/bare ratio per round, for the notes. */
+function roundsNote(name: string, bareRuns: Measured[], serviceRuns: Measured[]): string {
+  const list = (runs: Measured[]): string => runs.map((r) => Math.round(r.result.reqPerSec).toLocaleString('en-US')).join(', ');
+  const ratios = bareRuns.map((r, i) => serviceRuns[i].result.reqPerSec / r.result.reqPerSec).sort((a, b) => a - b);
+  return (
+    `Throughput rounds (req/s, in order): bare ${list(bareRuns)}; ${name} ${list(serviceRuns)}. ` +
+    `${name[0].toUpperCase()}${name.slice(1)}/bare per round: from ${ratios[0].toFixed(2)} to ${ratios[ratios.length - 1].toFixed(2)}, median ${ratios[Math.floor((ratios.length - 1) / 2)].toFixed(2)}.`
+  );
+}
+
+async function interleavedThroughput(report: Report, bare: ChildServer, embedded: ServiceChild): Promise<void> {
+  const { bareRuns, serviceRuns } = await alternateWithBare(bare, embedded, 'service embedded publish');
   report.throughput.push({ setup: 'bare fastify (`POST /bare` → 201)', ...combined(bareRuns) });
   report.throughput.push({ setup: 'service, embedded (SQLite log and store)', ...combined(serviceRuns) });
   if ([...bareRuns, ...serviceRuns].some((r) => failuresOf(r.result) > 0)) report.failed = true;
-  if (options.rounds > 1) {
-    const list = (runs: Measured[]): string => runs.map((r) => Math.round(r.result.reqPerSec).toLocaleString('en-US')).join(', ');
-    const ratios = bareRuns.map((r, i) => serviceRuns[i].result.reqPerSec / r.result.reqPerSec).sort((a, b) => a - b);
-    report.notes.push(
-      `Throughput rounds (req/s, in order): bare ${list(bareRuns)}; embedded ${list(serviceRuns)}. ` +
-        `Embedded/bare per round: from ${ratios[0].toFixed(2)} to ${ratios[ratios.length - 1].toFixed(2)}, median ${ratios[Math.floor((ratios.length - 1) / 2)].toFixed(2)}.`,
-    );
-  }
+  if (options.rounds > 1) report.notes.push(roundsNote('embedded', bareRuns, serviceRuns));
+}
+
+/** Production throughput in rounds alternating with bare rounds of its own (after the embedded ones). */
+async function productionThroughput(report: Report, bare: ChildServer, production: ServiceChild, setup: string): Promise<void> {
+  const { bareRuns, serviceRuns } = await alternateWithBare(bare, production, 'service production publish');
+  const total = (runs: Measured[]): number => runs.reduce((n, r) => n + r.result.reqPerSec, 0);
+  report.throughput.push({ setup, ...combined(serviceRuns), vsBare: total(serviceRuns) / total(bareRuns) });
+  if ([...bareRuns, ...serviceRuns].some((r) => failuresOf(r.result) > 0)) report.failed = true;
+  if (options.rounds > 1) report.notes.push(roundsNote('production', bareRuns, serviceRuns));
 }
 
 /** Throughput and visibility of the service in one mode; errors become "skipped" rows for production. */
@@ -354,9 +371,9 @@ async function main(): Promise<void> {
     console.log(await channelsBench({ channels: 100_000, samples: Number(process.env.BENCH_CHANNELS_SAMPLES ?? 100), progress: log }));
     return;
   }
-  const production = await productionEnv(process.env, ROOT);
+  const productionEnvFound = await productionEnv(process.env, ROOT);
   const report: Report = {
-    command: commandLine(process.env, 'skipped' in production ? undefined : production.file ? 'local infrastructure' : 'environment'),
+    command: commandLine(process.env, 'skipped' in productionEnvFound ? undefined : productionEnvFound.file ? 'local infrastructure' : 'environment'),
     options,
     body: BODY,
     throughput: [],
@@ -367,19 +384,37 @@ async function main(): Promise<void> {
   log(`${machineLine(ROOT)}`);
   const busyAtStart = loadAverage();
   if (busyAtStart > BUSY_LOAD) log(`the machine is busy (1-minute load average ${busyAtStart.toFixed(2)}): req/s will be low`);
-  log(`${report.command}: ${options.rounds} alternating rounds of ${options.roundS} s (bare and embedded), production runs of ${options.durationS} s, ${options.connections} connections, ${options.channels} channels, ${options.samples} visibility samples`);
+  log(`${report.command}: ${options.rounds} alternating rounds of ${options.roundS} s (bare and embedded, then bare and production), ${options.connections} connections, ${options.channels} channels, ${options.samples} visibility samples`);
 
   log('bare fastify and the embedded service: starting a child process each');
   const bareProf = profiling('bare');
   const bare = await startServer({ name: 'bare', entry: 'test/bench/bare-server.ts', env: {}, readyPath: '/bare', nodeArgs: bareProf.nodeArgs });
   running.add(bare);
   const embeddedProf = profiling('embedded');
+  const productionSetup = 'service, production (Kafka + ClickHouse)';
+  const productionProf = profiling('production');
   let embedded: ServiceChild | undefined;
+  let production: ServiceChild | undefined;
   try {
     embedded = await startServiceChild('service-embedded', {}, embeddedProf.nodeArgs);
     await interleavedThroughput(report, bare, embedded);
+    // Production's rounds alternate with bare rounds of their own, once the embedded ones are done.
+    if (!options.publishOnly && !('skipped' in productionEnvFound)) {
+      log('service, production: starting the service in a child process');
+      try {
+        production = await startServiceChild('service-production', productionEnvFound.env, productionProf.nodeArgs);
+        await productionThroughput(report, bare, production, productionSetup);
+      } catch (err) {
+        await production?.stop();
+        production = undefined;
+        const reason = err instanceof StartError ? err.reason : (err as Error).message;
+        log(`production: skipped (${reason})`);
+        if (!report.throughput.some((r) => r.setup === productionSetup)) report.throughput.push({ setup: productionSetup, skipped: reason });
+      }
+    }
   } catch (err) {
     await embedded?.stop();
+    await production?.stop();
     throw err;
   } finally {
     running.delete(bare);
@@ -388,16 +423,15 @@ async function main(): Promise<void> {
   }
   await benchService(report, 'embedded', {}, 'service, embedded (SQLite log and store)', { service: embedded, profileDir: embeddedProf.dir });
 
-  const productionSetup = 'service, production (Kafka + ClickHouse)';
   if (options.publishOnly) {
     log('BENCH_ONLY=publish: production mode, visibility, stats and replay skipped');
-  } else if ('skipped' in production) {
-    log(`production: skipped (${production.skipped})`);
-    report.throughput.push({ setup: productionSetup, skipped: production.skipped });
-    report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: production.skipped });
+  } else if ('skipped' in productionEnvFound) {
+    log(`production: skipped (${productionEnvFound.skipped})`);
+    report.throughput.push({ setup: productionSetup, skipped: productionEnvFound.skipped });
+    report.visibility.push({ mode: 'production', channel: '–', load: '–', skipped: productionEnvFound.skipped });
   } else {
-    log(`production: infrastructure from ${production.file ?? 'the environment'}: ${Object.entries(production.env).map(([k, v]) => `${k}=${v}`).join(' ')}`);
-    if (production.kafkaMock) {
+    log(`production: infrastructure from ${productionEnvFound.file ?? 'the environment'}: ${Object.entries(productionEnvFound.env).map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    if (productionEnvFound.kafkaMock) {
       report.notes.push(
         "production ran on librdkafka's mock broker (infra/local), which answers a consumer's fetch only when the fetch's max wait " +
           `(KafkaLog's fetchMaxWaitMs, set in src/production-adapters.ts) runs out, even when records arrive meanwhile; so "visible" there is mostly that wait. ` +
@@ -405,7 +439,8 @@ async function main(): Promise<void> {
       );
     }
     try {
-      await benchService(report, 'production', production.env, productionSetup);
+      if (!production) throw new Error(report.throughput.find((r) => r.setup === productionSetup)?.skipped ?? 'the service did not start');
+      await benchService(report, 'production', productionEnvFound.env, productionSetup, { service: production, profileDir: productionProf.dir });
     } catch (err) {
       const reason = err instanceof StartError ? err.reason : (err as Error).message;
       log(`production: skipped (${reason})`);
@@ -415,13 +450,16 @@ async function main(): Promise<void> {
   }
 
   const statsSamples = Number(process.env.BENCH_STATS_SAMPLES ?? 1000);
-  if (!options.publishOnly) {
+  // BENCH_ONLY=production: the publish and visibility rows only.
+  const rest = !options.publishOnly && !options.productionOnly;
+  if (options.productionOnly && 'skipped' in productionEnvFound) report.failed = true;
+  if (rest) {
     log('stats: GET /stats over 30 days of 6-second rollups, then replay rates');
     report.sections.push(
       `**Stats queries.** ${statsSamples} requests per unit, each for the newest records of 30 days of samples (one every 6 seconds, one app), through GET /stats (inject, no network).`,
-      await statsQueryBench({ samples: statsSamples, production: 'skipped' in production ? undefined : production.env, progress: log }),
+      await statsQueryBench({ samples: statsSamples, production: 'skipped' in productionEnvFound ? undefined : productionEnvFound.env, progress: log }),
       `**Stats rebuild.** Reading a log of publish events, raw, beside the stats rebuild of the same log (count, roll up, write samples and rollups), alternating, in the same run; embedded, and Kafka into ClickHouse when found.`,
-      await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), production: 'skipped' in production ? undefined : production.env, progress: log }),
+      await replayBench({ events: Number(process.env.BENCH_REPLAY_EVENTS ?? 200_000), production: 'skipped' in productionEnvFound ? undefined : productionEnvFound.env, progress: log }),
       `**Memory.** The in-memory history tail holds every channel's last two minutes; each message costs what this measures (the bench's message, one per publish).`,
       await tailMemoryBench({ messages: 1_000_000, body: BODY, progress: log }),
       `**Channels.** GET /channels and GET /channels/<id> with 100,000 active channels in one app, beside GET /time and a publish in the same service (inject, no network).`,
@@ -430,7 +468,7 @@ async function main(): Promise<void> {
   }
 
   let realtimeSection: string | undefined;
-  if (!options.publishOnly) {
+  if (rest) {
     log('realtime: fan-out, latency, memory and connections, bare ws then the embedded service');
     const rt = await realtimeRows('Measured in the same run.');
     realtimeSection = rt.section;
@@ -462,7 +500,7 @@ async function main(): Promise<void> {
   console.log(md);
   if (realtimeSection) console.log(`${realtimeSection}\n`);
   // The soak's section stays as its own run left it.
-  if (!options.publishOnly) writeFileSync(RESULTS_FILE, withSection(withSection(md, 'realtime', realtimeSection), 'soak', sectionOf(previousResults(), 'soak')));
+  if (rest) writeFileSync(RESULTS_FILE, withSection(withSection(md, 'realtime', realtimeSection), 'soak', sectionOf(previousResults(), 'soak')));
   if (report.failed) {
     log('some requests failed (non-2xx, errors, timeouts or messages never visible): the figures above are not valid');
     process.exitCode = 1;

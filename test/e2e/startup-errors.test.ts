@@ -32,6 +32,14 @@ function expectOneLine(result: { code: number; stderr: string }, code: number, p
 
 const kafka = await findKafka();
 
+/** The JSON log lines (stdout) of a start that says what it waits for. */
+const waitingLines = (stdout: string): Record<string, unknown>[] =>
+  stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('waiting for '));
+
 describe('startup errors: one line and a non-zero exit', () => {
   it('APPS_FILE that does not exist', async () => {
     const r = await start({ DATA_DIR: freshDir(), APPS_FILE: '/nonexistent/apps.json' });
@@ -95,9 +103,41 @@ describe('startup errors: one line and a non-zero exit', () => {
     expectOneLine(r, 1, /^failed to start: no Kafka broker of KAFKA_BROKERS=127\.0\.0\.1:\d+ answered within 500 ms/);
   });
 
-  it.runIf(kafka !== undefined || requireInfra)('ClickHouse that does not answer: given up after STARTUP_TIMEOUT_MS', async () => {
-    const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: kafka!.brokers.join(','), CLICKHOUSE_URL: `http://127.0.0.1:${await closedPort()}`, STARTUP_TIMEOUT_MS: '500' });
+  it('Kafka that does not answer: "waiting for Kafka at host:port" about once a second, then given up at STARTUP_TIMEOUT_MS (issue 23)', { timeout: 60_000 }, async () => {
+    const port = await closedPort();
+    const started = Date.now();
+    const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: `127.0.0.1:${port}`, CLICKHOUSE_URL: 'http://127.0.0.1:9', STARTUP_TIMEOUT_MS: '3000' });
+    const elapsed = Date.now() - started;
+    expectOneLine(r, 1, new RegExp(`^failed to start: no Kafka broker of KAFKA_BROKERS=127\\.0\\.0\\.1:${port} answered within 3000 ms`));
+    const waiting = waitingLines(r.stdout);
+    expect(waiting.length, r.stdout).toBeGreaterThanOrEqual(2);
+    expect(waiting.length, r.stdout).toBeLessThanOrEqual(5);
+    for (const line of waiting) expect(line).toMatchObject({ msg: `waiting for Kafka at 127.0.0.1:${port}`, waitingFor: 'Kafka', timeoutMs: 3000 });
+    // The process's own start (tsx) comes on top; the old wait was 30 s whatever the setting.
+    expect(elapsed).toBeLessThan(3000 + 12_000);
+  });
+
+  it('a Kafka address that accepts connections and never answers is given up at STARTUP_TIMEOUT_MS, not at a request timeout (issue 23)', { timeout: 60_000 }, async () => {
+    const silent = createServer(() => {}); // takes connections, says nothing
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const { port } = silent.address() as AddressInfo;
+    try {
+      const started = Date.now();
+      const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: `127.0.0.1:${port}`, CLICKHOUSE_URL: 'http://127.0.0.1:9', STARTUP_TIMEOUT_MS: '3000' });
+      const elapsed = Date.now() - started;
+      expectOneLine(r, 1, /^failed to start: no Kafka broker of KAFKA_BROKERS=127\.0\.0\.1:\d+ answered within 3000 ms/);
+      expect(waitingLines(r.stdout).length, r.stdout).toBeGreaterThanOrEqual(2);
+      expect(elapsed).toBeLessThan(3000 + 12_000);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it.runIf(kafka !== undefined || requireInfra)('ClickHouse that does not answer: "waiting for ClickHouse at host:port", given up after STARTUP_TIMEOUT_MS', async () => {
+    const port = await closedPort();
+    const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: kafka!.brokers.join(','), CLICKHOUSE_URL: `http://127.0.0.1:${port}`, STARTUP_TIMEOUT_MS: '500' });
     expectOneLine(r, 1, /^failed to start: CLICKHOUSE_URL=http:\/\/127\.0\.0\.1:\d+: ClickHouse did not answer within 500 ms/);
+    expect(waitingLines(r.stdout).map((l) => l.msg), r.stdout).toContain(`waiting for ClickHouse at 127.0.0.1:${port}`);
   });
 
   it.runIf(kafka?.mock === true || (requireInfra && process.env.KAFKA_MOCK === '1'))('KAFKA_IDEMPOTENT=1 on a cluster that cannot serve it (the mock broker) fails at once, naming the switch', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AppendBatcher } from '../../src/log/append-batcher.js';
 import { MonotonicClock } from '../../src/clock.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import type { AppendRecord, Log, LogPosition, Topic } from '../../src/log/port.js';
+import { PartialAppendError, type AppendRecord, type Log, type LogPosition, type Topic } from '../../src/log/port.js';
 
 /** The embedded log, counting the appends that reach it. */
 function countingLog(): { log: Log; calls: AppendRecord[][] } {
@@ -127,5 +127,27 @@ describe('group commit fails per record, not per batch (issue 10: no input of on
     await expect(batcher.append('messages', [poisoned])).rejects.toThrow('no');
     expect(calls).toHaveLength(0);
     await expect(batcher.append('messages', [record(1)])).resolves.toHaveLength(1);
+  });
+
+  it('an append the log wrote in part (PartialAppendError) fails only the callers with a record not written', async () => {
+    const { log, pending } = manualLog(1);
+    const batcher = new AppendBatcher(log, new MonotonicClock());
+    const results = Promise.allSettled([
+      batcher.append('messages', [record(0)]),
+      batcher.append('messages', [record(1), record(2)]),
+      batcher.append('messages', [record(3)]),
+      batcher.append('messages', [record(4), record(5)]),
+    ]);
+    await turn();
+    expect(pending).toHaveLength(1);
+    const refused = new Error('partition 1 refused the request');
+    // Records 2 and 3 not written: the second and third callers fail, the first and fourth hold positions.
+    const positions = [0, 1, undefined, undefined, 4, 5].map((offset) => (offset === undefined ? undefined : { partition: 0, offset }));
+    pending[0].settle(new PartialAppendError('some written', positions, { cause: refused }));
+    const settled = await results;
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect((settled[0] as PromiseFulfilledResult<LogPosition[]>).value).toEqual([{ partition: 0, offset: 0 }]);
+    expect((settled[3] as PromiseFulfilledResult<LogPosition[]>).value).toEqual([{ partition: 0, offset: 4 }, { partition: 0, offset: 5 }]);
+    expect((settled[1] as PromiseRejectedResult).reason).toBe(refused);
   });
 });

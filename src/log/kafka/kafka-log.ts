@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import type { AppendRecord, ConsumeOptions, Log, LogPosition, LogRecord, Subscription, Topic } from '../port.js';
+import { PartialAppendError, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
@@ -37,19 +37,60 @@ export interface KafkaLogOptions {
    * publish answers 503 instead of waiting on a broker that is down.
    */
   appendTimeoutMs?: number;
+  /**
+   * Producers writing at once (default 2). Each owns the partitions whose number modulo this count
+   * is its own and has one produce request in flight, so a partition's records land in append order
+   * even across retries, and an idempotent producer's sequence numbers stay its own (kafkajs sends
+   * one request at a time per broker and producer when idempotent). More is not free: on the local
+   * mock broker, where publishing is bound by CPU, 2 cost 7 to 20% more CPU per publish than 1, and
+   * 4 more again (README, Benchmarks).
+   */
+  producers?: number;
   logger?: LoggerLike;
+}
+
+const DEFAULT_PRODUCERS = 2;
+/**
+ * A producer's queued shares go together up to this many bytes of keys and values: a partition's
+ * record batch must stay under the broker's message.max.bytes (1 MiB by default).
+ */
+const MAX_REQUEST_BYTES = 512 * 1024;
+
+/** One append's records for one producer, waiting for their request. */
+interface Share {
+  records: { record: AppendRecord; partition: number }[];
+  bytes: number;
+  deadline: { passed: boolean };
+  done: { resolve(base: Map<number, number>): void; reject(err: unknown): void };
+}
+
+/** A producer's queue for one topic; busy while a request of it is in flight. */
+interface Lane {
+  queue: Share[];
+  busy: boolean;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
- * The log on Apache Kafka through kafkajs. An append is one produce request with acks from all
- * in-sync replicas, so it resolves only once durable. A key always maps to the same partition
- * (the embedded log's partitionFor), so per-key order is the log's order. Consumers start from
- * the caller's checkpoint, not from the group's committed offsets (see KafkaSubscription).
+ * The log on Apache Kafka through kafkajs. An append is one produce request per producer that owns
+ * some of its partitions (options.producers), with acks from all in-sync replicas, so it resolves
+ * only once durable. A key always maps to the same partition (the embedded log's partitionFor) and
+ * a partition to one producer, whose requests go one after the other: per-key order is the log's
+ * order, while the producers' requests are in flight together. Consumers start from the caller's
+ * checkpoint, not from the group's committed offsets (see KafkaSubscription).
+ *
+ * The producers' queues replaced one request in flight for the whole log (each append chained on
+ * the one before). They are for brokers whose acks=all round trip bounds publishing; on the local
+ * mock broker, where the CPU does, they bought nothing (README, Benchmarks: production publish).
  */
 export class KafkaLog implements Log {
   readonly kind = 'kafka' as const;
+  /**
+   * One append per producer in flight and one waiting behind it, built while the first is out, so
+   * that a producer never waits for the batcher; more only split the same records into smaller requests.
+   */
+  readonly maxAppendsInFlight: number;
   private readonly kafka: Kafka;
   private readonly clientId: string;
   private readonly prefix: string;
@@ -58,12 +99,14 @@ export class KafkaLog implements Log {
   private readonly logger: LoggerLike | undefined;
   private readonly fetchMaxWaitMs: number;
   private admin: Promise<Admin> | undefined;
-  private producer: Promise<Producer> | undefined;
+  private readonly producers: (Promise<Producer> | undefined)[];
   private readonly topics = new Map<string, Promise<number>>();
+  /** Partition counts of the topics appended to (see sendByProducer). */
+  private readonly partitionCounts = new Map<string, number>();
   private readonly readers = new Map<string, KafkaTopicReader>();
   private readonly subscriptions = new Set<KafkaSubscription>();
-  /** The produce request sent last; the next one waits for it to settle (see append). */
-  private lastSend: Promise<unknown> = Promise.resolve();
+  /** Per topic, each producer's records waiting for its request in flight to settle (see append). */
+  private readonly lanes = new Map<string, Lane[]>();
   private closed = false;
 
   constructor(options: KafkaLogOptions) {
@@ -74,6 +117,9 @@ export class KafkaLog implements Log {
     this.idempotent = options.idempotent ?? true;
     this.logger = options.logger;
     this.fetchMaxWaitMs = options.fetchMaxWaitMs ?? 500;
+    const producers = Math.max(1, Math.floor(options.producers ?? DEFAULT_PRODUCERS));
+    this.producers = new Array<Promise<Producer> | undefined>(producers).fill(undefined);
+    this.maxAppendsInFlight = producers + 1;
     this.kafka = new Kafka({
       clientId: this.clientId,
       brokers: options.brokers,
@@ -96,15 +142,15 @@ export class KafkaLog implements Log {
     }));
   }
 
-  private connectedProducer(): Promise<Producer> {
-    return (this.producer ??= (async () => {
+  private connectedProducer(lane: number): Promise<Producer> {
+    return (this.producers[lane] ??= (async () => {
       const producer = this.kafka.producer({
         idempotent: this.idempotent,
-        // Idempotence needs one request in flight to keep order across retries.
-        ...(this.idempotent ? { maxInFlightRequests: 1 } : {}),
+        // One request at a time is what append sends a producer; said again for idempotence.
+        maxInFlightRequests: 1,
         allowAutoTopicCreation: true,
-        // Short backoffs: a produce retried after its append timed out holds the next one back
-        // (append), so once the broker is back it should be tried again within a second.
+        // Short backoffs: a produce retried after its append timed out holds its producer's next
+        // one back (append), so once the broker is back it should be tried again within a second.
         retry: { initialRetryTime: 100, maxRetryTime: 1_000, retries: 10 },
         // Partitions are chosen here (partitionFor); naming the partitioner silences kafkajs' v2 notice.
         createPartitioner: Partitioners.DefaultPartitioner,
@@ -112,7 +158,7 @@ export class KafkaLog implements Log {
       await producer.connect();
       return producer;
     })().catch((err) => {
-      this.producer = undefined;
+      this.producers[lane] = undefined;
       throw err;
     }));
   }
@@ -174,21 +220,21 @@ export class KafkaLog implements Log {
   }
 
   /**
-   * Appends with a deadline. A produce that timed out may still be written later (kafkajs keeps
-   * retrying it), so the next produce waits until it settles: records land in the order their
-   * timestamps were given, and a produce that never started before its deadline is never sent.
+   * Appends with a deadline. Each producer's share of the records waits for that producer's
+   * request in flight to settle, then goes with every share queued behind it as one request (a
+   * group commit per producer): a produce that timed out may still be written later (kafkajs keeps
+   * retrying it), so nothing of its partitions is sent until it settles, and a share whose append's
+   * deadline passed before it was sent is never sent. A request that fails fails only the records
+   * in it (PartialAppendError when others of the append were written); later appends go on (a
+   * record lands after its key's earlier records or not at all).
    */
-  async append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    if (this.closed) throw new Error('log is closed');
-    if (records.length === 0) return [];
+  append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
+    if (this.closed) return Promise.reject(new Error('log is closed'));
+    if (records.length === 0) return Promise.resolve([]);
     const timeoutMs = this.options.appendTimeoutMs;
     const deadline = { passed: false };
-    const send = this.lastSend.then(() => {
-      if (deadline.passed) throw new Error('not sent: the append had timed out while an earlier one was in flight');
-      return this.produce(topic, records);
-    });
-    this.lastSend = send.catch(() => undefined);
-    if (timeoutMs === undefined) return send;
+    const sent = this.sendByProducer(this.kafkaTopic(topic), records, deadline);
+    if (timeoutMs === undefined) return sent;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -196,52 +242,125 @@ export class KafkaLog implements Log {
         reject(new Error(`Kafka did not acknowledge the append within ${timeoutMs} ms`));
       }, timeoutMs);
     });
+    return Promise.race([sent, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private async sendByProducer(kafkaTopic: string, records: AppendRecord[], deadline: { passed: boolean }): Promise<LogPosition[]> {
+    // Known after the topic's first append; until then appends wait for the same promise and go on
+    // in call order (set here, not when the promise settles, so that no later append overtakes them).
+    let partitions = this.partitionCounts.get(kafkaTopic);
+    if (partitions === undefined) {
+      partitions = await this.ensureTopic(kafkaTopic);
+      this.partitionCounts.set(kafkaTopic, partitions);
+    }
+    let lanes = this.lanes.get(kafkaTopic);
+    if (!lanes) this.lanes.set(kafkaTopic, (lanes = this.producers.map(() => ({ queue: [], busy: false }))));
+    const counts = new Map<number, number>();
+    const shares = new Map<number, Share>();
+    const placed = records.map((record) => {
+      const partition = partitionFor(record.key, partitions);
+      const index = counts.get(partition) ?? 0;
+      counts.set(partition, index + 1);
+      const lane = partition % lanes.length;
+      let share = shares.get(lane);
+      if (!share) shares.set(lane, (share = { records: [], bytes: 0, deadline, done: undefined! }));
+      share.records.push({ record, partition });
+      share.bytes += record.value.byteLength + record.key.length;
+      return { partition, index };
+    });
+    const sends = [...shares].map(
+      ([lane, share]) =>
+        new Promise<Map<number, number>>((resolve, reject) => {
+          share.done = { resolve, reject };
+          lanes[lane].queue.push(share);
+          if (!lanes[lane].busy) void this.drain(kafkaTopic, lane, lanes[lane]);
+        }),
+    );
+    const results = await Promise.allSettled(sends);
+    const base = new Map<number, number>();
+    let failure: unknown;
+    for (const r of results) {
+      if (r.status === 'fulfilled') for (const [partition, offset] of r.value) base.set(partition, offset);
+      else failure ??= r.reason;
+    }
+    const positions = placed.map(({ partition, index }) => {
+      const first = base.get(partition);
+      return first === undefined ? undefined : { partition, offset: first + index };
+    });
+    if (failure === undefined) return positions as LogPosition[];
+    if (base.size === 0) throw failure;
+    throw new PartialAppendError(`Kafka wrote ${base.size} of ${counts.size} partitions of the append: ${(failure as Error).message}`, positions, { cause: failure });
+  }
+
+  /** Sends a producer's queued shares, as many as fit in one request at a time, until none is left. */
+  private async drain(kafkaTopic: string, laneIndex: number, lane: Lane): Promise<void> {
+    lane.busy = true;
     try {
-      return await Promise.race([send, timeout]);
+      while (lane.queue.length > 0) {
+        if (this.closed) {
+          for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
+          break;
+        }
+        const shares: Share[] = [];
+        let bytes = 0;
+        while (lane.queue.length > 0 && (shares.length === 0 || bytes + lane.queue[0].bytes <= MAX_REQUEST_BYTES)) {
+          const share = lane.queue.shift()!;
+          if (share.deadline.passed) {
+            share.done.reject(new Error('not sent: the append had timed out while an earlier one was in flight'));
+            continue;
+          }
+          shares.push(share);
+          bytes += share.bytes;
+        }
+        if (shares.length === 0) continue;
+        try {
+          const base = await this.produce(kafkaTopic, laneIndex, shares.flatMap((share) => share.records));
+          // Shares lie one after the other in each partition's record batch.
+          const next = new Map(base);
+          for (const share of shares) {
+            const own = new Map<number, number>();
+            for (const { partition } of share.records) {
+              if (!own.has(partition)) own.set(partition, next.get(partition)!);
+              next.set(partition, next.get(partition)! + 1);
+            }
+            share.done.resolve(own);
+          }
+        } catch (err) {
+          for (const share of shares) share.done.reject(err);
+        }
+      }
     } finally {
-      clearTimeout(timer);
+      lane.busy = false;
     }
   }
 
-  private async produce(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    const kafkaTopic = this.kafkaTopic(topic);
-    const partitions = await this.ensureTopic(kafkaTopic);
-    const producer = await this.connectedProducer();
-
-    // kafkajs writes one record batch per partition, in input order: a record's offset is its
-    // partition's base offset plus the number of earlier records of this call in that partition.
-    const counts = new Map<number, number>();
-    const placed = records.map((r) => {
-      const partition = partitionFor(r.key, partitions);
-      const index = counts.get(partition) ?? 0;
-      counts.set(partition, index + 1);
-      return { partition, index };
-    });
+  /** One produce request; resolves with each partition's base offset. */
+  private async produce(kafkaTopic: string, lane: number, messages: { record: AppendRecord; partition: number }[]): Promise<Map<number, number>> {
+    const producer = await this.connectedProducer(lane);
     const results = await producer.send({
       topic: kafkaTopic,
       acks: -1,
-      messages: records.map((r, i) => ({
+      messages: messages.map(({ record: r, partition }) => ({
         key: r.key,
         value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
         timestamp: String(r.timestamp),
-        partition: placed[i].partition,
+        partition,
       })),
     });
+    const counts = new Map<number, number>();
+    for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
     const base = new Map<number, number>();
     for (const r of results) if (r.topicName === kafkaTopic) base.set(r.partition, Number(r.baseOffset));
-    const positions = placed.map(({ partition, index }) => {
+    for (const partition of counts.keys()) {
       const first = base.get(partition);
-      if (first === undefined || !(first >= 0)) {
-        throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
-      }
-      return { partition, offset: first + index };
-    });
+      if (first === undefined || !(first >= 0)) throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
+    }
     // Subscriptions of this process learn the new end offsets now rather than at their next fetch.
     for (const sub of this.subscriptions) {
       if (sub.kafkaTopic !== kafkaTopic) continue;
-      for (const [partition, first] of base) sub.observe(partition, first + (counts.get(partition) ?? 0));
+      for (const [partition, n] of counts) sub.observe(partition, base.get(partition)! + n);
     }
-    return positions;
+    return base;
   }
 
   consume(options: ConsumeOptions): Subscription {
@@ -315,11 +434,10 @@ export class KafkaLog implements Log {
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
     await Promise.all([...this.readers.values()].map((r) => r.close()));
     this.readers.clear();
-    const producer = this.producer;
+    const producers = this.producers.splice(0, this.producers.length, ...this.producers.map(() => undefined));
     const admin = this.admin;
-    this.producer = undefined;
     this.admin = undefined;
-    await producer?.then((p) => p.disconnect()).catch(quietly('producer disconnect'));
+    await Promise.all(producers.map((producer) => producer?.then((p) => p.disconnect()).catch(quietly('producer disconnect'))));
     await admin?.then((a) => a.disconnect()).catch(quietly('admin disconnect'));
   }
 }

@@ -1,4 +1,5 @@
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { waitFor } from '../../startup.js';
 
 export interface KafkaCluster {
   brokers: number;
@@ -6,52 +7,58 @@ export interface KafkaCluster {
   controllerKnown: boolean;
 }
 
+/** Longest single try: a broker address that accepts connections but does not speak Kafka holds a request this long. */
+const ATTEMPT_TIMEOUT_MS = 3000;
+
 /**
- * Asks the brokers for the cluster's description, giving up after `timeoutMs` (the start must end
- * with one clear line, not retry for ever). kafkajs' own logging is off: a broker that does not
- * answer is said once, by the caller.
+ * Asks the brokers for the cluster's description, saying "waiting for Kafka at host:port" about
+ * once a second while none answers (with a logger), and giving up after `timeoutMs` (the start
+ * must end with one clear line, not retry for ever). kafkajs' own logging is off: a broker that
+ * does not answer is said by these lines and the error.
  */
-export async function probeKafka(brokers: string[], clientId: string, timeoutMs: number): Promise<KafkaCluster> {
+export async function probeKafka(
+  brokers: string[],
+  clientId: string,
+  timeoutMs: number,
+  logger?: { info(obj: object, msg?: string): void },
+): Promise<KafkaCluster> {
+  const attemptMs = Math.min(timeoutMs, ATTEMPT_TIMEOUT_MS);
   const kafka = new Kafka({
     clientId,
     brokers,
     logLevel: logLevel.NOTHING,
-    connectionTimeout: Math.min(timeoutMs, 3000),
-    retry: { retries: 0 }, // tried again below, until the time is up
+    connectionTimeout: attemptMs,
+    authenticationTimeout: attemptMs,
+    requestTimeout: attemptMs,
+    retry: { retries: 0 }, // tried again by waitFor, until the time is up
   });
-  const admin = kafka.admin();
-  let timer: NodeJS.Timeout | undefined;
-  let last: unknown;
-  let gaveUp = false;
-  const attempt = async (): Promise<KafkaCluster> => {
-    // Stops once given up: nothing may keep a process that is exiting alive.
-    while (!gaveUp) {
-      try {
-        await admin.connect();
-        const cluster = await admin.describeCluster();
-        return { brokers: cluster.brokers.length, controllerKnown: cluster.brokers.some((b) => b.nodeId === cluster.controller) };
-      } catch (err) {
-        last = err;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
-    throw new Error('given up');
-  };
-  const attempting = attempt();
-  attempting.catch(() => {}); // settles after the race when given up
+  let admin: Admin | undefined;
+  let ok = false;
   try {
-    return await Promise.race([
-      attempting,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          const why = last instanceof Error ? `: ${last.message}` : '';
-          reject(new Error(`no Kafka broker of KAFKA_BROKERS=${brokers.join(',')} answered within ${timeoutMs} ms${why}`));
-        }, timeoutMs);
-      }),
-    ]);
+    const cluster = await waitFor(
+      { what: 'Kafka', at: brokers.join(','), timeoutMs, logger, gaveUp: `no Kafka broker of KAFKA_BROKERS=${brokers.join(',')} answered within ${timeoutMs} ms` },
+      async () => {
+        admin ??= kafka.admin();
+        try {
+          await admin.connect();
+          const described = await admin.describeCluster();
+          return { brokers: described.brokers.length, controllerKnown: described.brokers.some((b) => b.nodeId === described.controller) };
+        } catch (err) {
+          // A fresh admin for the next try: one left half-connected keeps its request pending.
+          const failed = admin;
+          admin = undefined;
+          void failed.disconnect().catch(() => {});
+          throw err;
+        }
+      },
+    );
+    ok = true;
+    return cluster;
   } finally {
-    gaveUp = true;
-    clearTimeout(timer);
-    await admin.disconnect().catch(() => {});
+    // After a success the admin disconnects at once; after giving up, a try may still hang on a
+    // request: it is let go, not awaited (nothing may hold a start that has ended).
+    const last = admin;
+    if (ok) await last?.disconnect().catch(() => {});
+    else void last?.disconnect().catch(() => {});
   }
 }

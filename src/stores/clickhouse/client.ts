@@ -3,6 +3,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Sql } from './sql.js';
 import { ClickHouseError, ClickHouseLogLevel, createClient, parseError, type ClickHouseClient } from '@clickhouse/client';
 import { ServiceError } from '../../errors.js';
+import { waitFor, type WaitOptions } from '../../startup.js';
 
 export type { ClickHouseClient };
 
@@ -103,23 +104,19 @@ class SelectReader {
   }
 }
 
-/** Pings until the server answers or the time runs out (start-up ordering with a fresh server). */
-export async function waitForClickHouse(client: ClickHouseClient, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const result = await client.ping();
-      if (result.success) return;
-      last = result.error;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(`ClickHouse did not answer within ${timeoutMs} ms: ${last instanceof Error ? last.message : String(last)}`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
+/**
+ * Pings until the server answers or the time runs out (start-up ordering with a fresh server),
+ * saying "waiting for ClickHouse at <at>" about once a second meanwhile (startup.ts: waitFor).
+ */
+export async function waitForClickHouse(
+  client: ClickHouseClient,
+  timeoutMs = 30_000,
+  options: { at?: string; logger?: WaitOptions['logger'] } = {},
+): Promise<void> {
+  await waitFor({ what: 'ClickHouse', at: options.at ?? 'its URL', timeoutMs, logger: options.logger, gaveUp: `ClickHouse did not answer within ${timeoutMs} ms` }, async () => {
+    const result = await client.ping();
+    if (!result.success) throw result.error;
+  });
 }
 
 /**
