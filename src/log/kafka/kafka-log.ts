@@ -49,7 +49,8 @@ export interface KafkaLogOptions {
   logger?: LoggerLike;
 }
 
-const DEFAULT_PRODUCERS = 2;
+/** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
+const DEFAULT_PRODUCERS = 1;
 /**
  * A producer's queued shares go together up to this many bytes of keys and values: a partition's
  * record batch must stay under the broker's message.max.bytes (1 MiB by default).
