@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import Database from '../../src/stores/sqlite/driver.mjs';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/messages/message.js';

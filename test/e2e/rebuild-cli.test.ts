@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import Database from 'better-sqlite3';
+import Database from '../../src/stores/sqlite/driver.mjs';
 import { removeDir, startTestService, uniqueChannel } from '../helpers/service.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 

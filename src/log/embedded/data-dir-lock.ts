@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import Database from '../../stores/sqlite/driver.mjs';
 
 /** Another process (or another service in this one) holds the data directory. */
 export class DataDirLockedError extends Error {

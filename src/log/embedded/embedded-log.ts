@@ -1,4 +1,4 @@
-import Database from 'better-sqlite3';
+import Database from '../../stores/sqlite/driver.mjs';
 import type {
   AppendRecord,
   ConsumeOptions,

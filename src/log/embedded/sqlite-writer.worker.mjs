@@ -3,7 +3,7 @@
 // arrived while a commit ran share the next transaction: all of them commit, or none.
 // Plain JavaScript: a worker starts outside the TypeScript loader (tsx, vitest).
 import { parentPort, workerData, receiveMessageOnPort } from 'node:worker_threads';
-import Database from 'better-sqlite3';
+import Database from '../../stores/sqlite/driver.mjs';
 
 const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
