@@ -50,13 +50,13 @@ export function loadOrCreateDefaultApp(dataDir: string, now: number): { app: App
   return { app, created: true };
 }
 
-/** The default app DATA_DIR holds, if any (brought up to date: see loadOrCreateDefaultApp). */
-export function loadDefaultApp(dataDir: string): AppDefinition | undefined {
+/** The default app DATA_DIR holds, if any; `upgrade`: its file brought up to date (see loadOrCreateDefaultApp). */
+export function loadDefaultApp(dataDir: string, { upgrade = true }: { upgrade?: boolean } = {}): AppDefinition | undefined {
   const file = defaultAppFile(dataDir);
   if (!existsSync(file)) return undefined;
   const { key: _key, ...app } = JSON.parse(readFileSync(file, 'utf8')) as AppDefinition & { key?: string };
   const root = app.keys[0];
-  if (root && (!root.revocableTokens || !root.management || _key !== keyString(root))) {
+  if (upgrade && root && (!root.revocableTokens || !root.management || _key !== keyString(root))) {
     root.revocableTokens = true;
     root.management = true;
     writeDefaultApp(dataDir, app);
