@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { InjectOptions } from 'fastify';
-import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { basic, listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 
 let t: TestService;
@@ -177,6 +178,58 @@ describe('refusals, in the error format', () => {
     expect(res.json().error).toMatchObject({ code: 40127, statusCode: 403 });
     expect(res.json().error.message).toMatch(/MAX_KEYS_PER_APP=6/);
     expect((await list()).json().length).toBe(6);
+  });
+});
+
+describe('realtime connections', () => {
+  it('on a revoked key end: its basic connections with ERROR 40131, its token connections DISCONNECTED 40141; others stay', async () => {
+    const own = await startTestService();
+    const port = await listening(own);
+    const ownApp = own.key.split('.')[0];
+    const clients: RawClient[] = [];
+    try {
+      const make = async (body: unknown) =>
+        (await own.service.app.inject({ method: 'POST', url: `/apps/${ownApp}/keys`, headers: { authorization: own.auth, ...json }, payload: JSON.stringify(body) })).json();
+      const doomed = await make({ name: 'doomed' });
+      const kept = await make({ name: 'kept' });
+      const token = (
+        await own.service.app.inject({ method: 'POST', url: `/keys/${doomed.keyName}/requestToken`, headers: { authorization: basic(doomed.key), ...json }, payload: { keyName: doomed.keyName, timestamp: Date.now() } })
+      ).json().token as string;
+      const connect = async (query: Record<string, string>) => {
+        const c = await RawClient.connect(port, query);
+        clients.push(c);
+        return c;
+      };
+      const byKey = await connect({ key: doomed.key });
+      const byToken = await connect({ access_token: token });
+      const other = await connect({ key: kept.key });
+
+      // A capability change applies to what a connection on the key does next.
+      const narrowed = await own.service.app.inject({ method: 'PATCH', url: `/apps/${ownApp}/keys/${doomed.id}`, headers: { authorization: own.auth, ...json }, payload: { capability: { 'only-here': ['publish'] } } });
+      expect(narrowed.statusCode).toBe(200);
+      const refused = await byKey.publish('elsewhere', [{ name: 'n' }]);
+      expect(refused.action).toBe(Actions.NACK);
+      expect(refused.error).toMatchObject({ code: 40160 });
+      expect((await byKey.publish('only-here', [{ name: 'n' }])).action).toBe(Actions.ACK);
+
+      const res = await own.service.app.inject({ method: 'POST', url: `/apps/${ownApp}/keys/${doomed.id}/revoke`, headers: { authorization: own.auth } });
+      expect(res.statusCode).toBe(200);
+      const error = await byKey.next((pm) => pm.action === Actions.ERROR);
+      expect(error.error).toMatchObject({ code: 40131, statusCode: 401 });
+      await byKey.closed;
+      const disconnected = await byToken.next((pm) => pm.action === Actions.DISCONNECTED);
+      expect(disconnected.error).toMatchObject({ code: 40141, statusCode: 401 });
+      await other.ping();
+      expect(other.frames.some((pm) => pm.action === Actions.ERROR || pm.action === Actions.DISCONNECTED)).toBe(false);
+      // A new connection on the revoked key is refused.
+      const again = await RawClient.open(port, { key: doomed.key });
+      clients.push(again);
+      expect((await again.next(() => true)).error).toMatchObject({ code: 40131 });
+    } finally {
+      for (const c of clients) c.close();
+      await own.close();
+      removeDir(own.dataDir);
+    }
   });
 });
 
