@@ -190,7 +190,8 @@ async function throughService(r: KeysRequest): Promise<Answer> {
       signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    const inner = (err as { cause?: { code?: string; message?: string } }).cause;
+    const cause = inner?.code ?? inner?.message ?? (err as Error).message;
     throw new KeysError(`no service answers at ${r.url} (${cause}); start it, give --url, or use --direct while the embedded service is stopped`);
   }
   const text = await res.text();

@@ -102,7 +102,7 @@ describe('keys CLI', () => {
 
   it('--direct while the service is stopped; a restart keeps every change; replay --keys shows them without secrets', async () => {
     await stop();
-    expect((await keys('list', '--url', 'http://127.0.0.1:9')).stderr).toContain('no service answers');
+    expect((await keys('list', '--url', 'http://127.0.0.1:1')).stderr).toMatch(/no service answers at http:\/\/127.0.0.1:1 \(ECONNREFUSED\)/);
     const made = await keys('create', '--direct', '--name', 'offline');
     expect(made.code, made.stderr).toBe(0);
     const offline = made.stdout.trim();
