@@ -101,8 +101,11 @@ describe('keys CLI', () => {
   }, 60_000);
 
   it('--direct while the service is stopped; a restart keeps every change; replay --keys shows them without secrets', async () => {
+    const stopped = `http://127.0.0.1:${await service!.listening}`;
     await stop();
-    expect((await keys('list', '--url', 'http://127.0.0.1:1')).stderr).toMatch(/no service answers at http:\/\/127.0.0.1:1 \(ECONNREFUSED\)/);
+    const refused = await keys('list', '--url', stopped);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`no service answers at ${stopped} (ECONNREFUSED)`);
     const made = await keys('create', '--direct', '--name', 'offline');
     expect(made.code, made.stderr).toBe(0);
     const offline = made.stdout.trim();
