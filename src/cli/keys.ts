@@ -116,7 +116,8 @@ export function parseKeysArgs(argv: string[], env: Record<string, string | undef
   }
   if (values.help) return { help: true };
   const [command, keyId, ...rest] = positionals;
-  if (!(COMMANDS as readonly string[]).includes(command)) {
+  const isCommand = (c: string | undefined): c is Command => (COMMANDS as readonly (string | undefined)[]).includes(c);
+  if (!isCommand(command)) {
     throw new ConfigError(command === undefined ? `give a command: ${COMMANDS.join(', ')} (see --help)` : `unknown command "${command}": ${COMMANDS.join(', ')} (see --help)`);
   }
   const needsKey = command === 'update' || command === 'revoke';
