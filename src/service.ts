@@ -16,7 +16,7 @@ import { AppendBatcher } from './log/append-batcher.js';
 import { decodeEvent, encodeEvent, type KeyEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { randomId } from './apps/default-app.js';
-import { configuredApps } from './apps/configured-apps.js';
+import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
 import type { AppDefinition } from './apps/app.js';
 import { KeyAdmin } from './apps/key-admin.js';
 import { AppliedPositions } from './log/applied-positions.js';
@@ -244,16 +244,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     await sub.caughtUp;
   }
 
-  // An apps file that leaves out an app with data (stats count every publish and request) says so.
-  if (config.appsFile) {
-    try {
-      for (const appId of (await statsStore.appsWithData()).filter((id) => !registry.app(id))) {
-        logger.warn({ appId, appsFile: config.appsFile }, `app "${appId}" has data here (history, stats) but is not in APPS_FILE: its keys do not work and its data cannot be read until it is added back`);
-      }
-    } catch (err) {
-      logger.warn({ err }, 'could not list the apps with data, to check that APPS_FILE names them all');
-    }
-  }
+  if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
 
   // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
   // messages of the tail window (where the history projection starts), and the whole presence and

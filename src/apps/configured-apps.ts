@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import { loadAppsFile } from './apps-file.js';
 import { defaultAppFile, loadDefaultApp, loadOrCreateDefaultApp } from './default-app.js';
 import { keyString, type AppDefinition } from './app.js';
@@ -33,4 +34,19 @@ export function configuredApps(options: { appsFile?: string; dataDir: string; no
     });
   }
   return { apps, warnings };
+}
+
+/**
+ * An apps file that leaves out an app with data (stats count every publish and request) says so,
+ * at start, naming the app; the apps known (the file's, the kept default, the apps topic's) are not named.
+ */
+export async function warnOfAppsLeftOut(options: { appsFile: string; withData: () => Promise<string[]>; known: (appId: string) => boolean; logger: Logger }): Promise<void> {
+  const { appsFile, logger } = options;
+  try {
+    for (const appId of (await options.withData()).filter((id) => !options.known(id))) {
+      logger.warn({ appId, appsFile }, `app "${appId}" has data here (history, stats) but is not in APPS_FILE: its keys do not work and its data cannot be read until it is added back`);
+    }
+  } catch (err) {
+    logger.warn({ err }, 'could not list the apps with data, to check that APPS_FILE names them all');
+  }
 }
