@@ -144,7 +144,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   /** How far the apps topic is applied here: key management answers once its change is (read-your-writes). */
   const appsApplied = new AppliedPositions();
 
-  // Applications created through the sandbox route: a small topic, replayed whole on every start.
+  // Applications created through the sandbox route, and key management: a small topic, replayed
+  // whole on every start.
   const apps = log.consume({
     topic: Topics.apps,
     consumer: consumerName('apps'),
@@ -154,7 +155,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         const event = decodeEvent(r.value);
         if (registry.canHandle(event)) {
           registry.evolve(event);
-          if (event.type === 'key.updated' || event.type === 'key.revoked') onKeyChanged?.(event);
+          // What it does to connections never holds the topic up (a throw would retry the batch).
+          if (event.type === 'key.updated' || event.type === 'key.revoked') {
+            try {
+              onKeyChanged?.(event);
+            } catch (err) {
+              logger.error({ err, keyName: event.keyName }, 'applying a key change to realtime connections failed');
+            }
+          }
         } else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
       }
       appsApplied.applied(records);
