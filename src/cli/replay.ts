@@ -119,7 +119,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
   if (values.help) return { help: true };
   const { app: appId, keys = false } = values;
   const channel = values.channel ?? '';
-  if (!appId || (!channel && !keys)) throw new ConfigError('--app and --channel are required, or --app and --keys (see --help)');
+  if (!appId || (!channel && !keys)) throw new ConfigError('--app and --channel are required (see --help); with --keys, --app alone');
   const time = (name: 'from' | 'to', fallback: number): number => {
     const v = values[name];
     if (v === undefined) return fallback;
