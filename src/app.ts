@@ -21,6 +21,8 @@ import { channelMessagesRoutes, type HistoryReader } from './routes/channel-mess
 import { sandboxAppRoutes, type AppAdmin } from './routes/sandbox-apps.js';
 import { requestTokenRoutes } from './routes/request-token.js';
 import { revokeTokensRoutes, type TokenRevoker } from './routes/revoke-tokens.js';
+import { appKeysRoutes } from './routes/app-keys.js';
+import type { KeyAdmin } from './apps/key-admin.js';
 import { batchPublishRoutes } from './routes/batch-publish.js';
 import type { TokenService } from './auth/tokens.js';
 import { channelPresenceRoutes, type PresenceReader } from './routes/channel-presence.js';
@@ -43,6 +45,8 @@ export interface AppDeps {
   apps: AppRegistry;
   /** Token revocation (POST /keys/<keyName>/revokeTokens): appends and applies revocations. */
   revoker: TokenRevoker;
+  /** Key management (/apps/<appId>/keys): key events on the apps topic. */
+  keys?: KeyAdmin;
   publisher: Publisher;
   /** The realtime connection a publish's connectionKey names (the realtime gateway). */
   connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
@@ -214,6 +218,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });
+  if (deps.keys) app.register(appKeysRoutes, { keys: deps.keys, apps: deps.apps, limits: deps.limits });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;
 }

@@ -30,6 +30,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40105: { title: 'Nonce value replayed', what: 'A signed token request was sent twice. Make a new one for each token.' },
   40106: { title: 'No valid authentication method provided', what: 'No Authorization header (Basic or Bearer) and no key or access_token parameter.' },
   40121: { title: 'Token revocation not enabled', what: 'Revoking tokens needs a key with revocableTokens.' },
+  40127: { title: 'Key limit reached', what: 'The app holds the most keys it may (MAX_KEYS_PER_APP, revoked keys included): no key was made. 403, not 401, so that clients do not take it as a request to authenticate again.' },
   40130: { title: 'API key not recognized', what: 'No app has a key of that name on this service.' },
   40131: { title: 'API key revoked', what: 'The key was revoked: use another key.' },
   40140: { title: 'Token not accepted', what: 'The token is malformed or was not issued by this service.' },

@@ -34,6 +34,8 @@ export const ErrorCodes = {
   capabilityDenied: { code: 40160, statusCode: 401 },
   basicAuthenticationRequired: { code: 40162, statusCode: 401 },
   keyTokensNotRevocable: { code: 40163, statusCode: 401 },
+  // The catalogue's application_api_key_limit_exceeded; 403 rather than a 401, which clients take as "authenticate again".
+  keyLimitExceeded: { code: 40127, statusCode: 403 },
   notFound: { code: 40400, statusCode: 404 },
   methodNotAllowed: { code: 40500, statusCode: 405 },
   payloadTooLarge: { code: 40009, statusCode: 413 },

@@ -87,6 +87,20 @@ export interface Limits {
   /** The share of maxRevocations one app may hold. Above: 42910 (429). */
   maxRevocationsPerApp: number;
   /**
+   * Keys one app holds, revoked ones included (a revoked key is kept: it answers 40131, and the
+   * apps topic that holds it is replayed at every start). Above, a new key (POST
+   * /apps/<appId>/keys, `npm run keys -- create`) is refused: 40127 (403). MAX_KEYS_PER_APP
+   */
+  maxKeysPerApp: number;
+  /** Bytes of a key's capability (JSON) and characters of its name, in key management. Above: 40003 (400). */
+  maxKeyCapabilityBytes: number;
+  maxKeyNameLength: number;
+  /**
+   * Time a key change (key management) has to be applied by this instance's apps consumer before
+   * the call answers (read-your-writes). Above: 50003 (504); the change is on the log and holds once applied.
+   */
+  keyChangeVisibleMs: number;
+  /**
    * Time a sandbox stats fixture (POST /stats) has to be applied by the stats projection before
    * the call answers (read-your-writes). Above: 50003 (504); the fixture is on the log and counts
    * once the projection gets to it.
@@ -162,6 +176,10 @@ export const DEFAULT_LIMITS: Limits = {
   maxRevocationTargets: 100,
   maxRevocations: 100_000,
   maxRevocationsPerApp: 10_000,
+  maxKeysPerApp: 200,
+  maxKeyCapabilityBytes: 16 * 1024,
+  maxKeyNameLength: 256,
+  keyChangeVisibleMs: 10_000,
   statsFixtureVisibleMs: 10_000,
   statsCacheRows: 100_000,
   statsCacheMaxAgeMs: 60_000,

@@ -13,11 +13,14 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
-import { decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
+import { decodeEvent, encodeEvent, type KeyEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
-import { loadAppsFile } from './apps/apps-file.js';
-import { loadOrCreateDefaultApp, randomId } from './apps/default-app.js';
-import { keyString, type AppDefinition } from './apps/app.js';
+import { randomId } from './apps/default-app.js';
+import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
+import type { AppDefinition } from './apps/app.js';
+import { KeyAdmin } from './apps/key-admin.js';
+import { AppliedPositions } from './log/applied-positions.js';
+import { parseCapability } from './auth/capability.js';
 import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
@@ -122,14 +125,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // Pages of stats read rows held in memory; the projection's writes drop what they change.
   const statsStore = new CachedStatsStore(adapters.statsStore, { maxRows: config.limits.statsCacheRows, maxAgeMs: config.limits.statsCacheMaxAgeMs, clock });
   const registry = new AppRegistry();
-  let createdDefaultKey: string | undefined;
-  if (config.appsFile) {
-    for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
-  } else {
-    const { app, created } = loadOrCreateDefaultApp(config.dataDir, clock.now());
-    registry.put(app);
-    if (created) createdDefaultKey = keyString(app.keys[0]);
-  }
+  const configured = configuredApps({ appsFile: config.appsFile, dataDir: config.dataDir, now: clock.now() });
+  for (const app of configured.apps) registry.put(app);
+  for (const { message, fields } of configured.warnings) logger.warn(fields, message);
+  const createdDefaultKey = configured.createdDefaultKey;
 
   const subscriptions: Subscription[] = [];
   /** Every projection's consumer by name, for its lag (GET /metrics, GET /ready). */
@@ -141,8 +140,13 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const revocations = new RevocationRegistry(DEFAULT_TOKEN_POLICY.maxTtlMs);
   /** What a revocation does to realtime connections (set once the gateway exists). */
   let onRevoked: ((event: TokensRevoked) => void) | undefined;
+  /** What a key change does to realtime connections (likewise). */
+  let onKeyChanged: ((event: KeyEvent) => void) | undefined;
+  /** How far the apps topic is applied here: key management answers once its change is (read-your-writes). */
+  const appsApplied = new AppliedPositions();
 
-  // Applications created through the sandbox route: a small topic, replayed whole on every start.
+  // Applications created through the sandbox route, and key management: a small topic, replayed
+  // whole on every start.
   const apps = log.consume({
     topic: Topics.apps,
     consumer: consumerName('apps'),
@@ -150,9 +154,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     handle: (records) => {
       for (const r of records) {
         const event = decodeEvent(r.value);
-        if (registry.canHandle(event)) registry.evolve(event);
-        else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
+        if (registry.canHandle(event)) {
+          registry.evolve(event);
+          // What it does to connections never holds the topic up (a throw would retry the batch).
+          if (event.type === 'key.updated' || event.type === 'key.revoked') {
+            try {
+              onKeyChanged?.(event);
+            } catch (err) {
+              logger.error({ err, keyName: event.keyName }, 'applying a key change to realtime connections failed');
+            }
+          }
+        } else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
       }
+      appsApplied.applied(records);
     },
     onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
   });
@@ -243,6 +257,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     consumers.set(`stats-${topic}`, sub);
     catchingUp.push(sub.caughtUp);
   }
+
+  if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
 
   // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
   // messages of the tail window (where the history projection starts), and the whole presence and
@@ -350,6 +366,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ];
   };
 
+  // Key management: an event on the apps topic, answered once this instance's consumer applied it.
+  const keys = new KeyAdmin({
+    registry,
+    clock,
+    limits: config.limits,
+    append: async (event) => {
+      const positions = await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
+      if (!(await appsApplied.wait(positions, config.limits.keyChangeVisibleMs))) {
+        throw new ServiceError('timeout', `the key change is on the log but this instance did not apply it within ${config.limits.keyChangeVisibleMs} ms; it holds once applied`);
+      }
+    },
+  });
+
   const tokens = new TokenService(registry, undefined, config.limits);
   const authenticator = new Authenticator(registry, tokens, revocations);
   const revoker: TokenRevoker = {
@@ -370,6 +399,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     tokens,
     apps: registry,
     revoker,
+    keys,
     publisher,
     history: {
       query: (q) => history.query(q),
@@ -465,6 +495,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   onRevoked = (event) => {
     if (event.appliesAt <= clock.now()) return disconnectRevoked();
     realtime.revokeConnections((c) => revocations.isRevokedOrPending(c), true);
+  };
+  onKeyChanged = (event) => {
+    if (event.type === 'key.revoked') realtime.keyChanged(event.keyName, { revoked: true });
+    else if (event.type === 'key.updated' && event.capability !== undefined) realtime.keyChanged(event.keyName, { revoked: false, capability: parseCapability(event.capability) });
   };
   usage.measureConnections(() => realtime.connectionsByApp());
   metrics.attach({

@@ -1,10 +1,11 @@
 import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/apps/app.js';
 import { namespaceOf } from '../../src/channels/channel-name.js';
-import type { LogEvent } from '../../src/log/events.js';
+import type { KeyEvent, LogEvent } from '../../src/log/events.js';
 
 /**
  * The applications projection: every app and key the service knows, from the apps file, the
- * generated default app, and `app.created` / `app.deleted` events on the `apps` topic.
+ * generated default app, and `app.created` / `app.deleted` and key management events
+ * (`key.created` / `key.updated` / `key.revoked`) on the `apps` topic.
  * It is small, so every instance replays the whole topic at start.
  */
 export class AppRegistry {
@@ -13,7 +14,7 @@ export class AppRegistry {
   /** Changes whenever an app or key changes, so caches of verified credentials can tell. */
   version = 0;
 
-  static readonly handles = ['app.created', 'app.deleted'] as const;
+  static readonly handles = ['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked'] as const;
 
   canHandle(event: LogEvent): boolean {
     return (AppRegistry.handles as readonly string[]).includes(event.type);
@@ -22,6 +23,37 @@ export class AppRegistry {
   evolve(event: LogEvent): void {
     if (event.type === 'app.created') this.put(event.app);
     else if (event.type === 'app.deleted') this.remove(event.appId);
+    else if (event.type === 'key.created' || event.type === 'key.updated' || event.type === 'key.revoked') this.evolveKey(event);
+  }
+
+  /**
+   * A key event changes the app's key list (a new AppDefinition: credentials already handed out
+   * keep the one they were made with). An event for an app not known here (left out of the apps
+   * file) changes nothing; a key made twice (a repeat) is made once; a revocation is for good.
+   */
+  private evolveKey(event: KeyEvent): void {
+    const app = this.apps.get(event.appId);
+    if (!app) return;
+    let keys: AppDefinition['keys'];
+    if (event.type === 'key.created') {
+      if (app.keys.some((k) => k.keyName === event.key.keyName)) return;
+      keys = [...app.keys, event.key];
+    } else {
+      const at = app.keys.findIndex((k) => k.keyName === event.keyName);
+      if (at < 0) return;
+      const key = app.keys[at];
+      let changed: KeyDefinition;
+      if (event.type === 'key.revoked') changed = { ...key, revoked: true, modified: event.modified };
+      else {
+        changed = { ...key, modified: event.modified };
+        if (event.capability !== undefined) changed.capability = event.capability;
+        if (event.name !== undefined) changed.name = event.name;
+        if (event.revocableTokens !== undefined) changed.revocableTokens = event.revocableTokens;
+        if (event.management !== undefined) changed.management = event.management;
+      }
+      keys = app.keys.map((k, i) => (i === at ? changed : k));
+    }
+    this.put({ ...app, keys });
   }
 
   put(app: AppDefinition): void {

@@ -413,6 +413,11 @@ export class ClickHouseStatsStore implements StatsStore {
    * younger than the page widened its window back to 1970, a query each time (twelve for a page
    * of minutes).
    */
+  async appsWithData(): Promise<string[]> {
+    const rows = await this.ch.select<{ app_id: string }>(sql`SELECT DISTINCT app_id FROM ${this.rollups}`);
+    return rows.map((r) => r.app_id);
+  }
+
   async oldestInterval(appId: string): Promise<number | undefined> {
     const [row] = await this.ch.select<{ oldest: string | number; n: string | number }>(
       sql`SELECT min(sample_start) AS oldest, count() AS n FROM ${this.samples} WHERE app_id = ${appId}`,

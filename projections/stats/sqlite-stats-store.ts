@@ -267,6 +267,14 @@ export class SqliteStatsStore implements StatsStore {
   }
 
   /** One step down the primary key (app_id, interval, ...). */
+  async appsWithData(): Promise<string[]> {
+    // One primary-key seek per app (a DISTINCT would read every row).
+    const next = this.db.prepare('SELECT app_id FROM stats_rollups WHERE app_id > ? ORDER BY app_id LIMIT 1').pluck();
+    const apps: string[] = [];
+    for (let at = next.get('') as string | undefined; at !== undefined; at = next.get(at) as string | undefined) apps.push(at);
+    return apps;
+  }
+
   async oldestInterval(appId: string): Promise<number | undefined> {
     this.oldestStmt ??= this.db.prepare('SELECT MIN(interval) AS oldest FROM stats_samples WHERE app_id = ?');
     const row = this.oldestStmt.get(appId) as { oldest: number | null };

@@ -239,6 +239,10 @@ export class CachedStatsStore implements StatsStore {
     return out;
   }
 
+  appsWithData(): Promise<string[]> {
+    return this.inner.appsWithData();
+  }
+
   async oldestInterval(appId: string): Promise<number | undefined> {
     if (this.options.maxRows <= 0) return this.inner.oldestInterval(appId);
     const app = this.app(appId);

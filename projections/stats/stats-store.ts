@@ -56,6 +56,8 @@ export interface StatsStore {
    * back than that (asked only when a page comes back short).
    */
   oldestInterval(appId: string): Promise<number | undefined>;
+  /** The apps with any stats (every publish and request counts): at start, to warn of an app the apps file left out. */
+  appsWithData(): Promise<string[]>;
   close(): Promise<void>;
 }
 

@@ -21,6 +21,17 @@ export interface KeyDefinition {
    * key attribute of that name; fixed when the key is made.
    */
   revocableTokens?: boolean;
+  /**
+   * The key may manage its app's keys (create, list, change, revoke: /apps/<appId>/keys). A key
+   * attribute, like revocableTokens, rather than a capability operation: capabilities travel in
+   * tokens and to the SDKs, and no token may manage keys. The default app's root key has it.
+   */
+  management?: boolean;
+  /** A label for people (the key management route and CLI); at most MAX_KEY_NAME_LENGTH characters. */
+  name?: string;
+  /** When the key was made or last changed through key management (ms since the epoch). */
+  created?: number;
+  modified?: number;
 }
 
 export interface NamespaceRule {

@@ -4,7 +4,7 @@ import { parseCapability, stringifyCapability } from '../auth/capability.js';
 
 /**
  * Reads APPS_FILE:
- * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]}, "revocableTokens": true } ],
+ * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]}, "revocableTokens": true, "management": true, "name": "ops" } ],
  *               "namespaces": [ { "id": "persisted", "persisted": true, "retentionHours": 48 } ] } ] }
  * Errors name the file and what to fix.
  */
@@ -25,7 +25,7 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
     }
     const appId = app.appId;
     if (!Array.isArray(app.keys) || app.keys.length === 0) throw new Error(`${where}.keys must list at least one key`);
-    const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown; revocableTokens?: unknown }, j: number) => {
+    const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown; revocableTokens?: unknown; management?: unknown; name?: unknown }, j: number) => {
       const m = typeof k.key === 'string' ? /^([^.:]+)\.([^.:]+):(.+)$/.exec(k.key) : null;
       if (!m || m[1] !== appId) throw new Error(`${where}.keys[${j}].key must look like "${appId}.<keyId>:<secret>"`);
       let capability = DEFAULT_KEY_CAPABILITY;
@@ -37,7 +37,16 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
         }
       }
       if (k.revocableTokens !== undefined && typeof k.revocableTokens !== 'boolean') throw new Error(`${where}.keys[${j}].revocableTokens must be true or false`);
-      return { keyName: `${m[1]}.${m[2]}`, keySecret: m[3], capability, ...(k.revocableTokens === true ? { revocableTokens: true } : {}) };
+      if (k.management !== undefined && typeof k.management !== 'boolean') throw new Error(`${where}.keys[${j}].management must be true or false`);
+      if (k.name !== undefined && typeof k.name !== 'string') throw new Error(`${where}.keys[${j}].name must be a string`);
+      return {
+        keyName: `${m[1]}.${m[2]}`,
+        keySecret: m[3],
+        capability,
+        ...(k.revocableTokens === true ? { revocableTokens: true } : {}),
+        ...(k.management === true ? { management: true } : {}),
+        ...(typeof k.name === 'string' ? { name: k.name } : {}),
+      };
     });
     const namespaces = (Array.isArray(app.namespaces) ? app.namespaces : []) as NamespaceRule[];
     for (const [j, ns] of namespaces.entries()) {

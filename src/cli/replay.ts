@@ -19,6 +19,7 @@ import { Topics, type Log } from '../log/port.js';
 import { channelKey, decodeEvent } from '../log/events.js';
 import { partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../messages/wire.js';
+import { replayKeyEvents } from '../apps/key-history.js';
 
 export interface ReplayRequest {
   appId: string;
@@ -76,7 +77,9 @@ KAFKA_BROKERS and CLICKHOUSE_URL are set, as the service reads them; nothing is 
 
 Options:
   --app <appId>              the application (required)
-  --channel <name>           the channel (required)
+  --channel <name>           the channel (required, unless --keys)
+  --keys                     the app's key history instead: keys made, changed and revoked (key
+                             management), and token revocations, from the apps topic; no secrets
   --from <time>              earliest timestamp (default: the beginning)
   --to <time>                latest timestamp (default: the end)
   --data-dir <dir>           DATA_DIR (default ./data); it must exist
@@ -89,7 +92,7 @@ Exit codes: 0 done (a warning on stderr when nothing matched), 1 the log could n
 `;
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
-export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config } {
+export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config; keys: boolean } {
   let values;
   try {
     ({ values } = parseArgs({
@@ -99,6 +102,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
       options: {
         app: { type: 'string' },
         channel: { type: 'string' },
+        keys: { type: 'boolean' },
         from: { type: 'string' },
         to: { type: 'string' },
         'data-dir': { type: 'string' },
@@ -113,8 +117,9 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
     throw new ConfigError(unknown ? `unknown option ${unknown[1]} (see --help)` : `${message} (see --help)`);
   }
   if (values.help) return { help: true };
-  const { app: appId, channel } = values;
-  if (!appId || !channel) throw new ConfigError('--app and --channel are required (see --help)');
+  const { app: appId, keys = false } = values;
+  const channel = values.channel ?? '';
+  if (!appId || (!channel && !keys)) throw new ConfigError('--app and --channel are required (see --help); with --keys, --app alone');
   const time = (name: 'from' | 'to', fallback: number): number => {
     const v = values[name];
     if (v === undefined) return fallback;
@@ -131,7 +136,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
     ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
     ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
   });
-  return { help: false, request: { appId, channel, from, to }, config };
+  return { help: false, request: { appId, channel, from, to }, config, keys };
 }
 
 function progressLine(p: ReplayProgress): string {
@@ -173,6 +178,19 @@ async function main(): Promise<number> {
   }
   const { request, config } = parsed;
   const log = await openLog(config);
+  if (parsed.keys) {
+    let events = 0;
+    try {
+      for await (const event of replayKeyEvents(log, request.appId)) {
+        events++;
+        await write(`${JSON.stringify(event)}\n`);
+      }
+    } finally {
+      await log.close();
+    }
+    process.stderr.write(`replay: ${events} key events of app ${request.appId}\n`);
+    return 0;
+  }
   const tty = process.stderr.isTTY === true;
   const where = `${request.appId}/${request.channel}`;
   let last: ReplayProgress = { offset: 0, end: 0, found: 0 };

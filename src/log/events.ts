@@ -1,7 +1,7 @@
 import { MsgpackWriter, packValue, unpackValue } from '../codec/msgpack.js';
 import type { StoredMessage } from '../messages/message.js';
 import type { PresenceEvent } from '../presence/presence-event.js';
-import type { AppDefinition } from '../apps/app.js';
+import type { AppDefinition, KeyDefinition } from '../apps/app.js';
 
 // Events are MessagePack on the log: compact, and binary message data survives unchanged.
 
@@ -32,6 +32,40 @@ export interface AppDeleted {
   type: 'app.deleted';
   appId: string;
 }
+
+/**
+ * Key management (/apps/<appId>/keys, `npm run keys`), on the `apps` topic keyed by the app, so
+ * every instance learns it, a restart replays it, and the audit replay (`replay --keys`) shows it.
+ * A key made here carries its secret: the apps topic is where keys are kept (as `app.created` does).
+ * They apply to apps of every source (the apps file and the default app included) once the app is known.
+ */
+export interface KeyCreated {
+  type: 'key.created';
+  appId: string;
+  key: KeyDefinition;
+}
+
+/** A key's capability, name, revocableTokens or management right changed; absent fields are unchanged. */
+export interface KeyUpdated {
+  type: 'key.updated';
+  appId: string;
+  keyName: string;
+  capability?: string;
+  name?: string;
+  revocableTokens?: boolean;
+  management?: boolean;
+  modified: number;
+}
+
+/** A key revoked for good: its basic credentials answer 40131, its tokens 40141, its realtime connections end. */
+export interface KeyRevoked {
+  type: 'key.revoked';
+  appId: string;
+  keyName: string;
+  modified: number;
+}
+
+export type KeyEvent = KeyCreated | KeyUpdated | KeyRevoked;
 
 /**
  * Tokens revoked (POST /keys/<keyName>/revokeTokens), on the `apps` topic: every instance replays
@@ -162,7 +196,7 @@ export interface InstanceGone {
 
 export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
+export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | KeyEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
 
 /**
  * The event a value holds, kept on the value itself: a value is decoded at most once however many

@@ -614,6 +614,28 @@ export class Gateway {
     return n;
   }
 
+  /**
+   * A key changed (key management): with `revoked`, the connections on its basic credentials end
+   * with ERROR 40131 (the SDK goes `failed`) and those on its tokens get DISCONNECTED 40141 (a
+   * renewal through the revoked key then fails); otherwise the connections on its basic
+   * credentials take its new capability for what they do next (attachments made stay).
+   */
+  keyChanged(keyName: string, change: { revoked: true } | { revoked: false; capability: Credentials['capability'] }): number {
+    let n = 0;
+    for (const conn of [...this.connections.values()]) {
+      if (!conn.socket || conn.credentials.keyName !== keyName) continue;
+      const basic = conn.credentials.method === 'basic';
+      if (!change.revoked) {
+        if (basic) conn.credentials = { ...conn.credentials, capability: change.capability };
+        continue;
+      }
+      n++;
+      if (basic) this.fail(conn, serviceError('keyRevoked', `key "${keyName}" has been revoked`));
+      else this.disconnect(conn, serviceError('tokenRevoked', `the key that issued this token ("${keyName}") has been revoked`));
+    }
+    return n;
+  }
+
   /** A fatal problem: ERROR without a channel ends the connection (the SDK goes `failed`). */
   fail(conn: Connection, error: WireError): void {
     if (isTokenError(error.code)) return this.disconnect(conn, error);

@@ -156,6 +156,14 @@ export function statsStoreContract(name: string, factory: () => Promise<StatsSto
       });
     });
 
+    it('lists the apps with any stats, each once (the start warns of those an apps file leaves out)', async () => {
+      await withStore(async (store) => {
+        expect(await store.appsWithData()).toEqual([]);
+        await store.write('messages', [row({ interval: T0 }), row({ interval: T0 + 6000, partition: 1 }), row({ appId: 'other', interval: T0 }), row({ appId: 'b-app', interval: T0 + 3600_000 })], new Map());
+        expect((await store.appsWithData()).sort()).toEqual(['a', 'b-app', 'other']);
+      });
+    });
+
     it('keeps a checkpoint per topic and partition; the latest wins', async () => {
       await withStore(async (store) => {
         expect(await store.loadCheckpoint('messages')).toEqual(new Map());

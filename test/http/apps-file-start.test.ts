@@ -1,0 +1,62 @@
+// Setting APPS_FILE on a DATA_DIR used before (issue 24 item 2): the default app of DATA_DIR is
+// kept, with a warning, so its key, history and stats stay reachable; an app with data that the
+// file leaves out is named in a warning at start.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterAll, describe, expect, it } from 'vitest';
+import { basic, removeDir, startTestService, type TestService } from '../helpers/service.js';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'cm-apps-file-'));
+const appsFile = join(dataDir, 'apps.json');
+let t: TestService | undefined;
+afterAll(async () => {
+  await t?.close();
+  removeDir(dataDir);
+});
+
+/** A logger whose warnings are kept. */
+function warnings(): { logger: pino.Logger; lines: { msg: string; appId?: string }[] } {
+  const lines: { msg: string; appId?: string }[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  return { logger: pino({ level: 'warn' }, stream), lines };
+}
+
+const publish = (key: string) =>
+  t!.service.app.inject({ method: 'POST', url: '/channels/kept/messages', headers: { authorization: basic(key), 'content-type': 'application/json' }, payload: { name: 'n' } });
+const history = (key: string) => t!.service.app.inject({ url: '/channels/kept/messages', headers: { authorization: basic(key) } });
+
+describe('APPS_FILE on a DATA_DIR used before', () => {
+  it('keeps the default app (its key and its history), with a warning; warns of an app with data the file leaves out', async () => {
+    t = await startTestService({}, { dataDir });
+    const defaultKey = t.key;
+    const defaultApp = defaultKey.split('.')[0];
+    expect((await publish(defaultKey)).statusCode).toBe(201);
+    await t.close();
+
+    writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'alpha', keys: [{ key: 'alpha.k:alpha-secret' }] }, { appId: 'beta', keys: [{ key: 'beta.k:beta-secret' }] }] }));
+    let log = warnings();
+    t = await startTestService({ APPS_FILE: appsFile }, { dataDir, logger: log.logger });
+    const kept = log.lines.find((l) => l.appId === defaultApp);
+    expect(kept?.msg).toMatch(/APPS_FILE is set and DATA_DIR holds the default app .* kept/);
+    expect((await history(defaultKey)).json()).toHaveLength(1);
+    expect((await publish('beta.k:beta-secret')).statusCode).toBe(201);
+    await t.close();
+
+    writeFileSync(appsFile, JSON.stringify({ apps: [{ appId: 'alpha', keys: [{ key: 'alpha.k:alpha-secret' }] }] }));
+    log = warnings();
+    t = await startTestService({ APPS_FILE: appsFile }, { dataDir, logger: log.logger });
+    const leftOut = log.lines.filter((l) => /not in APPS_FILE/.test(l.msg));
+    expect(leftOut.map((l) => l.appId)).toEqual(['beta']);
+    expect(leftOut[0].msg).toContain('app "beta" has data here');
+    expect((await publish('beta.k:beta-secret')).json().error.code).toBe(40101);
+    expect((await publish(defaultKey)).statusCode).toBe(201);
+  });
+});
