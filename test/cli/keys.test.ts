@@ -38,7 +38,7 @@ describe('keys CLI', () => {
   it('--help names the command as typed and every subcommand; bad arguments exit 2', async () => {
     const help = await keys('--help');
     expect(help.code).toBe(0);
-    expect(help.stdout).toMatch(/^Usage: channel-messaging-keys <command>/);
+    expect(help.stdout).toMatch(/^Usage: npx tsx src\/cli\/keys.ts <command>/);
     for (const word of ['npm run -s keys', 'create', 'list', 'update <keyId>', 'revoke <keyId>', '--capability', '--revocable-tokens', '--management', '--direct', '--key']) expect(help.stdout).toContain(word);
     for (const [args, message] of [
       [[], 'give a command'],

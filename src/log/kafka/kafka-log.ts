@@ -189,6 +189,12 @@ export class KafkaLog implements Log {
             topic: kafkaTopic,
             numPartitions: this.options.numPartitions ?? 4,
             ...(this.options.replicationFactor ? { replicationFactor: this.options.replicationFactor } : {}),
+            // The apps topic is replayed whole at every start and holds what no other place does
+            // (sandbox apps, keys made through the route, token revocations): kept for ever, and never
+            // compacted (it is keyed by app: compaction would keep only each app's last event).
+            ...(kafkaTopic === this.kafkaTopic('apps')
+              ? { configEntries: [{ name: 'retention.ms', value: '-1' }, { name: 'retention.bytes', value: '-1' }, { name: 'cleanup.policy', value: 'delete' }] }
+              : {}),
           },
         ],
       });
