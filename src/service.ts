@@ -13,6 +13,7 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
+import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { loadAppsFile } from './apps/apps-file.js';
@@ -255,7 +256,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   }
 
   const appendClock = new MonotonicClock(clock);
-  const batcher = new AppendBatcher(log, appendClock, undefined, metrics.appends);
+  // Every append notes its positions, which reads wait for (README: Consistency of reads).
+  const ownWrites = new OwnWrites(config.limits.readYourWritesMs);
+  const batcher = new AppendBatcher(ownWrites.recording(log), appendClock, undefined, metrics.appends);
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
@@ -370,6 +373,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           batcher.oldestInFlight(Topics.messages),
           appendClock.fence(),
         ),
+      ownWrites: () => ownWrites.reflectedIn(history.progress, [Topics.messages], 'history projection'),
     },
     presence: {
       members: (q) => presence.query(q),
@@ -380,12 +384,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           batcher.oldestInFlight(Topics.presence),
           appendClock.fence(),
         ),
+      ownWrites: () => ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection'),
     },
     stats: { query: (q) => statsStore.query(q), oldest: (appId) => statsStore.oldestInterval(appId) },
     channels: {
       details: (appId, channel, now) => channels.details(appId, channel, now),
       list: (appId, q, now) => channels.list(appId, q, now),
       activate: (appId, channel, now) => channels.activate(appId, channel, now),
+      ownWrites: () => ownWrites.reflectedIn(channels.progress, [Topics.messages, Topics.presence, Topics.connections], 'channels projection'),
     },
     usage,
     isPersisted,

@@ -414,12 +414,15 @@ export class Connection {
     // Counted against the limits until the presence projection applies them (PresenceReservations).
     const reservations = this.gateway.reservations;
     const reserved = reservations.reserve(this.appId, channel, this.id, joining, this.gateway.clock.now());
+    let positions;
     try {
-      await this.gateway.presenceProducer.append(this.appId, channel, changes);
+      positions = await this.gateway.presenceProducer.append(this.appId, channel, changes);
     } catch (err) {
       reservations.release(reserved);
       throw err;
     }
+    // The ACK follows the change's own PRESENCE: a presence.get() once enter() resolves has it.
+    await this.gateway.presenceApplied(positions);
     return ids;
   }
 

@@ -8,7 +8,8 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
-import type { Log, LogRecord, Subscription } from '../log/port.js';
+import type { Log, LogPosition, LogRecord, Subscription } from '../log/port.js';
+import { positionsAfter } from '../log/applied-positions.js';
 import { Topics } from '../log/port.js';
 import { partitionFor } from '../log/partitioner.js';
 import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
@@ -307,6 +308,21 @@ export class Gateway {
     return this.deps.presence.memberCount(appId) + this.reservations.count(appId);
   }
 
+  /**
+   * Resolves once the presence projection has applied these changes, so that their PRESENCE
+   * messages went to this instance's attachments (and the member set holds them) before the ACK
+   * does (README: Consistency of reads). Past limits.readYourWritesMs the ACK goes anyway: the
+   * change is durable and applies later.
+   */
+  async presenceApplied(positions: readonly LogPosition[]): Promise<void> {
+    const target = positionsAfter(positions);
+    if (await this.deps.presence.progress.until(Topics.presence, target, this.limits.readYourWritesMs)) return;
+    this.logger.warn(
+      { behind: this.deps.presence.progress.behind(Topics.presence, target), waitedMs: this.limits.readYourWritesMs },
+      'presence change acknowledged before this instance applied it: the presence projection lags',
+    );
+  }
+
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
   hasEnded(connectionId: string): boolean {
     return this.ended.has(connectionId);
@@ -507,9 +523,9 @@ export class Gateway {
   }
 
   /** A connection's members on a channel leave: a `drop` on the log (one leave per member). */
-  private drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
+  private async drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
     const id = `${this.instanceId}-${randomBytes(6).toString('base64url')}`;
-    return this.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
+    await this.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
   }
 
   /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
