@@ -447,6 +447,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     usage,
     consumerName: consumerName('delivery'),
     events: connectionEvents,
+    ownWrites,
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);

@@ -9,7 +9,8 @@ import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
 import type { Log, LogPosition, LogRecord, Subscription } from '../log/port.js';
-import { positionsAfter } from '../log/applied-positions.js';
+import { AppliedPositions, positionsAfter } from '../log/applied-positions.js';
+import type { OwnWrites } from '../log/own-writes.js';
 import { Topics } from '../log/port.js';
 import { partitionFor } from '../log/partitioner.js';
 import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
@@ -53,6 +54,8 @@ export interface GatewayDeps {
   consumerName: string;
   /** Connection events on the log: resumes on other instances, instances that died. */
   events: ConnectionEvents;
+  /** What this instance appended: an attach waits for delivery to pass it (README: Consistency of reads). */
+  ownWrites?: Pick<OwnWrites, 'of'>;
 }
 
 /** One connection's attachment to one channel. */
@@ -197,6 +200,8 @@ export class Gateway {
   private readonly deliveredIds: RecentKeys<number>;
   /** Next offset of the messages topic to deliver, per partition. */
   private delivered: number[] = [];
+  /** `delivered`, for waits (ownMessagesDelivered). */
+  private readonly deliveryProgress = new AppliedPositions();
   private partitions = 1;
   private sockets = 0;
   private subscription: Subscription | undefined;
@@ -819,6 +824,20 @@ export class Gateway {
       }
       this.delivered[r.partition] = r.offset + 1;
     }
+    this.deliveryProgress.advance(records);
+  }
+
+  /**
+   * Undefined when delivery has passed every message this instance acknowledged on the channel's
+   * partition; else resolves once it has, or after limits.readYourWritesMs (false). An attach
+   * waits for it, so that what the instance acknowledged before the ATTACH is before the attach
+   * position: history untilAttach and rewind have it, live delivery does not send it again.
+   */
+  ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined {
+    const partition = partitionFor(channelKey(appId, channel), this.partitions);
+    const next = this.deps.ownWrites?.of(Topics.messages).get(partition);
+    if (next === undefined || (this.delivered[partition] ?? 0) >= next) return undefined;
+    return this.deliveryProgress.until(Topics.messages, new Map([[partition, next]]), this.limits.readYourWritesMs);
   }
 
   /**

@@ -14,7 +14,7 @@ import { basic } from '../helpers/service.js';
 const infra = await findProductionInfra();
 
 const KEY = 'rywapp.k1:ryw-secret-ryw-secret';
-const { opened, services } = productionTeardown();
+const { opened, services, until } = productionTeardown();
 const ROUNDS = 10;
 
 interface Member {
@@ -132,6 +132,24 @@ describeWithInfra('production mode: an instance reads its own writes', 'Kafka an
       expect(await batchPresence(channels, key)).toEqual({ [channels[0]]: ['fixture-0', 'fixture-0-bis'], [channels[1]]: ['fixture-1', 'fixture-1-bis'] });
       expect(await presenceMembersOf(channels[1], key)).toBe(2);
     }
+  });
+
+  it('realtime attach: a message published before the ATTACH is before the attach position (history untilAttach has it; live delivery does not send it)', async () => {
+    const publisher = rest();
+    const client = realtime('attacher');
+    const live: string[] = [];
+    const untilAttach: string[][] = [];
+    for (let i = 0; i < ROUNDS / 2; i++) {
+      const name = `ryw-${tag}-attach-${i}`;
+      await publisher.channels.get(name).publish('before', `before-${i}`);
+      const channel = client.channels.get(name);
+      await channel.subscribe((m) => void live.push(m.data as string));
+      untilAttach.push((await channel.history({ untilAttach: true })).items.map((m) => m.data as string));
+      await publisher.channels.get(name).publish('after', `after-${i}`);
+    }
+    expect(untilAttach).toEqual(Array.from({ length: ROUNDS / 2 }, (_, i) => [`before-${i}`]));
+    await until('the messages published after the attaches', () => live.length >= ROUNDS / 2);
+    expect(live.sort()).toEqual(Array.from({ length: ROUNDS / 2 }, (_, i) => `after-${i}`).sort());
   });
 
   it('channel enumeration lists a channel as soon as a publish to it was answered', async () => {
