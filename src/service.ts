@@ -226,7 +226,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // realtime connections made.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
   const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
-  for (const topic of [Topics.messages, Topics.presence, Topics.usage, Topics.connections]) {
+  const statsTopics = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
+  for (const topic of statsTopics) {
     const sub = log.consume({
       topic,
       consumer: consumerName(`stats-${topic}`),
@@ -386,7 +387,18 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         ),
       ownWrites: () => ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection'),
     },
-    stats: { query: (q) => statsStore.query(q), oldest: (appId) => statsStore.oldestInterval(appId) },
+    stats: {
+      query: (q) => statsStore.query(q),
+      oldest: (appId) => statsStore.oldestInterval(appId),
+      // Applied and written to the store (visible() flushes what is pending): what this instance counted is in the answer.
+      ownWrites: async () => {
+        try {
+          await Promise.all(statsTopics.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
+        } catch (err) {
+          throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
+        }
+      },
+    },
     channels: {
       details: (appId, channel, now) => channels.details(appId, channel, now),
       list: (appId, q, now) => channels.list(appId, q, now),

@@ -44,6 +44,11 @@ export class OwnWrites {
     return new Map(this.written.get(topic));
   }
 
+  /** The last position this instance appended to `topic`, per partition. */
+  last(topic: Topic): LogPosition[] {
+    return [...(this.written.get(topic) ?? [])].map(([partition, next]) => ({ partition, offset: next - 1 }));
+  }
+
   /**
    * Resolves once `applied` includes every append this instance made to `topics` before the call;
    * throws ServiceError timeout after the limit. `reader` names what lags in the error.

@@ -1,5 +1,5 @@
 // Read your own writes in production mode (README: Consistency of reads): a read answered by an
-// instance includes every write that instance acknowledged before the read arrived. Each test
+// instance includes every write that instance acknowledged before the read arrived (stats too). Each test
 // writes, then reads at once from the same instance, with no wait in between: before the reads
 // waited for their projections, history was empty for some 100 ms after a publish on the local
 // infrastructure, and presence.get() after enter() resolved with [].
@@ -150,6 +150,19 @@ describeWithInfra('production mode: an instance reads its own writes', 'Kafka an
     expect(untilAttach).toEqual(Array.from({ length: ROUNDS / 2 }, (_, i) => [`before-${i}`]));
     await until('the messages published after the attaches', () => live.length >= ROUNDS / 2);
     expect(live.sort()).toEqual(Array.from({ length: ROUNDS / 2 }, (_, i) => `after-${i}`).sort());
+  });
+
+  it('stats: each message published is counted in the stats() called as soon as publish() resolves', async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/apps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(201);
+    const client = rest(((await res.json()) as { keys: { keyStr: string }[] }).keys[0].keyStr);
+    const counted: number[] = [];
+    for (let i = 0; i < ROUNDS / 2; i++) {
+      await client.channels.get(`ryw-${tag}-stats`).publish('m', String(i));
+      const { items } = await allPages(await client.stats({ unit: 'hour', limit: 10 }));
+      counted.push(items.reduce((n, s) => n + ((s as unknown as { entries: Record<string, number> }).entries['messages.inbound.rest.messages.count'] ?? 0), 0));
+    }
+    expect(counted).toEqual(Array.from({ length: ROUNDS / 2 }, (_, i) => i + 1));
   });
 
   it('channel enumeration lists a channel as soon as a publish to it was answered', async () => {
