@@ -98,6 +98,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['max-revocations', 'MAX_REVOCATIONS', 'token revocations remembered (src/limits.ts)'],
   ['log-append-timeout-ms', 'LOG_APPEND_TIMEOUT_MS', 'time Kafka has to acknowledge an append (default 5000)'],
   ['max-unstored-rows', 'MAX_UNSTORED_ROWS', 'history rows held while the store is down (default 200000)'],
+  ['read-your-writes-timeout-ms', 'READ_YOUR_WRITES_TIMEOUT_MS', "time a read waits for the instance's own writes to apply (default 5000)"],
   ['stats-cache-rows', 'STATS_CACHE_ROWS', 'stats rows held in memory for GET /stats, 0 for none (default 100000)'],
   ['stats-cache-max-age-ms', 'STATS_CACHE_MAX_AGE_MS', 'age at which held stats rows are read again (default 60000)'],
 ];
@@ -296,6 +297,7 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     maxConnections: int(e, 'MAX_CONNECTIONS', d.maxConnections, 1, 1_000_000),
     logAppendTimeoutMs: int(e, 'LOG_APPEND_TIMEOUT_MS', d.logAppendTimeoutMs, 100, 600_000),
     maxUnstoredRows: int(e, 'MAX_UNSTORED_ROWS', d.maxUnstoredRows, 1000, 10_000_000),
+    readYourWritesMs: int(e, 'READ_YOUR_WRITES_TIMEOUT_MS', d.readYourWritesMs, 10, 600_000),
     statsCacheRows: int(e, 'STATS_CACHE_ROWS', d.statsCacheRows, 0, 100_000_000),
     statsCacheMaxAgeMs: int(e, 'STATS_CACHE_MAX_AGE_MS', d.statsCacheMaxAgeMs, 0, 86_400_000),
     maxStatusActivations: int(e, 'CHANNEL_STATUS_ACTIVATIONS', d.maxStatusActivations, 4, 100_000_000),

@@ -107,6 +107,13 @@ export interface Limits {
    */
   statsFixtureVisibleMs: number;
   /**
+   * Time a read waits for the projection it reads to apply the writes its instance acknowledged
+   * (read your own writes: src/log/own-writes.ts). Above: 50003 (504), retry. A realtime presence
+   * change waits as long for its ACK, then is acknowledged anyway (it is durable), with a warning.
+   * READ_YOUR_WRITES_TIMEOUT_MS
+   */
+  readYourWritesMs: number;
+  /**
    * Rows of stats (rollups and 6-second samples) held in memory for GET /stats, all apps together
    * (some hundreds of bytes each: 233 measured with three counters), a quarter of them for one app.
    * Past it the apps read longest ago are dropped and read from the store again when asked. 0 holds
@@ -181,6 +188,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxKeyNameLength: 256,
   keyChangeVisibleMs: 10_000,
   statsFixtureVisibleMs: 10_000,
+  readYourWritesMs: 5_000,
   statsCacheRows: 100_000,
   statsCacheMaxAgeMs: 60_000,
   maxStatusActivations: 100_000,

@@ -13,13 +13,14 @@ import { Topics } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
+import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent, type KeyEvent, type TokensRevoked } from './log/events.js';
 import { Publisher } from './messages/publisher.js';
 import { randomId } from './apps/default-app.js';
 import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
 import type { AppDefinition } from './apps/app.js';
 import { KeyAdmin } from './apps/key-admin.js';
-import { AppliedPositions } from './log/applied-positions.js';
+import { AppliedPositions, positionsAfter } from './log/applied-positions.js';
 import { parseCapability } from './auth/capability.js';
 import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
@@ -166,7 +167,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           }
         } else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
       }
-      appsApplied.applied(records);
+      appsApplied.advance(records);
     },
     onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
   });
@@ -245,7 +246,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // realtime connections made.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
   const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
-  for (const topic of [Topics.messages, Topics.presence, Topics.usage, Topics.connections]) {
+  const statsTopics = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
+  for (const topic of statsTopics) {
     const sub = log.consume({
       topic,
       consumer: consumerName(`stats-${topic}`),
@@ -279,7 +281,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   await Promise.all(catchingUp);
 
   const appendClock = new MonotonicClock(clock);
-  const batcher = new AppendBatcher(log, appendClock, undefined, metrics.appends);
+  // Every append notes its positions, which reads wait for (README: Consistency of reads).
+  const ownWrites = new OwnWrites(config.limits.readYourWritesMs);
+  const batcher = new AppendBatcher(ownWrites.recording(log), appendClock, undefined, metrics.appends);
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
@@ -373,7 +377,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     limits: config.limits,
     append: async (event) => {
       const positions = await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
-      if (!(await appsApplied.wait(positions, config.limits.keyChangeVisibleMs))) {
+      if (!(await appsApplied.until(Topics.apps, positionsAfter(positions), config.limits.keyChangeVisibleMs))) {
         throw new ServiceError('timeout', `the key change is on the log but this instance did not apply it within ${config.limits.keyChangeVisibleMs} ms; it holds once applied`);
       }
     },
@@ -409,6 +413,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           batcher.oldestInFlight(Topics.messages),
           appendClock.fence(),
         ),
+      ownWrites: () => ownWrites.reflectedIn(history.progress, [Topics.messages], 'history projection'),
     },
     presence: {
       members: (q) => presence.query(q),
@@ -419,12 +424,25 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
           batcher.oldestInFlight(Topics.presence),
           appendClock.fence(),
         ),
+      ownWrites: () => ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection'),
     },
-    stats: { query: (q) => statsStore.query(q), oldest: (appId) => statsStore.oldestInterval(appId) },
+    stats: {
+      query: (q) => statsStore.query(q),
+      oldest: (appId) => statsStore.oldestInterval(appId),
+      // Applied and written to the store (visible() flushes what is pending): what this instance counted is in the answer.
+      ownWrites: async () => {
+        try {
+          await Promise.all(statsTopics.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
+        } catch (err) {
+          throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
+        }
+      },
+    },
     channels: {
       details: (appId, channel, now) => channels.details(appId, channel, now),
       list: (appId, q, now) => channels.list(appId, q, now),
       activate: (appId, channel, now) => channels.activate(appId, channel, now),
+      ownWrites: () => ownWrites.reflectedIn(channels.progress, [Topics.messages, Topics.presence, Topics.connections], 'channels projection'),
     },
     usage,
     isPersisted,
@@ -483,6 +501,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     usage,
     consumerName: consumerName('delivery'),
     events: connectionEvents,
+    ownWrites,
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);

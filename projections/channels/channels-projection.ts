@@ -7,6 +7,7 @@ import type { StoredMessage } from '../../src/messages/message.js';
 import { ChannelIndex } from './channel-index.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
+import { AppliedPositions } from '../../src/log/applied-positions.js';
 
 export { LIFECYCLE_CHANNEL };
 
@@ -130,6 +131,8 @@ export class ChannelsProjection {
   private readonly byConnection = new Map<string, Set<string>>();
   /** Channels status requests activated here: not of the log (see above). */
   private readonly requested: StatusActivations;
+  /** What the projection has applied of each topic (reads wait on it: src/log/own-writes.ts). */
+  readonly progress = new AppliedPositions();
 
   constructor(private readonly options: ChannelsOptions) {
     this.requested = new StatusActivations(options.idleMs, options.maxStatusActivations ?? DEFAULT_LIMITS.maxStatusActivations);
@@ -144,6 +147,7 @@ export class ChannelsProjection {
       const event = decodeEvent(r.value);
       if (this.canHandle(event)) this.evolve(event, r);
     }
+    this.progress.advance(records);
   }
 
   evolve(event: LogEvent, record: LogRecord): void {

@@ -6,6 +6,7 @@ import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
 import { MemoryTail } from './memory-tail.js';
 import { serialOf, type HistoryEntry, type HistoryQuery } from './history-entry.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
+import { AppliedPositions } from '../../src/log/applied-positions.js';
 
 export interface HistoryOptions {
   store: HistoryStore;
@@ -56,6 +57,11 @@ export const publishedMessages = (event: LogEvent): ChannelEntries | undefined =
  */
 export class HistoryProjection {
   readonly tail: MemoryTail;
+  /**
+   * What query() includes, per partition: records apply() took, or followTail() added to the tail
+   * (reads wait on it to include their instance's own writes: src/log/own-writes.ts).
+   */
+  readonly progress = new AppliedPositions();
   private readonly store: HistoryStore;
   private readonly clock: Clock;
   private checkpoint: Checkpoint = new Map();
@@ -134,6 +140,7 @@ export class HistoryProjection {
         this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
       }
     }
+    this.progress.advance(records);
     this.scheduleFlush();
   }
 
@@ -150,6 +157,7 @@ export class HistoryProjection {
       if (entries) this.evolve(entries, record, horizon, true);
       this.lastAppliedTs = Math.max(this.lastAppliedTs, record.timestamp);
     }
+    this.progress.advance(records);
   }
 
   private setBehind(behind: boolean): void {

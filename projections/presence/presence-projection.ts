@@ -4,6 +4,7 @@ import type { StoredMessage } from '../../src/messages/message.js';
 import type { PresenceEvent } from '../../src/presence/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
+import type { AppliedPositions } from '../../src/log/applied-positions.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -55,6 +56,11 @@ export class PresenceProjection {
 
   constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
+  }
+
+  /** What the member set and presence history include, per partition (its history applies every record). */
+  get progress(): AppliedPositions {
+    return this.history.progress;
   }
 
   canHandle(event: LogEvent): event is PresenceChanged {

@@ -1,48 +1,78 @@
 import type { LogPosition, LogRecord } from './port.js';
 
+/** The next offset per partition: everything before it is included. */
+export type Positions = ReadonlyMap<number, number>;
+
+interface Waiter {
+  topic: string;
+  target: Positions;
+  resolve: (reached: boolean) => void;
+}
+
+/** The positions that include `positions`: each partition's highest offset, plus one. */
+export function positionsAfter(positions: readonly LogPosition[]): Map<number, number> {
+  const after = new Map<number, number>();
+  for (const { partition, offset } of positions) after.set(partition, Math.max(after.get(partition) ?? 0, offset + 1));
+  return after;
+}
+
 /**
- * How far a consumer has applied a topic, and a wait for an append to be applied: read-your-writes
- * through the log. A writer appends, then waits here until its own consumer has applied the
- * record, so what it answers is what every instance will hold, in log order (applying a change
- * locally as well would let the consumer's later replay of an older event undo a newer one for a while).
+ * What a projection has applied of each topic, per partition, in this process, and waits for it to
+ * reach given positions: how a read on an instance comes to reflect the writes that instance
+ * acknowledged (src/log/own-writes.ts). The projection calls advance() after each batch it applied.
  */
 export class AppliedPositions {
-  /** next offset to apply, per partition */
-  private readonly next = new Map<number, number>();
-  private waiters: { positions: LogPosition[]; resolve: () => void }[] = [];
+  private readonly next = new Map<string, Map<number, number>>();
+  private readonly waiters = new Set<Waiter>();
 
-  /** Called by the consumer after it applied a batch (records of one partition, in order). */
-  applied(records: LogRecord[]): void {
-    if (records.length === 0) return;
+  /** After a batch (one partition, in offset order) is applied: its records are included. */
+  advance(records: readonly LogRecord[]): void {
     const last = records[records.length - 1];
-    if ((this.next.get(last.partition) ?? 0) <= last.offset) this.next.set(last.partition, last.offset + 1);
-    if (this.waiters.length === 0) return;
-    const waiting: typeof this.waiters = [];
-    for (const w of this.waiters) (this.covers(w.positions) ? w.resolve() : waiting.push(w));
-    this.waiters = waiting;
+    if (!last) return;
+    let partitions = this.next.get(last.topic);
+    if (!partitions) this.next.set(last.topic, (partitions = new Map()));
+    if ((partitions.get(last.partition) ?? 0) > last.offset) return;
+    partitions.set(last.partition, last.offset + 1);
+    for (const w of this.waiters) {
+      if (w.topic === last.topic && this.reached(w.topic, w.target)) {
+        this.waiters.delete(w);
+        w.resolve(true);
+      }
+    }
   }
 
-  covers(positions: LogPosition[]): boolean {
-    return positions.every((p) => (this.next.get(p.partition) ?? 0) > p.offset);
+  /** Whether every partition of `target` is applied up to its position. */
+  reached(topic: string, target: Positions): boolean {
+    const partitions = this.next.get(topic);
+    for (const [partition, offset] of target) if ((partitions?.get(partition) ?? 0) < offset) return false;
+    return true;
   }
 
-  /** Resolves true once every position is applied, false after `timeoutMs` (the record stays on the log). */
-  wait(positions: LogPosition[], timeoutMs: number): Promise<boolean> {
-    if (this.covers(positions)) return Promise.resolve(true);
-    return new Promise<boolean>((resolve) => {
-      const waiter = {
-        positions,
-        resolve: () => {
-          clearTimeout(timer);
-          resolve(true);
-        },
-      };
+  /** Records of `target` not applied yet (what a wait that timed out reports). */
+  behind(topic: string, target: Positions): number {
+    const partitions = this.next.get(topic);
+    let n = 0;
+    for (const [partition, offset] of target) n += Math.max(0, offset - (partitions?.get(partition) ?? 0));
+    return n;
+  }
+
+  /** Resolves true once `target` is reached, or false after `timeoutMs`. */
+  until(topic: string, target: Positions, timeoutMs: number): Promise<boolean> {
+    if (this.reached(topic, target)) return Promise.resolve(true);
+    return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== waiter);
+        this.waiters.delete(waiter);
         resolve(false);
       }, timeoutMs);
-      timer.unref?.();
-      this.waiters.push(waiter);
+      const waiter: Waiter = {
+        topic,
+        target,
+        resolve: (reached) => {
+          clearTimeout(timer);
+          resolve(reached);
+        },
+      };
+      this.waiters.add(waiter);
     });
   }
 }

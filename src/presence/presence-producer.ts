@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { AppendBatcher } from '../log/append-batcher.js';
-import { Topics } from '../log/port.js';
+import { Topics, type LogPosition } from '../log/port.js';
 import { channelKey, encodeEvent } from '../log/events.js';
 import type { PresenceEvent } from './presence-event.js';
 
@@ -13,12 +13,13 @@ export type PresenceChange = Omit<PresenceEvent, 'id' | 'timestamp'> & { id?: st
 export class PresenceProducer {
   constructor(private readonly batcher: AppendBatcher) {}
 
-  async append(appId: string, channel: string, changes: PresenceChange[]): Promise<void> {
-    await this.appendAcross(appId, [{ channel, changes }]);
+  /** Resolves with the changes' positions once they are durable. */
+  append(appId: string, channel: string, changes: PresenceChange[]): Promise<LogPosition[]> {
+    return this.appendAcross(appId, [{ channel, changes }]);
   }
 
   /** Changes on several channels of one app in one log append: all of them land, or none. */
-  async appendAcross(appId: string, channels: { channel: string; changes: PresenceChange[] }[]): Promise<void> {
+  async appendAcross(appId: string, channels: { channel: string; changes: PresenceChange[] }[]): Promise<LogPosition[]> {
     const records = channels.flatMap(({ channel, changes }) => {
       const base = randomBytes(6).toString('base64url');
       return changes.map((change, i) => ({
@@ -27,6 +28,6 @@ export class PresenceProducer {
           encodeEvent({ type: 'presence.changed', appId, channel, event: { ...change, id: change.id ?? `${base}:${i}`, timestamp } }),
       }));
     });
-    if (records.length > 0) await this.batcher.append(Topics.presence, records);
+    return records.length > 0 ? this.batcher.append(Topics.presence, records) : [];
   }
 }

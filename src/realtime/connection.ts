@@ -42,6 +42,8 @@ export class Connection {
   private enteredCount = 0;
   /** What this connection may send: frames and bytes a second (counted before decoding). */
   readonly budget: InboundBudget;
+  /** ATTACHes waiting for delivery to pass this instance's own messages (a DETACH cancels one). */
+  private readonly attaching = new Map<string, object>();
 
   constructor(
     readonly gateway: Gateway,
@@ -247,10 +249,24 @@ export class Connection {
     }
     // A re-attach (ATTACH_RESUME, or a channelSerial to go on from) is not rewound again (§4).
     const clean = serial === undefined && !(typeof pm.flags === 'number' && pm.flags & Flag.ATTACH_RESUME);
+    // A fresh attach starts where delivery is: after this instance's own messages, once it passed
+    // them. A resume goes on from the client's position, which they do not move.
+    const delivered = serial === undefined ? this.gateway.ownMessagesDelivered(this.appId, channel) : undefined;
+    if (delivered) {
+      const ticket = {};
+      const socket = this.socket;
+      this.attaching.set(channel, ticket);
+      const caughtUp = await delivered;
+      // Detached, attached again, or the socket gone meanwhile: this ATTACH is answered no more.
+      if (this.attaching.get(channel) !== ticket || this.socket !== socket) return;
+      this.attaching.delete(channel);
+      if (!caughtUp) this.gateway.logger.warn({ connectionId: this.id, channel }, 'attached before delivery passed the messages this instance acknowledged: it lags');
+    }
     await this.gateway.attach(this, channel, modes, serial, params, clean ? rewind : undefined);
   }
 
   private detach(channel: string): void {
+    this.attaching.delete(channel);
     this.gateway.detach(this, channel);
     if (this.presenceChannels.delete(channel)) this.gateway.leaveAll(this, channel);
     this.send({ action: Action.DETACHED, channel });
@@ -414,12 +430,15 @@ export class Connection {
     // Counted against the limits until the presence projection applies them (PresenceReservations).
     const reservations = this.gateway.reservations;
     const reserved = reservations.reserve(this.appId, channel, this.id, joining, this.gateway.clock.now());
+    let positions;
     try {
-      await this.gateway.presenceProducer.append(this.appId, channel, changes);
+      positions = await this.gateway.presenceProducer.append(this.appId, channel, changes);
     } catch (err) {
       reservations.release(reserved);
       throw err;
     }
+    // The ACK follows the change's own PRESENCE: a presence.get() once enter() resolves has it.
+    await this.gateway.presenceApplied(positions);
     return ids;
   }
 

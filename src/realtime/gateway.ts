@@ -8,7 +8,9 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
-import type { Log, LogRecord, Subscription } from '../log/port.js';
+import type { Log, LogPosition, LogRecord, Subscription } from '../log/port.js';
+import { AppliedPositions, positionsAfter } from '../log/applied-positions.js';
+import type { OwnWrites } from '../log/own-writes.js';
 import { Topics } from '../log/port.js';
 import { partitionFor } from '../log/partitioner.js';
 import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
@@ -52,6 +54,8 @@ export interface GatewayDeps {
   consumerName: string;
   /** Connection events on the log: resumes on other instances, instances that died. */
   events: ConnectionEvents;
+  /** What this instance appended: an attach waits for delivery to pass it (README: Consistency of reads). */
+  ownWrites?: Pick<OwnWrites, 'of'>;
 }
 
 /** One connection's attachment to one channel. */
@@ -196,6 +200,8 @@ export class Gateway {
   private readonly deliveredIds: RecentKeys<number>;
   /** Next offset of the messages topic to deliver, per partition. */
   private delivered: number[] = [];
+  /** `delivered`, for waits (ownMessagesDelivered). */
+  private readonly deliveryProgress = new AppliedPositions();
   private partitions = 1;
   private sockets = 0;
   private subscription: Subscription | undefined;
@@ -307,6 +313,21 @@ export class Gateway {
    */
   presenceMembers(appId?: string): number {
     return this.deps.presence.memberCount(appId) + this.reservations.count(appId);
+  }
+
+  /**
+   * Resolves once the presence projection has applied these changes, so that their PRESENCE
+   * messages went to this instance's attachments (and the member set holds them) before the ACK
+   * does (README: Consistency of reads). Past limits.readYourWritesMs the ACK goes anyway: the
+   * change is durable and applies later.
+   */
+  async presenceApplied(positions: readonly LogPosition[]): Promise<void> {
+    const target = positionsAfter(positions);
+    if (await this.deps.presence.progress.until(Topics.presence, target, this.limits.readYourWritesMs)) return;
+    this.logger.warn(
+      { behind: this.deps.presence.progress.behind(Topics.presence, target), waitedMs: this.limits.readYourWritesMs },
+      'presence change acknowledged before this instance applied it: the presence projection lags',
+    );
   }
 
   /** Whether a connection ended for good, here or (as the log says) on another instance. */
@@ -510,9 +531,9 @@ export class Gateway {
   }
 
   /** A connection's members on a channel leave: a `drop` on the log (one leave per member). */
-  private drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
+  private async drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
     const id = `${this.instanceId}-${randomBytes(6).toString('base64url')}`;
-    return this.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
+    await this.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
   }
 
   /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
@@ -832,6 +853,20 @@ export class Gateway {
       }
       this.delivered[r.partition] = r.offset + 1;
     }
+    this.deliveryProgress.advance(records);
+  }
+
+  /**
+   * Undefined when delivery has passed every message this instance acknowledged on the channel's
+   * partition; else resolves once it has, or after limits.readYourWritesMs (false). An attach
+   * waits for it, so that what the instance acknowledged before the ATTACH is before the attach
+   * position: history untilAttach and rewind have it, live delivery does not send it again.
+   */
+  ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined {
+    const partition = partitionFor(channelKey(appId, channel), this.partitions);
+    const next = this.deps.ownWrites?.of(Topics.messages).get(partition);
+    if (next === undefined || (this.delivered[partition] ?? 0) >= next) return undefined;
+    return this.deliveryProgress.until(Topics.messages, new Map([[partition, next]]), this.limits.readYourWritesMs);
   }
 
   /**

@@ -37,6 +37,7 @@ export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence
         const credentials = credentialsOf(request);
         const names = batchChannels(request.query as Record<string, unknown>);
         const format = request.ctx?.format ?? 'json';
+        await opts.presence.ownWrites();
         const results: PresenceOutcome[] = await Promise.all(
           names.map(async (name): Promise<PresenceOutcome> => {
             try {

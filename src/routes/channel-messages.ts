@@ -17,6 +17,11 @@ export interface HistoryReader {
   query(q: HistoryQuery): Promise<HistoryEntry[]>;
   /** Resolved `end` of a query that gives none: the newest instant history is complete up to. */
   visibleUntil(): number;
+  /**
+   * Resolves once what query() reads includes every write this instance acknowledged (README:
+   * Consistency of reads); rejects with 50003 past the limit.
+   */
+  ownWrites(): Promise<void>;
 }
 
 export interface ChannelMessagesOptions {
@@ -94,6 +99,8 @@ export async function historyPage(
     const bound = serialOf(Number(m[2]), 0);
     after = after === undefined ? bound : Math.min(after, bound);
   }
+  // Before `end` is resolved: it must not fall before a write the caller was just told of.
+  await reader.ownWrites();
   const end = givenEnd ?? reader.visibleUntil();
   const found = await reader.query({ appId, channel, start: start ?? 0, end, limit: limit + 1, direction, after });
   const page = found.slice(0, limit);

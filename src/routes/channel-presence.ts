@@ -14,6 +14,8 @@ export interface PresenceReader {
   members(q: MembersQuery): { members: PresenceMember[]; next?: string };
   history(q: HistoryQuery): Promise<HistoryEntry[]>;
   visibleUntil(): number;
+  /** Resolves once members() and history() include every presence change this instance acknowledged (see HistoryReader). */
+  ownWrites(): Promise<void>;
 }
 
 const PRESENT = 1;
@@ -40,6 +42,7 @@ export async function channelPresenceRoutes(app: FastifyInstance, opts: { presen
         const connectionId = stringParam(query, 'connectionId');
         const limit = limitParam(query);
         const cursor = stringParam(query, 'cursor');
+        await opts.presence.ownWrites();
         const { members, next } = opts.presence.members({ appId: credentials.app.appId, channel, clientId, connectionId, limit, after: cursor });
         const base: LinkParams = { clientId, connectionId, limit, ...keptParams(query) };
         const links: Record<string, string> = {
@@ -61,6 +64,7 @@ export async function channelPresenceRoutes(app: FastifyInstance, opts: { presen
         const { page, links } = await historyPage(request.query as Record<string, unknown>, 'history', credentials.app.appId, channel, {
           query: (q) => opts.presence.history(q),
           visibleUntil: () => opts.presence.visibleUntil(),
+          ownWrites: () => opts.presence.ownWrites(),
         });
         const format = request.ctx?.format ?? 'json';
         return sendResult(request, reply, 200, page.map((e) => messageToWire(e.message, format)), links);

@@ -16,6 +16,8 @@ export interface ChannelsReader {
   list(appId: string, q: { prefix: string; after?: string; limit: number }, now: number): { channels: string[]; more: boolean };
   /** Activates the channel (spec: Channel activity) on this instance, writing nothing. */
   activate(appId: string, channel: string, now: number): void;
+  /** Resolves once details() and list() include every write this instance acknowledged (README: Consistency of reads). */
+  ownWrites(): Promise<void>;
 }
 
 const OPERATION = 'channel-metadata';
@@ -45,6 +47,7 @@ export async function channelsRoutes(app: FastifyInstance, opts: { channels: Cha
       handler: async (request, reply) => {
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: { channelId: string } }>, OPERATION);
         const appId = credentials.app.appId;
+        await opts.channels.ownWrites();
         const now = opts.clock.now();
         if (!isMetachannel(channel)) opts.channels.activate(appId, channel, now);
         return sendResult(request, reply, 200, opts.channels.details(appId, channel, now));
@@ -72,6 +75,7 @@ export async function channelsRoutes(app: FastifyInstance, opts: { channels: Cha
           );
         }
         const appId = credentials.app.appId;
+        await opts.channels.ownWrites();
         const now = opts.clock.now();
         const { channels, more } = opts.channels.list(appId, { prefix: prefix ?? '', after: cursor, limit }, now);
         const base: LinkParams = { prefix, by: query.by === undefined ? undefined : by, limit: query.limit === undefined ? undefined : limit, ...keptParams(query) };

@@ -31,6 +31,8 @@ export interface StatsReader {
   query(q: StatsQuery): Promise<StatsBucket[]>;
   /** The app's oldest sample's interval (see pageOfBuckets). */
   oldest(appId: string): Promise<number | undefined>;
+  /** Resolves once query() includes everything this instance appended (README: Consistency of reads); rejects with 50003 past the limit. */
+  ownWrites(): Promise<void>;
 }
 
 export interface StatsFixtureWriter {
@@ -152,6 +154,7 @@ export async function statsRoutes(
           throw new ServiceError('capabilityDenied', 'stats need the "stats" operation (or "*") on the resource "*": a right over the whole app');
         }
         const query = request.query as Record<string, unknown>;
+        await opts.stats.ownWrites();
         const now = opts.clock.now();
         const start = statsTime(query, 'start');
         const givenEnd = statsTime(query, 'end');

@@ -66,8 +66,12 @@ describeWithInfra('production mode: HTTP -> Kafka -> projections -> ClickHouse -
         const entries = (res.json() as { entries: Record<string, number> }[])[0]?.entries;
         return entries?.['messages.inbound.rest.messages.count'] === 5 ? entries : undefined;
       });
-      expect(stats['messages.persisted.messages.count']).toBe(5);
-      expect(stats['messages.all.messages.count']).toBe(10);
+      // The two history reads above (5 messages each) count too: outbound, and retrieved from a
+      // persisted channel (persisted = 5 stored + 10 retrieved; all = 5 in + 10 out + 5 stored).
+      // GET /stats includes this instance's own usage reports (README: Consistency of reads).
+      expect(stats['messages.outbound.rest.messages.count']).toBe(10);
+      expect(stats['messages.persisted.messages.count']).toBe(15);
+      expect(stats['messages.all.messages.count']).toBe(20);
 
       // A restart: a new instance rebuilds from Kafka and ClickHouse.
       await service.close();

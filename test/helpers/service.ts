@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,17 +23,64 @@ export interface TestService {
 export const basic = (key: string): string => `Basic ${Buffer.from(key).toString('base64')}`;
 
 /**
- * A whole service on the embedded adapters in a fresh DATA_DIR (SANDBOX on), built as main.ts
- * builds it but not listening: tests use app.inject(). Close it in teardown.
+ * The mode startTestService starts services in: `TEST_SERVICE_MODE=production` (the
+ * sdk-production project of vitest.config.ts sets it) puts them on Kafka and ClickHouse, found as
+ * test/helpers/infra.ts finds them, each with topics and tables of its own; embedded otherwise.
+ */
+export const testServiceMode: 'embedded' | 'production' = process.env.TEST_SERVICE_MODE === 'production' ? 'production' : 'embedded';
+
+interface ProductionTarget {
+  env: Record<string, string>;
+  clickhouseUrl: string;
+}
+let productionTarget: Promise<ProductionTarget> | undefined;
+
+/** The infrastructure of the production mode, found once per test file. */
+function findProductionTarget(): Promise<ProductionTarget> {
+  return (productionTarget ??= (async () => {
+    const { findProductionInfra } = await import('./production.js');
+    const found = await findProductionInfra();
+    if (!found) throw new Error('TEST_SERVICE_MODE=production needs Kafka and ClickHouse (README: Infrastructure for tests): none found');
+    return {
+      clickhouseUrl: found.clickhouseUrl,
+      env: { KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1' },
+    };
+  })());
+}
+
+/** Drops the ClickHouse tables of one production test service (its Kafka topics go with the infrastructure). */
+async function dropTables(clickhouseUrl: string, prefix: string): Promise<void> {
+  const query = async (sql: string): Promise<string> => {
+    const res = await fetch(clickhouseUrl, { method: 'POST', body: sql, signal: AbortSignal.timeout(30_000) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`ClickHouse: ${text.slice(0, 200)}`);
+    return text;
+  };
+  const names = await query(`SELECT name FROM system.tables WHERE database = currentDatabase() AND startsWith(name, '${prefix}')`);
+  for (const name of names.split('\n').filter((n) => n !== '')) await query(`DROP TABLE IF EXISTS \`${name}\``);
+}
+
+/**
+ * A whole service in a fresh DATA_DIR (SANDBOX on), built as main.ts builds it but not listening:
+ * tests use app.inject(). On the embedded adapters, or in production mode (testServiceMode) unless
+ * the test passes adapters of its own. Close it in teardown.
  */
 export async function startTestService(
   env: Record<string, string> = {},
-  options: { clock?: Clock; adapters?: (dataDir: string) => Adapters; dataDir?: string; logger?: Logger } = {},
+  options: { clock?: Clock; adapters?: (dataDir: string) => Adapters; dataDir?: string; logger?: Logger; isolation?: { topicPrefix: string; tablePrefix: string } } = {},
 ): Promise<TestService> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'cm-test-'));
-  const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent', ...env });
-  const adapters = options.adapters ? options.adapters(dataDir) : embeddedAdapters(config);
-  const service = await startService(config, options.logger ?? pino({ level: 'silent' }), adapters, options.clock);
+  const production = testServiceMode === 'production' && !options.adapters ? await findProductionTarget() : undefined;
+  const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent', ...production?.env, ...env });
+  const logger = options.logger ?? pino({ level: 'silent' });
+  const tag = randomBytes(4).toString('hex');
+  // A restart keeps its topics and tables: it is the same service again.
+  const isolation = options.isolation ?? { topicPrefix: `ts-${tag}-`, tablePrefix: `ts_${tag}_` };
+  let adapters: Adapters;
+  if (options.adapters) adapters = options.adapters(dataDir);
+  else if (production) adapters = await (await import('../../src/production-adapters.js')).productionAdapters(config, logger, isolation);
+  else adapters = embeddedAdapters(config);
+  const service = await startService(config, logger, adapters, options.clock);
   const app = service.registry.all().find((a) => a.source === 'default') ?? service.registry.all()[0];
   const key = `${app.keys[0].keyName}:${app.keys[0].keySecret}`;
   const handle: TestService = {
@@ -40,10 +88,13 @@ export async function startTestService(
     key,
     auth: basic(key),
     dataDir,
-    close: () => service.close(),
+    close: async () => {
+      await service.close();
+      if (production) await dropTables(production.clickhouseUrl, isolation.tablePrefix);
+    },
     restart: async () => {
       await service.close();
-      return startTestService(env, { ...options, dataDir });
+      return startTestService(env, { ...options, dataDir, isolation });
     },
   };
   return handle;
