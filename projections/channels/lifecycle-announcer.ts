@@ -51,7 +51,7 @@ export class LifecycleAnnouncer {
     }
     const appends = [...chunks].flatMap(([appId, list]) => list.map((announcements) => [appId, announcements] as const)).map(([appId, announcements]) => {
       const append = this.options.publisher
-        .publish(appId, LIFECYCLE_CHANNEL, announcements.map((a) => a.message))
+        .publish(appId, LIFECYCLE_CHANNEL, announcements.map((a) => a.message), 'service')
         .then(
           () => undefined,
           (err) => {

@@ -7,8 +7,12 @@ import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
 
-/** How a publish came in: a REST publish, a realtime MESSAGE, or one channel of a batch publish. */
-export type PublishTransport = 'rest' | 'realtime' | 'batch';
+/**
+ * How a publish came in: a REST publish, a realtime MESSAGE, one channel of a batch publish, or
+ * the service's own (lifecycle events on the metachannel). On the log (and in the stats) every one
+ * but realtime is a REST publish, as before; the metrics tell them apart.
+ */
+export type PublishTransport = 'rest' | 'realtime' | 'batch' | 'service';
 
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */
@@ -67,10 +71,10 @@ export class Publisher {
     private readonly clock: Clock = systemClock,
     private readonly limits: Pick<Limits, 'recentIdsWindowMs' | 'maxRecentIdsPerApp'> = DEFAULT_LIMITS,
     /** Messages appended by how they came in (GET /metrics: cm_messages_published_total). */
-    private readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0 },
+    private readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0, service: 0 },
   ) {}
 
-  /** `batch`: one channel of a batch publish, a REST request for the stats (spec: Bulk publish). */
+  /** `batch`: one channel of a batch publish, a REST request for the stats (spec: Bulk publish); `service`: the service's own. */
   async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: PublishTransport = 'rest'): Promise<PublishResult> {
     if (!messages.some((m) => !isAssignedId(m.id))) {
       await this.append(appId, channel, transport, messages, false);

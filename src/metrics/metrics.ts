@@ -180,7 +180,7 @@ export class Metrics {
   readonly routes: RouteStats[] = [];
   readonly appends = new AppendStats();
   /** Messages appended, by how they came in (counted by the Publisher once the log acknowledged them). */
-  readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0 };
+  readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0, service: 0 };
   /** Store writes (a projection's flush to ClickHouse or SQLite) that failed, by projection. */
   readonly storeWriteFailures = new Map<string, number>();
   private sources: MetricSources | undefined;
@@ -209,7 +209,7 @@ export class Metrics {
     add('cm_build_info', 'Always 1; the labels say which build runs (version, Node, log and store kinds)', 'gauge', () => [
       { labels: { version: build.version, node: process.version, log: build.log, store: build.store }, value: 1 },
     ]);
-    add('cm_messages_published_total', 'Messages appended to the log, by how they came in: rest (POST /channels/<id>/messages), realtime (a MESSAGE frame), batch (POST /messages, once per channel)', 'counter', () =>
+    add('cm_messages_published_total', 'Messages appended to the log, by how they came in: rest (POST /channels/<id>/messages), realtime (a MESSAGE frame), batch (POST /messages, once per channel), service (the service\'s own: channel lifecycle events)', 'counter', () =>
       Object.entries(this.published).map(([transport, value]) => ({ labels: { transport }, value })),
     );
     add('cm_store_write_failures_total', 'Projection writes to the store (ClickHouse or SQLite) that failed and are retried, by projection', 'counter', () =>
