@@ -4,6 +4,8 @@
 import { realpathSync } from 'node:fs';
 import { basename, extname, isAbsolute, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError } from '../config.js';
 
 const real = (path: string): string | undefined => {
   try {
@@ -48,4 +50,18 @@ export function commandAsTyped(
   if (basename(argv1) === bin) return bin;
   const shown = isAbsolute(argv1) && !relative(cwd, argv1).startsWith('..') ? relative(cwd, argv1) : argv1;
   return `${extname(argv1) === '.ts' ? 'npx tsx' : 'node'} ${shown}`;
+}
+
+/**
+ * node:util parseArgs, its errors as a ConfigError in one line that points at --help (an unknown
+ * option named as typed), for every command's own parser.
+ */
+export function commandLine<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    const message = (err as Error).message.split('\n')[0];
+    const unknown = /Unknown option '(-[^']*)'/.exec(message);
+    throw new ConfigError(unknown ? `unknown option ${unknown[1]} (see --help)` : `${message} (see --help)`);
+  }
 }

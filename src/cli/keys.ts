@@ -9,7 +9,6 @@
 // embedded log would assign the same offsets). Kafka always goes through a running instance.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { ServiceError } from '../errors.js';
 import { systemClock } from '../clock.js';
@@ -17,7 +16,7 @@ import { checkDataDir, StartupError } from '../startup.js';
 import { Topics } from '../log/port.js';
 import { decodeEvent, encodeEvent } from '../log/events.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
-import { commandAsTyped, isEntryPoint } from './command.js';
+import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { DataDirLock, DataDirLockedError } from '../log/embedded/data-dir-lock.js';
 import { configuredApps } from '../apps/configured-apps.js';
 import { loadDefaultApp } from '../apps/default-app.js';
@@ -85,35 +84,27 @@ export interface KeysRequest {
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
 export function parseKeysArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | ({ help: false } & KeysRequest) {
-  let values;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: true,
-      options: {
-        name: { type: 'string' },
-        capability: { type: 'string' },
-        'revocable-tokens': { type: 'boolean' },
-        'no-revocable-tokens': { type: 'boolean' },
-        management: { type: 'boolean' },
-        'no-management': { type: 'boolean' },
-        app: { type: 'string' },
-        json: { type: 'boolean' },
-        url: { type: 'string' },
-        key: { type: 'string' },
-        direct: { type: 'boolean' },
-        'data-dir': { type: 'string' },
-        'apps-file': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    const message = (err as Error).message.split('\n')[0];
-    const unknown = /Unknown option '(-[^']*)'/.exec(message);
-    throw new ConfigError(unknown ? `unknown option ${unknown[1]} (see --help)` : `${message} (see --help)`);
-  }
+  const { values, positionals } = commandLine({
+    args: argv,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      name: { type: 'string' },
+      capability: { type: 'string' },
+      'revocable-tokens': { type: 'boolean' },
+      'no-revocable-tokens': { type: 'boolean' },
+      management: { type: 'boolean' },
+      'no-management': { type: 'boolean' },
+      app: { type: 'string' },
+      json: { type: 'boolean' },
+      url: { type: 'string' },
+      key: { type: 'string' },
+      direct: { type: 'boolean' },
+      'data-dir': { type: 'string' },
+      'apps-file': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) return { help: true };
   const [command, keyId, ...rest] = positionals;
   const isCommand = (c: string | undefined): c is Command => (COMMANDS as readonly (string | undefined)[]).includes(c);

@@ -8,8 +8,7 @@
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { commandAsTyped, isEntryPoint } from './command.js';
+import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { checkDataDir, StartupError } from '../startup.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
@@ -93,29 +92,22 @@ Exit codes: 0 done (a warning on stderr when nothing matched), 1 the log could n
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
 export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config; keys: boolean } {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        app: { type: 'string' },
-        channel: { type: 'string' },
-        keys: { type: 'boolean' },
-        from: { type: 'string' },
-        to: { type: 'string' },
-        'data-dir': { type: 'string' },
-        'kafka-brokers': { type: 'string' },
-        'clickhouse-url': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    const message = (err as Error).message.split('\n')[0];
-    const unknown = /Unknown option '(-[^']*)'/.exec(message);
-    throw new ConfigError(unknown ? `unknown option ${unknown[1]} (see --help)` : `${message} (see --help)`);
-  }
+  const { values } = commandLine({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      app: { type: 'string' },
+      channel: { type: 'string' },
+      keys: { type: 'boolean' },
+      from: { type: 'string' },
+      to: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'kafka-brokers': { type: 'string' },
+      'clickhouse-url': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) return { help: true };
   const { app: appId, keys = false } = values;
   const channel = values.channel ?? '';
