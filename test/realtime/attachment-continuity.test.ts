@@ -27,32 +27,42 @@ const RESUMED = 4;
 const carriesPosition = (pm: Pm, channel: string): boolean =>
   pm.channel === channel && (pm.action === Actions.ATTACHED || pm.action === Actions.MESSAGE || pm.action === Actions.PRESENCE) && typeof pm.channelSerial === 'string' && pm.channelSerial !== '';
 
+/**
+ * A service whose log reads wait at a gate while one is set: a resume's backlog read then takes as
+ * long as the test wants. `readStarted` resolves when a read first reaches a gate.
+ */
+async function serviceWithGatedReads(): Promise<{ service: TestService; setGate: (gate: Promise<void> | undefined) => void; readStarted: Promise<void> }> {
+  let gate: Promise<void> | undefined;
+  let reading!: () => void;
+  const readStarted = new Promise<void>((resolve) => (reading = resolve));
+  const gated = (log: Log): Log =>
+    new Proxy(log, {
+      get: (target, prop, receiver) =>
+        prop === 'read'
+          ? async (...args: Parameters<Log['read']>) => {
+              if (gate) {
+                reading();
+                await gate;
+              }
+              return target.read(...args);
+            }
+          : Reflect.get(target, prop, receiver),
+    });
+  const service = await startTestService({}, {
+    adapters: (dataDir) => {
+      const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
+      return { ...adapters, log: gated(adapters.log) };
+    },
+  });
+  return { service, setGate: (g) => (gate = g), readStarted };
+}
+
 describe('a subscriber receives every message of its attachment in order, or is told', () => {
   it('a resume whose deliveries are held while its backlog is read, and overflow (80020), goes on from before them', { timeout: 60_000 }, async () => {
     // The backlog read of a resume waits for the gate while the channel's messages arrive: the
     // gateway holds them for the attachment, more than it may (maxReplayRecords), and cuts the client off.
-    let gate: Promise<void> | undefined;
-    let reading!: () => void;
-    const readStarted = new Promise<void>((resolve) => (reading = resolve));
-    const gated = (log: Log): Log =>
-      new Proxy(log, {
-        get: (target, prop, receiver) =>
-          prop === 'read'
-            ? async (...args: Parameters<Log['read']>) => {
-                if (gate) {
-                  reading();
-                  await gate;
-                }
-                return target.read(...args);
-              }
-            : Reflect.get(target, prop, receiver),
-      });
-    ts = await startTestService({}, {
-      adapters: (dataDir) => {
-        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
-        return { ...adapters, log: gated(adapters.log) };
-      },
-    });
+    const { service, setGate, readStarted } = await serviceWithGatedReads();
+    ts = service;
     await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (ts.service.app.server.address() as AddressInfo).port;
     const appId = ts.key.split('.')[0];
@@ -74,7 +84,7 @@ describe('a subscriber receives every message of its attachment in order, or is 
     expect(other.statusCode).toBe(201);
 
     let release!: () => void;
-    gate = new Promise<void>((resolve) => (release = resolve));
+    setGate(new Promise<void>((resolve) => (release = resolve)));
     const second = await connect({ resume: connectionKey });
     second.send({ action: Actions.ATTACH, channel, channelSerial: serial, flags: 32 });
     await readStarted;
@@ -86,7 +96,7 @@ describe('a subscriber receives every message of its attachment in order, or is 
       });
       await ts.service.log.append(Topics.messages, records);
     }
-    gate = undefined;
+    setGate(undefined);
     release();
     const cutOff = await second.next((pm) => pm.action === Actions.DISCONNECTED);
     expect((cutOff.error as { code: number }).code).toBe(80020);
@@ -108,28 +118,8 @@ describe('a subscriber receives every message of its attachment in order, or is 
   it('a resume whose backlog read is slow gets the backlog first, then the messages that came during the read: in log order', { timeout: 60_000 }, async () => {
     // Found by the three-instance kill test (test/faults/three-instances-kill9.test.ts): the
     // backlog was queued behind the deliveries held during its read, so newer messages came first.
-    let gate: Promise<void> | undefined;
-    let reading!: () => void;
-    const readStarted = new Promise<void>((resolve) => (reading = resolve));
-    const gated = (log: Log): Log =>
-      new Proxy(log, {
-        get: (target, prop, receiver) =>
-          prop === 'read'
-            ? async (...args: Parameters<Log['read']>) => {
-                if (gate) {
-                  reading();
-                  await gate;
-                }
-                return target.read(...args);
-              }
-            : Reflect.get(target, prop, receiver),
-      });
-    ts = await startTestService({}, {
-      adapters: (dataDir) => {
-        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', LOG_LEVEL: 'silent' }));
-        return { ...adapters, log: gated(adapters.log) };
-      },
-    });
+    const { service, setGate, readStarted } = await serviceWithGatedReads();
+    ts = service;
     await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (ts.service.app.server.address() as AddressInfo).port;
     const channel = uniqueChannel();
@@ -150,12 +140,12 @@ describe('a subscriber receives every message of its attachment in order, or is 
     for (const data of ['old-0', 'old-1', 'old-2']) await publish(data);
 
     let release!: () => void;
-    gate = new Promise<void>((resolve) => (release = resolve));
+    setGate(new Promise<void>((resolve) => (release = resolve)));
     const second = await RawClient.connect(port, { key: ts.key, resume: connectionKey });
     opened.push(second);
     second.send({ action: Actions.ATTACH, channel, channelSerial: serial, flags: 32 });
     await readStarted;
-    gate = undefined;
+    setGate(undefined);
     for (const data of ['new-0', 'new-1', 'new-2']) await publish(data);
     // Delivered to the gateway (and held for the attachment) before the backlog read goes on.
     for (let i = 0; i < 100 && (await deliveryLag()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
