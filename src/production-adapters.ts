@@ -43,7 +43,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     await waitForClickHouse(probe, config.startupTimeoutMs, { at: hostOf(config.clickhouseUrl!), logger });
   } catch (err) {
     probe.close().catch(() => {}); // not awaited: a ping may still hang, and the start has ended
-    throw new Error(`CLICKHOUSE_URL=${config.clickhouseUrl}: ${(err as Error).message}`);
+    throw new Error(`CLICKHOUSE_URL=${withoutPassword(config.clickhouseUrl!)}: ${(err as Error).message}`);
   }
   await probe.close();
   const client = createClickHouseClient({ url: config.clickhouseUrl! });
@@ -71,6 +71,18 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
 }
 
 /** host:port of a URL, without its credentials (for the log). */
+/** The URL as it may be printed: a password in it is replaced by `***` (start lines end up in shared logs). */
+export function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password === '') return url;
+    parsed.password = '***';
+    return parsed.href.replace(/\/$/, url.endsWith('/') ? '/' : '');
+  } catch {
+    return '(an unparsable URL)';
+  }
+}
+
 function hostOf(url: string): string {
   try {
     return new URL(url).host;

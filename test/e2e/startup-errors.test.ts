@@ -140,6 +140,13 @@ describe('startup errors: one line and a non-zero exit', () => {
     expect(waitingLines(r.stdout).map((l) => l.msg), r.stdout).toContain(`waiting for ClickHouse at 127.0.0.1:${port}`);
   });
 
+  it.runIf(kafka !== undefined || requireInfra)('the line that gives up on ClickHouse does not print the password in CLICKHOUSE_URL', async () => {
+    const port = await closedPort();
+    const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: kafka!.brokers.join(','), CLICKHOUSE_URL: `http://auditor:s3cret-pw@127.0.0.1:${port}`, STARTUP_TIMEOUT_MS: '500' });
+    expectOneLine(r, 1, /^failed to start: CLICKHOUSE_URL=http:\/\/auditor:\*\*\*@127\.0\.0\.1:\d+: ClickHouse did not answer within 500 ms/);
+    expect(r.stdout + r.stderr).not.toContain('s3cret-pw');
+  });
+
   it.runIf(kafka?.mock === true || (requireInfra && process.env.KAFKA_MOCK === '1'))('KAFKA_IDEMPOTENT=1 on a cluster that cannot serve it (the mock broker) fails at once, naming the switch', async () => {
     const r = await start({ DATA_DIR: freshDir(), KAFKA_BROKERS: kafka!.brokers.join(','), CLICKHOUSE_URL: 'http://127.0.0.1:9', KAFKA_IDEMPOTENT: '1' });
     expectOneLine(r, 1, /^failed to start: KAFKA_IDEMPOTENT=1, but the Kafka cluster .* names no controller .* set KAFKA_IDEMPOTENT=0 or auto$/);

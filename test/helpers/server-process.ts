@@ -57,13 +57,34 @@ export function spawnServer(env: Record<string, string>, port: number): ServerPr
   return { child, port, output, exited, running, stop };
 }
 
-/** Starts the service (DATA_DIR and the rest in `env`) and resolves once GET /time answers. */
+/** How many times startServer picks another port when the one it chose was taken before the service listened. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Starts the service (DATA_DIR and the rest in `env`) and resolves once GET /time answers. The port
+ * freePort found can be taken by another process (a client's ephemeral port) before the service
+ * listens on it: the service then exits saying so, and another port is tried.
+ */
 export async function startServer(env: Record<string, string>, readyWithinMs = 45_000): Promise<ServerProcess> {
-  const server = spawnServer(env, await freePort());
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(env, await freePort(), readyWithinMs);
+    } catch (err) {
+      if (!(err instanceof PortTakenError) || attempt >= PORT_ATTEMPTS) throw err;
+    }
+  }
+}
+
+class PortTakenError extends Error {}
+
+async function startOn(env: Record<string, string>, port: number, readyWithinMs: number): Promise<ServerProcess> {
+  const server = spawnServer(env, port);
   const deadline = Date.now() + readyWithinMs;
   for (;;) {
     if (!server.running()) {
-      throw new Error(`server exited before it was ready:\n${server.output.join('')}`);
+      const output = server.output.join('');
+      const Failure = output.includes('the port is in use by another process') ? PortTakenError : Error;
+      throw new Failure(`server exited before it was ready:\n${output}`);
     }
     try {
       const res = await fetch(`http://127.0.0.1:${server.port}/time`);
