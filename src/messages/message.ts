@@ -1,23 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
-
-/** Message data as stored: strings, JSON values (objects, arrays) and bytes stay as they came. */
-export type MessageData = string | Uint8Array | Record<string, unknown> | unknown[];
-
-/** A message as it travels on the log and sits in history. */
-export interface StoredMessage {
-  id: string;
-  timestamp: number;
-  name?: string;
-  data?: MessageData;
-  encoding?: string;
-  clientId?: string;
-  connectionId?: string;
-  extras?: Record<string, unknown>;
-  /** Presence history entries only: 2 enter, 3 leave, 4 update (spec: PresenceMessage). */
-  action?: number;
-}
+import type { MessageData, StoredMessage } from '../domain/message.js';
 
 /**
  * A validated message of a publish. Its `timestamp` is 0 until the log assigns it (Publisher), so

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics, type LogPosition } from '../log/port.js';
-import { channelKey, encodeEvent } from '../log/events.js';
-import type { PresenceEvent } from './presence-event.js';
+import { channelKey } from '../log/partitioner.js';
+import { encodeEvent } from '../log/event-codec.js';
+import type { PresenceEvent } from '../domain/presence-event.js';
 
 export type PresenceChange = Omit<PresenceEvent, 'id' | 'timestamp'> & { id?: string };
 

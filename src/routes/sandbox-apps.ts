@@ -1,13 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { keyString, type AppDefinition, type NamespaceRule } from '../apps/app.js';
+import { keyString, type AppDefinition, type NamespaceRule } from '../domain/app.js';
 import { newApp } from '../apps/default-app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
 import { checkChannelName } from '../channels/channel-name.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
-import { dataSize, wellFormed, type MessageData } from '../messages/message.js';
+import { dataSize, wellFormed } from '../messages/message.js';
+import type { MessageData } from '../domain/message.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { resource } from './route-table.js';
 

@@ -1,4 +1,4 @@
-import type { MessageData } from '../messages/message.js';
+import type { MessageData } from './message.js';
 
 /**
  * One change to a channel's presence set, as appended to the `presence` topic by whoever observes
