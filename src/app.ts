@@ -6,7 +6,8 @@ import { resolveContext, headerOf, type ReplyCounter } from './http/request-cont
 import { sendError } from './http/reply.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
-import { dataSize, type PublishingConnection } from './messages/message.js';
+import { dataSize } from './domain/message.js';
+import type { PublishingConnection } from './messages/message.js';
 import type { Limits } from './limits.js';
 import { BodyBudget } from './http/body-budget.js';
 import { clientError, frameworkError } from './http/framework-errors.js';

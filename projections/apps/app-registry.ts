@@ -1,5 +1,5 @@
 import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/domain/app.js';
-import { namespaceOf } from '../../src/channels/channel-name.js';
+import { namespaceOf } from '../../src/domain/channel.js';
 import type { KeyEvent, LogEvent } from '../../src/domain/events.js';
 
 /**

@@ -2,15 +2,13 @@ import { createHash } from 'node:crypto';
 import type { LogRecord } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import type { LogEvent } from '../../src/domain/events.js';
-import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
+import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 import { Mode } from '../../src/domain/modes.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import { ChannelIndex } from './channel-index.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-
-export { LIFECYCLE_CHANNEL };
 
 /** spec: Occupancy. */
 export interface OccupancyMetrics {

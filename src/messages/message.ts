@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
-import type { MessageData, StoredMessage } from '../domain/message.js';
+import { messageSize, type MessageData, type StoredMessage } from '../domain/message.js';
 
 /**
  * A validated message of a publish. Its `timestamp` is 0 until the log assigns it (Publisher), so
@@ -45,28 +45,6 @@ export const newIdBase = (): string => `${ID_PREFIX}${(idCounter++).toString(36)
 
 /** Whether this process assigned the id: such ids never repeat, so they need no duplicate check. */
 export const isAssignedId = (id: string): boolean => id.startsWith(ID_PREFIX);
-
-/**
- * The size of message data. Binary data that travels as base64 (outer encoding `base64`, as JSON
- * clients send bytes) counts by its bytes, as the SDKs count it and as the same bytes sent in
- * MessagePack count (spec TO3l8; ably-js sizes data before its wire base64).
- */
-export function dataSize(data: MessageData | undefined, encoding?: string): number {
-  if (data === undefined || data === null) return 0;
-  if (typeof data === 'string') return encoding !== undefined && /(^|\/)base64$/.test(encoding) ? Buffer.byteLength(data, 'base64') : Buffer.byteLength(data);
-  if (data instanceof Uint8Array) return data.byteLength;
-  return Buffer.byteLength(JSON.stringify(data));
-}
-
-/** Size as counted against the message size limit: name, clientId, data and extras. */
-export function messageSize(m: OutgoingMessage): number {
-  return (
-    dataSize(m.data, m.encoding) +
-    (m.name ? Buffer.byteLength(m.name) : 0) +
-    (m.clientId ? Buffer.byteLength(m.clientId) : 0) +
-    (m.extras ? Buffer.byteLength(JSON.stringify(m.extras)) : 0)
-  );
-}
 
 function checkEncoding(data: MessageData | undefined, encoding: string, where: string): void {
   const steps = encoding.split('/');

@@ -1,6 +1,7 @@
 import type { WebSocket } from 'ws';
 import { ServiceError } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import { permits } from '../auth/capability.js';
 import type { Credentials } from '../auth/credentials.js';
 import { parsePublishBody } from '../messages/message.js';

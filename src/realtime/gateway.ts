@@ -17,8 +17,8 @@ import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js
 import { decodeEvent } from '../log/event-codec.js';
 import type { MessagesPublished } from '../domain/events.js';
 import type { Publisher } from '../messages/publisher.js';
-import { dataSize, isAssignedId } from '../messages/message.js';
-import type { StoredMessage } from '../domain/message.js';
+import { dataSize, type StoredMessage } from '../domain/message.js';
+import { isAssignedId } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import { permits, type Operation } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';

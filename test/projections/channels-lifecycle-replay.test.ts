@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ChannelsProjection, LIFECYCLE_CHANNEL } from '../../projections/channels/channels-projection.js';
+import { ChannelsProjection } from '../../projections/channels/channels-projection.js';
+import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 import { channelKey } from '../../src/log/partitioner.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import type { LogEvent } from '../../src/domain/events.js';

@@ -4,8 +4,7 @@ import { readPublished, summarizePublished, type PublishedSummary } from '../../
 import { encodeEvent } from '../../src/log/event-codec.js';
 import type { MessagesPublished } from '../../src/domain/events.js';
 import { packValue } from '../../src/codec/msgpack.js';
-import { dataSize } from '../../src/messages/message.js';
-import type { StoredMessage } from '../../src/domain/message.js';
+import { dataSize, type StoredMessage } from '../../src/domain/message.js';
 
 /** The bytes as they come back from a log: a copy, with no decoded event attached. */
 const fromLog = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);
