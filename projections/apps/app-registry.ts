@@ -1,6 +1,6 @@
-import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/apps/app.js';
-import { namespaceOf } from '../../src/channels/channel-name.js';
-import type { KeyEvent, LogEvent } from '../../src/log/events.js';
+import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/domain/app.js';
+import { namespaceOf } from '../../src/domain/channel.js';
+import type { KeyEvent, LogEvent } from '../../src/domain/events.js';
 
 /**
  * The applications projection: every app and key the service knows, from the apps file, the

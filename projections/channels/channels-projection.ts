@@ -1,15 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { LogRecord } from '../../src/log/port.js';
-import { decodeEvent, type LogEvent } from '../../src/log/events.js';
-import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
-import { Flag } from '../../src/realtime/protocol.js';
-import type { StoredMessage } from '../../src/messages/message.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
+import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
+import { Mode } from '../../src/domain/modes.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import { ChannelIndex } from './channel-index.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-
-export { LIFECYCLE_CHANNEL };
 
 /** spec: Occupancy. */
 export interface OccupancyMetrics {
@@ -493,10 +492,10 @@ function metricsOf(s: ChannelState): OccupancyMetrics {
   const m = emptyMetrics();
   for (const a of s.attachments.values()) {
     m.connections++;
-    if (a.modes & Flag.PUBLISH) m.publishers++;
-    if (a.modes & Flag.SUBSCRIBE) m.subscribers++;
-    if (a.modes & Flag.PRESENCE) m.presenceConnections++;
-    if (a.modes & Flag.PRESENCE_SUBSCRIBE) m.presenceSubscribers++;
+    if (a.modes & Mode.PUBLISH) m.publishers++;
+    if (a.modes & Mode.SUBSCRIBE) m.subscribers++;
+    if (a.modes & Mode.PRESENCE) m.presenceConnections++;
+    if (a.modes & Mode.PRESENCE_SUBSCRIBE) m.presenceSubscribers++;
   }
   m.presenceMembers = s.members.size;
   return m;

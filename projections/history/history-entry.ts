@@ -1,4 +1,4 @@
-import type { StoredMessage } from '../../src/messages/message.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 
 /**
  * One message in history. `serial` orders a channel's messages as the log does: the log offset of

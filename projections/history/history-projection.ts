@@ -1,6 +1,7 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import { decodeEvent, type LogEvent } from '../../src/log/events.js';
-import type { StoredMessage } from '../../src/messages/message.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import type { Clock } from '../../src/clock.js';
 import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
 import { MemoryTail } from './memory-tail.js';

@@ -1,4 +1,4 @@
-import type { StoredMessage } from '../../src/messages/message.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 
 /** The messages a log record's value carries, in order (for entries kept by reference). */

@@ -1,7 +1,7 @@
 import Database from '../../src/stores/sqlite/driver.mjs';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
-import type { StoredMessage } from '../../src/messages/message.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 import type { HistoryStore, LogMark, PersistedEntry } from './history-store.js';
 import { expiryDay } from './retention.js';

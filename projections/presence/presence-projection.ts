@@ -1,7 +1,7 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import type { LogEvent, PresenceChanged } from '../../src/log/events.js';
-import type { StoredMessage } from '../../src/messages/message.js';
-import type { PresenceEvent } from '../../src/presence/presence-event.js';
+import type { LogEvent, PresenceChanged } from '../../src/domain/events.js';
+import type { StoredMessage } from '../../src/domain/message.js';
+import type { PresenceEvent } from '../../src/domain/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
 import type { AppliedPositions } from '../../src/log/applied-positions.js';

@@ -1,4 +1,4 @@
-import type { LogEvent, TokensRevoked } from '../../src/log/events.js';
+import type { LogEvent, TokensRevoked } from '../../src/domain/events.js';
 
 /** What a revocation looks at in a token's credentials. */
 export interface RevocableToken {

@@ -2,7 +2,7 @@ import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/click
 import { sql, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';
 import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
-import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
 import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type DirtyRange, type LevelRow, type Piece } from './rollups.js';
 

@@ -1,4 +1,5 @@
-import { BASE_COUNTERS, flatEntries, type StatsBucket } from './stats-sample.js';
+import { BASE_COUNTERS, type StatsBucket } from '../../src/domain/stats-sample.js';
+import { flatEntries } from '../../src/domain/stats-record.js';
 import { sampleAggregate } from './rollups.js';
 
 /**

@@ -1,4 +1,4 @@
-import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from './stats-sample.js';
+import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
 import type { StatsQuery } from './stats-store.js';
 
 /**

@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../../src/clock.js';
-import type { StatsBucket } from './stats-sample.js';
+import type { StatsBucket } from '../../src/domain/stats-sample.js';
 import { bucketsOf, endOf, LEVELS, startOf, type Level, type LevelRow, type Piece } from './rollups.js';
 import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
 

@@ -1,9 +1,10 @@
-import { LIFECYCLE_CHANNEL } from '../../src/channels/channel-name.js';
+import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 import type { Checkpoint, LogRecord, RecordVisitor } from '../../src/log/port.js';
-import { decodeEvent, decodedEvent, type LogEvent } from '../../src/log/events.js';
+import { decodeEvent, decodedEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
-import { dataSize } from '../../src/messages/message.js';
-import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from './stats-sample.js';
+import { dataSize } from '../../src/domain/message.js';
+import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from '../../src/domain/stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsWriter } from './stats-store.js';
 
 /**

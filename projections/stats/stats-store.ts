@@ -1,4 +1,4 @@
-import type { Counters, StatsBucket, Unit } from './stats-sample.js';
+import type { Counters, StatsBucket, Unit } from '../../src/domain/stats-sample.js';
 import type { LevelRow, Piece } from './rollups.js';
 
 /**

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { DEFAULT_KEY_CAPABILITY, type AppDefinition, type KeyDefinition, type NamespaceRule } from './app.js';
+import { DEFAULT_KEY_CAPABILITY, type AppDefinition, type KeyDefinition, type NamespaceRule } from '../domain/app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
 
 /**

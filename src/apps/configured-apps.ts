@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { loadAppsFile } from './apps-file.js';
 import { defaultAppFile, loadDefaultApp, loadOrCreateDefaultApp } from './default-app.js';
-import { keyString, type AppDefinition } from './app.js';
+import { keyString, type AppDefinition } from '../domain/app.js';
 
 export interface ConfiguredApps {
   apps: AppDefinition[];

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { ensureDir } from '../startup.js';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { ALL_RIGHTS, DEFAULT_KEY_CAPABILITY, keyString, type AppDefinition } from './app.js';
+import { ALL_RIGHTS, DEFAULT_KEY_CAPABILITY, keyString, type AppDefinition } from '../domain/app.js';
 
 export const randomId = (bytes: number): string => randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x');
 

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
 import type { Clock } from '../clock.js';
-import type { KeyEvent } from '../log/events.js';
+import type { KeyEvent } from '../domain/events.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
-import { DEFAULT_KEY_CAPABILITY, keyString, type AppDefinition, type KeyDefinition } from './app.js';
+import { DEFAULT_KEY_CAPABILITY, keyString, type AppDefinition, type KeyDefinition } from '../domain/app.js';
 import { randomId } from './default-app.js';
 
 /** What a key management request may set (create: all optional; update: at least one). */

@@ -1,5 +1,5 @@
 import { Topics, type Log } from '../log/port.js';
-import { decodeEvent } from '../log/events.js';
+import { decodeEvent } from '../log/event-codec.js';
 import { partitionFor } from '../log/partitioner.js';
 
 /**

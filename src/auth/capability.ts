@@ -1,5 +1,5 @@
 import { ServiceError } from '../errors.js';
-import { isMetachannel } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 
 export const OPERATIONS = ['publish', 'subscribe', 'presence', 'history', 'channel-metadata', 'stats', 'push-subscribe', 'push-admin', 'object-subscribe', 'object-publish', 'annotation-subscribe', 'annotation-publish', 'message-update-own', 'message-update-any', 'message-delete-own', 'message-delete-any', '*'] as const;
 export type Operation = (typeof OPERATIONS)[number];

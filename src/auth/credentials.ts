@@ -1,4 +1,4 @@
-import type { AppDefinition } from '../apps/app.js';
+import type { AppDefinition } from '../domain/app.js';
 import type { Capability } from './capability.js';
 
 /** Who a request is from, after authentication. */

@@ -1,12 +1,7 @@
 import { ServiceError } from '../errors.js';
+import { META_PREFIX } from '../domain/channel.js';
 
-export const META_PREFIX = '[meta]';
 const MAX_NAME_BYTES = 2048;
-
-/** The metachannel of channel lifecycle events (spec: Events, 3; projections/channels). */
-export const LIFECYCLE_CHANNEL = '[meta]channel.lifecycle';
-
-export const isMetachannel = (name: string): boolean => name.startsWith(META_PREFIX);
 
 /**
  * Checks a channel name from a path (spec: Channel names, Authentication rule 6). Qualifiers in
@@ -31,11 +26,4 @@ export function checkChannelName(name: string): string {
     if (close === name.length - 1) throw new ServiceError('invalidChannelName', 'channel name has a qualifier but no name');
   }
   return name;
-}
-
-/** The namespace of a channel: the part before the first colon, if any (qualifiers excluded). */
-export function namespaceOf(name: string): string | undefined {
-  const bare = name.startsWith('[') ? name.slice(name.indexOf(']') + 1) : name;
-  const colon = bare.indexOf(':');
-  return colon > 0 ? bare.slice(0, colon) : undefined;
 }

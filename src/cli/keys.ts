@@ -14,13 +14,13 @@ import { ServiceError } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { checkDataDir, StartupError } from '../startup.js';
 import { Topics } from '../log/port.js';
-import { decodeEvent, encodeEvent } from '../log/events.js';
+import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { DataDirLock, DataDirLockedError } from '../log/embedded/data-dir-lock.js';
 import { configuredApps } from '../apps/configured-apps.js';
 import { loadDefaultApp } from '../apps/default-app.js';
-import { keyString } from '../apps/app.js';
+import { keyString } from '../domain/app.js';
 import { KeyAdmin, keyView, parseKeyChanges, type KeyChanges } from '../apps/key-admin.js';
 import { AppRegistry } from '../../projections/apps/app-registry.js';
 

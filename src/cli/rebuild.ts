@@ -16,7 +16,7 @@ import pino from 'pino';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { adaptersFor, type Adapters } from '../service.js';
 import { Topics, type Log, type LogRecord, type RecordVisitor, type ScanResult, type Topic } from '../log/port.js';
-import { decodeEvent } from '../log/events.js';
+import { decodeEvent } from '../log/event-codec.js';
 import { loadAppsFile } from '../apps/apps-file.js';
 import { loadOrCreateDefaultApp } from '../apps/default-app.js';
 import { AppRegistry } from '../../projections/apps/app-registry.js';

@@ -15,8 +15,8 @@ import { EmbeddedLog } from '../log/embedded/embedded-log.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';
 import { Topics, type Log } from '../log/port.js';
-import { channelKey, decodeEvent } from '../log/events.js';
-import { partitionFor } from '../log/partitioner.js';
+import { decodeEvent } from '../log/event-codec.js';
+import { channelKey, partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../messages/wire.js';
 import { replayKeyEvents } from '../apps/key-history.js';
 

@@ -44,7 +44,7 @@ export function unpackValue(bytes: Uint8Array): unknown {
 
 /**
  * Writes MessagePack field by field, for the hot event shapes whose fields are known (see
- * src/log/events.ts): no generic walk over keys, direct property reads. Strings that are plain
+ * src/log/event-codec.ts): no generic walk over keys, direct property reads. Strings that are plain
  * ASCII are written a byte a character; any other value goes through the shared encoder. The
  * output uses the same forms as the shared encoder (smallest header that fits), so both give the
  * same bytes for the same value.

@@ -8,3 +8,6 @@ export function partitionFor(key: string, partitions: number): number {
   }
   return (hash >>> 0) % partitions;
 }
+
+/** Log key that keeps one channel's events in one partition, in order. */
+export const channelKey = (appId: string, channel: string): string => `${appId}:${channel}`;

@@ -315,7 +315,7 @@ function intern(b: Uint8Array, start: number, len: number): string {
 }
 
 /**
- * The layout encodePublished writes (src/log/events.ts), read straight through: five fields in
+ * The layout encodePublished writes (src/log/event-codec.ts), read straight through: five fields in
  * their order, messages whose fields are strings or numbers but for `data`. Anything else gives
  * undefined and the Reader above reads the event field by field (the same result, some four times
  * slower: a method call per value).

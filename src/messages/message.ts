@@ -1,23 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
-
-/** Message data as stored: strings, JSON values (objects, arrays) and bytes stay as they came. */
-export type MessageData = string | Uint8Array | Record<string, unknown> | unknown[];
-
-/** A message as it travels on the log and sits in history. */
-export interface StoredMessage {
-  id: string;
-  timestamp: number;
-  name?: string;
-  data?: MessageData;
-  encoding?: string;
-  clientId?: string;
-  connectionId?: string;
-  extras?: Record<string, unknown>;
-  /** Presence history entries only: 2 enter, 3 leave, 4 update (spec: PresenceMessage). */
-  action?: number;
-}
+import { messageSize, type MessageData, type StoredMessage } from '../domain/message.js';
 
 /**
  * A validated message of a publish. Its `timestamp` is 0 until the log assigns it (Publisher), so
@@ -62,48 +46,92 @@ export const newIdBase = (): string => `${ID_PREFIX}${(idCounter++).toString(36)
 /** Whether this process assigned the id: such ids never repeat, so they need no duplicate check. */
 export const isAssignedId = (id: string): boolean => id.startsWith(ID_PREFIX);
 
-/**
- * The size of message data. Binary data that travels as base64 (outer encoding `base64`, as JSON
- * clients send bytes) counts by its bytes, as the SDKs count it and as the same bytes sent in
- * MessagePack count (spec TO3l8; ably-js sizes data before its wire base64).
- */
-export function dataSize(data: MessageData | undefined, encoding?: string): number {
-  if (data === undefined || data === null) return 0;
-  if (typeof data === 'string') return encoding !== undefined && /(^|\/)base64$/.test(encoding) ? Buffer.byteLength(data, 'base64') : Buffer.byteLength(data);
-  if (data instanceof Uint8Array) return data.byteLength;
-  return Buffer.byteLength(JSON.stringify(data));
-}
-
-/** Size as counted against the message size limit: name, clientId, data and extras. */
-export function messageSize(m: OutgoingMessage): number {
-  return (
-    dataSize(m.data, m.encoding) +
-    (m.name ? Buffer.byteLength(m.name) : 0) +
-    (m.clientId ? Buffer.byteLength(m.clientId) : 0) +
-    (m.extras ? Buffer.byteLength(JSON.stringify(m.extras)) : 0)
-  );
-}
-
-function checkEncoding(data: MessageData | undefined, encoding: string, index: number): void {
+function checkEncoding(data: MessageData | undefined, encoding: string, where: string): void {
   const steps = encoding.split('/');
   if (steps.some((s) => s.length === 0)) {
-    throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding "${encoding}" is malformed`);
+    throw new ServiceError('invalidDataOrEncoding', `${where}: encoding "${encoding}" is malformed`);
   }
   const outer = steps[steps.length - 1];
   if (outer === 'base64') {
     if (typeof data !== 'string' || data.length % 4 === 1 || !(BASE64.test(data) || BASE64URL.test(data))) {
-      throw new ServiceError('invalidDataOrEncoding', `message ${index}: data is not valid base64 but its encoding says base64`);
+      throw new ServiceError('invalidDataOrEncoding', `${where}: data is not valid base64 but its encoding says base64`);
     }
   } else if (outer === 'json') {
     if (typeof data !== 'string') {
-      throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding "json" needs data as a JSON string`);
+      throw new ServiceError('invalidDataOrEncoding', `${where}: encoding "json" needs data as a JSON string`);
     }
     try {
       JSON.parse(data);
     } catch {
-      throw new ServiceError('invalidDataOrEncoding', `message ${index}: data is not valid JSON but its encoding says json`);
+      throw new ServiceError('invalidDataOrEncoding', `${where}: data is not valid JSON but its encoding says json`);
     }
   }
+}
+
+// The rules of a message's fields, shared by every kind of message a client sends: a publish
+// (REST and realtime) and a presence message (spec: PresenceMessage, "same as on Message";
+// src/presence/presence-body.ts). `where` names the message in errors ("message 2").
+
+/** `data`: a string, a JSON object or array, or bytes, nested at most maxDataDepth levels. */
+export function dataField(value: unknown, limits: Pick<Limits, 'maxDataDepth'>, where: string): MessageData | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!(typeof value === 'string' || value instanceof Uint8Array || Array.isArray(value) || isPlainObject(value))) {
+    throw new ServiceError('invalidDataOrEncoding', `${where}: data must be a string, a JSON object or array, or bytes`);
+  }
+  if (!wellFormed(value, limits.maxDataDepth)) {
+    throw new ServiceError(
+      'invalidDataOrEncoding',
+      `${where}: data nests deeper than ${limits.maxDataDepth} levels or holds values other than objects, arrays, strings, numbers, booleans, null and bytes`,
+    );
+  }
+  return value as MessageData;
+}
+
+/** `encoding`: a string whose last step (base64, json) the data must match; empty is none. */
+export function encodingField(value: unknown, data: MessageData | undefined, where: string): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') throw new ServiceError('invalidDataOrEncoding', `${where}: encoding must be a string`);
+  checkEncoding(data, value, where);
+  return value;
+}
+
+/** `extras`: an object holding only a push object (spec: Message, extras). */
+export function extrasField(value: unknown, limits: Pick<Limits, 'maxDataDepth'>, where: string): Record<string, unknown> | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `${where}: extras must be an object`);
+  if (!wellFormed(value, limits.maxDataDepth)) {
+    throw new ServiceError('invalidExtras', `${where}: extras nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
+  }
+  for (const [key, v] of Object.entries(value)) {
+    if (key !== 'push') throw new ServiceError('invalidExtras', `${where}: extras may only hold a push object, not "${key}"`);
+    if (!isPlainObject(v)) throw new ServiceError('invalidExtras', `${where}: extras.push must be an object`);
+  }
+  return value;
+}
+
+/** `id`, when the client gives one: a non-empty string of at most 256 characters. */
+export function idField(value: unknown, where: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value.length > 256) {
+    throw new ServiceError('invalidMessageId', `${where}: id must be a non-empty string of at most 256 characters`);
+  }
+  return value;
+}
+
+/** `clientId`, when the client gives one: a non-empty string other than the wildcard `*`. Whose it may be is the caller's rule. */
+export function clientIdField(value: unknown, where: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value.length === 0 || value === '*') {
+    throw new ServiceError('invalidClientId', `${where}: clientId must be a non-empty string other than "*"`);
+  }
+  return value;
+}
+
+/** The message's size (messageSize) within maxMessageSize; returns it. */
+export function checkMessageSize(m: OutgoingMessage, limits: Pick<Limits, 'maxMessageSize'>, where: string): number {
+  const size = messageSize(m);
+  if (size > limits.maxMessageSize) throw new ServiceError('messageTooLarge', `${where} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+  return size;
 }
 
 /**
@@ -153,6 +181,7 @@ export function parsePublishBody(
   let total = 0;
   return raw.map((item, index) => {
     if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
+    const where = `message ${index}`;
     let connection: PublishingConnection | undefined;
     if (item.connectionKey !== undefined && item.connectionKey !== null) {
       connection = typeof item.connectionKey === 'string' ? connectionOf?.(item.connectionKey) : undefined;
@@ -165,24 +194,10 @@ export function parsePublishBody(
       if (typeof item.name !== 'string') throw new ServiceError('invalidMessageName', `message ${index}: name must be a string`);
       m.name = item.name;
     }
-    if (item.data !== undefined && item.data !== null) {
-      const d = item.data;
-      if (!(typeof d === 'string' || d instanceof Uint8Array || Array.isArray(d) || isPlainObject(d))) {
-        throw new ServiceError('invalidDataOrEncoding', `message ${index}: data must be a string, a JSON object or array, or bytes`);
-      }
-      if (!wellFormed(d, limits.maxDataDepth)) {
-        throw new ServiceError(
-          'invalidDataOrEncoding',
-          `message ${index}: data nests deeper than ${limits.maxDataDepth} levels or holds values other than objects, arrays, strings, numbers, booleans, null and bytes`,
-        );
-      }
-      m.data = d as MessageData;
-    }
-    if (item.encoding !== undefined && item.encoding !== null && item.encoding !== '') {
-      if (typeof item.encoding !== 'string') throw new ServiceError('invalidDataOrEncoding', `message ${index}: encoding must be a string`);
-      checkEncoding(m.data, item.encoding, index);
-      m.encoding = item.encoding;
-    }
+    const data = dataField(item.data, limits, where);
+    if (data !== undefined) m.data = data;
+    const encoding = encodingField(item.encoding, m.data, where);
+    if (encoding !== undefined) m.encoding = encoding;
     if (connection) {
       m.connectionId = connection.connectionId;
       const own = connection.clientId;
@@ -196,46 +211,25 @@ export function parsePublishBody(
         m.clientId = own;
       }
     }
-    if (m.clientId === undefined && item.clientId !== undefined && item.clientId !== null) {
-      if (typeof item.clientId !== 'string' || item.clientId.length === 0 || item.clientId === '*') {
-        throw new ServiceError('invalidClientId', `message ${index}: clientId must be a non-empty string other than "*"`);
+    const given = m.clientId === undefined ? clientIdField(item.clientId, where) : undefined;
+    if (given !== undefined) {
+      if (credentialsClientId !== undefined && credentialsClientId !== '*' && given !== credentialsClientId) {
+        throw new ServiceError('invalidClientId', `${where}: clientId "${given}" does not match the credentials' clientId "${credentialsClientId}"`);
       }
-      if (credentialsClientId !== undefined && credentialsClientId !== '*' && item.clientId !== credentialsClientId) {
-        throw new ServiceError(
-          'invalidClientId',
-          `message ${index}: clientId "${item.clientId}" does not match the credentials' clientId "${credentialsClientId}"`,
-        );
-      }
-      m.clientId = item.clientId;
+      m.clientId = given;
     } else if (m.clientId === undefined && credentialsClientId !== undefined && credentialsClientId !== '*') {
       m.clientId = credentialsClientId;
     }
-    if (item.extras !== undefined && item.extras !== null) {
-      const extras = item.extras;
-      if (!isPlainObject(extras)) throw new ServiceError('invalidExtras', `message ${index}: extras must be an object`);
-      if (!wellFormed(extras, limits.maxDataDepth)) {
-        throw new ServiceError('invalidExtras', `message ${index}: extras nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
-      }
-      for (const [key, value] of Object.entries(extras)) {
-        if (key !== 'push') throw new ServiceError('invalidExtras', `message ${index}: extras may only hold a push object, not "${key}"`);
-        if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `message ${index}: extras.push must be an object`);
-      }
-      m.extras = extras;
-    }
-    if (item.id !== undefined && item.id !== null) {
-      if (typeof item.id !== 'string' || item.id.length === 0 || item.id.length > 256) {
-        throw new ServiceError('invalidMessageId', `message ${index}: id must be a non-empty string of at most 256 characters`);
-      }
-      m.id = item.id;
+    const extras = extrasField(item.extras, limits, where);
+    if (extras !== undefined) m.extras = extras;
+    const id = idField(item.id, where);
+    if (id !== undefined) {
+      m.id = id;
     } else {
       idBase ??= newIdBase();
       m.id = `${idBase}:${index}`;
     }
-    const size = messageSize(m);
-    if (size > limits.maxMessageSize) {
-      throw new ServiceError('messageTooLarge', `message ${index} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
-    }
-    total += size;
+    total += checkMessageSize(m, limits, where);
     if (total > limits.maxPublishBytes) {
       throw new ServiceError('messageTooLarge', `the messages of this publish add up to more than ${limits.maxPublishBytes} bytes, the most one publish may hold`);
     }

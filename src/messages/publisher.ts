@@ -1,18 +1,14 @@
 import type { AppendBatcher, PendingRecord } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
-import { channelKey, encodeEvent, type MessagesPublished } from '../log/events.js';
+import { channelKey } from '../log/partitioner.js';
+import { encodeEvent } from '../log/event-codec.js';
+import type { MessagesPublished } from '../domain/events.js';
 import { isAssignedId, type OutgoingMessage } from './message.js';
+import type { PublishTransport } from '../domain/message.js';
 import { ServiceError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
-
-/**
- * How a publish came in: a REST publish, a realtime MESSAGE, one channel of a batch publish, or
- * the service's own (lifecycle events on the metachannel). On the log (and in the stats) every one
- * but realtime is a REST publish, as before; the metrics tell them apart.
- */
-export type PublishTransport = 'rest' | 'realtime' | 'batch' | 'service';
 
 export interface PublishResult {
   /** ids of messages that were appended; repeats of idempotent publishes are left out */

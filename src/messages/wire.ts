@@ -1,4 +1,4 @@
-import type { StoredMessage } from './message.js';
+import type { StoredMessage } from '../domain/message.js';
 import type { Format } from '../http/format.js';
 
 /**

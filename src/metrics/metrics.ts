@@ -2,7 +2,7 @@
 // counters, a histogram's bucket array); prom-client reads them only when /metrics is scraped, so
 // a publish pays a few additions, never a label lookup or an object.
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import type { PublishTransport } from '../messages/publisher.js';
+import type { PublishTransport } from '../domain/message.js';
 
 type Labels = Record<string, string | number>;
 interface Value {

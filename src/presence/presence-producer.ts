@@ -1,14 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics, type LogPosition } from '../log/port.js';
-import { channelKey, encodeEvent } from '../log/events.js';
-import type { PresenceEvent } from './presence-event.js';
+import { channelKey } from '../log/partitioner.js';
+import { encodeEvent } from '../log/event-codec.js';
+import type { PresenceEvent } from '../domain/presence-event.js';
 
 export type PresenceChange = Omit<PresenceEvent, 'id' | 'timestamp'> & { id?: string };
 
 /**
- * Appends presence changes to the `presence` topic. The sandbox fixtures and the tests use it
- * today; the realtime gateway will append the same events.
+ * Appends presence changes to the `presence` topic: a realtime connection's PRESENCE, the
+ * leaves the realtime gateway makes, and the sandbox's fixtures.
  */
 export class PresenceProducer {
   constructor(private readonly batcher: AppendBatcher) {}

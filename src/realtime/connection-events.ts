@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import type { Log, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
-import { channelKey, decodeEvent, encodeEvent, type ConnectionEvent } from '../log/events.js';
+import { channelKey } from '../log/partitioner.js';
+import { decodeEvent, encodeEvent } from '../log/event-codec.js';
+import type { ConnectionEvent } from '../domain/events.js';
 import type { Clock } from '../clock.js';
 
 export interface ConnectionEventsOptions {

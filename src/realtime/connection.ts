@@ -1,11 +1,14 @@
 import type { WebSocket } from 'ws';
 import { ServiceError } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import { permits } from '../auth/capability.js';
 import type { Credentials } from '../auth/credentials.js';
-import { parsePublishBody, wellFormed, messageSize, type MessageData } from '../messages/message.js';
+import { parsePublishBody } from '../messages/message.js';
+import { presenceFields } from '../presence/presence-body.js';
+import { MODES } from '../domain/modes.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
-import { Action, Flag, MODES, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
+import { Action, Flag, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
 import type { Attachment, Gateway } from './gateway.js';
 import { parseRewind, type Rewind } from './rewind.js';
 import { InboundBudget } from './inbound-budget.js';
@@ -400,25 +403,8 @@ export class Connection {
       // "__proto__" or "constructor" found Object.prototype's own members.
       const action = typeof item.action === 'number' ? PRESENCE_ACTIONS[item.action] : undefined;
       if (!action) throw new ServiceError('invalidRequestBody', `presence message ${index}: action must be 2 (enter), 3 (leave) or 4 (update)`);
-      const clientId = this.presenceClientId(item.clientId, index);
-      const id = typeof item.id === 'string' && item.id.length > 0 && item.id.length <= 256 ? item.id : `${this.id}:${msgSerial}:${index}`;
-      const change: PresenceChange = { action, id, clientId, connectionId: this.id, instanceId: this.gateway.instanceId };
-      if (item.data !== undefined && item.data !== null) {
-        const d = item.data;
-        if (!(typeof d === 'string' || d instanceof Uint8Array || (typeof d === 'object' && wellFormed(d, limits.maxDataDepth)))) {
-          throw new ServiceError('invalidDataOrEncoding', `presence message ${index}: data must be a string, a JSON object or array, or bytes, nested at most ${limits.maxDataDepth} levels`);
-        }
-        change.data = d as MessageData;
-      }
-      if (typeof item.encoding === 'string' && item.encoding !== '') change.encoding = item.encoding;
-      if (item.extras !== undefined && item.extras !== null) {
-        if (typeof item.extras !== 'object' || Array.isArray(item.extras) || !wellFormed(item.extras, limits.maxDataDepth)) {
-          throw new ServiceError('invalidExtras', `presence message ${index}: extras must be an object nested at most ${limits.maxDataDepth} levels`);
-        }
-        change.extras = item.extras as Record<string, unknown>;
-      }
-      const size = messageSize({ id, timestamp: 0, data: change.data, encoding: change.encoding, clientId, extras: change.extras });
-      if (size > limits.maxMessageSize) throw new ServiceError('messageTooLarge', `presence message ${index} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
+      const { id = `${this.id}:${msgSerial}:${index}`, clientId, ...fields } = presenceFields(item, limits, `presence message ${index}`, (given) => this.presenceClientId(given, index));
+      const change: PresenceChange = { action, id, clientId, connectionId: this.id, instanceId: this.gateway.instanceId, ...fields };
       ids.push(id);
       // An automatic re-enter (§5.6) of a member present with the same id changes nothing.
       if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;

@@ -12,10 +12,13 @@ import type { Log, LogPosition, LogRecord, Subscription } from '../log/port.js';
 import { AppliedPositions, positionsAfter } from '../log/applied-positions.js';
 import type { OwnWrites } from '../log/own-writes.js';
 import { Topics } from '../log/port.js';
-import { partitionFor } from '../log/partitioner.js';
-import { channelKey, decodeEvent, type MessagesPublished } from '../log/events.js';
+import { channelKey, partitionFor } from '../log/partitioner.js';
+import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js';
+import { decodeEvent } from '../log/event-codec.js';
+import type { MessagesPublished } from '../domain/events.js';
 import type { Publisher } from '../messages/publisher.js';
-import { dataSize, isAssignedId, type StoredMessage } from '../messages/message.js';
+import { dataSize, type StoredMessage } from '../domain/message.js';
+import { isAssignedId } from '../messages/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
@@ -120,16 +123,6 @@ class Slots {
     if (next) next();
     else this.free++;
   }
-}
-
-/** A channel position: everything in the channel's partition before `offset` was delivered. */
-const serialOf = (partition: number, offset: number): string => `${partition}:${offset}`;
-
-function parseSerial(serial: string, partition: number): number | undefined {
-  const m = /^(\d+):(\d+)$/.exec(serial);
-  if (!m || Number(m[1]) !== partition) return undefined;
-  const offset = Number(m[2]);
-  return Number.isSafeInteger(offset) ? offset : undefined;
 }
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
@@ -693,7 +686,8 @@ export class Gateway {
   async attach(conn: Connection, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void> {
     const recordKey = channelKey(conn.appId, channel);
     const partition = partitionFor(recordKey, this.partitions);
-    let position = serial === undefined ? undefined : parseSerial(serial, partition);
+    const asked = serial === undefined ? undefined : parseChannelSerial(serial);
+    let position = asked?.partition === partition ? asked.offset : undefined;
     if (position !== undefined && position > this.delivered[partition]) {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
@@ -744,7 +738,7 @@ export class Gateway {
     // each with its own. Past them, a resume from here (the client cut off before they reach it)
     // would skip them with RESUMED (issue 22: messages missed in silence).
     const attachedAt = resumed && from !== undefined ? from : target;
-    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: serialOf(partition, attachedAt) };
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
     // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
     if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
     conn.send(attached);
@@ -755,7 +749,7 @@ export class Gateway {
     const held = attachment.held;
     attachment.held = undefined;
     if (attachment.overflowed) return this.slowConsumer(conn);
-    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, serialOf(partition, offset + 1)));
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, channelSerial(partition, offset + 1)));
     for (const send of held ?? []) send();
   }
 
@@ -847,7 +841,7 @@ export class Gateway {
         const decoded = decodeEvent(r.value);
         const event = decoded.type === 'messages.published' ? this.notRepeated(r.key, decoded) : undefined;
         if (event) {
-          const out = new OutgoingMessages(event, r.offset, serialOf(r.partition, r.offset + 1));
+          const out = new OutgoingMessages(event, r.offset, channelSerial(r.partition, r.offset + 1));
           for (const attachment of set) this.sendMessages(attachment, out);
         }
       }
@@ -935,7 +929,7 @@ export class Gateway {
 
   /** The attachment's position: never behind what its client already has. */
   private serialFor(attachment: Attachment): string {
-    return serialOf(attachment.partition, Math.max(attachment.from, this.delivered[attachment.partition]));
+    return channelSerial(attachment.partition, Math.max(attachment.from, this.delivered[attachment.partition]));
   }
 
   private members(appId: string, channel: string): PresenceMember[] {

@@ -7,6 +7,7 @@ import { jsonTextWellFormed } from '../codec/well-formed-text.js';
 import { jsonHeader, msgpackHeader, type FrameHeader } from './frame-shape.js';
 import { jsonShape, msgpackShape, type ShapeLimits, type ShapeFault } from '../codec/value-shape.js';
 import { ErrorCodes, errorHref, ServiceError, type ErrorKind } from '../errors.js';
+import { Mode } from '../domain/modes.js';
 
 export const Action = {
   HEARTBEAT: 0,
@@ -34,14 +35,9 @@ export const Flag = {
   HAS_BACKLOG: 1 << 1,
   RESUMED: 1 << 2,
   ATTACH_RESUME: 1 << 5,
-  PRESENCE: 1 << 16,
-  PUBLISH: 1 << 17,
-  SUBSCRIBE: 1 << 18,
-  PRESENCE_SUBSCRIBE: 1 << 19,
+  // The attachment modes (src/domain/modes.ts) travel as these flag bits.
+  ...Mode,
 } as const;
-
-/** The four modes this gateway grants (annotations and objects are not served). */
-export const MODES = Flag.PRESENCE | Flag.PUBLISH | Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
 
 /** ErrorInfo on the wire: message, code and statusCode are all required by the SDK (§2.4). */
 export interface WireError {

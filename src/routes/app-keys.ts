@@ -13,7 +13,7 @@ import { resource } from './route-table.js';
  *   PATCH  /apps/<appId>/keys/<keyId>         changes a key's name, capability, revocableTokens or management
  *   POST   /apps/<appId>/keys/<keyId>/revoke  revokes it for good
  * Basic credentials of one of the app's own keys with the management right (a key attribute:
- * src/apps/app.ts): a token 40162, any other key 40160. Changes are events on the apps topic.
+ * src/domain/app.ts): a token 40162, any other key 40160. Changes are events on the apps topic.
  */
 export async function appKeysRoutes(app: FastifyInstance, opts: { keys: KeyAdmin; apps: AppRegistry; limits: KeyLimits }): Promise<void> {
   const manager = (request: FastifyRequest): string => {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError, type ErrorBody } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import { permits } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendError, sendResult } from '../http/reply.js';

@@ -1,15 +1,18 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import { permits, type Operation } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
-import { parsePublishBody, type PublishingConnection, type PublishLimits, type StoredMessage } from '../messages/message.js';
+import { parsePublishBody, type PublishingConnection, type PublishLimits } from '../messages/message.js';
+import type { StoredMessage } from '../domain/message.js';
 import { messageToWire } from '../messages/wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
+import { parseChannelSerial } from '../channels/channel-serial.js';
 import { serialOf, type HistoryEntry, type HistoryQuery } from '../../projections/history/history-entry.js';
 import { resource } from './route-table.js';
 
@@ -93,10 +96,10 @@ export async function historyPage(
   const fromSerial = query.from_serial;
   let after = cursor;
   if (fromSerial !== undefined) {
-    const m = typeof fromSerial === 'string' ? /^(\d+):(\d+)$/.exec(fromSerial) : null;
-    if (!m) throw new ServiceError('invalidParameterValue', 'from_serial must be a channelSerial of an ATTACHED, partition:offset');
+    const at = typeof fromSerial === 'string' ? parseChannelSerial(fromSerial) : undefined;
+    if (!at) throw new ServiceError('invalidParameterValue', 'from_serial must be a channelSerial of an ATTACHED, partition:offset');
     if (direction !== 'backwards') throw new ServiceError('invalidParameterValue', 'from_serial needs direction=backwards');
-    const bound = serialOf(Number(m[2]), 0);
+    const bound = serialOf(at.offset, 0);
     after = after === undefined ? bound : Math.min(after, bound);
   }
   // Before `end` is resolved: it must not fall before a write the caller was just told of.

@@ -5,7 +5,7 @@ import { limitParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import { credentialsOf } from '../http/request-context.js';
 import { permitsAppWide, resourceCovers, type Capability } from '../auth/capability.js';
-import { isMetachannel } from '../channels/channel-name.js';
+import { isMetachannel } from '../domain/channel.js';
 import type { Clock } from '../clock.js';
 import { channelFor } from './channel-messages.js';
 import { resource } from './route-table.js';

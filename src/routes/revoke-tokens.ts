@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError, type ErrorBody } from '../errors.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
-import type { TokensRevoked } from '../log/events.js';
+import type { TokensRevoked } from '../domain/events.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendError, sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';

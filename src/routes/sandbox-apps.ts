@@ -1,19 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { keyString, type AppDefinition, type NamespaceRule } from '../apps/app.js';
+import { keyString, type AppDefinition, type NamespaceRule } from '../domain/app.js';
 import { newApp } from '../apps/default-app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
 import { checkChannelName } from '../channels/channel-name.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
-import { dataSize, wellFormed, type MessageData } from '../messages/message.js';
+import { presenceFields, type PresenceFields } from '../presence/presence-body.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { resource } from './route-table.js';
 
 export interface PresenceFixture {
   channel: string;
-  members: { clientId: string; data?: MessageData; encoding?: string }[];
+  members: PresenceFields[];
 }
 
 export interface AppAdmin {
@@ -92,19 +92,11 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
       channel,
       members: members.map((m, j) => {
         const where = `channels[${i}].presence[${j}]`;
-        if (!isObject(m) || typeof m.clientId !== 'string' || m.clientId.length === 0) {
-          throw new ServiceError('invalidRequestBody', `${where} needs a clientId`);
-        }
-        if (m.encoding !== undefined && typeof m.encoding !== 'string') throw new ServiceError('invalidRequestBody', `${where}.encoding must be a string`);
-        if (!wellFormed(m.data, limits.maxDataDepth)) {
-          throw new ServiceError('invalidDataOrEncoding', `${where}.data nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
-        }
-        const member = { clientId: m.clientId, data: m.data as MessageData | undefined, encoding: m.encoding as string | undefined };
-        const size = dataSize(member.data, member.encoding) + Buffer.byteLength(member.clientId);
-        if (size > limits.maxMessageSize) {
-          throw new ServiceError('messageTooLarge', `${where} is ${size} bytes; the maximum is ${limits.maxMessageSize}`);
-        }
-        return member;
+        if (!isObject(m)) throw new ServiceError('invalidRequestBody', `${where} needs a clientId`);
+        return presenceFields(m, limits, where, (given) => {
+          if (given === undefined) throw new ServiceError('invalidRequestBody', `${where} needs a clientId`);
+          return given;
+        });
       }),
     };
   });

@@ -1,10 +1,10 @@
 import type { AppendBatcher } from '../log/append-batcher.js';
 import { Topics } from '../log/port.js';
-import { encodeEvent } from '../log/events.js';
+import { encodeEvent } from '../log/event-codec.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from 'pino';
 import { DEFAULT_LIMITS } from '../limits.js';
-import { addCounter, addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from '../../projections/stats/stats-sample.js';
+import { addCounter, addCounters, Base, intervalOf, SAMPLE_MS, type Counters } from '../domain/stats-sample.js';
 
 export type RequestOutcome = 'succeeded' | 'failed' | 'refused';
 

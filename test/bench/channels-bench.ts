@@ -10,7 +10,8 @@ import pino from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { embeddedAdapters, startService } from '../../src/service.js';
 import { Topics } from '../../src/log/port.js';
-import { channelKey, encodeEvent } from '../../src/log/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 
 const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0));

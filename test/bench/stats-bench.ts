@@ -14,11 +14,12 @@ import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { Topics, type Log } from '../../src/log/port.js';
-import { channelKey, encodeEvent } from '../../src/log/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 import { replayStats } from '../../src/cli/rebuild.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
-import { Base, SAMPLE_MS, type Unit } from '../../projections/stats/stats-sample.js';
+import { Base, SAMPLE_MS, type Unit } from '../../src/domain/stats-sample.js';
 import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
 
 const DAY = 86_400_000;

@@ -6,7 +6,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import type { HistoryStore } from '../../projections/history/history-store.js';
-import { encodeEvent } from '../../src/log/events.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 import type { LogRecord } from '../../src/log/port.js';
 
 setFlagsFromString('--expose-gc');

@@ -1,6 +1,6 @@
 // One contract for the HistoryStore port, run against the SQLite and ClickHouse adapters.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StoredMessage } from '../../src/messages/message.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
 import { serialOf } from '../../projections/history/history-entry.js';
 import type { HistoryStore, LogMark, PersistedEntry } from '../../projections/history/history-store.js';

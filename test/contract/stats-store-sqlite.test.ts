@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { CachedStatsStore } from '../../projections/stats/stats-cache.js';
-import { Base } from '../../projections/stats/stats-sample.js';
+import { Base } from '../../src/domain/stats-sample.js';
 import { T0 } from '../helpers/stats-log.js';
 import type { StatsStore } from '../../projections/stats/stats-store.js';
 import { statsStoreContract } from './stats-store.contract.js';

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { decodeEvent } from '../../src/log/events.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
 import { Topics } from '../../src/log/port.js';
 import { requireInfra } from '../helpers/infra.js';
 import { basic, removeDir } from '../helpers/service.js';

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { expect, it } from 'vitest';
 import { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
 import { ClickHouseHistoryStore } from '../../projections/history/clickhouse-history-store.js';
-import { Base, SAMPLE_MS } from '../../projections/stats/stats-sample.js';
+import { Base, SAMPLE_MS } from '../../src/domain/stats-sample.js';
 import type { StatsRow } from '../../projections/stats/stats-store.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlIdentifier } from '../../src/stores/clickhouse/sql.js';

@@ -1,9 +1,11 @@
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
-import { channelKey, encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import type { StatsRow, StatsStore } from '../../projections/stats/stats-store.js';
-import type { Unit } from '../../projections/stats/stats-sample.js';
+import type { Unit } from '../../src/domain/stats-sample.js';
 import { expect } from 'vitest';
 
 // A synthetic log for stats replay tests: seeded, so every run builds the same one.

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import { basic, startTestService, type TestService } from '../helpers/service.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
-import { decodeEvent } from '../../src/log/events.js';
-import { keyString } from '../../src/apps/app.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import { keyString } from '../../src/domain/app.js';
 
 const setup = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
 let t: TestService;
@@ -33,7 +33,7 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     const res = await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
     const appId = res.json().appId;
     const records = await t.service.log.read('presence', 0, 0, 10_000);
-    const { decodeEvent } = await import('../../src/log/events.js');
+    const { decodeEvent } = await import('../../src/log/event-codec.js');
     const events = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === appId);
     expect(events).toHaveLength(6);
     const encoded = events.find((e) => e.type === 'presence.changed' && e.event.clientId === 'client_encoded');

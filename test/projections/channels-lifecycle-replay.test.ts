@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ChannelsProjection, LIFECYCLE_CHANNEL } from '../../projections/channels/channels-projection.js';
-import { channelKey, encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { ChannelsProjection } from '../../projections/channels/channels-projection.js';
+import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 import { Topics, type LogRecord } from '../../src/log/port.js';
-import { Flag } from '../../src/realtime/protocol.js';
+import { Mode } from '../../src/domain/modes.js';
 import { rng } from '../helpers/stats-log.js';
 
 // Lifecycle events are derived from the log and appended to it: a crash of the projection at any
@@ -36,7 +39,7 @@ function schedule(seed: number, n: number): Step[] {
       steps.push({ at, topic: Topics.connections, event: { type: 'channel.activated', appId: APP, channel } });
     } else if (pick < 0.7) {
       on.add(connectionId);
-      steps.push({ at, topic: Topics.connections, event: { type: 'channel.attached', appId: APP, channel, connectionId, instanceId: 'i1', modes: Flag.SUBSCRIBE | (random() < 0.5 ? Flag.PUBLISH : 0) } });
+      steps.push({ at, topic: Topics.connections, event: { type: 'channel.attached', appId: APP, channel, connectionId, instanceId: 'i1', modes: Mode.SUBSCRIBE | (random() < 0.5 ? Mode.PUBLISH : 0) } });
     } else if (pick < 0.85) {
       on.delete(connectionId);
       steps.push({ at, topic: Topics.connections, event: { type: 'channel.detached', appId: APP, channel, connectionId } });
@@ -95,7 +98,7 @@ class SimulatedLog {
   }
 }
 
-import { decodeEvent } from '../../src/log/events.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
 const decode = (r: LogRecord): LogEvent => decodeEvent(r.value);
 
 /**

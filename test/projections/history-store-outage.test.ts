@@ -10,7 +10,7 @@ import { parseConfig } from '../../src/config.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { basic, removeDir, startTestService } from '../helpers/service.js';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import { encodeEvent } from '../../src/log/events.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
 import type { HistoryStore, LogMark, PersistedEntry } from '../../projections/history/history-store.js';

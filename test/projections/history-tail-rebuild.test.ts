@@ -3,7 +3,7 @@
 // window in every partition, not from the start of a partition.
 import { describe, expect, it } from 'vitest';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import { encodeEvent } from '../../src/log/events.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../../projections/history/history-entry.js';
 import type { HistoryStore, LogMark, PersistedEntry } from '../../projections/history/history-store.js';

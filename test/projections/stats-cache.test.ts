@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CachedStatsStore, LevelRows } from '../../projections/stats/stats-cache.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
-import { Base, type Unit } from '../../projections/stats/stats-sample.js';
+import { Base, type Unit } from '../../src/domain/stats-sample.js';
 import type { LevelRow, Piece } from '../../projections/stats/rollups.js';
 import type { StatsQuery } from '../../projections/stats/stats-store.js';
 import { rng, statsRow, T0 } from '../helpers/stats-log.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
-import { decodeEvent, encodeEvent } from '../../src/log/events.js';
+import { decodeEvent, encodeEvent } from '../../src/log/event-codec.js';
 import { Topics, type LogRecord } from '../../src/log/port.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -10,7 +10,9 @@ import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { DEFAULT_REALTIME_SETTINGS } from '../../src/realtime/settings.js';
 import { Topics, type Log } from '../../src/log/port.js';
-import { channelKey, encodeEvent, type MessagesPublished } from '../../src/log/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { MessagesPublished } from '../../src/domain/events.js';
 import { Actions, RawClient, closedWithin, type Pm } from '../helpers/raw-realtime.js';
 
 let ts: TestService | undefined;

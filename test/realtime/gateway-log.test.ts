@@ -9,7 +9,9 @@ import { removeDir, startTestService, uniqueChannel, type TestService } from '..
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { Topics, type ConsumeOptions, type Log } from '../../src/log/port.js';
-import { channelKey, encodeEvent, type MessagesPublished } from '../../src/log/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { MessagesPublished } from '../../src/domain/events.js';
 import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
 
 const opened: { close(): void }[] = [];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkChannelName, isMetachannel, namespaceOf } from '../../src/channels/channel-name.js';
+import { checkChannelName } from '../../src/channels/channel-name.js';
+import { isMetachannel, namespaceOf } from '../../src/domain/channel.js';
 
 describe('channel names', () => {
   it('accepts ordinary names, namespaces and metachannels', () => {

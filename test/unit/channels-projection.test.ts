@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ChannelsProjection } from '../../projections/channels/channels-projection.js';
 import { ChannelIndex } from '../../projections/channels/channel-index.js';
-import { encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 import { Topics, type LogRecord } from '../../src/log/port.js';
-import { Flag } from '../../src/realtime/protocol.js';
+import { Mode } from '../../src/domain/modes.js';
 
 const T0 = Date.UTC(2030, 0, 1);
 const IDLE = 10_000;
@@ -23,7 +24,7 @@ describe('channel activity (README: Channel activity)', () => {
 
   it('attached connections and present members keep it active however long; their end is a use', () => {
     const p = projection();
-    p.apply([record(attach('c', 'conn1', Flag.SUBSCRIBE), T0)]);
+    p.apply([record(attach('c', 'conn1', Mode.SUBSCRIBE), T0)]);
     expect(p.isActive('a', 'c', T0 + 10 * IDLE)).toBe(true);
     p.apply([record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p', timestamp: T0, clientId: 'u', connectionId: 'conn2' } }, T0 + 1, Topics.presence)]);
     p.apply([record({ type: 'channel.detached', appId: 'a', channel: 'c', connectionId: 'conn1' }, T0 + 5 * IDLE)]);
@@ -36,10 +37,10 @@ describe('channel activity (README: Channel activity)', () => {
   it('occupancy metrics come from the modes each attachment was granted and the members present (spec: Occupancy)', () => {
     const p = projection();
     p.apply([
-      record(attach('c', 'c1', Flag.SUBSCRIBE | Flag.PUBLISH | Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE), T0),
-      record(attach('c', 'c2', Flag.SUBSCRIBE), T0),
-      record(attach('c', 'c3', Flag.PRESENCE_SUBSCRIBE), T0),
-      record(attach('c', 'c3', Flag.PUBLISH), T0), // attached again with other modes: one attachment
+      record(attach('c', 'c1', Mode.SUBSCRIBE | Mode.PUBLISH | Mode.PRESENCE | Mode.PRESENCE_SUBSCRIBE), T0),
+      record(attach('c', 'c2', Mode.SUBSCRIBE), T0),
+      record(attach('c', 'c3', Mode.PRESENCE_SUBSCRIBE), T0),
+      record(attach('c', 'c3', Mode.PUBLISH), T0), // attached again with other modes: one attachment
       record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p1', timestamp: T0, clientId: 'u1', connectionId: 'c1' } }, T0, Topics.presence),
       record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'enter', id: 'p2', timestamp: T0, clientId: 'u2', connectionId: 'c1' } }, T0, Topics.presence),
       record({ type: 'presence.changed', appId: 'a', channel: 'c', event: { action: 'update', id: 'p3', timestamp: T0, clientId: 'u2', connectionId: 'c1' } }, T0, Topics.presence),
@@ -49,7 +50,7 @@ describe('channel activity (README: Channel activity)', () => {
 
   it("a connection closed, its instance restarted or gone: its attachments end", () => {
     const p = projection();
-    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE, 'i1'), T0), record(attach('c', 'c2', Flag.SUBSCRIBE, 'i2'), T0), record(attach('d', 'c3', Flag.SUBSCRIBE, 'i3'), T0)]);
+    p.apply([record(attach('c', 'c1', Mode.SUBSCRIBE, 'i1'), T0), record(attach('c', 'c2', Mode.SUBSCRIBE, 'i2'), T0), record(attach('d', 'c3', Mode.SUBSCRIBE, 'i3'), T0)]);
     p.apply([record({ type: 'connection.closed', appId: 'a', connectionId: 'c1', instanceId: 'i1' }, T0 + 1)]);
     expect(p.metrics('a', 'c').connections).toBe(1);
     p.apply([record({ type: 'instance.gone', instanceId: 'i2' }, T0 + 2)]);
@@ -62,7 +63,7 @@ describe('channel activity (README: Channel activity)', () => {
   it('an embedded start (endsAll) ends every earlier attachment, whatever instance id held it (issue 22: ghost attachments after kill -9)', () => {
     const p = projection();
     // The killed run's pid was 101; the new one's is 202: no record of 101 ends its attachments.
-    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE, '101'), T0), record(attach('c', 'c2', Flag.SUBSCRIBE, '101'), T0), record(attach('d', 'c3', Flag.SUBSCRIBE, '99'), T0)]);
+    p.apply([record(attach('c', 'c1', Mode.SUBSCRIBE, '101'), T0), record(attach('c', 'c2', Mode.SUBSCRIBE, '101'), T0), record(attach('d', 'c3', Mode.SUBSCRIBE, '99'), T0)]);
     p.apply([record({ type: 'instance.started', instanceId: '202' }, T0 + 1)]);
     expect(p.metrics('a', 'c').connections).toBe(2); // production mode: instance.gone's work
     p.apply([record({ type: 'instance.started', instanceId: '202', endsAll: true }, T0 + 2)]);
@@ -73,7 +74,7 @@ describe('channel activity (README: Channel activity)', () => {
     expect(names).toContain('channel.occupancy c');
     expect(names).toContain('channel.occupancy d');
     // An attachment after the start is the new run's own.
-    p.apply([record(attach('c', 'c4', Flag.SUBSCRIBE, '202'), T0 + 3)]);
+    p.apply([record(attach('c', 'c4', Mode.SUBSCRIBE, '202'), T0 + 3)]);
     expect(p.metrics('a', 'c').connections).toBe(1);
   });
 
@@ -81,7 +82,7 @@ describe('channel activity (README: Channel activity)', () => {
     const p = projection();
     p.apply([record({ type: 'messages.published', appId: 'a', channel: '[meta]log', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);
     p.apply([record({ type: 'channel.activated', appId: 'a', channel: '[meta]x' }, T0)]);
-    p.apply([record(attach('[meta]channel.lifecycle', 'c1', Flag.SUBSCRIBE), T0)]);
+    p.apply([record(attach('[meta]channel.lifecycle', 'c1', Mode.SUBSCRIBE), T0)]);
     expect(p.size).toBe(0);
     expect(p.list('a', { prefix: '', limit: 10 }, T0).channels).toEqual([]);
   });
@@ -95,11 +96,11 @@ describe('lifecycle announcements', () => {
         .announce(now)
         .filter((a) => a.message.name === 'channel.occupancy')
         .map((a) => JSON.parse(a.message.data as string).status.occupancy.metrics.connections);
-    p.apply([record(attach('c', 'c1', Flag.SUBSCRIBE), T0)]);
+    p.apply([record(attach('c', 'c1', Mode.SUBSCRIBE), T0)]);
     expect(occupancy(T0)).toEqual([1]);
-    p.apply([record(attach('c', 'c2', Flag.SUBSCRIBE), T0 + 100), record(attach('c', 'c3', Flag.SUBSCRIBE), T0 + 200)]);
+    p.apply([record(attach('c', 'c2', Mode.SUBSCRIBE), T0 + 100), record(attach('c', 'c3', Mode.SUBSCRIBE), T0 + 200)]);
     expect(occupancy(T0 + 300)).toEqual([]); // held back
-    p.apply([record(attach('c', 'c4', Flag.SUBSCRIBE), T0 + 400)]);
+    p.apply([record(attach('c', 'c4', Mode.SUBSCRIBE), T0 + 400)]);
     expect(occupancy(T0 + 999)).toEqual([]);
     expect(occupancy(T0 + 1000)).toEqual([4]); // one event, the latest count
     expect(occupancy(T0 + 5000)).toEqual([]); // nothing changed since

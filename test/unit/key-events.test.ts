@@ -6,8 +6,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AppRegistry } from '../../projections/apps/app-registry.js';
 import { loadDefaultApp, loadOrCreateDefaultApp } from '../../src/apps/default-app.js';
-import type { AppDefinition } from '../../src/apps/app.js';
-import { decodeEvent, encodeEvent, type LogEvent } from '../../src/log/events.js';
+import type { AppDefinition } from '../../src/domain/app.js';
+import { decodeEvent, encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 
 const fileApp = (): AppDefinition => ({
   appId: 'app',

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { decodeEvent, encodeEvent, encodePublished, type MessagesPublished } from '../../src/log/events.js';
-import type { StoredMessage } from '../../src/messages/message.js';
+import { decodeEvent, encodeEvent, encodePublished } from '../../src/log/event-codec.js';
+import type { MessagesPublished } from '../../src/domain/events.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 
 const published = (i: number): MessagesPublished => ({

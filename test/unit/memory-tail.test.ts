@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryTail } from '../../projections/history/memory-tail.js';
 import type { HistoryEntry } from '../../projections/history/history-entry.js';
-import type { StoredMessage } from '../../src/messages/message.js';
+import type { StoredMessage } from '../../src/domain/message.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 
 const entry = (serial: number, timestamp: number, channel = 'c'): HistoryEntry => ({

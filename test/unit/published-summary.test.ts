@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { readPublished, summarizePublished, type PublishedSummary } from '../../src/log/published-summary.js';
-import { encodeEvent, type MessagesPublished } from '../../src/log/events.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { MessagesPublished } from '../../src/domain/events.js';
 import { packValue } from '../../src/codec/msgpack.js';
-import { dataSize, type StoredMessage } from '../../src/messages/message.js';
+import { dataSize, type StoredMessage } from '../../src/domain/message.js';
 
 /** The bytes as they come back from a log: a copy, with no decoded event attached. */
 const fromLog = (bytes: Uint8Array): Uint8Array => new Uint8Array(bytes);

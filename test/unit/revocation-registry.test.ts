@@ -4,7 +4,7 @@
 // applies it first), and pruning changes no answer.
 import { describe, expect, it } from 'vitest';
 import { RevocationRegistry, type RevocableToken } from '../../projections/revocations/revocation-registry.js';
-import type { TokensRevoked } from '../../src/log/events.js';
+import type { TokensRevoked } from '../../src/domain/events.js';
 
 const DAY = 24 * 3600_000;
 const revoked = (targets: string[], issuedBefore: number, appliesAt = issuedBefore, keyName = 'app.k'): TokensRevoked => ({

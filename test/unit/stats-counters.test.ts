@@ -3,20 +3,15 @@
 // unknown ones), and the flat entries of a bucket turn into the spec's nested record.
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
-import {
-  BASE_COUNTERS,
-  Base,
-  countersFromNested,
-  flatEntries,
-  nestedSections,
-  type Counters,
-  type StatsBucket,
-} from '../../projections/stats/stats-sample.js';
+import { BASE_COUNTERS, Base, type Counters, type StatsBucket } from '../../src/domain/stats-sample.js';
+import { countersFromNested } from '../../src/stats/stats-fixture.js';
+import { flatEntries, nestedSections } from '../../src/domain/stats-record.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import type { StatsRow, StatsWriter } from '../../projections/stats/stats-store.js';
 import { UsageMeter } from '../../src/stats/usage-meter.js';
 import type { AppendBatcher, PendingRecord } from '../../src/log/append-batcher.js';
-import { decodeEvent, encodeEvent, type LogEvent, type UsageReported } from '../../src/log/events.js';
+import { decodeEvent, encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent, UsageReported } from '../../src/domain/events.js';
 import { Topics, type LogRecord } from '../../src/log/port.js';
 
 const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BASE_COUNTERS, flatEntries, specEntries, type StatsBucket } from '../../projections/stats/stats-sample.js';
+import { BASE_COUNTERS, type StatsBucket } from '../../src/domain/stats-sample.js';
+import { flatEntries, specEntries } from '../../src/domain/stats-record.js';
 import { rng } from '../helpers/stats-log.js';
 
 describe('flatEntries (the table-made entries every page record uses)', () => {

@@ -4,8 +4,9 @@
 import { describe, expect, it } from 'vitest';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
-import { flatEntries } from '../../projections/stats/stats-sample.js';
-import { encodeEvent, type LogEvent } from '../../src/log/events.js';
+import { flatEntries } from '../../src/domain/stats-record.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { LogEvent } from '../../src/domain/events.js';
 import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
 
 const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);

@@ -5,8 +5,9 @@ import pino from 'pino';
 import { Writable } from 'node:stream';
 import { UsageMeter } from '../../src/stats/usage-meter.js';
 import type { AppendBatcher, PendingRecord } from '../../src/log/append-batcher.js';
-import { decodeEvent, type UsageReported } from '../../src/log/events.js';
-import { Base, intervalOf } from '../../projections/stats/stats-sample.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import type { UsageReported } from '../../src/domain/events.js';
+import { Base, intervalOf } from '../../src/domain/stats-sample.js';
 
 const T0 = Date.UTC(2030, 0, 15, 10, 20, 0);
 const API_OK = Base.api('all', 'succeeded');

@@ -1,9 +1,10 @@
-import type { MessageData } from '../messages/message.js';
+import type { MessageData } from './message.js';
 
 /**
  * One change to a channel's presence set, as appended to the `presence` topic by whoever observes
- * it: the sandbox fixtures and tests today, the realtime gateway later. `drop` is an abrupt
- * disconnect that was not resumed: every member of that connection on the channel leaves.
+ * it: a realtime connection's PRESENCE, the realtime gateway when a connection goes, and the
+ * sandbox's fixtures. `drop` is an abrupt disconnect that was not resumed: every member of that
+ * connection on the channel leaves.
  */
 export interface PresenceEvent {
   action: 'enter' | 'update' | 'leave' | 'drop';

@@ -1,9 +1,9 @@
-import { MsgpackWriter, packValue, unpackValue } from '../codec/msgpack.js';
-import type { StoredMessage } from '../messages/message.js';
-import type { PresenceEvent } from '../presence/presence-event.js';
-import type { AppDefinition, KeyDefinition } from '../apps/app.js';
+import type { StoredMessage } from './message.js';
+import type { PresenceEvent } from './presence-event.js';
+import type { AppDefinition, KeyDefinition } from './app.js';
 
-// Events are MessagePack on the log: compact, and binary message data survives unchanged.
+// The log's event catalog: every record on the log is one of these (src/log/event-codec.ts writes
+// and reads them as MessagePack).
 
 /** One publish request to one channel: its messages are appended atomically, in order. */
 export interface MessagesPublished {
@@ -86,7 +86,7 @@ export interface TokensRevoked {
  * Usage an instance counted during one 6-second interval (API and token requests, messages read
  * from history, messages and presence sent over realtime), appended every 6 seconds so that
  * everything counted flows through the log. Counters use the base keys of
- * projections/stats/stats-sample.ts.
+ * src/domain/stats-sample.ts.
  */
 export interface UsageReported {
   type: 'usage.reported';
@@ -143,8 +143,8 @@ export interface InstanceAlive {
 }
 
 /**
- * A realtime connection attached to a channel here, with the modes it was granted (the protocol's
- * flag bits: src/realtime/protocol.ts). Keyed by the channel, so a channel's attachments stay in
+ * A realtime connection attached to a channel here, with the modes it was granted (src/domain/modes.ts:
+ * the protocol's flag bits). Keyed by the channel, so a channel's attachments stay in
  * order (projections/channels: occupancy and activity).
  */
 export interface ChannelAttached {
@@ -197,93 +197,3 @@ export interface InstanceGone {
 export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
 export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | KeyEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
-
-/**
- * The event a value holds, kept on the value itself: a value is decoded at most once however many
- * projections consume it, and a value this process encoded is never decoded at all (its event is
- * the one it was encoded from, which decodes to an equal object). Events are therefore shared:
- * projections must treat them as read-only.
- */
-const EVENT = Symbol('decoded event');
-type EventBytes = Uint8Array & { [EVENT]?: LogEvent };
-
-export const encodeEvent = (event: LogEvent): Uint8Array => {
-  const bytes: EventBytes = (event.type === 'messages.published' && encodePublished(event)) || packValue(event);
-  bytes[EVENT] = event;
-  return bytes;
-};
-
-// The publish event, written field by field (one per publish, so it is the hot one). Same bytes
-// as packValue gives for the shapes the service builds (test/unit/log-events.test.ts); any other
-// shape (a field it does not know, an undefined field) goes through packValue.
-const writer = new MsgpackWriter();
-const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds'] as const;
-const MESSAGE_FIELDS = ['id', 'timestamp', 'name', 'data', 'encoding', 'clientId', 'connectionId', 'extras', 'action'] as const;
-
-function definedFields(m: StoredMessage): number | undefined {
-  let n = 0;
-  if (m.id !== undefined) n++;
-  if (m.timestamp !== undefined) n++;
-  if (m.name !== undefined) n++;
-  if (m.data !== undefined) n++;
-  if (m.encoding !== undefined) n++;
-  if (m.clientId !== undefined) n++;
-  if (m.connectionId !== undefined) n++;
-  if (m.extras !== undefined) n++;
-  if (m.action !== undefined) n++;
-  // Every own key must be one of the fields above, and defined, in that order (for...in: no
-  // array of keys per message; a message is a plain object, so it enumerates its own keys only).
-  let keys = 0;
-  let at = 0;
-  for (const k in m) {
-    keys++;
-    while (at < MESSAGE_FIELDS.length && MESSAGE_FIELDS[at] !== k) at++;
-    if (at === MESSAGE_FIELDS.length) return undefined;
-  }
-  return keys === n ? n : undefined;
-}
-
-export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
-  const expected = e.clientIds === undefined ? 5 : 6;
-  let at = 0;
-  for (const k in e) {
-    if (at >= expected || k !== EVENT_FIELDS[at]) return undefined;
-    at++;
-  }
-  if (at !== expected) return undefined;
-  if (typeof e.appId !== 'string' || typeof e.channel !== 'string' || typeof e.transport !== 'string' || !Array.isArray(e.messages)) return undefined;
-  const counts: number[] = [];
-  for (const m of e.messages) {
-    const n = definedFields(m);
-    if (n === undefined) return undefined;
-    counts.push(n);
-  }
-  const w = writer.reset();
-  w.map(expected).key('type').string(e.type).key('appId').string(e.appId).key('channel').string(e.channel);
-  w.key('transport').string(e.transport).key('messages').array(e.messages.length);
-  e.messages.forEach((m, i) => {
-    w.map(counts[i]);
-    if (m.id !== undefined) w.key('id').string(m.id);
-    if (m.timestamp !== undefined) w.key('timestamp').number(m.timestamp);
-    if (m.name !== undefined) w.key('name').string(m.name);
-    if (m.data !== undefined) w.key('data').value(m.data);
-    if (m.encoding !== undefined) w.key('encoding').string(m.encoding);
-    if (m.clientId !== undefined) w.key('clientId').string(m.clientId);
-    if (m.connectionId !== undefined) w.key('connectionId').string(m.connectionId);
-    if (m.extras !== undefined) w.key('extras').value(m.extras);
-    if (m.action !== undefined) w.key('action').value(m.action);
-  });
-  if (e.clientIds !== undefined) w.key('clientIds').value(e.clientIds);
-  return w.done();
-}
-
-export const decodeEvent = (value: Uint8Array): LogEvent => {
-  const bytes = value as EventBytes;
-  return (bytes[EVENT] ??= unpackValue(value) as LogEvent);
-};
-
-/** The event a value holds if it is already decoded (or was encoded here), without decoding it. */
-export const decodedEvent = (value: Uint8Array): LogEvent | undefined => (value as EventBytes)[EVENT];
-
-/** Log key that keeps one channel's events in one partition, in order. */
-export const channelKey = (appId: string, channel: string): string => `${appId}:${channel}`;

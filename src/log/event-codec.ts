@@ -1,0 +1,92 @@
+import { MsgpackWriter, packValue, unpackValue } from '../codec/msgpack.js';
+import type { StoredMessage } from '../domain/message.js';
+import type { LogEvent, MessagesPublished } from '../domain/events.js';
+
+// Events are MessagePack on the log: compact, and binary message data survives unchanged.
+
+/**
+ * The event a value holds, kept on the value itself: a value is decoded at most once however many
+ * projections consume it, and a value this process encoded is never decoded at all (its event is
+ * the one it was encoded from, which decodes to an equal object). Events are therefore shared:
+ * projections must treat them as read-only.
+ */
+const EVENT = Symbol('decoded event');
+type EventBytes = Uint8Array & { [EVENT]?: LogEvent };
+
+export const encodeEvent = (event: LogEvent): Uint8Array => {
+  const bytes: EventBytes = (event.type === 'messages.published' && encodePublished(event)) || packValue(event);
+  bytes[EVENT] = event;
+  return bytes;
+};
+
+// The publish event, written field by field (one per publish, so it is the hot one). Same bytes
+// as packValue gives for the shapes the service builds (test/unit/log-events.test.ts); any other
+// shape (a field it does not know, an undefined field) goes through packValue.
+const writer = new MsgpackWriter();
+const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds'] as const;
+const MESSAGE_FIELDS = ['id', 'timestamp', 'name', 'data', 'encoding', 'clientId', 'connectionId', 'extras', 'action'] as const;
+
+function definedFields(m: StoredMessage): number | undefined {
+  let n = 0;
+  if (m.id !== undefined) n++;
+  if (m.timestamp !== undefined) n++;
+  if (m.name !== undefined) n++;
+  if (m.data !== undefined) n++;
+  if (m.encoding !== undefined) n++;
+  if (m.clientId !== undefined) n++;
+  if (m.connectionId !== undefined) n++;
+  if (m.extras !== undefined) n++;
+  if (m.action !== undefined) n++;
+  // Every own key must be one of the fields above, and defined, in that order (for...in: no
+  // array of keys per message; a message is a plain object, so it enumerates its own keys only).
+  let keys = 0;
+  let at = 0;
+  for (const k in m) {
+    keys++;
+    while (at < MESSAGE_FIELDS.length && MESSAGE_FIELDS[at] !== k) at++;
+    if (at === MESSAGE_FIELDS.length) return undefined;
+  }
+  return keys === n ? n : undefined;
+}
+
+export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
+  const expected = e.clientIds === undefined ? 5 : 6;
+  let at = 0;
+  for (const k in e) {
+    if (at >= expected || k !== EVENT_FIELDS[at]) return undefined;
+    at++;
+  }
+  if (at !== expected) return undefined;
+  if (typeof e.appId !== 'string' || typeof e.channel !== 'string' || typeof e.transport !== 'string' || !Array.isArray(e.messages)) return undefined;
+  const counts: number[] = [];
+  for (const m of e.messages) {
+    const n = definedFields(m);
+    if (n === undefined) return undefined;
+    counts.push(n);
+  }
+  const w = writer.reset();
+  w.map(expected).key('type').string(e.type).key('appId').string(e.appId).key('channel').string(e.channel);
+  w.key('transport').string(e.transport).key('messages').array(e.messages.length);
+  e.messages.forEach((m, i) => {
+    w.map(counts[i]);
+    if (m.id !== undefined) w.key('id').string(m.id);
+    if (m.timestamp !== undefined) w.key('timestamp').number(m.timestamp);
+    if (m.name !== undefined) w.key('name').string(m.name);
+    if (m.data !== undefined) w.key('data').value(m.data);
+    if (m.encoding !== undefined) w.key('encoding').string(m.encoding);
+    if (m.clientId !== undefined) w.key('clientId').string(m.clientId);
+    if (m.connectionId !== undefined) w.key('connectionId').string(m.connectionId);
+    if (m.extras !== undefined) w.key('extras').value(m.extras);
+    if (m.action !== undefined) w.key('action').value(m.action);
+  });
+  if (e.clientIds !== undefined) w.key('clientIds').value(e.clientIds);
+  return w.done();
+}
+
+export const decodeEvent = (value: Uint8Array): LogEvent => {
+  const bytes = value as EventBytes;
+  return (bytes[EVENT] ??= unpackValue(value) as LogEvent);
+};
+
+/** The event a value holds if it is already decoded (or was encoded here), without decoding it. */
+export const decodedEvent = (value: Uint8Array): LogEvent | undefined => (value as EventBytes)[EVENT];
