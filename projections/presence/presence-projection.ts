@@ -5,6 +5,8 @@ import type { PresenceEvent } from '../../src/presence/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
 import type { AppliedPositions } from '../../src/log/applied-positions.js';
+import { Topics } from '../../src/log/port.js';
+import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -22,6 +24,11 @@ export interface PresenceMember {
   extras?: Record<string, unknown>;
 }
 
+/** A snapshot's state: every channel's members, by channel key. */
+export interface PresenceSnapshot {
+  channels: [channelKey: string, members: PresenceMember[]][];
+}
+
 export interface MembersQuery {
   appId: string;
   channel: string;
@@ -37,14 +44,16 @@ const channelKey = (appId: string, channel: string): string => `${appId}\u0000${
 
 /**
  * The presence projection (ARCHITECTURE: presence): the current members of every channel, and
- * presence history through a HistoryProjection of its own. The member set is rebuilt by replaying
- * the whole `presence` topic at start, so `start()` always resumes from offset 0; the history
- * store skips what it already holds.
+ * presence history through a HistoryProjection of its own. The member set is restored at start
+ * from the newest usable snapshot (projections/snapshots.ts), or else rebuilt by replaying the
+ * whole `presence` topic; the history store skips what it already holds.
  */
 export class PresenceProjection {
   static readonly handles = ['presence.changed'] as const;
   readonly history: HistoryProjection;
   private readonly members = new Map<string, Map<string, PresenceMember>>();
+  /** What the member set includes, per partition (not the history's checkpoint: that is the store's). */
+  private readonly applied: Checkpoint = new Map();
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
@@ -67,13 +76,51 @@ export class PresenceProjection {
     return event.type === 'presence.changed';
   }
 
-  async start(): Promise<Checkpoint> {
-    await this.history.start();
-    return new Map();
+  /**
+   * Where the presence consumer starts: after the restored snapshot, or at 0 (a full replay).
+   * A snapshot serves only if it is no newer than where presence history resumes: the history
+   * entries of the records in between (a leave's last data, a drop's members) come from the
+   * member set as it was then, so the snapshots kept include older ones (SnapshotStore's keep).
+   */
+  async start(snapshots?: SnapshotStore): Promise<Checkpoint> {
+    const historyFrom = await this.history.start();
+    const snapshot = await snapshots?.load<PresenceSnapshot>(PresenceProjection.snapshotName, PresenceProjection.snapshotVersion, (s) =>
+      atOrBefore(s.positions.get(Topics.presence) ?? new Map(), historyFrom)
+        ? undefined
+        : { reason: 'newer than where presence history resumes (its window needs the member set as it was then); an older snapshot serves', warn: false },
+    );
+    if (!snapshot) return new Map();
+    this.restore(snapshot.state);
+    const from = new Map(snapshot.positions.get(Topics.presence));
+    for (const [p, o] of from) this.applied.set(p, o);
+    return from;
   }
 
   apply(records: LogRecord[]): void {
     this.history.apply(records);
+    const last = records[records.length - 1];
+    if (last) this.applied.set(last.partition, last.offset + 1);
+  }
+
+  static readonly snapshotName = 'presence';
+  /** The state's shape (PresenceSnapshot): a snapshot of another version is not used. */
+  static readonly snapshotVersion = 1;
+
+  /** The member set and the positions it reflects, for a snapshot (SnapshotSchedule). */
+  snapshot(): { positions: SnapshotPositions; state: PresenceSnapshot } {
+    const channels: PresenceSnapshot['channels'] = [];
+    for (const [key, members] of this.members) channels.push([key, [...members.values()]]);
+    return { positions: new Map([[Topics.presence, new Map(this.applied)]]), state: { channels } };
+  }
+
+  private restore(state: PresenceSnapshot): void {
+    for (const [key, list] of state.channels) {
+      const members = new Map<string, PresenceMember>();
+      for (const m of list) members.set(memberKey(m), m);
+      if (members.size === 0) continue;
+      this.members.set(key, members);
+      this.count(key.slice(0, key.indexOf('\u0000')), members.size);
+    }
   }
 
   /** Applies one event to the member set; returns what it adds to presence history. */
