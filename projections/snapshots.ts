@@ -187,7 +187,8 @@ export class SnapshotStore {
     if (createHash('sha256').update(body).digest('hex') !== header.sha256) return { reason: 'its checksum does not match: corrupt' };
     let state: S;
     try {
-      state = decode(body) as S;
+      // From a plain Uint8Array: bytes in the state come back as Uint8Array, as the log's events decode them.
+      state = decode(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)) as S;
     } catch (err) {
       return { reason: `its state does not decode: ${(err as Error).message}` };
     }
