@@ -27,6 +27,8 @@ export interface PresenceMember {
 /** A snapshot's state: every channel's members, by channel key. */
 export interface PresenceSnapshot {
   channels: [channelKey: string, members: PresenceMember[]][];
+  /** The newest record time it includes (a start decides by it whether presence history needs the records before). */
+  newest: number;
 }
 
 export interface MembersQuery {
@@ -54,6 +56,8 @@ export class PresenceProjection {
   private readonly members = new Map<string, Map<string, PresenceMember>>();
   /** What the member set includes, per partition (not the history's checkpoint: that is the store's). */
   private readonly applied: Checkpoint = new Map();
+  /** The newest record time the member set includes. */
+  private newest = 0;
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
@@ -63,7 +67,7 @@ export class PresenceProjection {
    */
   listener: ((appId: string, channel: string, messages: StoredMessage[]) => void) | undefined;
 
-  constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
+  constructor(private readonly options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
   }
 
@@ -78,19 +82,24 @@ export class PresenceProjection {
 
   /**
    * Where the presence consumer starts: after the restored snapshot, or at 0 (a full replay).
-   * A snapshot serves only if it is no newer than where presence history resumes: the history
-   * entries of the records in between (a leave's last data, a drop's members) come from the
-   * member set as it was then, so the snapshots kept include older ones (SnapshotStore's keep).
+   * Presence history must lose nothing by it: the entries of the records a snapshot skips (a
+   * leave's last data, a drop's members) come from the member set as it was then. So a snapshot
+   * serves if it is no newer than where presence history resumes, or if every record it holds
+   * is older than the history window and in the store already (a start long after the last
+   * change); otherwise an older one does (SnapshotStore keeps several).
    */
   async start(snapshots?: SnapshotStore): Promise<Checkpoint> {
     const historyFrom = await this.history.start();
-    const snapshot = await snapshots?.load<PresenceSnapshot>(PresenceProjection.snapshotName, PresenceProjection.snapshotVersion, (s) =>
-      atOrBefore(s.positions.get(Topics.presence) ?? new Map(), historyFrom)
-        ? undefined
-        : { reason: 'newer than where presence history resumes (its window needs the member set as it was then); an older snapshot serves', warn: false },
-    );
+    const stored = new Map(this.history.applied());
+    const horizon = this.history.tail.horizon(this.options.clock.now());
+    const snapshot = await snapshots?.load<PresenceSnapshot>(PresenceProjection.snapshotName, PresenceProjection.snapshotVersion, (s) => {
+      const at = s.positions.get(Topics.presence) ?? new Map<number, number>();
+      if (atOrBefore(at, historyFrom) || (s.state.newest < horizon && atOrBefore(at, stored))) return undefined;
+      return { reason: 'newer than where presence history resumes (its window needs the member set as it was then); an older snapshot serves', warn: false };
+    });
     if (!snapshot) return new Map();
     this.restore(snapshot.state);
+    this.newest = snapshot.state.newest;
     const from = new Map(snapshot.positions.get(Topics.presence));
     for (const [p, o] of from) this.applied.set(p, o);
     return from;
@@ -99,7 +108,10 @@ export class PresenceProjection {
   apply(records: LogRecord[]): void {
     this.history.apply(records);
     const last = records[records.length - 1];
-    if (last) this.applied.set(last.partition, last.offset + 1);
+    if (last) {
+      this.applied.set(last.partition, last.offset + 1);
+      this.newest = Math.max(this.newest, last.timestamp);
+    }
   }
 
   static readonly snapshotName = 'presence';
@@ -110,7 +122,7 @@ export class PresenceProjection {
   snapshot(): { positions: SnapshotPositions; state: PresenceSnapshot } {
     const channels: PresenceSnapshot['channels'] = [];
     for (const [key, members] of this.members) channels.push([key, [...members.values()]]);
-    return { positions: new Map([[Topics.presence, new Map(this.applied)]]), state: { channels } };
+    return { positions: new Map([[Topics.presence, new Map(this.applied)]]), state: { channels, newest: this.newest } };
   }
 
   private restore(state: PresenceSnapshot): void {
