@@ -180,6 +180,7 @@ export class ChannelsProjection {
     for (const topic of [Topics.messages, Topics.presence, Topics.connections]) {
       const at = new Map(snapshot.positions.get(topic));
       this.applied.set(topic, new Map(at));
+      this.progress.include(topic, at);
       if (topic === Topics.messages) for (const [p, o] of messagesFrom) at.set(p, Math.max(o, at.get(p) ?? 0));
       from.set(topic, at);
     }

@@ -102,6 +102,7 @@ export class PresenceProjection {
     this.newest = snapshot.state.newest;
     const from = new Map(snapshot.positions.get(Topics.presence));
     for (const [p, o] of from) this.applied.set(p, o);
+    this.history.progress.include(Topics.presence, from);
     return from;
   }
 

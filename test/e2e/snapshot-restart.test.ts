@@ -120,7 +120,9 @@ for (const mode of [embedded, production]) {
         }
       };
       const stateOf = async (s: Service, appId: string) => {
-        // What the start itself appended (its instance.started ends earlier attachments) applied first.
+        // What the start itself appended (its instance.started ends earlier attachments) applied
+        // first: an append under the same key lands after it.
+        await s.batcher.append(Topics.connections, [{ key: instanceId, build: () => encodeEvent({ type: 'instance.alive', instanceId }) }]);
         for (const topic of [Topics.presence, Topics.connections]) expect(await s.channels.progress.until(topic, await s.log.endOffsets(topic), 30_000)).toBe(true);
         expect(await s.presence.progress.until(Topics.presence, await s.log.endOffsets(Topics.presence), 30_000)).toBe(true);
         const channels = [...Array(CHANNELS).keys()].map((i) => `ch-${i}`).concat('late');
