@@ -17,6 +17,7 @@ import { Topics, type Log, type Topic } from '../../src/log/port.js';
 import { Flag } from '../../src/realtime/protocol.js';
 import { findProductionInfra } from '../helpers/production.js';
 import { requireInfra } from '../helpers/infra.js';
+import { countingAdapters, handedBefore as before } from '../helpers/counting-log.js';
 
 const found = await findProductionInfra();
 afterAll(() => found?.stop());
@@ -45,39 +46,6 @@ const production: Mode | undefined = found && {
   },
 };
 
-/** The log, with the offsets each consumer (by its base name) was handed, per topic. */
-function counted(adapters: Adapters, instanceId: string, handed: Map<string, number[]>): Adapters {
-  const log = adapters.log;
-  const wrapped: Log = {
-    kind: log.kind,
-    maxAppendsInFlight: log.maxAppendsInFlight,
-    append: (topic, records) => log.append(topic, records),
-    consume: (options) => {
-      const name = options.consumer.split(`-${instanceId}-`)[0];
-      return log.consume({
-        ...options,
-        handle: (records) => {
-          let offsets = handed.get(name);
-          if (!offsets) handed.set(name, (offsets = []));
-          for (const r of records) offsets.push(r.offset + r.partition * 1e9);
-          return options.handle(records);
-        },
-      });
-    },
-    read: (topic, partition, from, max) => log.read(topic, partition, from, max),
-    scan: log.scan && ((topic, partition, from, max, visit) => log.scan!(topic, partition, from, max, visit)),
-    prepareReads: log.prepareReads && ((topic) => log.prepareReads!(topic)),
-    partitions: (topic) => log.partitions(topic),
-    endOffsets: (topic) => log.endOffsets(topic),
-    close: () => log.close(),
-  };
-  return { ...adapters, log: wrapped };
-}
-
-/** How many of the records before `ends` a consumer was handed. */
-const before = (offsets: number[] | undefined, ends: Map<number, number>): number =>
-  (offsets ?? []).filter((o) => o % 1e9 < (ends.get(Math.floor(o / 1e9)) ?? 0)).length;
-
 const CHANNELS = 40;
 const PRESENCE_EVENTS = 2000;
 const CONNECTION_EVENTS = 400;
@@ -105,8 +73,8 @@ for (const mode of [embedded, production]) {
         const warnings: { msg: string; reason?: string; projection?: string }[] = [];
         const logger = pino({ level: 'warn' }, { write: (l: string) => warnings.push(JSON.parse(l)) });
         const config = parseConfig({ DATA_DIR: dataDir, SANDBOX: '1', INSTANCE_ID: instanceId, SNAPSHOT_INTERVAL_MS: '3600000', ...mode.env(), ...env });
-        const handed = new Map<string, number[]>();
-        const service = await startService(config, logger, counted(await mode.adapters(config, isolation), instanceId, handed), clock);
+        const { adapters, handed } = countingAdapters(await mode.adapters(config, isolation), instanceId);
+        const service = await startService(config, logger, adapters, clock);
         services.push(service);
         return { service, handed, warnings, config };
       };
