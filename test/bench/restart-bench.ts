@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { encode } from '@msgpack/msgpack';
 import { parseConfig, type Config } from '../../src/config.js';
 import { embeddedAdapters, startService, type Adapters } from '../../src/service.js';
 import { channelKey, encodeEvent, type LogEvent } from '../../src/log/events.js';
@@ -75,6 +76,8 @@ interface Start {
   connectionsRead: number;
   members: number;
   closeMs: number;
+  /** What one periodic snapshot holds the event loop for: taking both states and encoding them. */
+  takeMs: number;
 }
 
 async function timedStart(config: Config, adapters: () => Promise<Adapters>): Promise<Start> {
@@ -83,9 +86,12 @@ async function timedStart(config: Config, adapters: () => Promise<Adapters>): Pr
   const service = await startService(config, logger, counted.adapters);
   const ms = performance.now() - started;
   const members = service.presence.memberCount(APP);
+  const taking = performance.now();
+  for (const taken of [service.presence.snapshot(), service.channels.snapshot()]) encode(taken.state, { ignoreUndefined: true });
+  const takeMs = performance.now() - taking;
   const closing = performance.now();
   await service.close();
-  return { ms, members, closeMs: performance.now() - closing, presenceRead: counted.handed.get('presence')?.length ?? 0, connectionsRead: counted.handed.get('channels-connections')?.length ?? 0 };
+  return { ms, members, takeMs, closeMs: performance.now() - closing, presenceRead: counted.handed.get('presence')?.length ?? 0, connectionsRead: counted.handed.get('channels-connections')?.length ?? 0 };
 }
 
 const sizeOf = (dir: string): number => {
@@ -116,7 +122,7 @@ async function measure(label: string, presence: number, connections: number, env
     if (restored.members !== whole.members) throw new Error(`members differ: ${restored.members} restored, ${whole.members} replayed`);
     if (whole.presenceRead < presence) console.log(`[restart-bench] ${label}: the log kept only ${whole.presenceRead} of ${presence} presence events (the mock broker keeps ~5 MiB per partition): use fewer`);
     const s = (ms: number): string => (ms / 1000).toFixed(2);
-    console.log(`[restart-bench] ${label}: filled in ${s(fillMs)} s; members present ${whole.members}; snapshots ${(bytes / 1024).toFixed(0)} KiB (written at close in ${s(first.closeMs)} s)`);
+    console.log(`[restart-bench] ${label}: filled in ${s(fillMs)} s; members present ${whole.members}; snapshots ${(bytes / 1024).toFixed(0)} KiB (written at close in ${s(first.closeMs)} s; taking and encoding one holds the event loop ${restored.takeMs.toFixed(0)} ms)`);
     return `| ${label} | ${presence.toLocaleString('en')} / ${connections.toLocaleString('en')} | ${s(whole.ms)} (${whole.presenceRead.toLocaleString('en')} / ${whole.connectionsRead.toLocaleString('en')} read) | ${s(first.ms)} | ${s(restored.ms)} (${restored.presenceRead.toLocaleString('en')} / ${restored.connectionsRead.toLocaleString('en')} read) | ${whole.members.toLocaleString('en')} | ${(bytes / 1024).toFixed(0)} KiB |`;
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
