@@ -198,8 +198,16 @@ export class SnapshotStore {
 
   private async beyondEnd(positions: SnapshotPositions, ends: Map<Topic, Map<number, number>>): Promise<Refusal | undefined> {
     for (const [topic, cp] of positions) {
+      if (![...cp.values()].some((offset) => offset > 0)) continue; // nothing of it read: nothing to be past
       let end = ends.get(topic);
-      if (!end) ends.set(topic, (end = await this.options.log.endOffsets(topic)));
+      if (!end) {
+        try {
+          end = await this.options.log.endOffsets(topic);
+        } catch (err) {
+          return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
+        }
+        ends.set(topic, end);
+      }
       for (const [partition, offset] of cp) {
         const at = end.get(partition) ?? 0;
         if (offset > at) return { reason: `its ${topic} position ${partition}:${offset} is past the log's end (${at}): the log was reset or is another one` };

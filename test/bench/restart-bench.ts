@@ -129,8 +129,13 @@ async function measure(label: string, presence: number, connections: number, env
   }
 }
 
+const HEADER = '| restart after churn | presence / connection events | full replay s (records read: presence / connections) | full replay, writing snapshots at close s | from snapshots s (records read) | members present | snapshot size |\n|---|---:|---:|---:|---:|---:|---:|';
 const rows: string[] = [];
-if (PRESENCE > 0) rows.push(await measure('embedded (SQLite)', PRESENCE, CONNECTIONS, {}, async (config) => embeddedAdapters(config, { lock: false })));
+const printed = (row: string): string => {
+  console.log(`${HEADER}\n${row}`); // at once: a failure of the next mode keeps this one's figures
+  return row;
+};
+if (PRESENCE > 0) rows.push(printed(await measure('embedded (SQLite)', PRESENCE, CONNECTIONS, {}, async (config) => embeddedAdapters(config, { lock: false }))));
 
 const productionPresence = Number(process.env.BENCH_PRODUCTION_PRESENCE ?? 60_000);
 const productionConnections = Number(process.env.BENCH_PRODUCTION_CONNECTIONS ?? 20_000);
@@ -142,12 +147,11 @@ if ('skipped' in found) {
   const isolation = { topicPrefix: `restart-${tag}-`, tablePrefix: `restart_${tag}_` };
   const { productionAdapters } = await import('../../src/production-adapters.js');
   try {
-    rows.push(await measure(`production (Kafka${found.kafkaMock ? ' mock' : ''} + ClickHouse)`, productionPresence, productionConnections, found.env, (config) => productionAdapters(config, logger, isolation)));
+    rows.push(printed(await measure(`production (Kafka${found.kafkaMock ? ' mock' : ''} + ClickHouse)`, productionPresence, productionConnections, found.env, (config) => productionAdapters(config, logger, isolation))));
   } finally {
     await dropTables(found.env.CLICKHOUSE_URL, isolation.tablePrefix);
   }
 }
 
-console.log('\n| restart after churn | presence / connection events | full replay s (records read: presence / connections) | full replay, writing snapshots at close s | from snapshots s (records read) | members present | snapshot size |');
-console.log('|---|---:|---:|---:|---:|---:|---:|');
+console.log(`\n${HEADER}`);
 for (const row of rows) console.log(row);

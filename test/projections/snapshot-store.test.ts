@@ -106,6 +106,20 @@ describe('snapshot files', () => {
     expect(reset.warnings()[0].reason).toBe("its presence position 0:90 is past the log's end (12): the log was reset or is another one");
   });
 
+  it("a log whose end cannot be read (a broker error) passes the snapshot over with a warning instead of failing the start", async () => {
+    const { dir, store } = setup();
+    await store.save('presence', 1, at(5), {});
+    const lines: Line[] = [];
+    const failing = new SnapshotStore({
+      dir,
+      logId: 'embedded:test',
+      log: { endOffsets: async () => Promise.reject(new Error('broker gone')) },
+      logger: pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l) as Line) }),
+    });
+    expect(await failing.load('presence', 1)).toBeUndefined();
+    expect(lines.find((l) => l.level === 40)?.reason).toBe("the presence topic's end could not be read to check it against (broker gone)");
+  });
+
   it('a snapshot of another log is not used', async () => {
     const { dir, store } = setup({ logId: 'kafka:a:9092' });
     await store.save('presence', 1, at(1), {});
