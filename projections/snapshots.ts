@@ -72,6 +72,7 @@ export class SnapshotStore {
   private readonly now: () => number;
   /** Writes in progress per projection: one at a time, so files are pruned in order. */
   private readonly writing = new Map<string, Promise<void>>();
+  private readonly ends = new Map<Topic, Promise<Map<number, number>>>();
 
   constructor(private readonly options: SnapshotStoreOptions) {
     this.keep = Math.max(1, options.keep ?? 6);
@@ -196,13 +197,37 @@ export class SnapshotStore {
     return { snapshot: { name, version, positions, writtenAt: header.writtenAt, state } };
   }
 
+  /**
+   * A topic's end, read once per store (it only grows, so a start's first reading serves every
+   * projection), tried three times: kafkajs's offsets lookup fails now and then against
+   * librdkafka's mock broker (an empty ListOffsets answer).
+   */
+  private endOf(topic: Topic): Promise<Map<number, number>> {
+    let end = this.ends.get(topic);
+    if (!end) {
+      end = (async () => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await this.options.log.endOffsets(topic);
+          } catch (err) {
+            if (attempt === 3) throw err;
+            await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+          }
+        }
+      })();
+      this.ends.set(topic, end);
+      end.catch(() => this.ends.delete(topic));
+    }
+    return end;
+  }
+
   private async beyondEnd(positions: SnapshotPositions, ends: Map<Topic, Map<number, number>>): Promise<Refusal | undefined> {
     for (const [topic, cp] of positions) {
       if (![...cp.values()].some((offset) => offset > 0)) continue; // nothing of it read: nothing to be past
       let end = ends.get(topic);
       if (!end) {
         try {
-          end = await this.options.log.endOffsets(topic);
+          end = await this.endOf(topic);
         } catch (err) {
           return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
         }

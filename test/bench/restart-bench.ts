@@ -29,7 +29,8 @@ const CONNECTIONS = Number(process.argv[3] ?? 100_000);
 const CHANNELS = 2000;
 const CLIENTS = 20;
 const APP = 'restartapp';
-const logger = pino({ level: 'silent' });
+// Warnings (a snapshot passed over, and why) go to stderr.
+const logger = pino({ level: 'warn' }, pino.destination(2));
 
 /** A small deterministic PRNG: the same churn every run. */
 function prng(seed: number): () => number {
