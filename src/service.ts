@@ -232,7 +232,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // after another made a start wait that long for every topic holding data.
   const catchingUp: Promise<unknown>[] = [historySub.caughtUp.then(() => logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up'))];
 
-  // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
+  // Presence: the member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
   const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence'), maxUnstoredRows });
   const presenceSub = log.consume({
     topic: Topics.presence,
@@ -265,9 +265,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
 
-  // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
-  // messages of the tail window (where the history projection starts), and the whole presence and
-  // connections topics (members and attachments may be older than any window).
+  // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
+  // at start from the messages of the tail window (where the history projection starts), and the
+  // whole presence and connections topics (members and attachments may be older than any window).
   const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
   const channelsFrom = await channels.start(snapshots, from);
   for (const topic of [Topics.messages, Topics.presence, Topics.connections]) {
