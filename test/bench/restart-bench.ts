@@ -123,7 +123,7 @@ async function measure(label: string, presence: number, connections: number, env
     if (restored.members !== whole.members) throw new Error(`members differ: ${restored.members} restored, ${whole.members} replayed`);
     if (whole.presenceRead < presence) console.log(`[restart-bench] ${label}: the log kept only ${whole.presenceRead} of ${presence} presence events (the mock broker keeps ~5 MiB per partition): use fewer`);
     const s = (ms: number): string => (ms / 1000).toFixed(2);
-    console.log(`[restart-bench] ${label}: filled in ${s(fillMs)} s; members present ${whole.members}; snapshots ${(bytes / 1024).toFixed(0)} KiB (written at close in ${s(first.closeMs)} s; taking and encoding one holds the event loop ${restored.takeMs.toFixed(0)} ms)`);
+    console.log(`[restart-bench] ${label}: filled in ${s(fillMs)} s; members present ${whole.members}; snapshots ${(bytes / 1024).toFixed(0)} KiB (the stop that wrote them took ${s(first.closeMs)} s; taking and encoding one holds the event loop ${restored.takeMs.toFixed(0)} ms)`);
     return `| ${label} | ${presence.toLocaleString('en')} / ${connections.toLocaleString('en')} | ${s(whole.ms)} (${whole.presenceRead.toLocaleString('en')} / ${whole.connectionsRead.toLocaleString('en')} read) | ${s(first.ms)} | ${s(restored.ms)} (${restored.presenceRead.toLocaleString('en')} / ${restored.connectionsRead.toLocaleString('en')} read) | ${whole.members.toLocaleString('en')} | ${(bytes / 1024).toFixed(0)} KiB |`;
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
