@@ -1,7 +1,7 @@
 // The snapshot files of the in-memory projections (projections/snapshots.ts): what a start does
 // with a snapshot it cannot use (README: A bounded start) — it passes it over with a warning that
 // says why, and with none left the projection replays its topics whole.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -144,6 +144,29 @@ describe('snapshot files', () => {
     expect(files(dir)).toHaveLength(3);
     expect(readdirSync(join(dir, 'presence')).filter((f) => !f.endsWith('.snap'))).toEqual([]);
     expect((await store.load<{ i: number }>('presence', 1))?.state.i).toBe(5);
+  });
+
+  it('the schedule saves on its own every interval once started, and a failed write is logged and tried again', async () => {
+    const { dir, store } = setup();
+    let offset = 1;
+    const lines: Line[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l) as Line) });
+    const schedule = new SnapshotSchedule(store, [{ name: 'presence', version: 1, take: () => ({ positions: at(offset++), state: {} }) }], 20, logger);
+    // A folder that cannot be made (a file stands where it would go): every write fails.
+    const blocked = join(dir, 'a-file');
+    writeFileSync(blocked, '');
+    const unwritable = new SnapshotStore({ dir: join(blocked, 'snapshots'), logId: 'embedded:test', log: { endOffsets: async () => new Map() }, logger });
+    let moved = 1;
+    const failing = new SnapshotSchedule(unwritable, [{ name: 'presence', version: 1, take: () => ({ positions: at(moved++), state: {} }) }], 20, logger);
+    const saved = (): number => (existsSync(join(dir, 'presence')) ? files(dir).length : 0);
+    const failed = (): number => lines.filter((l) => l.msg === 'snapshot write failed; the next one tries again').length;
+    schedule.start();
+    failing.start();
+    for (let i = 0; i < 1000 && (saved() < 3 || failed() < 2); i++) await new Promise((r) => setTimeout(r, 10));
+    await schedule.close();
+    await failing.close();
+    expect(saved()).toBeGreaterThanOrEqual(3);
+    expect(failed()).toBeGreaterThanOrEqual(2);
   });
 
   it('the schedule saves a source only when its positions moved, and once more at close', async () => {
