@@ -48,6 +48,8 @@ export interface Config {
   startupTimeoutMs: number;
   /** Longest graceful shutdown; past it the process exits anyway. SHUTDOWN_TIMEOUT_MS */
   shutdownTimeoutMs: number;
+  /** How often the in-memory projections save a snapshot (and at close); 0: none. SNAPSHOT_INTERVAL_MS */
+  snapshotIntervalMs: number;
   // Faults of the production parts (prod-faults).
 }
 
@@ -79,6 +81,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['ready-max-lag', 'READY_MAX_LAG', 'records a consumer may have left before GET /ready fails (default 10000)'],
   ['startup-timeout-ms', 'STARTUP_TIMEOUT_MS', 'wait for Kafka and ClickHouse at start (default 30000)'],
   ['shutdown-timeout-ms', 'SHUTDOWN_TIMEOUT_MS', 'longest graceful shutdown (default 15000)'],
+  ['snapshot-interval-ms', 'SNAPSHOT_INTERVAL_MS', 'snapshots of the in-memory projections, for a bounded start; 0 for none (default 60000)'],
   ['max-message-size', 'MAX_MESSAGE_SIZE', 'bytes of one message (default 65536)'],
   ['history-tail-ms', 'HISTORY_TAIL_MS', 'history kept in memory for every channel (default 120000)'],
   ['persisted-retention-hours', 'PERSISTED_RETENTION_HOURS', 'retention of persisted namespaces, 24 to 72 (default 24)'],
@@ -221,6 +224,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     readyMaxLag: int(e, 'READY_MAX_LAG', 10_000, 0, 1_000_000_000),
     startupTimeoutMs: int(e, 'STARTUP_TIMEOUT_MS', 30_000, 100, 3600_000),
     shutdownTimeoutMs: int(e, 'SHUTDOWN_TIMEOUT_MS', 15_000, 100, 3600_000),
+    snapshotIntervalMs: int(e, 'SNAPSHOT_INTERVAL_MS', 60_000, 0, 24 * 3600_000),
   };
 }
 

@@ -45,6 +45,7 @@ import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.
 import { packageVersion } from './build-info.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
+import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
 
 /** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
 const READY_LOG_FAILURE_HOLD_MS = 10_000;
@@ -137,6 +138,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const consumers = new Map<string, Subscription>();
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
+  // The in-memory projections start from their snapshots (README: A bounded start).
+  const snapshots = snapshotStoreFor(config, log, logger);
 
   // Token revocations, on the same topic: every instance holds them all, a restart included.
   const revocations = new RevocationRegistry(DEFAULT_TOKEN_POLICY.maxTtlMs);
@@ -230,12 +233,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   // after another made a start wait that long for every topic holding data.
   const catchingUp: Promise<unknown>[] = [historySub.caughtUp.then(() => logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up'))];
 
-  // Presence: the member set is rebuilt from the whole presence topic; its history like messages'.
+  // Presence: the member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
   const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence'), maxUnstoredRows });
   const presenceSub = log.consume({
     topic: Topics.presence,
     consumer: consumerName('presence'),
-    from: await presence.start(),
+    from: await presence.start(snapshots),
     handle: (records) => presence.apply(records),
     onError: (err) => logger.error({ err }, 'presence projection failed on a batch; retrying'),
   });
@@ -263,15 +266,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
 
-  // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
-  // messages of the tail window (where the history projection starts), and the whole presence and
-  // connections topics (members and attachments may be older than any window).
+  // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
+  // at start from the messages of the tail window (where the history projection starts), and the
+  // whole presence and connections topics (members and attachments may be older than any window).
   const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
-  for (const [topic, start] of [[Topics.messages, new Map(from)], [Topics.presence, new Map()], [Topics.connections, new Map()]] as const) {
+  const channelsFrom = await channels.start(snapshots, from);
+  for (const topic of [Topics.messages, Topics.presence, Topics.connections]) {
     const sub = log.consume({
       topic,
       consumer: consumerName(`channels-${topic}`),
-      from: start,
+      from: channelsFrom.get(topic) ?? new Map(),
       handle: (records) => channels.apply(records),
       onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
     });
@@ -280,6 +284,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     catchingUp.push(sub.caughtUp);
   }
   await Promise.all(catchingUp);
+  const snapshotSchedule = snapshots && new SnapshotSchedule(snapshots, [
+    { name: PresenceProjection.snapshotName, version: PresenceProjection.snapshotVersion, take: () => presence.snapshot() },
+    { name: ChannelsProjection.snapshotName, version: ChannelsProjection.snapshotVersion, take: () => channels.snapshot() },
+  ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
+  snapshotSchedule?.start();
 
   const appendClock = new MonotonicClock(clock);
   // Every append notes its positions, which reads wait for (README: Consistency of reads).
@@ -572,6 +581,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       for (const s of subscriptions) await s.stop();
       await tailFollower?.stop();
     }],
+    ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
     ['stats projection', () => stats.close()],
     ['history projection', () => history.close()],
     ['presence projection', () => presence.close()],
@@ -597,4 +607,17 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
+}
+
+/**
+ * Where the in-memory projections keep their snapshots: DATA_DIR/snapshots, on this instance's
+ * disk in production mode too (every instance holds these projections whole, so any instance's
+ * snapshot serves any other on the same disk). None with SNAPSHOT_INTERVAL_MS=0.
+ */
+function snapshotStoreFor(config: Config, log: Log, logger: Logger): SnapshotStore | undefined {
+  if (config.snapshotIntervalMs <= 0) return undefined;
+  // Presence needs a snapshot older than the history window: keep enough to reach past it.
+  const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
+  const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;
+  return new SnapshotStore({ dir: join(config.dataDir, 'snapshots'), logId, log, logger: logger.child({ component: 'snapshots' }), keep });
 }

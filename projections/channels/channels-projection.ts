@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { LogRecord } from '../../src/log/port.js';
+import { Topics, type Checkpoint, type LogRecord, type Topic } from '../../src/log/port.js';
+import type { SnapshotPositions, SnapshotStore } from '../snapshots.js';
+import { decodeChannels, encodeChannels, type ChannelsSnapshot } from './channels-snapshot.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import type { LogEvent } from '../../src/domain/events.js';
 import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
@@ -44,13 +46,13 @@ export interface ChannelsOptions {
   maxStatusActivations?: number;
 }
 
-interface Attachment {
+export interface Attachment {
   instanceId: string;
   modes: number;
 }
 
 /** One channel in use, or in use not long ago. */
-interface ChannelState {
+export interface ChannelState {
   appId: string;
   channel: string;
   /** The record time of its last use, and that record's position. */
@@ -132,6 +134,8 @@ export class ChannelsProjection {
   private readonly requested: StatusActivations;
   /** What the projection has applied of each topic (reads wait on it: src/log/own-writes.ts). */
   readonly progress = new AppliedPositions();
+  /** What the state includes, per topic and partition (restored with a snapshot, unlike progress). */
+  private readonly applied = new Map<string, Checkpoint>();
 
   constructor(private readonly options: ChannelsOptions) {
     this.requested = new StatusActivations(options.idleMs, options.maxStatusActivations ?? DEFAULT_LIMITS.maxStatusActivations);
@@ -147,6 +151,68 @@ export class ChannelsProjection {
       if (this.canHandle(event)) this.evolve(event, r);
     }
     this.progress.advance(records);
+    const last = records[records.length - 1];
+    if (last) {
+      let applied = this.applied.get(last.topic);
+      if (!applied) this.applied.set(last.topic, (applied = new Map()));
+      applied.set(last.partition, last.offset + 1);
+    }
+  }
+
+  // ---- snapshots (projections/snapshots.ts)
+
+  static readonly snapshotName = 'channels';
+  /** The state's shape (ChannelsSnapshot): a snapshot of another version is not used. */
+  static readonly snapshotVersion = 1;
+
+  /**
+   * Where each topic's consumer starts: after the restored snapshot, or else messages from
+   * `messagesFrom` (the tail window, where history starts) and presence and connections from 0.
+   * Messages resume from the later of the two: what lies before the window a full replay does
+   * not read either.
+   */
+  async start(snapshots: SnapshotStore | undefined, messagesFrom: Checkpoint): Promise<Map<Topic, Checkpoint>> {
+    const snapshot = await snapshots?.load<ChannelsSnapshot>(ChannelsProjection.snapshotName, ChannelsProjection.snapshotVersion);
+    if (!snapshot) return new Map([[Topics.messages, new Map(messagesFrom)], [Topics.presence, new Map()], [Topics.connections, new Map()]]);
+    this.restore(snapshot.state);
+    const from = new Map<Topic, Checkpoint>();
+    for (const topic of [Topics.messages, Topics.presence, Topics.connections]) {
+      const at = new Map(snapshot.positions.get(topic));
+      this.applied.set(topic, new Map(at));
+      this.progress.include(topic, at);
+      if (topic === Topics.messages) for (const [p, o] of messagesFrom) at.set(p, Math.max(o, at.get(p) ?? 0));
+      from.set(topic, at);
+    }
+    return from;
+  }
+
+  /**
+   * The state the log made, and the positions it reflects. Not in it: status requests' activations
+   * (in memory only, as across a restart without snapshots) and what announce() is due to look at,
+   * which a restore recomputes by looking at every channel once.
+   */
+  snapshot(): { positions: SnapshotPositions; state: ChannelsSnapshot } {
+    const positions: SnapshotPositions = new Map();
+    for (const topic of [Topics.messages, Topics.presence, Topics.connections]) positions.set(topic, new Map(this.applied.get(topic)));
+    return { positions, state: encodeChannels(this.channels.values(), this.announced) };
+  }
+
+  private restore(state: ChannelsSnapshot): void {
+    for (const s of decodeChannels(state)) {
+      const key = stateKey(s.appId, s.channel);
+      this.channels.set(key, s);
+      this.indexOf(s.appId).add(s.channel);
+      for (const connectionId of s.attachments.keys()) {
+        let held = this.byConnection.get(connectionId);
+        if (!held) this.byConnection.set(connectionId, (held = new Set()));
+        held.add(key);
+      }
+      this.dirty.add(key);
+    }
+    for (const [key, period, at] of state.announced) {
+      this.announced.set(key, { period, at });
+      this.dirty.add(key);
+    }
   }
 
   evolve(event: LogEvent, record: LogRecord): void {

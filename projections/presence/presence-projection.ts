@@ -5,6 +5,8 @@ import type { PresenceEvent } from '../../src/domain/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
 import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
 import type { AppliedPositions } from '../../src/log/applied-positions.js';
+import { Topics } from '../../src/log/port.js';
+import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -22,6 +24,13 @@ export interface PresenceMember {
   extras?: Record<string, unknown>;
 }
 
+/** A snapshot's state: every channel's members, by channel key. */
+export interface PresenceSnapshot {
+  channels: [channelKey: string, members: PresenceMember[]][];
+  /** The newest record time it includes (a start decides by it whether presence history needs the records before). */
+  newest: number;
+}
+
 export interface MembersQuery {
   appId: string;
   channel: string;
@@ -37,14 +46,18 @@ const channelKey = (appId: string, channel: string): string => `${appId}\u0000${
 
 /**
  * The presence projection (ARCHITECTURE: presence): the current members of every channel, and
- * presence history through a HistoryProjection of its own. The member set is rebuilt by replaying
- * the whole `presence` topic at start, so `start()` always resumes from offset 0; the history
- * store skips what it already holds.
+ * presence history through a HistoryProjection of its own. The member set is restored at start
+ * from the newest usable snapshot (projections/snapshots.ts), or else rebuilt by replaying the
+ * whole `presence` topic; the history store skips what it already holds.
  */
 export class PresenceProjection {
   static readonly handles = ['presence.changed'] as const;
   readonly history: HistoryProjection;
   private readonly members = new Map<string, Map<string, PresenceMember>>();
+  /** What the member set includes, per partition (not the history's checkpoint: that is the store's). */
+  private readonly applied: Checkpoint = new Map();
+  /** The newest record time the member set includes. */
+  private newest = 0;
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
@@ -54,7 +67,7 @@ export class PresenceProjection {
    */
   listener: ((appId: string, channel: string, messages: StoredMessage[]) => void) | undefined;
 
-  constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
+  constructor(private readonly options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
   }
 
@@ -67,13 +80,60 @@ export class PresenceProjection {
     return event.type === 'presence.changed';
   }
 
-  async start(): Promise<Checkpoint> {
-    await this.history.start();
-    return new Map();
+  /**
+   * Where the presence consumer starts: after the restored snapshot, or at 0 (a full replay).
+   * Presence history must lose nothing by it: the entries of the records a snapshot skips (a
+   * leave's last data, a drop's members) come from the member set as it was then. So a snapshot
+   * serves if it is no newer than where presence history resumes, or if every record it holds
+   * is older than the history window and in the store already (a start long after the last
+   * change); otherwise an older one does (SnapshotStore keeps several).
+   */
+  async start(snapshots?: SnapshotStore): Promise<Checkpoint> {
+    const historyFrom = await this.history.start();
+    const stored = new Map(this.history.applied());
+    const horizon = this.history.tail.horizon(this.options.clock.now());
+    const snapshot = await snapshots?.load<PresenceSnapshot>(PresenceProjection.snapshotName, PresenceProjection.snapshotVersion, (s) => {
+      const at = s.positions.get(Topics.presence) ?? new Map<number, number>();
+      if (atOrBefore(at, historyFrom) || (s.state.newest < horizon && atOrBefore(at, stored))) return undefined;
+      return { reason: 'newer than where presence history resumes (its window needs the member set as it was then); an older snapshot serves', warn: false };
+    });
+    if (!snapshot) return new Map();
+    this.restore(snapshot.state);
+    this.newest = snapshot.state.newest;
+    const from = new Map(snapshot.positions.get(Topics.presence));
+    for (const [p, o] of from) this.applied.set(p, o);
+    this.history.progress.include(Topics.presence, from);
+    return from;
   }
 
   apply(records: LogRecord[]): void {
     this.history.apply(records);
+    const last = records[records.length - 1];
+    if (last) {
+      this.applied.set(last.partition, last.offset + 1);
+      this.newest = Math.max(this.newest, last.timestamp);
+    }
+  }
+
+  static readonly snapshotName = 'presence';
+  /** The state's shape (PresenceSnapshot): a snapshot of another version is not used. */
+  static readonly snapshotVersion = 1;
+
+  /** The member set and the positions it reflects, for a snapshot (SnapshotSchedule). */
+  snapshot(): { positions: SnapshotPositions; state: PresenceSnapshot } {
+    const channels: PresenceSnapshot['channels'] = [];
+    for (const [key, members] of this.members) channels.push([key, [...members.values()]]);
+    return { positions: new Map([[Topics.presence, new Map(this.applied)]]), state: { channels, newest: this.newest } };
+  }
+
+  private restore(state: PresenceSnapshot): void {
+    for (const [key, list] of state.channels) {
+      const members = new Map<string, PresenceMember>();
+      for (const m of list) members.set(memberKey(m), m);
+      if (members.size === 0) continue;
+      this.members.set(key, members);
+      this.count(key.slice(0, key.indexOf('\u0000')), members.size);
+    }
   }
 
   /** Applies one event to the member set; returns what it adds to presence history. */

@@ -41,6 +41,22 @@ export class AppliedPositions {
     }
   }
 
+  /**
+   * Positions included without being applied in this process: what a restored snapshot holds
+   * (its consumer starts after them, so a partition that gets nothing new would never advance).
+   */
+  include(topic: string, positions: Positions): void {
+    let partitions = this.next.get(topic);
+    if (!partitions) this.next.set(topic, (partitions = new Map()));
+    for (const [partition, offset] of positions) if ((partitions.get(partition) ?? 0) < offset) partitions.set(partition, offset);
+    for (const w of this.waiters) {
+      if (w.topic === topic && this.reached(w.topic, w.target)) {
+        this.waiters.delete(w);
+        w.resolve(true);
+      }
+    }
+  }
+
   /** Whether every partition of `target` is applied up to its position. */
   reached(topic: string, target: Positions): boolean {
     const partitions = this.next.get(topic);
