@@ -32,6 +32,9 @@ export interface MembersQuery {
   after?: string;
 }
 
+/** Told of a change as it is applied, with the presence messages it makes. */
+export type PresenceApplied = (appId: string, channel: string, messages: StoredMessage[]) => void;
+
 const memberKey = (m: { clientId?: string; connectionId: string }): string => `${m.clientId ?? ''}\u0000${m.connectionId}`;
 const channelKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
 
@@ -48,14 +51,21 @@ export class PresenceProjection {
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
-  /**
-   * Told of every change as it is applied, with the presence messages it makes (the realtime
-   * gateway delivers them): called in log order, after the member set includes the change.
-   */
-  listener: ((appId: string, channel: string, messages: StoredMessage[]) => void) | undefined;
+  /** Subscribers to the changes as they are applied (onApplied). */
+  private readonly appliedSubscribers = new Set<PresenceApplied>();
 
   constructor(options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
+  }
+
+  /**
+   * Subscribes to every change as it is applied, with the presence messages it makes (the realtime
+   * gateway's delivery sends them): called in log order, after the member set includes the
+   * change. Returns the unsubscribe.
+   */
+  onApplied(subscriber: PresenceApplied): () => void {
+    this.appliedSubscribers.add(subscriber);
+    return () => this.appliedSubscribers.delete(subscriber);
   }
 
   /** What the member set and presence history include, per partition (its history applies every record). */
@@ -125,7 +135,7 @@ export class PresenceProjection {
         return undefined;
     }
     if (members.size === 0) this.members.delete(key);
-    if (messages.length > 0) this.listener?.(event.appId, event.channel, messages);
+    if (messages.length > 0) for (const subscriber of this.appliedSubscribers) subscriber(event.appId, event.channel, messages);
     return { appId: event.appId, channel: event.channel, messages };
   }
 

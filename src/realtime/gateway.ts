@@ -210,6 +210,8 @@ export class Gateway {
   /** Where housekeeping goes on at the next tick (a Map iterator sees entries added meanwhile). */
   private tickCursor: IterableIterator<Connection> = new Map<string, Connection>().values();
   private closing = false;
+  /** Ends delivery's subscription to the presence projection's changes. */
+  private unsubscribePresence: (() => void) | undefined;
   private readonly replaySlots = new Slots(4);
   /** Presence members entered here that the presence projection has not applied yet. */
   readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
@@ -273,7 +275,7 @@ export class Gateway {
       },
       holders,
     );
-    this.deps.presence.listener = (appId, channel, entries) => this.deliverPresence(appId, channel, entries);
+    this.unsubscribePresence = this.deps.presence.onApplied((appId, channel, entries) => this.deliverPresence(appId, channel, entries));
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(server, req, socket, head));
     this.ticker = setInterval(() => this.tick(), 1000 / TICK_SLICES);
     this.ticker.unref();
@@ -1048,7 +1050,7 @@ export class Gateway {
     }
     this.connections.clear();
     this.waiting.clear();
-    this.deps.presence.listener = undefined;
+    this.unsubscribePresence?.();
     await this.subscription?.stop();
     await this.deps.events.close();
     this.wss.close();
