@@ -1,7 +1,7 @@
 import type { WebSocket } from 'ws';
 import { ServiceError } from '../errors.js';
-import { checkChannelName, isMetachannel } from '../channels/channel-name.js';
-import { permits } from '../auth/capability.js';
+import { checkChannelName } from '../channels/channel-name.js';
+import { allowedOn, checkAllowedOn } from '../auth/channel-access.js';
 import type { Credentials } from '../auth/credentials.js';
 import { parsePublishBody, wellFormed, messageSize, type MessageData } from '../messages/message.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
@@ -217,10 +217,9 @@ export class Connection {
   private modesFor(channel: string, requested: number | undefined): number {
     const cap = this.credentials.capability;
     let granted = 0;
-    const meta = isMetachannel(channel);
-    if (permits(cap, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
-    if (!meta && permits(cap, channel, 'publish')) granted |= Flag.PUBLISH;
-    if (!meta && permits(cap, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
+    if (allowedOn(cap, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
+    if (allowedOn(cap, channel, 'publish')) granted |= Flag.PUBLISH;
+    if (allowedOn(cap, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
     const asked = requested === undefined ? MODES : requested & MODES;
     return granted & (asked === 0 ? MODES : asked);
   }
@@ -361,10 +360,7 @@ export class Connection {
 
   private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
     const channel = this.channelOf(pm);
-    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
-    if (!permits(this.credentials.capability, channel, 'publish')) {
-      throw new ServiceError('capabilityDenied', `the credentials lack the "publish" capability on channel "${channel}"`);
-    }
+    checkAllowedOn(this.credentials.capability, channel, 'publish');
     if (!Array.isArray(pm.messages) || pm.messages.length === 0) throw new ServiceError('invalidRequestBody', 'a MESSAGE needs a non-empty messages array');
     // Ids the client left out are `connectionId:msgSerial:index`, as the platform assigns them: a
     // MESSAGE the SDK sends again after a resume has the same ids, so the idempotent-publish rule
@@ -384,10 +380,7 @@ export class Connection {
 
   private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
     const channel = this.channelOf(pm);
-    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `presence is never possible on a metachannel ("${channel}")`);
-    if (!permits(this.credentials.capability, channel, 'presence')) {
-      throw new ServiceError('capabilityDenied', `the credentials lack the "presence" capability on channel "${channel}"`);
-    }
+    checkAllowedOn(this.credentials.capability, channel, 'presence');
     if (!Array.isArray(pm.presence) || pm.presence.length === 0) throw new ServiceError('invalidRequestBody', 'a PRESENCE needs a non-empty presence array');
     const limits = this.gateway.limits;
     if (pm.presence.length > limits.maxMessagesPerPublish) throw new ServiceError('tooManyMessages', `a PRESENCE may hold at most ${limits.maxMessagesPerPublish} changes`);
