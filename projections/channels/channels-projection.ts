@@ -45,7 +45,8 @@ export interface ChannelsOptions {
   maxStatusActivations?: number;
 }
 
-interface Attachment {
+/** An attachment as the log records it (channel.attached): where it is held, with what modes. */
+interface LoggedAttachment {
   instanceId: string;
   modes: number;
 }
@@ -60,7 +61,7 @@ interface ChannelState {
   period: string;
   openedAt: number;
   /** by connectionId */
-  attachments: Map<string, Attachment>;
+  attachments: Map<string, LoggedAttachment>;
   /** memberKey -> connectionId */
   members: Map<string, string>;
   /** The last change of occupancy not yet announced: its position and record time. */
@@ -210,7 +211,7 @@ export class ChannelsProjection {
   }
 
   /** Ends the attachments `ends` picks, on `among` (default: every channel: a restart, a dead instance). */
-  private endAttachments(record: LogRecord, ends: (connectionId: string, a: Attachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
+  private endAttachments(record: LogRecord, ends: (connectionId: string, a: LoggedAttachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
     for (const s of among) {
       let changed = false;
       for (const [c, a] of s.attachments) {

@@ -1,5 +1,5 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
-import type { LogEvent, PresenceChanged } from '../../src/log/events.js';
+import { channelKey, type LogEvent, type PresenceChanged } from '../../src/log/events.js';
 import type { StoredMessage } from '../../src/messages/message.js';
 import type { PresenceEvent } from '../../src/presence/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
@@ -36,7 +36,6 @@ export interface MembersQuery {
 export type PresenceApplied = (appId: string, channel: string, messages: StoredMessage[]) => void;
 
 const memberKey = (m: { clientId?: string; connectionId: string }): string => `${m.clientId ?? ''}\u0000${m.connectionId}`;
-const channelKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
 
 /**
  * The presence projection (ARCHITECTURE: presence): the current members of every channel, and
@@ -179,7 +178,8 @@ export class PresenceProjection {
   connectionsHeldBy(held: (instanceId: string) => boolean): { appId: string; channel: string; connectionId: string; instanceId: string }[] {
     const found = new Map<string, { appId: string; channel: string; connectionId: string; instanceId: string }>();
     for (const [key, members] of this.members) {
-      const sep = key.indexOf('\u0000');
+      // The first colon ends the appId (appIds have none: channelKey).
+      const sep = key.indexOf(':');
       for (const m of members.values()) {
         if (m.instanceId === undefined || !held(m.instanceId)) continue;
         found.set(`${key}\u0000${m.connectionId}`, { appId: key.slice(0, sep), channel: key.slice(sep + 1), connectionId: m.connectionId, instanceId: m.instanceId });

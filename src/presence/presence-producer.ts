@@ -7,8 +7,8 @@ import type { PresenceEvent } from './presence-event.js';
 export type PresenceChange = Omit<PresenceEvent, 'id' | 'timestamp'> & { id?: string };
 
 /**
- * Appends presence changes to the `presence` topic. The sandbox fixtures and the tests use it
- * today; the realtime gateway will append the same events.
+ * Appends presence changes to the `presence` topic: the realtime gateway's, the sandbox
+ * fixtures' and the tests'.
  */
 export class PresenceProducer {
   constructor(private readonly batcher: AppendBatcher) {}
