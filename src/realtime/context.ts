@@ -1,4 +1,3 @@
-import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
@@ -6,11 +5,23 @@ import type { Limits } from '../limits.js';
 import type { StoredMessage } from '../messages/message.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
 import type { Attachment, Subscriber } from './attachment.js';
+import type { Frame } from './protocol.js';
 import type { Rewind } from './rewind.js';
 import type { RealtimeSettings } from './settings.js';
 
-/** What a connection uses of its socket (a `ws` WebSocket; a fake one in unit tests). */
-export type PeerSocket = Pick<WebSocket, 'send' | 'close' | 'terminate' | 'pause' | 'resume' | 'ping' | 'isPaused' | 'readyState' | 'OPEN' | 'bufferedAmount'>;
+/** What a connection uses of its socket: a `ws` WebSocket is one (unit tests use one of their own). */
+export interface PeerSocket {
+  send(frame: Frame, written?: (err?: Error) => void): void;
+  close(code?: number): void;
+  terminate(): void;
+  pause(): void;
+  resume(): void;
+  ping(): void;
+  readonly isPaused: boolean;
+  readonly readyState: number;
+  readonly OPEN: number;
+  readonly bufferedAmount: number;
+}
 
 /** Counters of the gateway's metrics a connection moves. */
 export type ConnectionCounter = 'framesRefused' | 'inboundBudgetDisconnects' | 'slowConsumers';
