@@ -111,7 +111,7 @@ export class Connection extends ConnectionLife {
    * One ProtocolMessage from the client (`size`: its frame's bytes; `refusal`: why its content is
    * refused, answered as a NACK for a publish or presence change). Every problem is answered on the wire.
    */
-  handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
+  private handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
     if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE) return this.fail(toWireError(refusal));
     switch (pm.action) {
       case Action.HEARTBEAT:
