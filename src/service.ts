@@ -335,7 +335,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
       // All or nothing: the fixtures first, in one append, then the app. The app exists only once
       // both are durable; if either fails there is no app (fixtures of an app no key can reach are inert).
-      // Until the realtime gateway exists, fixture members share one connection.
+      // Fixture members are held by no realtime connection: they share one connectionId of their
+      // own, and without an instanceId no instance's cleanup makes them leave.
       const connectionId = randomId(8);
       await presenceProducer.appendAcross(
         app.appId,

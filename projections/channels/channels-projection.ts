@@ -46,7 +46,8 @@ export interface ChannelsOptions {
   maxStatusActivations?: number;
 }
 
-export interface Attachment {
+/** An attachment as the log records it (channel.attached): where it is held, with what modes. */
+interface LoggedAttachment {
   instanceId: string;
   modes: number;
 }
@@ -61,7 +62,7 @@ export interface ChannelState {
   period: string;
   openedAt: number;
   /** by connectionId */
-  attachments: Map<string, Attachment>;
+  attachments: Map<string, LoggedAttachment>;
   /** memberKey -> connectionId */
   members: Map<string, string>;
   /** The last change of occupancy not yet announced: its position and record time. */
@@ -275,7 +276,7 @@ export class ChannelsProjection {
   }
 
   /** Ends the attachments `ends` picks, on `among` (default: every channel: a restart, a dead instance). */
-  private endAttachments(record: LogRecord, ends: (connectionId: string, a: Attachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
+  private endAttachments(record: LogRecord, ends: (connectionId: string, a: LoggedAttachment) => boolean, among: Iterable<ChannelState> = [...this.channels.values()]): void {
     for (const s of among) {
       let changed = false;
       for (const [c, a] of s.attachments) {

@@ -1,5 +1,6 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import type { LogEvent, PresenceChanged } from '../../src/domain/events.js';
+import { channelKey } from '../../src/log/partitioner.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import type { PresenceEvent } from '../../src/domain/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
@@ -41,8 +42,10 @@ export interface MembersQuery {
   after?: string;
 }
 
+/** Told of a change as it is applied, with the presence messages it makes. */
+export type PresenceApplied = (appId: string, channel: string, messages: StoredMessage[]) => void;
+
 const memberKey = (m: { clientId?: string; connectionId: string }): string => `${m.clientId ?? ''}\u0000${m.connectionId}`;
-const channelKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
 
 /**
  * The presence projection (ARCHITECTURE: presence): the current members of every channel, and
@@ -61,14 +64,21 @@ export class PresenceProjection {
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
-  /**
-   * Told of every change as it is applied, with the presence messages it makes (the realtime
-   * gateway delivers them): called in log order, after the member set includes the change.
-   */
-  listener: ((appId: string, channel: string, messages: StoredMessage[]) => void) | undefined;
+  /** Subscribers to the changes as they are applied (onApplied). */
+  private readonly appliedSubscribers = new Set<PresenceApplied>();
 
   constructor(private readonly options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
+  }
+
+  /**
+   * Subscribes to every change as it is applied, with the presence messages it makes (the realtime
+   * gateway's delivery sends them): called in log order, after the member set includes the
+   * change. Returns the unsubscribe.
+   */
+  onApplied(subscriber: PresenceApplied): () => void {
+    this.appliedSubscribers.add(subscriber);
+    return () => this.appliedSubscribers.delete(subscriber);
   }
 
   /** What the member set and presence history include, per partition (its history applies every record). */
@@ -185,7 +195,7 @@ export class PresenceProjection {
         return undefined;
     }
     if (members.size === 0) this.members.delete(key);
-    if (messages.length > 0) this.listener?.(event.appId, event.channel, messages);
+    if (messages.length > 0) for (const subscriber of this.appliedSubscribers) subscriber(event.appId, event.channel, messages);
     return { appId: event.appId, channel: event.channel, messages };
   }
 
@@ -229,7 +239,8 @@ export class PresenceProjection {
   connectionsHeldBy(held: (instanceId: string) => boolean): { appId: string; channel: string; connectionId: string; instanceId: string }[] {
     const found = new Map<string, { appId: string; channel: string; connectionId: string; instanceId: string }>();
     for (const [key, members] of this.members) {
-      const sep = key.indexOf('\u0000');
+      // The first colon ends the appId (appIds have none: channelKey).
+      const sep = key.indexOf(':');
       for (const m of members.values()) {
         if (m.instanceId === undefined || !held(m.instanceId)) continue;
         found.set(`${key}\u0000${m.connectionId}`, { appId: key.slice(0, sep), channel: key.slice(sep + 1), connectionId: m.connectionId, instanceId: m.instanceId });

@@ -2,9 +2,9 @@ import type { MessageData } from './message.js';
 
 /**
  * One change to a channel's presence set, as appended to the `presence` topic by whoever observes
- * it: a realtime connection's PRESENCE, the realtime gateway when a connection goes, and the
- * sandbox's fixtures. `drop` is an abrupt disconnect that was not resumed: every member of that
- * connection on the channel leaves.
+ * it: the realtime gateway (its connections' enters, updates and leaves, and the drops of those
+ * gone), the sandbox fixtures and tests. `drop` is an abrupt disconnect that was not resumed:
+ * every member of that connection on the channel leaves.
  */
 export interface PresenceEvent {
   action: 'enter' | 'update' | 'leave' | 'drop';

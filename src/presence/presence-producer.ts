@@ -8,8 +8,8 @@ import type { PresenceEvent } from '../domain/presence-event.js';
 export type PresenceChange = Omit<PresenceEvent, 'id' | 'timestamp'> & { id?: string };
 
 /**
- * Appends presence changes to the `presence` topic: a realtime connection's PRESENCE, the
- * leaves the realtime gateway makes, and the sandbox's fixtures.
+ * Appends presence changes to the `presence` topic: the realtime gateway's, the sandbox
+ * fixtures' and the tests'.
  */
 export class PresenceProducer {
   constructor(private readonly batcher: AppendBatcher) {}

@@ -1,129 +1,81 @@
-import type { WebSocket } from 'ws';
 import { ServiceError } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
-import { isMetachannel } from '../domain/channel.js';
-import { permits } from '../auth/capability.js';
+import { checkAllowedOn } from '../auth/channel-access.js';
 import type { Credentials } from '../auth/credentials.js';
-import { parsePublishBody } from '../messages/message.js';
-import { presenceFields } from '../presence/presence-body.js';
-import { MODES } from '../domain/modes.js';
+import type { ShapeLimits } from '../codec/value-shape.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
-import { Action, Flag, encodeFrame, serviceError, toWireError, type Frame, type ProtocolMessage, type WireError, type WireFormat } from './protocol.js';
-import type { Attachment, Gateway } from './gateway.js';
-import { parseRewind, type Rewind } from './rewind.js';
+import { Action, FrameRefused, decodeFrame, serviceError, toWireError, type ProtocolMessage, type WireError } from './protocol.js';
+import type { ConnectionContext, PeerSocket } from './context.js';
+import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-life.js';
+import { AckQueue, type AckResult } from './ack-queue.js';
+import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-changes.js';
+import { attachRequestOf, channelOf, modesFor, publishedMessages, type AttachRequest } from './channel-requests.js';
 import { InboundBudget } from './inbound-budget.js';
 
-/** A publish or presence change waiting for its ACK or NACK, in msgSerial order. */
-interface PendingAck {
-  msgSerial: number;
-  result?: { ok: true; serials: (string | null)[] } | { ok: false; error: WireError };
-}
-
-const PRESENCE_ACTIONS: Record<number, PresenceChange['action'] | undefined> = { 2: 'enter', 3: 'leave', 4: 'update' };
+export type { ConnectionIdentity } from './connection-life.js';
 
 /**
- * One realtime connection: its identity, its attachments, its acknowledgements. It outlives its
- * socket for connectionStateTtl so that a client that lost its socket can resume it; what it
- * missed meanwhile is replayed from the log when it re-attaches (Gateway.attach).
+ * One realtime connection: frames in, ACKs in msgSerial order, AUTH, its inbound rate and the
+ * bytes it has in flight. Its state, socket and timers are its base's (connection-life.ts); it
+ * asks everything else of its context (context.ts).
  */
-export class Connection {
-  socket: WebSocket | undefined;
-  readonly attachments = new Map<string, Attachment>();
-  /** Channels where this connection entered presence: their members leave when it goes. */
-  readonly presenceChannels = new Set<string>();
-  lastSent = 0;
-  lastReceived = 0;
-  /** Set while the socket is gone: when the members leave, and when the connection is forgotten. */
-  dropTimer: NodeJS.Timeout | undefined;
-  expiryTimer: NodeJS.Timeout | undefined;
-  private tokenTimer: NodeJS.Timeout | undefined;
-  private readonly acks: PendingAck[] = [];
+export class Connection extends ConnectionLife {
+  private readonly acks = new AckQueue((pm) => this.send(pm));
   /** Bytes of the frames whose publish or presence change is not answered yet (see hold). */
   private inflightBytes = 0;
-  /** The clientIds this connection entered, by channel, and how many in all (see countMembers). */
-  private readonly entered = new Map<string, Set<string>>();
-  private enteredCount = 0;
+  private readonly members: EnteredMembers;
   /** What this connection may send: frames and bytes a second (counted before decoding). */
-  readonly budget: InboundBudget;
+  private readonly budget: InboundBudget;
+  /** What a client frame may nest and hold, checked before it is decoded. */
+  private readonly shape: ShapeLimits;
   /** ATTACHes waiting for delivery to pass this instance's own messages (a DETACH cancels one). */
   private readonly attaching = new Map<string, object>();
 
-  constructor(
-    readonly gateway: Gateway,
-    readonly id: string,
-    readonly key: string,
-    public credentials: Credentials,
-    /** The identity this connection acts as: a clientId, `*` (any) or undefined (anonymous). */
-    public clientId: string | undefined,
-    public format: WireFormat,
-    public echo: boolean,
-  ) {
-    const s = gateway.settings;
+  constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
+    super(ctx, id, key, identity, socket);
+    const s = ctx.settings;
     // A frame of the largest size must fit in a burst.
-    this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), gateway.clock.now());
+    this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), ctx.clock.now());
+    this.shape = { maxDepth: s.maxFrameDepth, maxWidth: s.maxFrameWidth };
+    this.members = new EnteredMembers(s, this.presenceChannels, (appId) => ctx.presenceMembers(appId));
   }
 
-  get appId(): string {
-    return this.credentials.app.appId;
-  }
-
-  /** Sends a frame now (true); a client that does not read is disconnected instead of buffered for. */
-  sendFrame(frame: Frame, written?: (err?: Error) => void): boolean {
-    const socket = this.socket;
-    if (!socket || socket.readyState !== socket.OPEN) return false;
-    if (socket.bufferedAmount > this.gateway.settings.maxBufferedBytes) {
-      this.gateway.slowConsumer(this);
-      return false;
+  /** A frame from `from` (ignored unless it is this connection's socket). */
+  receive(from: PeerSocket, data: Buffer, isBinary: boolean): void {
+    if (this.socket !== from) return;
+    const now = this.ctx.clock.now();
+    this.lastReceived = now;
+    // Every frame counts, before anything is decoded: one client's flood of cheap frames
+    // (HEARTBEAT, DETACH, unknown actions) stalled every other connection (issue 22).
+    if (!this.budget.admit(data.length, now)) return this.overBudget();
+    let pm: ProtocolMessage;
+    try {
+      pm = decodeFrame(data, isBinary, this.format, this.shape);
+    } catch (err) {
+      this.ctx.count('framesRefused');
+      if (err instanceof FrameRefused) return this.handleSafely(err.pm, data.length, err);
+      return this.fail(toWireError(err));
     }
-    this.lastSent = this.gateway.clock.now();
-    socket.send(frame, written);
-    return true;
+    this.handleSafely(pm, data.length);
   }
 
-  /** Encodes and sends a frame; `written`, when given, is called once it is written out (or failed). */
-  send(pm: ProtocolMessage, written?: (err?: Error) => void): boolean {
-    return this.sendFrame(encodeFrame(pm, this.format), written);
+  /** Reads the socket again once this connection is under its budget and the gateway reads sockets. */
+  resumeReading(): void {
+    if (this.inflightBytes <= this.ctx.settings.maxInflightBytes && !this.ctx.readingThrottled && this.socket?.isPaused) this.socket.resume();
   }
 
-  /** CONNECTED, for a new connection, a resume, or an AUTH that renewed the credentials. */
-  sendConnected(error?: WireError): void {
-    const s = this.gateway.settings;
-    const details: Record<string, unknown> = {
-      connectionKey: this.key,
-      connectionStateTtl: s.connectionStateTtlMs,
-      maxIdleInterval: s.maxIdleIntervalMs,
-      maxMessageSize: this.gateway.limits.maxMessageSize,
-      maxFrameSize: s.maxFrameBytes,
-      maxInboundRate: s.maxInboundRate,
-      serverId: this.gateway.instanceId,
-    };
-    if (this.clientId !== undefined) details.clientId = this.clientId;
-    const pm: ProtocolMessage = { action: Action.CONNECTED, connectionId: this.id, connectionDetails: details };
-    if (error) pm.error = error;
-    this.send(pm);
-    this.scheduleTokenExpiry();
-  }
-
-  /** A token's end: the client is told to renew (40142) and may resume with a new one. */
-  private scheduleTokenExpiry(): void {
-    clearTimeout(this.tokenTimer);
-    const expires = this.credentials.expires;
-    if (expires === undefined) return;
-    const delay = Math.max(0, expires - this.gateway.clock.now());
-    // setTimeout holds at most 2^31-1 ms; a later expiry is checked again then.
-    this.tokenTimer = setTimeout(() => {
-      if (this.credentials.expires !== expires) return;
-      if (expires > this.gateway.clock.now()) return this.scheduleTokenExpiry();
-      this.gateway.disconnect(this, serviceError('tokenExpired', 'token expired; renew it and resume'));
-    }, Math.min(delay, 2 ** 31 - 1));
-    this.tokenTimer.unref();
-  }
-
-  clearTimers(): void {
-    clearTimeout(this.tokenTimer);
-    clearTimeout(this.dropTimer);
-    clearTimeout(this.expiryTimer);
-    this.dropTimer = this.expiryTimer = this.tokenTimer = undefined;
+  /**
+   * A client over its inbound budget (frames or bytes a second): its socket is not read any more
+   * (what it still sends costs nothing here), it is told why, and it may resume; the SDK then
+   * sends its unacknowledged publishes again.
+   */
+  private overBudget(): void {
+    this.ctx.count('framesRefused');
+    this.ctx.count('inboundBudgetDisconnects');
+    const socket = this.socket;
+    const { maxInboundRate, maxInboundBytesRate } = this.ctx.settings;
+    this.ctx.logger.warn({ connectionId: this.id, appId: this.appId }, 'realtime client over its inbound budget; disconnected');
+    this.disconnect(serviceError('inboundRateExceeded', `more than ${maxInboundRate} frames or ${maxInboundBytesRate} bytes a second (bursts of twice that) on this connection; resume, and slow down`));
+    if (socket) hangUp(socket);
   }
 
   /**
@@ -134,31 +86,33 @@ export class Connection {
    */
   private hold(bytes: number): () => void {
     this.inflightBytes += bytes;
-    this.gateway.holdInflight(bytes);
-    if (this.inflightBytes > this.gateway.settings.maxInflightBytes) this.pauseReading();
+    this.ctx.holdInflight(bytes);
+    if (this.inflightBytes > this.ctx.settings.maxInflightBytes) this.pauseReading();
     return () => {
       this.inflightBytes -= bytes;
-      this.gateway.releaseInflight(bytes);
+      this.ctx.releaseInflight(bytes);
       this.resumeReading();
     };
   }
 
-  pauseReading(): void {
-    this.socket?.pause();
-  }
+  // ---- frames in
 
-  /** Reads the socket again once this connection is under its budget and the gateway reads sockets. */
-  resumeReading(): void {
-    if (this.inflightBytes <= this.gateway.settings.maxInflightBytes && !this.gateway.readingThrottled && this.socket?.isPaused) this.socket.resume();
+  private handleSafely(pm: ProtocolMessage, size: number, refusal?: ServiceError): void {
+    try {
+      this.handle(pm, size, refusal);
+    } catch (err) {
+      // A bug, not the client's fault; thrown here it would end the process and every connection.
+      this.ctx.logger.error({ err, connectionId: this.id, action: pm.action }, 'realtime frame handling failed');
+      this.fail(toWireError(err));
+    }
   }
 
   /**
    * One ProtocolMessage from the client (`size`: its frame's bytes; `refusal`: why its content is
-   * refused, answered as a NACK for a publish or presence change). Never throws: every problem is
-   * answered on the wire.
+   * refused, answered as a NACK for a publish or presence change). Every problem is answered on the wire.
    */
-  handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
-    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE) return this.gateway.fail(this, toWireError(refusal));
+  private handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
+    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE) return this.fail(toWireError(refusal));
     switch (pm.action) {
       case Action.HEARTBEAT:
         // Only a string id is echoed: String() of what a frame may hold (an object whose toString
@@ -171,7 +125,7 @@ export class Connection {
       case Action.ATTACH:
         if (!this.namesChannel(pm)) return;
         this.attach(pm).catch((err) => {
-          this.gateway.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
+          this.ctx.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
           this.channelError(pm.channel, toWireError(err));
         });
         return;
@@ -186,7 +140,9 @@ export class Connection {
         this.socket?.close(1000);
         return;
       case Action.CLOSE:
-        return this.gateway.closeConnection(this);
+        // CLOSED, then the connection is gone and its members leave at once.
+        this.send({ action: Action.CLOSED });
+        return this.end('closed');
       default:
         // Unknown actions are ignored, as the SDK ignores ours (forward compatibility).
         return;
@@ -200,7 +156,7 @@ export class Connection {
   private namesChannel(pm: ProtocolMessage): pm is ProtocolMessage & { channel: string } {
     if (typeof pm.channel === 'string') return true;
     const action = pm.action === Action.ATTACH ? 'ATTACH' : pm.action === Action.DETACH ? 'DETACH' : 'SYNC';
-    this.gateway.fail(this, serviceError('protocolError', `${action} needs a channel (a string)`));
+    this.fail(serviceError('protocolError', `${action} needs a channel (a string)`));
     return false;
   }
 
@@ -208,77 +164,57 @@ export class Connection {
     if (typeof channel === 'string') this.send({ action: Action.ERROR, channel, error });
   }
 
-  /** The channel a ProtocolMessage names, checked. */
-  private channelOf(pm: ProtocolMessage): string {
-    if (typeof pm.channel !== 'string') throw new ServiceError('invalidChannelName', 'the ProtocolMessage names no channel');
-    return checkChannelName(pm.channel);
-  }
-
   // ---- attach and detach (REALTIME-PROTOCOL.md §4)
-
-  /** Modes the credentials allow on a channel, within the requested ones (all four when none asked). */
-  private modesFor(channel: string, requested: number | undefined): number {
-    const cap = this.credentials.capability;
-    let granted = 0;
-    const meta = isMetachannel(channel);
-    if (permits(cap, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
-    if (!meta && permits(cap, channel, 'publish')) granted |= Flag.PUBLISH;
-    if (!meta && permits(cap, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
-    const asked = requested === undefined ? MODES : requested & MODES;
-    return granted & (asked === 0 ? MODES : asked);
-  }
 
   private async attach(pm: ProtocolMessage): Promise<void> {
     let channel: string;
     try {
-      channel = this.channelOf(pm);
+      channel = channelOf(pm);
     } catch (err) {
       return this.channelError(pm.channel, toWireError(err));
     }
-    if (!this.attachments.has(channel) && this.attachments.size >= this.gateway.settings.maxChannelsPerConnection) {
-      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${this.gateway.settings.maxChannelsPerConnection} channels`));
+    const { maxChannelsPerConnection } = this.ctx.settings;
+    if (!this.attachments.has(channel) && this.attachments.size >= maxChannelsPerConnection) {
+      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
     }
-    const modes = this.modesFor(channel, typeof pm.flags === 'number' ? pm.flags : undefined);
+    const modes = modesFor(this.credentials.capability, channel, typeof pm.flags === 'number' ? pm.flags : undefined);
     if (modes === 0) {
       return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${channel}"`));
     }
-    const params = pm.params && typeof pm.params === 'object' ? pm.params : undefined;
-    const serial = typeof pm.channelSerial === 'string' ? pm.channelSerial : undefined;
-    let rewind: Rewind | undefined;
+    let request: AttachRequest;
     try {
-      rewind = parseRewind(params && Object.hasOwn(params, 'rewind') ? (params as Record<string, unknown>).rewind : undefined);
+      request = attachRequestOf(pm);
     } catch (err) {
       return this.channelError(channel, toWireError(err));
     }
-    // A re-attach (ATTACH_RESUME, or a channelSerial to go on from) is not rewound again (§4).
-    const clean = serial === undefined && !(typeof pm.flags === 'number' && pm.flags & Flag.ATTACH_RESUME);
+    const { params, serial, rewind } = request;
     // A fresh attach starts where delivery is: after this instance's own messages, once it passed
     // them. A resume goes on from the client's position, which they do not move.
-    const delivered = serial === undefined ? this.gateway.ownMessagesDelivered(this.appId, channel) : undefined;
+    const delivered = serial === undefined ? this.ctx.ownMessagesDelivered(this.appId, channel) : undefined;
     if (delivered) {
       const ticket = {};
-      const socket = this.socket;
+      const epoch = this.epoch;
       this.attaching.set(channel, ticket);
       const caughtUp = await delivered;
       // Detached, attached again, or the socket gone meanwhile: this ATTACH is answered no more.
-      if (this.attaching.get(channel) !== ticket || this.socket !== socket) return;
+      if (this.attaching.get(channel) !== ticket || this.epoch !== epoch) return;
       this.attaching.delete(channel);
-      if (!caughtUp) this.gateway.logger.warn({ connectionId: this.id, channel }, 'attached before delivery passed the messages this instance acknowledged: it lags');
+      if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery passed the messages this instance acknowledged: it lags');
     }
-    await this.gateway.attach(this, channel, modes, serial, params, clean ? rewind : undefined);
+    await this.ctx.attach(this, channel, modes, serial, params, rewind);
   }
 
   private detach(channel: string): void {
     this.attaching.delete(channel);
-    this.gateway.detach(this, channel);
-    if (this.presenceChannels.delete(channel)) this.gateway.leaveAll(this, channel);
+    this.ctx.detach(this, channel);
+    if (this.presenceChannels.delete(channel)) this.ctx.leave(this.appId, channel, this.id);
     this.send({ action: Action.DETACHED, channel });
   }
 
   /** A client asks for the presence set again (§5.4): it gets the whole set. */
   private resync(channel: string): void {
     const attachment = this.attachments.get(channel);
-    if (attachment) this.gateway.sendSync(attachment);
+    if (attachment) this.ctx.sync(attachment);
   }
 
   // ---- AUTH (§7.3)
@@ -288,24 +224,22 @@ export class Connection {
     let credentials: Credentials;
     try {
       if (typeof token !== 'string' || token.length === 0) throw new ServiceError('invalidCredentials', 'AUTH carries no accessToken');
-      credentials = this.gateway.authenticateToken(token);
+      credentials = this.ctx.authenticateToken(token);
     } catch (err) {
-      return this.gateway.fail(this, toWireError(err));
+      return this.fail(toWireError(err));
     }
-    if (credentials.app.appId !== this.appId) {
-      return this.gateway.fail(this, serviceError('incompatibleCredentials', 'the new token is for another app'));
-    }
+    if (credentials.app.appId !== this.appId) return this.fail(serviceError('incompatibleCredentials', 'the new token is for another app'));
     const clientId = credentials.clientId;
-    if (this.clientId !== undefined && this.clientId !== '*' && clientId !== this.clientId) {
-      return this.gateway.fail(this, serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${this.clientId}")`));
+    const held = this.clientId;
+    if (held !== undefined && held !== '*' && clientId !== held) {
+      return this.fail(serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${held}")`));
     }
-    this.credentials = credentials;
-    if (this.clientId === undefined || this.clientId === '*') this.clientId = clientId ?? this.clientId;
+    this.identity = { ...this.identity, credentials, clientId: held === undefined || held === '*' ? (clientId ?? held) : held };
     // Channels the new capability no longer allows fail; the others stay attached (RTC8a1).
     for (const [channel, attachment] of [...this.attachments]) {
-      const modes = this.modesFor(channel, undefined) & attachment.modes;
+      const modes = modesFor(this.credentials.capability, channel, undefined) & attachment.modes;
       if (modes === 0) {
-        this.gateway.detach(this, channel);
+        this.ctx.detach(this, channel);
         this.channelError(channel, serviceError('capabilityDenied', `the new token allows no operation on channel "${channel}"`));
       } else {
         attachment.modes = modes;
@@ -319,18 +253,16 @@ export class Connection {
   private ackable(pm: ProtocolMessage, size: number, refusal: ServiceError | undefined): void {
     const msgSerial = pm.msgSerial;
     if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
-      return this.gateway.fail(this, serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
+      return this.fail(serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
     }
-    const pending: PendingAck = { msgSerial };
-    this.acks.push(pending);
+    const settle = this.acks.enqueue(msgSerial);
     const release = this.hold(size);
-    const done = (result: PendingAck['result']): void => {
+    const done = (result: AckResult): void => {
       release();
-      pending.result = result;
-      this.flushAcks();
+      settle(result);
     };
     const fail = (err: unknown): void => {
-      if (!(err instanceof ServiceError)) this.gateway.logger.error({ err, connectionId: this.id }, 'realtime publish failed');
+      if (!(err instanceof ServiceError)) this.ctx.logger.error({ err, connectionId: this.id }, 'realtime publish failed');
       done({ ok: false, error: toWireError(err) });
     };
     if (refusal) return fail(refusal);
@@ -342,155 +274,34 @@ export class Connection {
     }
   }
 
-  /** Sends every ACK and NACK now due, in order; consecutive ACKs go as one. */
-  private flushAcks(): void {
-    while (this.acks.length > 0 && this.acks[0].result) {
-      const first = this.acks.shift()!;
-      const result = first.result!;
-      if (!result.ok) {
-        this.send({ action: Action.NACK, msgSerial: first.msgSerial, count: 1, error: result.error });
-        continue;
-      }
-      const res = [{ serials: result.serials }];
-      let next = first.msgSerial + 1;
-      while (this.acks.length > 0 && this.acks[0].result?.ok && this.acks[0].msgSerial === next) {
-        const r = this.acks.shift()!.result as { ok: true; serials: (string | null)[] };
-        res.push({ serials: r.serials });
-        next++;
-      }
-      this.send({ action: Action.ACK, msgSerial: first.msgSerial, count: res.length, res });
-    }
-  }
-
   private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    const channel = this.channelOf(pm);
-    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
-    if (!permits(this.credentials.capability, channel, 'publish')) {
-      throw new ServiceError('capabilityDenied', `the credentials lack the "publish" capability on channel "${channel}"`);
-    }
-    if (!Array.isArray(pm.messages) || pm.messages.length === 0) throw new ServiceError('invalidRequestBody', 'a MESSAGE needs a non-empty messages array');
-    // Ids the client left out are `connectionId:msgSerial:index`, as the platform assigns them: a
-    // MESSAGE the SDK sends again after a resume has the same ids, so the idempotent-publish rule
-    // drops the repeat wherever it lands.
-    const raw = pm.messages.map((m, index) => {
-      if (typeof m !== 'object' || m === null || Array.isArray(m)) return m;
-      const item = { ...(m as Record<string, unknown>) };
-      delete item.connectionKey;
-      if (item.id === undefined || item.id === null) item.id = `${this.id}:${msgSerial}:${index}`;
-      return item;
-    });
-    const messages = parsePublishBody(raw, this.gateway.limits, this.clientId);
-    for (const m of messages) m.connectionId = this.id;
-    await this.gateway.publisher.publish(this.appId, channel, messages, 'realtime');
+    const channel = channelOf(pm);
+    checkAllowedOn(this.credentials.capability, channel, 'publish');
+    const messages = publishedMessages(pm, this.id, msgSerial, this.clientId, this.ctx.limits);
+    await this.ctx.publish(this.appId, channel, messages);
     return messages.map((m) => m.id);
   }
 
   private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    const channel = this.channelOf(pm);
-    if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `presence is never possible on a metachannel ("${channel}")`);
-    if (!permits(this.credentials.capability, channel, 'presence')) {
-      throw new ServiceError('capabilityDenied', `the credentials lack the "presence" capability on channel "${channel}"`);
-    }
-    if (!Array.isArray(pm.presence) || pm.presence.length === 0) throw new ServiceError('invalidRequestBody', 'a PRESENCE needs a non-empty presence array');
-    const limits = this.gateway.limits;
-    if (pm.presence.length > limits.maxMessagesPerPublish) throw new ServiceError('tooManyMessages', `a PRESENCE may hold at most ${limits.maxMessagesPerPublish} changes`);
+    const channel = channelOf(pm);
+    checkAllowedOn(this.credentials.capability, channel, 'presence');
+    const limits = this.ctx.limits;
+    const items = presenceItemsOf(pm, limits);
+    const sender = { connectionId: this.id, instanceId: this.ctx.instanceId, msgSerial, clientId: this.clientId, method: this.credentials.method };
     const changes: PresenceChange[] = [];
     const ids: (string | null)[] = [];
-    pm.presence.forEach((value, index) => {
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ServiceError('invalidRequestBody', `presence message ${index} is not an object`);
-      const item = value as Record<string, unknown>;
-      // Only a number indexes the table: an object as a key throws when made a string, and
-      // "__proto__" or "constructor" found Object.prototype's own members.
-      const action = typeof item.action === 'number' ? PRESENCE_ACTIONS[item.action] : undefined;
-      if (!action) throw new ServiceError('invalidRequestBody', `presence message ${index}: action must be 2 (enter), 3 (leave) or 4 (update)`);
-      const { id = `${this.id}:${msgSerial}:${index}`, clientId, ...fields } = presenceFields(item, limits, `presence message ${index}`, (given) => this.presenceClientId(given, index));
-      const change: PresenceChange = { action, id, clientId, connectionId: this.id, instanceId: this.gateway.instanceId, ...fields };
-      ids.push(id);
+    items.forEach((value, index) => {
+      const change = presenceChangeOf(value, index, sender, limits);
+      ids.push(change.id);
       // An automatic re-enter (§5.6) of a member present with the same id changes nothing.
-      if (action === 'enter' && this.gateway.isPresentWithId(this.appId, channel, clientId, this.id, id)) return;
+      if (change.action === 'enter' && this.ctx.isPresentWithId(this.appId, channel, change.clientId, this.id, change.id)) return;
       changes.push(change);
     });
-    const joining = this.countMembers(channel, changes);
+    const joining = this.members.admit(this.appId, channel, changes);
     if (changes.some((c) => c.action !== 'leave')) this.presenceChannels.add(channel);
     if (changes.length === 0) return ids;
-    // Counted against the limits until the presence projection applies them (PresenceReservations).
-    const reservations = this.gateway.reservations;
-    const reserved = reservations.reserve(this.appId, channel, this.id, joining, this.gateway.clock.now());
-    let positions;
-    try {
-      positions = await this.gateway.presenceProducer.append(this.appId, channel, changes);
-    } catch (err) {
-      reservations.release(reserved);
-      throw err;
-    }
     // The ACK follows the change's own PRESENCE: a presence.get() once enter() resolves has it.
-    await this.gateway.presenceApplied(positions);
+    await this.ctx.changePresence(this.appId, channel, this.id, joining, changes);
     return ids;
-  }
-
-  /**
-   * Bounds the members this connection holds (maxMembersPerConnection, 91003) and the channels it
-   * holds them on (maxChannelsPerConnection, 90010): each member costs memory in the presence
-   * projection as long as the connection lives. Channels whose members the gateway made leave (a
-   * detach, a drop, the connection forgotten) are out of presenceChannels and stop counting.
-   */
-  private countMembers(channel: string, changes: PresenceChange[]): Set<string> {
-    const { maxMembersPerConnection, maxChannelsPerConnection } = this.gateway.settings;
-    for (const [held, clientIds] of this.entered) {
-      if (this.presenceChannels.has(held)) continue;
-      this.enteredCount -= clientIds.size;
-      this.entered.delete(held);
-    }
-    const clientIds = this.entered.get(channel) ?? new Set<string>();
-    const joining = new Set(changes.filter((c) => c.action !== 'leave' && !clientIds.has(c.clientId ?? '')).map((c) => c.clientId ?? ''));
-    if (joining.size > 0 && clientIds.size === 0 && this.entered.size >= maxChannelsPerConnection) {
-      throw new ServiceError('tooManyChannels', `a connection may hold presence members on at most ${maxChannelsPerConnection} channels`);
-    }
-    if (this.enteredCount + joining.size > maxMembersPerConnection) {
-      throw new ServiceError('tooManyPresenceMembers', `a connection may hold at most ${maxMembersPerConnection} presence members; this one holds ${this.enteredCount}`);
-    }
-    // Every instance holds every member in its presence projection: bounded for the service, and
-    // per app so that one app's members cannot refuse another's. The counts include the members
-    // entered here and not yet applied (reserved), so racing enters cannot pass a limit.
-    const { maxPresenceMembers, maxPresenceMembersPerApp } = this.gateway.settings;
-    if (joining.size > 0 && this.gateway.presenceMembers() + joining.size > maxPresenceMembers) {
-      throw new ServiceError('tooManyPresenceMembers', `the service holds its maximum of ${maxPresenceMembers} presence members; retry once some have left`);
-    }
-    if (joining.size > 0 && this.gateway.presenceMembers(this.appId) + joining.size > maxPresenceMembersPerApp) {
-      throw new ServiceError('tooManyPresenceMembers', `this app has its maximum of ${maxPresenceMembersPerApp} presence members; retry once some have left`);
-    }
-    for (const { action, clientId = '' } of changes) {
-      if (action === 'leave') {
-        if (clientIds.delete(clientId)) this.enteredCount--;
-      } else if (!clientIds.has(clientId)) {
-        clientIds.add(clientId);
-        this.enteredCount++;
-      }
-    }
-    if (clientIds.size > 0) this.entered.set(channel, clientIds);
-    else this.entered.delete(channel);
-    return joining;
-  }
-
-  /**
-   * Whose presence an item changes: the connection's identity, or the one it names if the
-   * connection may act for anyone (a key, or a token for clientId `*`; an anonymous token may not).
-   */
-  private presenceClientId(given: unknown, index: number): string {
-    const anyone = this.clientId === '*' || (this.clientId === undefined && this.credentials.method === 'basic');
-    if (given !== undefined && given !== null) {
-      if (typeof given !== 'string' || given.length === 0 || given === '*') {
-        throw new ServiceError('invalidClientId', `presence message ${index}: clientId must be a non-empty string other than "*"`);
-      }
-      if (!anyone && given !== this.clientId) {
-        const own = this.clientId === undefined ? 'has no clientId' : `is "${this.clientId}"`;
-        throw new ServiceError('invalidClientId', `presence message ${index}: clientId "${given}" is not this connection's, whose clientId ${own}`);
-      }
-      return given;
-    }
-    if (this.clientId === undefined || this.clientId === '*') {
-      throw new ServiceError('presenceWithoutClientId', 'cannot enter presence without a clientId: connect with one, or use enterClient');
-    }
-    return this.clientId;
   }
 }

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
 import { checkChannelName } from '../channels/channel-name.js';
-import { isMetachannel } from '../domain/channel.js';
-import { permits, type Operation } from '../auth/capability.js';
+import type { Operation } from '../auth/capability.js';
+import { checkAllowedOn } from '../auth/channel-access.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { directionParam, integerParam, limitParam, timeParam } from '../http/query-params.js';
@@ -45,12 +45,7 @@ interface ChannelParams {
 export function channelFor(request: FastifyRequest<{ Params: ChannelParams }>, operation: Operation): { channel: string; credentials: Credentials } {
   const channel = checkChannelName(request.params.channelId);
   const credentials = credentialsOf(request);
-  if (operation === 'publish' && isMetachannel(channel)) {
-    throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
-  }
-  if (!permits(credentials.capability, channel, operation)) {
-    throw new ServiceError('capabilityDenied', `the credentials lack the "${operation}" capability on channel "${channel}"`);
-  }
+  checkAllowedOn(credentials.capability, channel, operation);
   return { channel, credentials };
 }
 

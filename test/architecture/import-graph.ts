@@ -185,10 +185,5 @@ export function assertNoCycles(found: string[][], where: string): void {
   if (found.length > 0) throw new Error(`import cycles ${where} (${found.length}):\n${describeCycles(found)}`);
 }
 
-/**
- * No import cycle inside src/realtime/ (issue 25). Not yet asserted by the structure test: the
- * gateway/connection circle is being split apart on another branch; once it is gone, the test
- * gains `it('has no import cycle inside src/realtime', () => checkRealtimeHasNoCycle(graph))`.
- * The structure map prints what it says today.
- */
+/** No import cycle inside src/realtime/ (issue 25): a connection reaches the gateway through context.ts. */
 export const checkRealtimeHasNoCycle = (graph: ImportGraph): void => assertNoCycles(realtimeCycles(graph), 'inside src/realtime');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assertNoCycles, buildImportGraph, cycles, cyclesThroughDomain, domainEscapes, subgraph } from './import-graph.js';
+import { assertNoCycles, buildImportGraph, checkRealtimeHasNoCycle, cycles, cyclesThroughDomain, domainEscapes, subgraph } from './import-graph.js';
 
 // The structure the design asks for (issue 25), read from the import graph of src/ and
 // projections/ (type-only imports included). The map of the whole tree:
@@ -36,5 +36,16 @@ describe('the domain floor (src/domain)', () => {
 
   it('lies on no import cycle anywhere in the tree', () => {
     assertNoCycles(cyclesThroughDomain(graph), 'through src/domain');
+  });
+});
+
+describe('the realtime wing (src/realtime)', () => {
+  it('has no import cycle among its own files (a connection talks to the gateway through context.ts)', () => {
+    checkRealtimeHasNoCycle(graph);
+  });
+
+  it('a connection does not import the gateway, the registry or delivery', () => {
+    const imports = [...(graph.get('src/realtime/connection.ts') ?? [])];
+    expect(imports.filter((f) => /src\/realtime\/(gateway|sessions|delivery|handshake)\.ts$/.test(f))).toEqual([]);
   });
 });

@@ -1,0 +1,135 @@
+import type { Clock } from '../clock.js';
+import type { Log } from '../log/port.js';
+import { Topics } from '../log/port.js';
+import { decodeEvent } from '../log/event-codec.js';
+import type { MessagesPublished } from '../domain/events.js';
+import type { HistoryProjection } from '../../projections/history/history-projection.js';
+import type { HistoryEntry } from '../../projections/history/history-entry.js';
+import { MAX_REWIND_MS, type Rewind } from './rewind.js';
+import type { RealtimeSettings } from './settings.js';
+
+/** How long an attach with `rewind` waits for the history projection to reach its position. */
+const REWIND_WAIT_MS = 5_000;
+
+/** Backlogs read from the log at once. */
+const REPLAY_SLOTS = 4;
+
+/** One publish of a backlog, at its offset in the channel's partition. */
+export interface BacklogRecord {
+  event: MessagesPublished;
+  offset: number;
+}
+
+export interface BacklogDeps {
+  log: Log;
+  /** Recent messages for `rewind` (the history projection). */
+  history: Pick<HistoryProjection, 'applied' | 'query'>;
+  clock: Clock;
+  settings: RealtimeSettings;
+  /** Whether the gateway is closing (a rewind waiting for history gives up). */
+  closing: () => boolean;
+}
+
+/** At most `n` holders at once; the others wait in order. */
+class Slots {
+  private readonly waiting: (() => void)[] = [];
+  constructor(private free: number) {}
+
+  take(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+/**
+ * What an attach sends before live delivery: on a resume, the channel's messages the client
+ * missed, read from the log (replay); on a clean attach with `rewind`, its most recent messages,
+ * from history. Both bounded: a backlog past maxReplayRecords or maxBufferedBytes is not sent.
+ */
+export class Backlog {
+  private readonly replaySlots = new Slots(REPLAY_SLOTS);
+
+  constructor(private readonly deps: BacklogDeps) {}
+
+  /** The channel's messages in its partition from `from` up to `to`, read from the log. */
+  async replay(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
+    // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
+    // once, replay holds a bounded amount of memory.
+    await this.replaySlots.take();
+    try {
+      return await this.readRange(recordKey, partition, from, to);
+    } finally {
+      this.replaySlots.give();
+    }
+  }
+
+  private async readRange(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
+    const { maxReplayRecords, maxBufferedBytes } = this.deps.settings;
+    const found: BacklogRecord[] = [];
+    let offset = from;
+    let scanned = 0;
+    let bytes = 0;
+    while (offset < to) {
+      const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
+      if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
+      for (const r of records) {
+        if (r.offset >= to) break;
+        if (r.key === recordKey) {
+          const event = decodeEvent(r.value);
+          if (event.type === 'messages.published') found.push({ event, offset: r.offset });
+          bytes += r.value.byteLength;
+          if (found.length > maxReplayRecords || bytes > maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
+        }
+      }
+      offset = records[records.length - 1].offset + 1;
+      scanned += records.length;
+      if (scanned > 100 * maxReplayRecords) throw new Error('the backlog is too far back in the log');
+    }
+    return found;
+  }
+
+  /**
+   * The channel's most recent messages before `target` (the attach position) as `rewind` asks,
+   * from the history projection once it has applied everything before `target`: what live
+   * delivery sends from `target` on follows them with no gap and no repeat.
+   */
+  async rewind(appId: string, channel: string, partition: number, target: number, rewind: Rewind): Promise<BacklogRecord[]> {
+    const { history, clock } = this.deps;
+    const deadline = clock.now() + REWIND_WAIT_MS;
+    while ((history.applied().get(partition) ?? 0) < target) {
+      if (clock.now() > deadline || this.deps.closing()) throw new Error(`history has not caught up with offset ${target} of partition ${partition}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const now = clock.now();
+    const start = 'sinceMs' in rewind ? now - rewind.sinceMs : now - MAX_REWIND_MS;
+    const wanted = 'count' in rewind ? rewind.count : this.deps.settings.maxReplayRecords;
+    const found: HistoryEntry[] = [];
+    let after: number | undefined;
+    // Newest first, leaving out what came after the attach position (live delivery sends it).
+    while (found.length < wanted) {
+      // The end leaves room for another instance's clock running ahead; `target` bounds the rest.
+      const page = await history.query({ appId, channel, start, end: now + 600_000, limit: 100, direction: 'backwards', after });
+      for (const e of page) if (Math.floor(e.serial / 1024) < target && found.length < wanted) found.push(e);
+      if (page.length < 100) break;
+      after = page[page.length - 1].serial;
+    }
+    // One MESSAGE per publish, oldest first.
+    const records: BacklogRecord[] = [];
+    for (const e of found.reverse()) {
+      const offset = Math.floor(e.serial / 1024);
+      const last = records[records.length - 1];
+      if (last && last.offset === offset) last.event.messages.push(e.message);
+      else records.push({ offset, event: { type: 'messages.published', appId, channel, transport: 'rest', messages: [e.message] } });
+    }
+    return records;
+  }
+}

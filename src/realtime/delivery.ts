@@ -1,0 +1,248 @@
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { Limits } from '../limits.js';
+import type { Log, LogRecord, Subscription } from '../log/port.js';
+import { Topics } from '../log/port.js';
+import { AppliedPositions } from '../log/applied-positions.js';
+import type { OwnWrites } from '../log/own-writes.js';
+import { partitionFor } from '../log/partitioner.js';
+import { decodeEvent } from '../log/event-codec.js';
+import { channelKey } from '../log/partitioner.js';
+import type { MessagesPublished } from '../domain/events.js';
+import { isAssignedId } from '../messages/message.js';
+import type { StoredMessage } from '../domain/message.js';
+import { messageToWire } from '../messages/wire.js';
+import { pairDigest, RecentKeys } from '../recent-keys.js';
+import type { UsageMeter } from '../stats/usage-meter.js';
+import type { Attachment } from './attachment.js';
+import type { BacklogRecord } from './backlog.js';
+import { channelSerial } from '../channels/channel-serial.js';
+import { presenceToWire, sizeOf } from './presence-sync.js';
+import { Action, Flag, encodeFrame, type Frame, type WireFormat } from './protocol.js';
+import type { RealtimeSettings } from './settings.js';
+
+/** How long a delivered client-supplied id is remembered: the idempotency window of history's tail. */
+const DELIVERED_IDS_WINDOW_MS = 120_000;
+
+export interface DeliveryDeps {
+  log: Log;
+  /** Names the delivery consumer (the Kafka adapter makes a consumer group of it). */
+  consumerName: string;
+  clock: Clock;
+  limits: Limits;
+  settings: RealtimeSettings;
+  logger: Logger;
+  usage?: UsageMeter;
+  /** What this instance appended: an attach waits for delivery to pass it (README: Consistency of reads). */
+  ownWrites?: Pick<OwnWrites, 'of'>;
+}
+
+/** A log record's messages as a MESSAGE frame, encoded at most once per format however many receive it. */
+class OutgoingMessages {
+  private json?: Frame;
+  private msgpack?: Frame;
+  private bytes?: number;
+  readonly connectionId: string | undefined;
+
+  constructor(
+    readonly event: MessagesPublished,
+    /** The record's offset in its partition. */
+    readonly offset: number,
+    readonly channelSerial: string,
+  ) {
+    this.connectionId = event.messages[0]?.connectionId;
+  }
+
+  frame(format: WireFormat): Frame {
+    if (format === 'json') return (this.json ??= this.build('json'));
+    return (this.msgpack ??= this.build('msgpack'));
+  }
+
+  /** Payload bytes of the messages, for stats (counted once however many receive them). */
+  get data(): number {
+    return (this.bytes ??= sizeOf(this.event.messages));
+  }
+
+  private build(format: WireFormat): Frame {
+    const e = this.event;
+    return encodeFrame({ action: Action.MESSAGE, channel: e.channel, channelSerial: this.channelSerial, messages: e.messages.map((m) => messageToWire(m, format)) }, format);
+  }
+}
+
+/**
+ * Delivery: one more consumer of the log's messages topic, sending each record to the attachments
+ * of its channel here, in log order, whichever instance or route appended it; and the presence
+ * messages the presence projection reports as it applies changes (deliverPresence). An attachment
+ * whose backlog is being read holds what comes meanwhile, sent after the backlog.
+ */
+export class Delivery {
+  /** Attachments by channel log key. */
+  private readonly index = new Map<string, Set<Attachment>>();
+  /** Client-supplied message ids delivered lately, per channel (digests): repeats are not delivered again. */
+  private readonly deliveredIds: RecentKeys<number>;
+  /** Next offset of the messages topic to deliver, per partition. */
+  private delivered: number[] = [];
+  /** `delivered`, for waits (ownMessagesDelivered). */
+  private readonly progress = new AppliedPositions();
+  private partitions = 1;
+  private subscription: Subscription | undefined;
+  private messagesDelivered = 0;
+
+  constructor(private readonly deps: DeliveryDeps) {
+    // Kept by count: a client may come back with a key at any time (`recover` from a saved page).
+    this.deliveredIds = new RecentKeys(2 * deps.limits.maxRecentIdsPerApp, DELIVERED_IDS_WINDOW_MS, () => deps.clock.now());
+  }
+
+  /** Starts delivering from the log's current end. */
+  async start(): Promise<void> {
+    const { log, logger } = this.deps;
+    this.partitions = await log.partitions(Topics.messages);
+    const ends = await log.endOffsets(Topics.messages);
+    this.delivered = Array.from({ length: this.partitions }, (_, p) => ends.get(p) ?? 0);
+    this.subscription = log.consume({
+      topic: Topics.messages,
+      consumer: this.deps.consumerName,
+      from: ends,
+      handle: (records) => this.deliverMessages(records),
+      onError: (err) => logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
+    });
+    await this.subscription.caughtUp;
+  }
+
+  async stop(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  /** The partition of a channel's log key. */
+  partitionOf(recordKey: string): number {
+    return partitionFor(recordKey, this.partitions);
+  }
+
+  /** The next offset of `partition` to deliver: everything before it was. */
+  position(partition: number): number {
+    return this.delivered[partition] ?? 0;
+  }
+
+  add(attachment: Attachment): void {
+    let set = this.index.get(attachment.recordKey);
+    if (!set) this.index.set(attachment.recordKey, (set = new Set()));
+    set.add(attachment);
+  }
+
+  remove(attachment: Attachment): void {
+    const set = this.index.get(attachment.recordKey);
+    set?.delete(attachment);
+    if (set?.size === 0) this.index.delete(attachment.recordKey);
+  }
+
+  /** Sends a backlog (replay or rewind) to an attachment, each record with its own position. */
+  sendBacklog(attachment: Attachment, backlog: readonly BacklogRecord[]): void {
+    for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, channelSerial(attachment.partition, offset + 1)));
+  }
+
+  private deliverMessages(records: LogRecord[]): void {
+    for (const r of records) {
+      const set = this.index.get(r.key);
+      if (set) {
+        const decoded = decodeEvent(r.value);
+        const event = decoded.type === 'messages.published' ? this.notRepeated(r.key, decoded) : undefined;
+        if (event) {
+          const out = new OutgoingMessages(event, r.offset, channelSerial(r.partition, r.offset + 1));
+          for (const attachment of set) this.sendMessages(attachment, out);
+        }
+      }
+      this.delivered[r.partition] = r.offset + 1;
+    }
+    this.progress.advance(records);
+  }
+
+  /**
+   * Undefined when delivery has passed every message this instance acknowledged on the channel's
+   * partition; else resolves once it has, or after limits.readYourWritesMs (false). An attach
+   * waits for it, so that what the instance acknowledged before the ATTACH is before the attach
+   * position: history untilAttach and rewind have it, live delivery does not send it again.
+   */
+  ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined {
+    const partition = this.partitionOf(channelKey(appId, channel));
+    const next = this.deps.ownWrites?.of(Topics.messages).get(partition);
+    if (next === undefined || (this.delivered[partition] ?? 0) >= next) return undefined;
+    return this.progress.until(Topics.messages, new Map([[partition, next]]), this.deps.limits.readYourWritesMs);
+  }
+
+  /**
+   * The event without messages whose client-supplied id this instance delivered on the channel
+   * lately (undefined when none is left): a repeat that reached the log anyway (appended by two
+   * instances, or racing re-sends) is delivered once, as history keeps it once.
+   */
+  private notRepeated(recordKey: string, event: MessagesPublished): MessagesPublished | undefined {
+    if (!event.clientIds) return event;
+    const now = this.deps.clock.now();
+    const fresh = event.messages.filter((m) => {
+      if (isAssignedId(m.id)) return true;
+      const key = pairDigest(recordKey, m.id);
+      const seen = this.deliveredIds.get(key);
+      if (seen !== undefined && now - seen <= DELIVERED_IDS_WINDOW_MS) return false;
+      this.deliveredIds.set(key, now);
+      return true;
+    });
+    if (fresh.length === event.messages.length) return event;
+    return fresh.length === 0 ? undefined : { ...event, messages: fresh };
+  }
+
+  private sendMessages(attachment: Attachment, out: OutgoingMessages): void {
+    if (attachment.held) {
+      if (attachment.held.length >= this.deps.settings.maxReplayRecords) attachment.overflowed = true;
+      else attachment.held.push(() => this.sendMessages(attachment, out));
+      return;
+    }
+    if (out.offset < attachment.from) return;
+    const conn = attachment.conn;
+    if (!(attachment.modes & Flag.SUBSCRIBE)) return;
+    if (!conn.echo && out.connectionId === conn.id) return;
+    if (conn.sendFrame(out.frame(conn.format))) {
+      this.messagesDelivered += out.event.messages.length;
+      this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    }
+  }
+
+  /** Presence messages of a change the presence projection applied, to the channel's attachments here. */
+  deliverPresence(appId: string, channel: string, entries: StoredMessage[]): void {
+    const set = this.index.get(channelKey(appId, channel));
+    if (!set || entries.length === 0) return;
+    for (const attachment of set) this.sendPresence(attachment, entries);
+  }
+
+  /** `channelSerial`: the position when the change came; held, it goes out behind messages before it. */
+  private sendPresence(attachment: Attachment, entries: StoredMessage[], channelSerial = this.serialFor(attachment)): void {
+    if (attachment.held) {
+      if (attachment.held.length >= this.deps.settings.maxReplayRecords) attachment.overflowed = true;
+      else attachment.held.push(() => this.sendPresence(attachment, entries, channelSerial));
+      return;
+    }
+    const conn = attachment.conn;
+    // A connection always gets its own members' events: the SDK learns its members from them (§5.2).
+    const subscribed = (attachment.modes & Flag.PRESENCE_SUBSCRIBE) !== 0;
+    const items = subscribed ? entries : entries.filter((e) => e.connectionId === conn.id);
+    if (items.length === 0) return;
+    const sent = conn.send({
+      action: Action.PRESENCE,
+      channel: attachment.channel,
+      channelSerial,
+      presence: items.map((e) => presenceToWire(e, conn.format)),
+    });
+    if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
+  }
+
+  /** The attachment's position: never behind what its client already has. */
+  private serialFor(attachment: Attachment): string {
+    return channelSerial(attachment.partition, Math.max(attachment.from, this.delivered[attachment.partition]));
+  }
+
+  numbers(): { attachments: number; delivered: number; deliveryLag: number } {
+    let attachments = 0;
+    for (const set of this.index.values()) attachments += set.size;
+    let deliveryLag = 0;
+    for (const [p, end] of this.subscription?.highWatermarks() ?? []) deliveryLag += Math.max(0, end - (this.delivered[p] ?? 0));
+    return { attachments, delivered: this.messagesDelivered, deliveryLag };
+  }
+}

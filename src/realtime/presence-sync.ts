@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { dataSize, type StoredMessage } from '../domain/message.js';
+import { messageToWire } from '../messages/wire.js';
+import type { PresenceProducer } from '../presence/presence-producer.js';
+import type { PresenceMember, PresenceProjection } from '../../projections/presence/presence-projection.js';
+import type { UsageMeter } from '../stats/usage-meter.js';
+import type { Attachment } from './attachment.js';
+import { Action, Flag, type ProtocolMessage, type WireFormat } from './protocol.js';
+import type { RealtimeSettings } from './settings.js';
+
+/** Bytes a socket may hold unwritten before the next SYNC page waits for them to be written. */
+const SYNC_HIGH_WATER_BYTES = 256 * 1024;
+
+export const sizeOf = (items: readonly { data?: StoredMessage['data']; encoding?: string }[]): number => items.reduce((n, m) => n + dataSize(m.data, m.encoding), 0);
+
+export function presenceToWire(m: StoredMessage | PresenceMember, format: WireFormat, action?: number): Record<string, unknown> {
+  const wire = messageToWire(m as StoredMessage, format);
+  if (action !== undefined) wire.action = action;
+  return wire;
+}
+
+export interface PresenceSyncDeps {
+  presence: Pick<PresenceProjection, 'query' | 'connectionsHeldBy'>;
+  presenceProducer: PresenceProducer;
+  settings: RealtimeSettings;
+  instanceId: string;
+  logger: Logger;
+  usage?: UsageMeter;
+}
+
+/**
+ * The presence set sent to attachments (SYNC pages, §5.4), and the members that leave for
+ * connections gone: dropped or ended here, or held by an instance that died.
+ */
+export class PresenceSync {
+  constructor(private readonly deps: PresenceSyncDeps) {}
+
+  /** The members present on a channel, every one. */
+  members(appId: string, channel: string): PresenceMember[] {
+    return this.deps.presence.query({ appId, channel, limit: Number.MAX_SAFE_INTEGER }).members;
+  }
+
+  /** Whether a member is present here with that id (held by this instance, not one it moved from). */
+  isPresentWithId(appId: string, channel: string, clientId: string, connectionId: string, id: string): boolean {
+    const member = this.deps.presence.query({ appId, channel, clientId, connectionId, limit: 1 }).members[0];
+    return member?.id === id && member.instanceId === this.deps.instanceId;
+  }
+
+  /** The whole presence set, again (a client's SYNC request). */
+  resend(attachment: Attachment): void {
+    if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) return;
+    this.send(attachment, this.members(attachment.conn.appId, attachment.channel));
+  }
+
+  /**
+   * SYNC pages of `present` members; the last page's cursor is empty (§5.4). Paced by the socket:
+   * a page waits while the socket holds more than a high-water mark unwritten, so a set of any
+   * size reaches a client that reads (written in one burst, 130,000 members went over the
+   * slow-reader cut-off, maxBufferedBytes, for a client reading promptly: issue 22). Changes that
+   * come meanwhile go out as they come; the SDK's sync merges them by newness (§5.4). A newer SYNC
+   * of the attachment, a detach or a lost socket ends this one.
+   */
+  send(attachment: Attachment, members: PresenceMember[]): void {
+    const { conn, channel } = attachment;
+    const epoch = conn.socketEpoch;
+    const syncId = randomBytes(6).toString('base64url');
+    const sync = (attachment.sync = {});
+    const size = this.deps.settings.syncPageSize;
+    const pages = Math.max(1, Math.ceil(members.length / size));
+    const highWater = Math.min(SYNC_HIGH_WATER_BYTES, this.deps.settings.maxBufferedBytes / 4);
+    let page = 0;
+    const next = (): void => {
+      while (page < pages) {
+        if (conn.socketEpoch !== epoch || conn.attachments.get(channel) !== attachment || attachment.sync !== sync) return;
+        const last = page === pages - 1;
+        const present = members.slice(page * size, (page + 1) * size);
+        const pm: ProtocolMessage = { action: Action.SYNC, channel, channelSerial: `${syncId}:${last ? '' : page + 1}`, presence: present.map((m) => presenceToWire(m, conn.format, 1)) };
+        page++;
+        let waiting = false;
+        const sent = conn.send(pm, () => {
+          if (waiting) setImmediate(next);
+        });
+        if (!sent) return;
+        // Each `present` member sent counts as a presence message (spec: Events, `present`).
+        this.deps.usage?.realtimeOutbound(conn.appId, 'presence', present.length, sizeOf(present));
+        // Over the mark, the rest goes on once this page is written out.
+        if (conn.bufferedAmount > highWater) {
+          waiting = true;
+          return;
+        }
+      }
+      if (attachment.sync === sync) attachment.sync = undefined;
+    };
+    next();
+  }
+
+  /**
+   * The members of every connection held by an instance `held` matches leave: one that died, or
+   * this one's previous run after a restart.
+   */
+  async removeMembersHeldBy(held: (instanceId: string) => boolean): Promise<void> {
+    const found = this.deps.presence.connectionsHeldBy(held);
+    if (found.length === 0) return;
+    this.deps.logger.info({ connections: found.length, instances: [...new Set(found.map((c) => c.instanceId))] }, 'presence members of connections an instance lost leave');
+    await Promise.all(found.map((c) => this.drop(c.appId, c.channel, c.connectionId, c.instanceId)));
+  }
+
+  /** The members a connection of this instance entered on `channel` leave (a `drop` on the log: one leave per member). */
+  leave(appId: string, channel: string, connectionId: string): void {
+    this.drop(appId, channel, connectionId, this.deps.instanceId).catch((err) =>
+      this.deps.logger.error({ err, connectionId, channel }, 'presence leave of a gone connection failed; its members stay until the instance restarts'),
+    );
+  }
+
+  private async drop(appId: string, channel: string, connectionId: string, instanceId: string): Promise<void> {
+    const id = `${this.deps.instanceId}-${randomBytes(6).toString('base64url')}`;
+    await this.deps.presenceProducer.append(appId, channel, [{ action: 'drop', id, connectionId, instanceId }]);
+  }
+}
