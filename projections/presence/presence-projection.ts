@@ -1,6 +1,6 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import type { LogEvent, PresenceChanged } from '../../src/domain/events.js';
-import { channelKey } from '../../src/log/partitioner.js';
+import { appIdOfKey, channelKey } from '../../src/log/partitioner.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import type { PresenceEvent } from '../../src/domain/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
@@ -142,7 +142,7 @@ export class PresenceProjection {
       for (const m of list) members.set(memberKey(m), m);
       if (members.size === 0) continue;
       this.members.set(key, members);
-      this.count(key.slice(0, key.indexOf('\u0000')), members.size);
+      this.count(appIdOfKey(key), members.size);
     }
   }
 

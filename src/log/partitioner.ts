@@ -11,3 +11,6 @@ export function partitionFor(key: string, partitions: number): number {
 
 /** Log key that keeps one channel's events in one partition, in order. */
 export const channelKey = (appId: string, channel: string): string => `${appId}:${channel}`;
+
+/** The appId of a channelKey: up to its first colon (appIds are letters, digits, `_` and `-`: src/apps/apps-file.ts, the sandbox's random ids). */
+export const appIdOfKey = (key: string): string => key.slice(0, key.indexOf(':'));
