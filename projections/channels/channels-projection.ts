@@ -5,30 +5,13 @@ import { decodeChannels, encodeChannels, type ChannelsSnapshot } from './channel
 import { decodeEvent } from '../../src/log/event-codec.js';
 import type { LogEvent } from '../../src/domain/events.js';
 import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
-import { Mode } from '../../src/domain/modes.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import { ChannelIndex } from './channel-index.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-
-/** spec: Occupancy. */
-export interface OccupancyMetrics {
-  connections: number;
-  publishers: number;
-  subscribers: number;
-  presenceConnections: number;
-  presenceMembers: number;
-  presenceSubscribers: number;
-}
-
-/** spec: ChannelDetails (the lifecycle events add `name` and `region`, as the platform's do). */
-export interface ChannelDetails {
-  channelId: string;
-  name?: string;
-  region?: string;
-  status: { isActive: boolean; occupancy: { metrics: OccupancyMetrics } };
-}
+import { channelIdOf, emptyMetrics, metricsOf, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
+import { lifecycleId, periodOfId } from './lifecycle-ids.js';
 
 export interface ChannelsOptions {
   /** A channel stays active this long after its last use (CHANNEL_IDLE_MS). */
@@ -46,56 +29,13 @@ export interface ChannelsOptions {
   maxStatusActivations?: number;
 }
 
-/** An attachment as the log records it (channel.attached): where it is held, with what modes. */
-interface LoggedAttachment {
-  instanceId: string;
-  modes: number;
-}
-
-/** One channel in use, or in use not long ago. */
-export interface ChannelState {
-  appId: string;
-  channel: string;
-  /** The record time of its last use, and that record's position. */
-  lastUse: number;
-  /** The position of the record that began the current period of activity: names the period. */
-  period: string;
-  openedAt: number;
-  /** by connectionId */
-  attachments: Map<string, LoggedAttachment>;
-  /** memberKey -> connectionId */
-  members: Map<string, string>;
-  /** The last change of occupancy not yet announced: its position and record time. */
-  occupancyCause?: string;
-  occupancyChangedAt: number;
-  occupancyAnnouncedAt: number;
-  /** The bucket of `due` it is in, if any: one at a time, however often it is used. */
-  dueBucket?: number;
-}
-
-/** A lifecycle message to append to LIFECYCLE_CHANNEL of an app. */
-export interface Announcement {
-  appId: string;
-  message: StoredMessage;
-}
-
 const BUCKET_MS = 250;
 /** Cursors longer than this, percent-encoded, are shortened (ChannelsProjection.cursorOf). */
 const LONG_CURSOR = 600;
 /** Starts a shortened cursor: a channel name never has control characters. */
 const CURSOR_MARK = '\u0001';
-const stateKey = (appId: string, channel: string): string => `${appId}\u0000${channel}`;
 const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
 const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
-const channelTag = (channel: string): string => createHash('sha1').update(channel).digest('base64url').slice(0, 12);
-
-/** A lifecycle message's id: `lc:<cause position>:<channel tag>:<event>` (the same cause, the same id). */
-const lifecycleId = (cause: string, channel: string, event: string): string => `lc:${cause}:${channelTag(channel)}:${event}`;
-const periodOfId = (id: string): string | undefined => {
-  const m = /^lc:(.+):[A-Za-z0-9_-]{12}:channel\.[a-z.]+$/.exec(id);
-  return m?.[1];
-};
-
 /**
  * Channel activity, occupancy and lifecycle (ARCHITECTURE: lifecycle), a projection of the
  * `messages`, `presence` and `connections` topics. The rule (README: Channel activity): a channel
@@ -550,30 +490,5 @@ export class ChannelsProjection {
         s.occupancyAnnouncedAt = 0;
       }
     }
-  }
-}
-
-const emptyMetrics = (): OccupancyMetrics => ({ connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceMembers: 0, presenceSubscribers: 0 });
-
-function metricsOf(s: ChannelState): OccupancyMetrics {
-  const m = emptyMetrics();
-  for (const a of s.attachments.values()) {
-    m.connections++;
-    if (a.modes & Mode.PUBLISH) m.publishers++;
-    if (a.modes & Mode.SUBSCRIBE) m.subscribers++;
-    if (a.modes & Mode.PRESENCE) m.presenceConnections++;
-    if (a.modes & Mode.PRESENCE_SUBSCRIBE) m.presenceSubscribers++;
-  }
-  m.presenceMembers = s.members.size;
-  return m;
-}
-
-function channelIdOf(m: StoredMessage): string | undefined {
-  if (typeof m.data !== 'string') return undefined;
-  try {
-    const details = JSON.parse(m.data) as { channelId?: unknown };
-    return typeof details.channelId === 'string' ? details.channelId : undefined;
-  } catch {
-    return undefined;
   }
 }

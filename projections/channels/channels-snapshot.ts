@@ -1,4 +1,4 @@
-import type { ChannelState } from './channels-projection.js';
+import type { ChannelState } from './channel-state.js';
 
 /**
  * The channels projection's state as a snapshot holds it (projections/snapshots.ts): the channels

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../src/clock.js';
 import type { Publisher } from '../../src/messages/publisher.js';
-import type { Announcement, ChannelsProjection } from './channels-projection.js';
+import type { ChannelsProjection } from './channels-projection.js';
+import type { Announcement } from './channel-state.js';
 import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 
 export interface LifecycleAnnouncerOptions {

@@ -9,7 +9,8 @@ import { isMetachannel } from '../domain/channel.js';
 import type { Clock } from '../clock.js';
 import { channelFor } from './channel-messages.js';
 import { resource } from './route-table.js';
-import { ChannelsProjection, type ChannelDetails } from '../../projections/channels/channels-projection.js';
+import { ChannelsProjection } from '../../projections/channels/channels-projection.js';
+import type { ChannelDetails } from '../../projections/channels/channel-state.js';
 
 export interface ChannelsReader {
   details(appId: string, channel: string, now: number): ChannelDetails;
