@@ -3,7 +3,8 @@ import { sql, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql 
 import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
-import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsQuery } from '../../src/domain/stats-sample.js';
 import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type DirtyRange, type LevelRow, type Piece } from './rollups.js';
 
 const UNIT_LEVEL: Record<number, Unit> = Object.fromEntries(Object.entries(UNIT_CODE).map(([unit, code]) => [code, unit as Unit]));

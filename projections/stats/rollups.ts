@@ -1,5 +1,4 @@
-import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
-import type { StatsQuery } from './stats-store.js';
+import { bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type StatsQuery, type Unit } from '../../src/domain/stats-sample.js';
 
 /**
  * Rollups of the 6-second samples per minute, hour, day and month (issue 14: a page of any unit reads

@@ -1,5 +1,6 @@
 import Database from '../../src/stores/sqlite/driver.mjs';
-import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsQuery } from '../../src/domain/stats-sample.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
 import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type Level, type LevelRow, type Piece } from './rollups.js';
 

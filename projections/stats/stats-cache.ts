@@ -1,7 +1,8 @@
 import { systemClock, type Clock } from '../../src/clock.js';
 import type { StatsBucket } from '../../src/domain/stats-sample.js';
 import { bucketsOf, endOf, LEVELS, startOf, type Level, type LevelRow, type Piece } from './rollups.js';
-import type { StatsCheckpoint, StatsQuery, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsQuery } from '../../src/domain/stats-sample.js';
 
 export interface StatsCacheOptions {
   /** Rows held, all apps and levels together (src/limits.ts statsCacheRows); 0 holds none. */

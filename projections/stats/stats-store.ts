@@ -1,4 +1,4 @@
-import type { Counters, StatsBucket, Unit } from '../../src/domain/stats-sample.js';
+import type { Counters, StatsBucket, StatsQuery, Unit } from '../../src/domain/stats-sample.js';
 import type { LevelRow, Piece } from './rollups.js';
 
 /**
@@ -19,14 +19,6 @@ export interface StatsRow {
   channels: number;
   /** realtime connections open in this sample: the sum of the instances' readings (usage topic) */
   connections: number;
-}
-
-export interface StatsQuery {
-  appId: string;
-  unit: Unit;
-  /** inclusive, 6-second aligned */
-  start: number;
-  end: number;
 }
 
 /**

@@ -135,3 +135,12 @@ export function parseIntervalId(id: string): number | undefined {
   if (Number.isNaN(ms) || back.getUTCMonth() !== +mo - 1 || back.getUTCDate() !== +d || +h > 23 || +mi > 59 || +s > 59) return undefined;
   return ms;
 }
+
+/** A read of an app's stats: buckets of `unit` with a sample in [start, end]. */
+export interface StatsQuery {
+  appId: string;
+  unit: Unit;
+  /** inclusive, 6-second aligned */
+  start: number;
+  end: number;
+}

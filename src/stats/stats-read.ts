@@ -1,5 +1,5 @@
 import { bucketEnd, bucketStart, type StatsBucket, type Unit } from '../domain/stats-sample.js';
-import type { StatsQuery } from '../../projections/stats/stats-store.js';
+import type { StatsQuery } from '../domain/stats-sample.js';
 
 /** What GET /stats reads: the stats projection's query, over whichever store holds it. */
 export interface StatsReader {

@@ -3,7 +3,7 @@ import { CachedStatsStore, LevelRows } from '../../projections/stats/stats-cache
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { Base, type Unit } from '../../src/domain/stats-sample.js';
 import type { LevelRow, Piece } from '../../projections/stats/rollups.js';
-import type { StatsQuery } from '../../projections/stats/stats-store.js';
+import type { StatsQuery } from '../../src/domain/stats-sample.js';
 import { rng, statsRow, T0 } from '../helpers/stats-log.js';
 
 const C = Base.inbound('rest', 'messages', 'count');
