@@ -1,13 +1,14 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../src/clock.js';
-import type { Publisher } from '../../src/messages/publisher.js';
+import type { PublishTransport, StoredMessage } from '../../src/domain/message.js';
 import type { ChannelsProjection } from './channels-projection.js';
 import type { Announcement } from './channel-state.js';
 import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 
 export interface LifecycleAnnouncerOptions {
   projection: ChannelsProjection;
-  publisher: Publisher;
+  /** Appends the events like any publish (src/messages/publisher.ts): history, delivery and the idempotent window see them. */
+  publisher: { publish(appId: string, channel: string, messages: StoredMessage[], transport: PublishTransport): Promise<unknown> };
   clock: Clock;
   logger: Logger;
   /** How often due lifecycle events are looked for (and idle channels swept). */

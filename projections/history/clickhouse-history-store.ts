@@ -1,7 +1,7 @@
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import type { Checkpoint } from '../../src/log/port.js';
 import type { StoredMessage } from '../../src/domain/message.js';
-import { messageToWire } from '../../src/messages/wire.js';
+import { messageToWire } from '../../src/codec/message-wire.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { ClickHouseSession, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlDate, sqlIdentifier, sqlJoin, sqlTable, type Sql } from '../../src/stores/clickhouse/sql.js';

@@ -17,7 +17,7 @@ import { probeKafka } from '../log/kafka/kafka-probe.js';
 import { Topics, type Log } from '../log/port.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { channelKey, partitionFor } from '../log/partitioner.js';
-import { messageToWire } from '../messages/wire.js';
+import { messageToWire } from '../codec/message-wire.js';
 import { replayKeyEvents } from '../apps/key-history.js';
 
 export interface ReplayRequest {

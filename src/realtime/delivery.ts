@@ -11,7 +11,7 @@ import { channelKey } from '../log/partitioner.js';
 import type { MessagesPublished } from '../domain/events.js';
 import { isAssignedId } from '../messages/message.js';
 import type { StoredMessage } from '../domain/message.js';
-import { messageToWire } from '../messages/wire.js';
+import { messageToWire } from '../codec/message-wire.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
 import type { UsageMeter } from '../stats/usage-meter.js';
 import type { Attachment } from './attachment.js';

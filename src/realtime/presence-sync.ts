@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { dataSize, type StoredMessage } from '../domain/message.js';
-import { messageToWire } from '../messages/wire.js';
+import { messageToWire } from '../codec/message-wire.js';
 import type { PresenceProducer } from '../presence/presence-producer.js';
 import type { PresenceMember, PresenceProjection } from '../../projections/presence/presence-projection.js';
 import type { UsageMeter } from '../stats/usage-meter.js';

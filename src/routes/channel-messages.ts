@@ -9,7 +9,7 @@ import { directionParam, integerParam, limitParam, timeParam } from '../http/que
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
 import { parsePublishBody, type PublishingConnection, type PublishLimits } from '../messages/message.js';
 import type { StoredMessage } from '../domain/message.js';
-import { messageToWire } from '../messages/wire.js';
+import { messageToWire } from '../codec/message-wire.js';
 import type { Publisher } from '../messages/publisher.js';
 import type { Credentials } from '../auth/credentials.js';
 import { parseChannelSerial } from '../channels/channel-serial.js';

@@ -3,7 +3,7 @@ import { ServiceError } from '../errors.js';
 import { sendResult } from '../http/reply.js';
 import { limitParam } from '../http/query-params.js';
 import { keptParams, relativeUrl, type LinkParams } from '../http/pagination.js';
-import { messageToWire } from '../messages/wire.js';
+import { messageToWire } from '../codec/message-wire.js';
 import type { Format } from '../http/format.js';
 import { channelFor, historyPage } from './channel-messages.js';
 import type { PresenceMember, MembersQuery } from '../../projections/presence/presence-projection.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assertNoCycles, buildImportGraph, checkRealtimeHasNoCycle, cycles, cyclesThroughDomain, domainEscapes, subgraph } from './import-graph.js';
+import { assertNoCycles, buildImportGraph, checkRealtimeHasNoCycle, cycles, cyclesThroughDomain, domainEscapes, subgraph, upwardArrows } from './import-graph.js';
 
 // The structure the design asks for (issue 25), read from the import graph of src/ and
 // projections/ (type-only imports included). The map of the whole tree:
@@ -47,5 +47,11 @@ describe('the realtime wing (src/realtime)', () => {
   it('a connection does not import the gateway, the registry or delivery', () => {
     const imports = [...(graph.get('src/realtime/connection.ts') ?? [])];
     expect(imports.filter((f) => /src\/realtime\/(gateway|sessions|delivery|handshake)\.ts$/.test(f))).toEqual([]);
+  });
+});
+
+describe('the layers (domain < codec, log, stores < projections < messages, presence, apps, auth < realtime, routes, http < service)', () => {
+  it('no import runs up a layer (the map: npx tsx test/architecture/structure-map.ts)', () => {
+    expect(upwardArrows(graph)).toEqual([]);
   });
 });

@@ -1,11 +1,11 @@
 import type { StoredMessage } from '../domain/message.js';
-import type { Format } from '../http/format.js';
 
 /**
  * Message (or presence message) as sent to a reader. MessagePack carries bytes as they are; the text formats carry them
- * as base64 with `base64` appended to the encoding, which is how the SDKs decode them.
+ * as base64 with `base64` appended to the encoding, which is how the SDKs decode them. `format`:
+ * `msgpack`, or any text format (REST's json, jsonp and html; the realtime wire's json).
  */
-export function messageToWire(m: StoredMessage, format: Format): Record<string, unknown> {
+export function messageToWire(m: StoredMessage, format: string): Record<string, unknown> {
   const out: Record<string, unknown> = { id: m.id, timestamp: m.timestamp };
   if (m.name !== undefined) out.name = m.name;
   if (m.clientId !== undefined) out.clientId = m.clientId;
