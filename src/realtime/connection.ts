@@ -378,7 +378,7 @@ export class Connection {
     });
     const messages = parsePublishBody(raw, this.gateway.limits, this.clientId);
     for (const m of messages) m.connectionId = this.id;
-    await this.gateway.publisher.publish(this.appId, channel, messages, 'realtime');
+    await this.gateway.publisher.publish(this.appId, channel, messages, 'realtime', this.credentials.keyName);
     return messages.map((m) => m.id);
   }
 
