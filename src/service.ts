@@ -97,8 +97,8 @@ export function embeddedAdapters(config: Config, { lock = true, consumerPrefix =
       log: new EmbeddedLog({
         path: join(config.dataDir, 'log.db'),
         partitions: config.embeddedPartitions,
-        // The log keeps at least the longest history retention, so projections can be rebuilt.
-        retentionMs: (72 + 24) * 3600_000,
+        // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
+        retentionMs: config.logRetentionHours * 3600_000,
       }),
       historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
       presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
