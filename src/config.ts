@@ -37,6 +37,10 @@ export interface Config {
    * Kafka's is the topics' own retention.ms (README: Audits).
    */
   logRetentionHours: number;
+  /** The Ed25519 key that signs the log's audit checkpoints (PEM; made at first start). AUDIT_KEY_FILE, default DATA_DIR/audit-key.pem */
+  auditKeyFile: string;
+  /** How often a signed checkpoint of the log's hash chains is appended (when the log moved). AUDIT_CHECKPOINT_INTERVAL_MS */
+  auditCheckpointIntervalMs: number;
   instanceId: string;
   /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
   realtime: RealtimeSettings;
@@ -242,6 +246,8 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     logRetentionHours: logRetentionHours(e),
+    auditKeyFile: resolve(e.AUDIT_KEY_FILE || `${resolve(e.DATA_DIR || './data')}/audit-key.pem`),
+    auditCheckpointIntervalMs: int(e, 'AUDIT_CHECKPOINT_INTERVAL_MS', 60_000, 100, 24 * 3600_000),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
     realtimeMaxConnectionsSet: e.REALTIME_MAX_CONNECTIONS !== undefined && e.REALTIME_MAX_CONNECTIONS !== '',

@@ -8,7 +8,7 @@
 //   npm run -s replay -- --app <appId> --channel <name> [--include messages,presence,app-events] [--from <ms|ISO>] [--to <ms|ISO>]
 //
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
@@ -19,9 +19,19 @@ import { probeKafka } from '../log/kafka/kafka-probe.js';
 import type { Log } from '../log/port.js';
 import { loadAppsFile } from '../apps/apps-file.js';
 import { loadDefaultApp } from '../apps/default-app.js';
+import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/checkpoint.js';
+import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog, type ChainedLog } from '../audit/proof.js';
+import type { ChainVerifier } from '../audit/verify.js';
 import { appHasEvents, INCLUDES, replayScope, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
 
 export interface ReplayRequest extends ScopeRequest {}
+
+/** What the command does: replay (an export with --with-proof), verify the log, verify an export, or print the public key. */
+export type ParsedReplay =
+  | { help: true }
+  | { help: false; mode: 'verify-file'; file: string; trustKeys: string[] }
+  | { help: false; mode: 'public-key'; config: Config }
+  | { help: false; mode: 'replay' | 'verify'; request: ReplayRequest; config: Config; withProof: boolean; trustKeys: string[] };
 
 /** The --help text, with the command as the user typed it (bin, npm script or node path). */
 export const usage = (command = 'channel-messaging-replay'): string => `Usage: ${command} --app <appId> (--channel <name> | --prefix <p> | --all-channels) [--include <kinds>] [--from <time>] [--to <time>] [options]
@@ -50,12 +60,25 @@ Options:
   --clickhouse-url <url>     CLICKHOUSE_URL
   --help, -h                 this text
 
+Tamper evidence (README: Replay for audits):
+  --verify                   check the hash chains and signed checkpoints of every log partition
+                             the scope reads (whole), instead of replaying; problems on stdout
+  --with-proof               the replay as an export a third party can verify alone: a header, the
+                             records of the scope with their value and links, the partitions'
+                             other records as digests, the signed checkpoints and public keys
+  --verify-file <export>     check such an export, with no service and no log
+  --trust-key <file>         a public key (PEM) whose checkpoints are believed, repeatable; default
+                             --verify: the key of AUDIT_KEY_FILE; --verify-file: the export's own
+                             (compare its fingerprint with the one the operator published)
+  --public-key               print the public key of AUDIT_KEY_FILE (PEM) and its fingerprint
+
 Exit codes: 0 done (a warning on stderr when a prefix or every channel had nothing), 1 the log
-could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range.
+could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range,
+4 the verification found a record changed or missing, or a checkpoint that does not match.
 `;
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
-export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config } {
+export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): ParsedReplay {
   const { values } = commandLine({
     args: argv,
     strict: true,
@@ -72,10 +95,29 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
       'data-dir': { type: 'string' },
       'kafka-brokers': { type: 'string' },
       'clickhouse-url': { type: 'string' },
+      verify: { type: 'boolean' },
+      'with-proof': { type: 'boolean' },
+      'verify-file': { type: 'string' },
+      'trust-key': { type: 'string', multiple: true },
+      'public-key': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return { help: true };
+  const trustKeys = values['trust-key'] ?? [];
+  if (values['verify-file'] !== undefined) {
+    if (values.app !== undefined || values.verify || values['with-proof']) throw new ConfigError('--verify-file reads only the export (and --trust-key): no --app, --verify or --with-proof with it');
+    return { help: false, mode: 'verify-file', file: values['verify-file'], trustKeys };
+  }
+  if (values.verify && values['with-proof']) throw new ConfigError('--verify checks the log, --with-proof writes an export: one of them');
+  const config = (): Config =>
+    parseConfig({
+      ...env,
+      ...(values['data-dir'] !== undefined ? { DATA_DIR: values['data-dir'] } : {}),
+      ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
+      ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
+    });
+  if (values['public-key']) return { help: false, mode: 'public-key', config: config() };
   const appId = values.app;
   if (!appId) throw new ConfigError('--app is required (see --help)');
   const include = new Set<Include>();
@@ -104,13 +146,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
   const from = time('from', 0);
   const to = time('to', Number.MAX_SAFE_INTEGER);
   if (from > to) throw new ConfigError(`--from (${new Date(from).toISOString()}) is later than --to (${new Date(to).toISOString()})`);
-  const config = parseConfig({
-    ...env,
-    ...(values['data-dir'] !== undefined ? { DATA_DIR: values['data-dir'] } : {}),
-    ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
-    ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
-  });
-  return { help: false, request: { appId, channels, include, from, to }, config };
+  return { help: false, mode: values.verify ? 'verify' : 'replay', request: { appId, channels, include, from, to }, config: config(), withProof: values['with-proof'] === true, trustKeys };
 }
 
 /** Nothing to replay: an app the service does not know, or a channel with no record in the range (exit 3). */
@@ -145,6 +181,59 @@ async function openLog(config: Config): Promise<Log> {
 const write = (line: string): Promise<void> | undefined =>
   process.stdout.write(line) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
+/** The public keys to trust: the --trust-key files, else (`fallback`) the service's own. */
+function trustedKeys(files: string[], fallback: () => string[]): Set<string> {
+  if (files.length === 0) return new Set(fallback());
+  return new Set(
+    files.map((file) => {
+      try {
+        return publicKeyBase64(readFileSync(file, 'utf8'));
+      } catch (err) {
+        throw new ConfigError(`--trust-key ${file}: not an Ed25519 public key in PEM (${(err as Error).message.split('\n')[0]})`);
+      }
+    }),
+  );
+}
+
+function report(verifier: ChainVerifier, what: string): number {
+  for (const problem of verifier.problems) process.stdout.write(`${problem}\n`);
+  if (verifier.problemTotal > 0) {
+    process.stderr.write(`replay: verification FAILED for ${what}: ${verifier.problemTotal} problems; ${verifier.summary()}\n`);
+    return 4;
+  }
+  process.stderr.write(`replay: verified ${what}: ${verifier.summary()}\n`);
+  return 0;
+}
+
+async function verifyWhereLogIs(log: ChainedLog, request: ReplayRequest, trustFiles: string[], config: Config, tty: boolean): Promise<number> {
+  const trusted = trustedKeys(trustFiles, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : []));
+  if (trusted.size === 0) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the service's public key with --trust-key`);
+  let read = 0;
+  const verifier = await verifyLog(log, request, trusted, (n) => {
+    read += n;
+    if (tty) process.stderr.write(`\rverifying: ${read} records`);
+  });
+  if (tty) process.stderr.write('\n');
+  return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`);
+}
+
+async function verifyExport(file: string, trustFiles: string[]): Promise<number> {
+  if (!existsSync(file)) throw new ConfigError(`--verify-file ${file}: no such file`);
+  const trusted = trustFiles.length > 0 ? trustedKeys(trustFiles, () => []) : undefined;
+  try {
+    const { verifier, publicKeys } = await verifyFile(file, trusted);
+    if (!trusted) process.stderr.write(`replay: trusting the export's own keys (${publicKeys.map(fingerprintOf).join(', ') || 'none'}): compare with the fingerprint the operator published, or pass --trust-key\n`);
+    if (verifier.checkpoints === 0) verifier.report(`no checkpoint: ${file} holds no signed checkpoint, so nothing proves its records are the ones the service accepted`);
+    return report(verifier, file);
+  } catch (err) {
+    if (err instanceof ExportFormatError) {
+      process.stderr.write(`replay: ${err.message}\n`);
+      return 4;
+    }
+    throw err;
+  }
+}
+
 const describeScope = (r: ReplayRequest): string => {
   const kinds = [...r.include].join(', ');
   const where = r.channels.kind === 'channel' ? `channel ${r.channels.name}` : r.channels.kind === 'prefix' ? `channels ${r.channels.prefix}*` : 'every channel';
@@ -166,6 +255,13 @@ async function main(): Promise<number> {
     process.stdout.write(usage(commandAsTyped('channel-messaging-replay')));
     return 0;
   }
+  if (parsed.mode === 'verify-file') return verifyExport(parsed.file, parsed.trustKeys);
+  if (parsed.mode === 'public-key') {
+    const signer = CheckpointSigner.load(parsed.config.auditKeyFile);
+    process.stdout.write(signer.publicKeyPem());
+    process.stderr.write(`replay: the public key of ${parsed.config.auditKeyFile}, fingerprint ${signer.fingerprint}\n`);
+    return 0;
+  }
   const { request, config } = parsed;
   const log = await openLog(config);
   const tty = process.stderr.isTTY === true;
@@ -176,14 +272,22 @@ async function main(): Promise<number> {
       process.stderr.write(`replay: unknown app "${request.appId}": neither the configuration (APPS_FILE, DATA_DIR's default app) nor the ${modeOf(config)} log's apps topic names it\n`);
       return 3;
     }
-    for await (const { line } of replayScope(log, request, (p) => {
+    const show = (p: ScopeProgress): void => {
       last = p;
       if (tty && (Date.now() - shownAt > 100 || p.read >= p.total)) {
         shownAt = Date.now();
         process.stderr.write(progressLine(p));
       }
-    })) {
-      await write(`${JSON.stringify(line)}\n`);
+    };
+    if (parsed.mode === 'verify' || parsed.withProof) {
+      if (!hasChains(log)) {
+        process.stderr.write(`replay: the ${log.kind} log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)\n`);
+        return 2;
+      }
+      if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
+      for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
+    } else {
+      for await (const { line } of replayScope(log, request, show)) await write(`${JSON.stringify(line)}\n`);
     }
   } finally {
     await log.close();
@@ -209,6 +313,11 @@ if (isEntryPoint(import.meta.url)) {
       process.exitCode = code;
     },
     (err) => {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`replay: ${err.message}\n`);
+        process.exitCode = 2;
+        return;
+      }
       process.stderr.write(`replay failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}\n`);
       process.exitCode = 1;
     },

@@ -22,7 +22,7 @@ describe('LOG_RETENTION_HOURS', () => {
     for (const age of [hours + 1, hours - 1, 0]) await log.append(Topics.messages, [{ key: 'a:c', timestamp: now - age * HOUR, value: Buffer.from(`${age}h`) }]);
     expect(log.enforceRetention(now)).toBe(1);
     await log.close();
-    await adapters.close();
+    await adapters.close?.();
     const reopened = new EmbeddedLog({ path: join(dataDir, 'log.db') });
     expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => Buffer.from(r.value).toString())).toEqual([`${hours - 1}h`, '0h']);
     await reopened.close();

@@ -10,10 +10,12 @@ import type {
   Subscription,
   Topic,
 } from '../port.js';
+import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter } from './sqlite-writer.js';
 import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
+import { chainSegment, lastLink, LINK_BYTES, ZERO_LINK } from './chain.mjs';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -24,6 +26,26 @@ export interface EmbeddedLogOptions {
   batchSize?: number;
   /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
   writerRingBytes?: number;
+  /**
+   * Signed checkpoints of the chain heads (src/audit/checkpoint.ts), appended to the `audit` topic
+   * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
+   */
+  checkpoints?: { sign: (heads: ChainHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
+}
+
+/** The newest link of a topic partition's hash chain (chain.mjs) and the offset of its record. */
+export interface ChainHead {
+  topic: string;
+  partition: number;
+  offset: number;
+  link: Buffer;
+}
+
+/** A record as stored, with its place in the chain: its link, and for a row's first record the link before it. */
+export interface ChainedRecord extends LogRecord {
+  /** absent: appended before the log kept a chain */
+  link?: Buffer;
+  prev?: Buffer;
 }
 
 interface SegmentRow {
@@ -47,12 +69,18 @@ const SCHEMA = `
     stream INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, UNIQUE (topic, partition));
   CREATE TABLE IF NOT EXISTS log_segments (
     id INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
-    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL);
+    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL, chain BLOB);
   CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`;
 
 /** A segment's row: named parameters are a Segment's fields and `topic` (the writer thread binds the same). */
-const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records)
-  VALUES ((@stream << ${STREAM_SHIFT}) + CAST(@firstOffset AS INTEGER), @topic, @partition, @firstOffset, @count, @lastTs, @records)`;
+const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records, chain)
+  VALUES ((@stream << ${STREAM_SHIFT}) + CAST(@firstOffset AS INTEGER), @topic, @partition, @firstOffset, @count, @lastTs, @records, @chain)`;
+
+/**
+ * The chain column of a stream's newest row: the link before its first record, then each record's
+ * link (chain.mjs), 32 bytes each; NULL in rows written before the log kept a chain.
+ */
+const LAST_CHAIN = `SELECT chain FROM log_segments WHERE id >= (@stream << ${STREAM_SHIFT}) AND id < ((@stream + 1) << ${STREAM_SHIFT}) ORDER BY id DESC LIMIT 1`;
 
 /** The ids of stream @stream, from the one of offset @from (CAST: numbers are bound as REAL). */
 const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
@@ -100,6 +128,7 @@ export class EmbeddedLog implements Log {
   private readonly readers = new Map<string, Set<number[]>>();
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
+  private readonly selectChained: Database.Statement;
   private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
   private readonly streamOfStmt: Database.Statement;
   private readonly addStream: Database.Statement;
@@ -113,6 +142,12 @@ export class EmbeddedLog implements Log {
   private readonly retentionMs: number;
   private readonly batchSize: number;
   private closed = false;
+  /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
+  private readonly inlineHeads = new Map<number, Buffer>();
+  private readonly lastChain: Database.Statement;
+  private readonly checkpoints: EmbeddedLogOptions['checkpoints'];
+  private checkpointTimer: NodeJS.Timeout | undefined;
+  private lastCheckpoint = '';
 
   constructor(options: EmbeddedLogOptions) {
     this.db = new Database(options.path);
@@ -121,6 +156,9 @@ export class EmbeddedLog implements Log {
     this.db.pragma('busy_timeout = 5000');
     this.migrateKeyedSegments();
     this.db.exec(SCHEMA);
+    const columns = this.db.prepare(`SELECT name FROM pragma_table_info('log_segments')`).pluck().all() as string[];
+    if (!columns.includes('chain')) this.db.exec('ALTER TABLE log_segments ADD COLUMN chain BLOB');
+    this.lastChain = this.db.prepare(LAST_CHAIN).pluck();
     this.insert = this.db.prepare(INSERT_SEGMENT);
     this.streamOfStmt = this.db.prepare('SELECT stream FROM log_streams WHERE topic = ? AND partition = ?').pluck();
     this.addStream = this.db.prepare('INSERT INTO log_streams (topic, partition) VALUES (?, ?)');
@@ -132,15 +170,75 @@ export class EmbeddedLog implements Log {
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
     // From the segment that holds the offset (the newest starting at or before it) onwards.
-    this.select = this.db.prepare(
-      `SELECT first_offset, records FROM log_segments WHERE id >= COALESCE(
+    const fromSegment = (columns: string) =>
+      `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
          (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
-       AND id < ${STREAM_END} ORDER BY id`,
-    );
+       AND id < ${STREAM_END} ORDER BY id`;
+    this.select = this.db.prepare(fromSegment('first_offset, records'));
+    this.selectChained = this.db.prepare(fromSegment('first_offset, records, chain'));
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
-      for (const segment of segments) this.insert.run({ ...segment, topic, records: packSegment(segment.records) });
+      for (const segment of segments) {
+        const records = packSegment(segment.records);
+        const prev = this.inlineHeads.get(segment.stream) ?? lastLink(this.lastChain.get({ stream: segment.stream }) as Buffer | undefined) ?? ZERO_LINK;
+        const chain = chainSegment(prev, records, segment.firstOffset);
+        this.insert.run({ ...segment, topic, records, chain });
+        this.inlineHeads.set(segment.stream, lastLink(chain)!);
+      }
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, options.writerRingBytes);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
+    this.checkpoints = options.checkpoints;
+    if (this.checkpoints) {
+      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err)), this.checkpoints.intervalMs);
+      this.checkpointTimer.unref();
+    }
+  }
+
+  /** Each topic partition's chain head, as committed (rows written before chains have none). */
+  chainHeads(): ChainHead[] {
+    const streams = this.db.prepare('SELECT stream, topic, partition FROM log_streams ORDER BY topic, partition').all() as { stream: number; topic: string; partition: number }[];
+    const last = this.db.prepare(`SELECT first_offset + count - 1 AS offset, chain FROM log_segments WHERE id >= (@stream << ${STREAM_SHIFT}) AND id < ((@stream + 1) << ${STREAM_SHIFT}) ORDER BY id DESC LIMIT 1`);
+    const heads: ChainHead[] = [];
+    for (const { stream, topic, partition } of streams) {
+      const row = last.get({ stream }) as { offset: number; chain: Buffer | null } | undefined;
+      const link = lastLink(row?.chain);
+      if (row && link) heads.push({ topic, partition, offset: row.offset, link });
+    }
+    return heads;
+  }
+
+  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last. */
+  async checkpoint(): Promise<void> {
+    if (!this.checkpoints || this.closed) return;
+    const heads = this.chainHeads().filter((h) => h.topic !== Topics.audit);
+    const seen = heads.map((h) => `${h.topic}/${h.partition}@${h.offset}`).join(',');
+    if (heads.length === 0 || seen === this.lastCheckpoint) return;
+    this.lastCheckpoint = seen;
+    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.checkpoints.sign(heads) }]);
+  }
+
+  /**
+   * Reads records with their links (an audit's read, from SQLite: the in-memory window keeps none).
+   * A row's first record carries `prev` too, the link before it.
+   */
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[] {
+    const out: ChainedRecord[] = [];
+    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
+    if (stream === undefined || maxRecords <= 0) return out;
+    for (const row of this.selectChained.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow & { chain: Buffer | null }>) {
+      const records = unpackValue(row.records) as SegmentRecords;
+      const chain = row.chain;
+      for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
+        const [key, timestamp, value] = records[i];
+        const record: ChainedRecord = { topic, partition, offset: row.first_offset + i, key, timestamp, value };
+        if (chain && chain.length === (records.length + 1) * LINK_BYTES) {
+          record.link = chain.subarray((i + 1) * LINK_BYTES, (i + 2) * LINK_BYTES);
+          if (i === 0) record.prev = chain.subarray(0, LINK_BYTES);
+        }
+        out.push(record);
+        if (out.length === maxRecords) return out;
+      }
+    }
+    return out;
   }
 
   /** The stream of a topic's partition, numbered on first use. */
@@ -183,7 +281,7 @@ export class EmbeddedLog implements Log {
         if (rows.length === 0) break;
         for (const r of rows) {
           const records = packSegment([{ key: r.key, timestamp: r.ts, value: r.value }]);
-          this.insert.run({ topic: r.topic, stream: this.streamOf(r.topic, r.partition), partition: r.partition, firstOffset: r.offset, count: 1, lastTs: r.ts, records });
+          this.insert.run({ topic: r.topic, stream: this.streamOf(r.topic, r.partition), partition: r.partition, firstOffset: r.offset, count: 1, lastTs: r.ts, records, chain: null });
         }
         const last = rows[rows.length - 1];
         after = [last.topic, last.partition, last.offset];
@@ -236,6 +334,7 @@ export class EmbeddedLog implements Log {
       this.insertTx(topic, segments);
     } catch (err) {
       this.ends.set(topic, before);
+      this.inlineHeads.clear(); // read again from what SQLite holds
       throw err;
     }
     this.remember(topic, records, positions);
@@ -491,6 +590,9 @@ export class EmbeddedLog implements Log {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    clearInterval(this.checkpointTimer);
+    // The last checkpoint covers everything appended; a log that cannot take it closes all the same.
+    await this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
     this.closed = true;
     await this.writer?.close();
     this.db.close();
