@@ -268,6 +268,10 @@ async function main(): Promise<number> {
   let last: ScopeProgress = { read: 0, total: 0, found: 0 };
   let shownAt = 0;
   try {
+    if ((parsed.mode === 'verify' || parsed.withProof) && !hasChains(log)) {
+      process.stderr.write(`replay: the ${log.kind} log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)\n`);
+      return 2;
+    }
     if (!(await knownApp(config, log, request.appId))) {
       process.stderr.write(`replay: unknown app "${request.appId}": neither the configuration (APPS_FILE, DATA_DIR's default app) nor the ${modeOf(config)} log's apps topic names it\n`);
       return 3;
@@ -279,11 +283,7 @@ async function main(): Promise<number> {
         process.stderr.write(progressLine(p));
       }
     };
-    if (parsed.mode === 'verify' || parsed.withProof) {
-      if (!hasChains(log)) {
-        process.stderr.write(`replay: the ${log.kind} log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)\n`);
-        return 2;
-      }
+    if ((parsed.mode === 'verify' || parsed.withProof) && hasChains(log)) {
       if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
       for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
     } else {

@@ -1,6 +1,8 @@
 // Replay by scope on Kafka (issue 27, item 1): the same reading as on the embedded log, from the
 // local Kafka's topics (REQUIRE_INFRA=1 with infra/local/start.sh's KAFKA_BROKERS).
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { ROOT, runToEnd } from '../helpers/spawn-service.js';
 import { expect, it } from 'vitest';
 import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
 import { Topics } from '../../src/log/port.js';
@@ -26,7 +28,7 @@ describeWithInfra('replay by scope on Kafka', 'Kafka', kafka, ({ brokers, mock }
       expect(await appHasEvents(log, 'app3')).toBe(false);
 
       const request: ScopeRequest = { appId: 'app1', channels: { kind: 'prefix', prefix: 'orders:' }, include: new Set(['messages', 'presence', 'app-events'] as const), from: 0, to: Number.MAX_SAFE_INTEGER };
-      const lines = [];
+      const lines: import('../../src/audit/replay-scope.js').ReplayLine[] = [];
       for await (const { line } of replayScope(log, request)) lines.push(line);
       const names = (channel: string) => lines.filter((l) => l.topic === 'messages' && l.event.channel === channel).map((l) => (l.event.messages as { name: string }[])[0].name);
       expect(names('orders:1')).toEqual(['a', 'd']);
@@ -37,6 +39,14 @@ describeWithInfra('replay by scope on Kafka', 'Kafka', kafka, ({ brokers, mock }
       expect(lines.find((l) => l.topic === 'apps')).toMatchObject({ time: 16, event: { type: 'key.revoked', keyName: 'app1.k0' } });
     } finally {
       await log.close();
+    }
+  }, 60_000);
+
+  it('--verify and --with-proof refuse the Kafka log, which keeps no chain yet (exit 2)', async () => {
+    for (const flag of ['--verify', '--with-proof']) {
+      const r = await runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), '--app', 'app1', '--all-channels', flag], { KAFKA_BROKERS: brokers.join(','), CLICKHOUSE_URL: process.env.CLICKHOUSE_URL ?? 'http://127.0.0.1:8123' });
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim()).toBe('replay: the kafka log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)');
     }
   }, 60_000);
 });
