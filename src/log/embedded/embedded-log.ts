@@ -15,7 +15,10 @@ import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter } from './sqlite-writer.js';
 import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
-import { chainSegment, lastLink, LINK_BYTES, ZERO_LINK } from './chain.mjs';
+import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
+import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+
+export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -31,21 +34,6 @@ export interface EmbeddedLogOptions {
    * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
    */
   checkpoints?: { sign: (heads: ChainHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
-}
-
-/** The newest link of a topic partition's hash chain (chain.mjs) and the offset of its record. */
-export interface ChainHead {
-  topic: string;
-  partition: number;
-  offset: number;
-  link: Buffer;
-}
-
-/** A record as stored, with its place in the chain: its link, and for a row's first record the link before it. */
-export interface ChainedRecord extends LogRecord {
-  /** absent: appended before the log kept a chain */
-  link?: Buffer;
-  prev?: Buffer;
 }
 
 interface SegmentRow {
@@ -128,7 +116,7 @@ export class EmbeddedLog implements Log {
   private readonly readers = new Map<string, Set<number[]>>();
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
-  private readonly selectChained: Database.Statement;
+  private readonly chains: ChainReader;
   private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
   private readonly streamOfStmt: Database.Statement;
   private readonly addStream: Database.Statement;
@@ -175,7 +163,7 @@ export class EmbeddedLog implements Log {
          (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
        AND id < ${STREAM_END} ORDER BY id`;
     this.select = this.db.prepare(fromSegment('first_offset, records'));
-    this.selectChained = this.db.prepare(fromSegment('first_offset, records, chain'));
+    this.chains = new ChainReader(this.db, fromSegment('first_offset, records, chain'), STREAM_SHIFT);
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
       for (const segment of segments) {
         const records = packSegment(segment.records);
@@ -195,15 +183,16 @@ export class EmbeddedLog implements Log {
 
   /** Each topic partition's chain head, as committed (rows written before chains have none). */
   chainHeads(): ChainHead[] {
-    const streams = this.db.prepare('SELECT stream, topic, partition FROM log_streams ORDER BY topic, partition').all() as { stream: number; topic: string; partition: number }[];
-    const last = this.db.prepare(`SELECT first_offset + count - 1 AS offset, chain FROM log_segments WHERE id >= (@stream << ${STREAM_SHIFT}) AND id < ((@stream + 1) << ${STREAM_SHIFT}) ORDER BY id DESC LIMIT 1`);
-    const heads: ChainHead[] = [];
-    for (const { stream, topic, partition } of streams) {
-      const row = last.get({ stream }) as { offset: number; chain: Buffer | null } | undefined;
-      const link = lastLink(row?.chain);
-      if (row && link) heads.push({ topic, partition, offset: row.offset, link });
-    }
-    return heads;
+    return this.chains.heads();
+  }
+
+  /**
+   * Reads records with their links (an audit's read, from SQLite: the in-memory window keeps none).
+   * A row's first record carries `prev` too, the link before it.
+   */
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[] {
+    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
+    return stream === undefined ? [] : this.chains.read(topic, partition, stream, fromOffset, maxRecords);
   }
 
   /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last. */
@@ -214,31 +203,6 @@ export class EmbeddedLog implements Log {
     if (heads.length === 0 || seen === this.lastCheckpoint) return;
     this.lastCheckpoint = seen;
     await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.checkpoints.sign(heads) }]);
-  }
-
-  /**
-   * Reads records with their links (an audit's read, from SQLite: the in-memory window keeps none).
-   * A row's first record carries `prev` too, the link before it.
-   */
-  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[] {
-    const out: ChainedRecord[] = [];
-    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
-    if (stream === undefined || maxRecords <= 0) return out;
-    for (const row of this.selectChained.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow & { chain: Buffer | null }>) {
-      const records = unpackValue(row.records) as SegmentRecords;
-      const chain = row.chain;
-      for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
-        const [key, timestamp, value] = records[i];
-        const record: ChainedRecord = { topic, partition, offset: row.first_offset + i, key, timestamp, value };
-        if (chain && chain.length === (records.length + 1) * LINK_BYTES) {
-          record.link = chain.subarray((i + 1) * LINK_BYTES, (i + 2) * LINK_BYTES);
-          if (i === 0) record.prev = chain.subarray(0, LINK_BYTES);
-        }
-        out.push(record);
-        if (out.length === maxRecords) return out;
-      }
-    }
-    return out;
   }
 
   /** The stream of a topic's partition, numbered on first use. */
