@@ -30,6 +30,17 @@ export interface Config {
   kafkaClientId: string;
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
+  /**
+   * Hours the embedded log keeps its records (messages, presence, usage, connections; the apps
+   * topic is kept whole). LOG_RETENTION_HOURS, default 96; never below the longest history
+   * retention a namespace can have (72 hours), so every projection can be rebuilt from the log.
+   * Kafka's is the topics' own retention.ms (README: Audits).
+   */
+  logRetentionHours: number;
+  /** The Ed25519 key that signs the log's audit checkpoints (PEM; made at first start). AUDIT_KEY_FILE, default DATA_DIR/audit-key.pem */
+  auditKeyFile: string;
+  /** How often a signed checkpoint of the log's hash chains is appended (when the log moved). AUDIT_CHECKPOINT_INTERVAL_MS */
+  auditCheckpointIntervalMs: number;
   instanceId: string;
   /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
   realtime: RealtimeSettings;
@@ -67,6 +78,26 @@ export const modeOf = (config: Config): Mode => (config.kafkaBrokers && config.c
 
 export class ConfigError extends Error {}
 
+/** The longest history retention a namespace can have (apps file: retentionHours 24 to 72). */
+export const MAX_HISTORY_RETENTION_HOURS = 72;
+
+/**
+ * LOG_RETENTION_HOURS: refused below the longest history retention (a start that would delete
+ * records history still serves, and that a rebuild needs, is refused, not raised silently).
+ */
+function logRetentionHours(e: Record<string, string | undefined>): number {
+  const raw = e.LOG_RETENTION_HOURS;
+  if (raw === undefined || raw === '') return 96;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n > 1_000_000) throw new ConfigError(`LOG_RETENTION_HOURS="${raw}" must be a whole number of hours from ${MAX_HISTORY_RETENTION_HOURS} to 1000000`);
+  if (n < MAX_HISTORY_RETENTION_HOURS) {
+    throw new ConfigError(
+      `LOG_RETENTION_HOURS=${n} is below the longest history retention (${MAX_HISTORY_RETENTION_HOURS} hours, a persisted namespace's most): the log must keep every record history serves, so that projections can be rebuilt; set ${MAX_HISTORY_RETENTION_HOURS} or more`,
+    );
+  }
+  return n;
+}
+
 /** Command-line flags: name, the variable it sets, what it means (`--help` prints them). */
 const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['port', 'PORT', 'HTTP port (default 8080)'],
@@ -85,6 +116,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['max-message-size', 'MAX_MESSAGE_SIZE', 'bytes of one message (default 65536)'],
   ['history-tail-ms', 'HISTORY_TAIL_MS', 'history kept in memory for every channel (default 120000)'],
   ['persisted-retention-hours', 'PERSISTED_RETENTION_HOURS', 'retention of persisted namespaces, 24 to 72 (default 24)'],
+  ['log-retention-hours', 'LOG_RETENTION_HOURS', `embedded log's retention, ${MAX_HISTORY_RETENTION_HOURS} or more (default 96)`],
   ['kafka-idempotent', 'KAFKA_IDEMPOTENT', 'idempotent producer: auto (default), 1 (required) or 0'],
   ['kafka-producers', 'KAFKA_PRODUCERS', 'produce requests in flight, one per producer, 1 to 16 (default 1)'],
   ['instance-id', 'INSTANCE_ID', 'this instance\'s stable name (default: the pid)'],
@@ -216,6 +248,9 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     kafkaIdempotent: e.KAFKA_IDEMPOTENT === undefined || e.KAFKA_IDEMPOTENT === '' || e.KAFKA_IDEMPOTENT.toLowerCase() === 'auto' ? 'auto' : bool(e, 'KAFKA_IDEMPOTENT', true),
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
+    logRetentionHours: logRetentionHours(e),
+    auditKeyFile: resolve(e.AUDIT_KEY_FILE || `${resolve(e.DATA_DIR || './data')}/audit-key.pem`),
+    auditCheckpointIntervalMs: int(e, 'AUDIT_CHECKPOINT_INTERVAL_MS', 60_000, 100, 24 * 3600_000),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
     realtimeMaxConnectionsSet: e.REALTIME_MAX_CONNECTIONS !== undefined && e.REALTIME_MAX_CONNECTIONS !== '',

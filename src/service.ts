@@ -10,7 +10,8 @@ import { Authenticator } from './auth/authenticate.js';
 import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
 import type { Log, Subscription, Checkpoint } from './log/port.js';
 import { Topics } from './log/port.js';
-import { EmbeddedLog } from './log/embedded/embedded-log.js';
+import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
+import { CheckpointSigner } from './audit/checkpoint.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
@@ -90,7 +91,7 @@ export interface Service {
  * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
  * another holds it. The replay CLI reads the log beside a running service, without it.
  */
-export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '' }: { lock?: boolean; consumerPrefix?: string } = {}): Adapters {
+export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '', logger }: { lock?: boolean; consumerPrefix?: string; logger?: Logger } = {}): Adapters {
   ensureDir(config.dataDir);
   const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
   try {
@@ -99,8 +100,10 @@ export function embeddedAdapters(config: Config, { lock = true, consumerPrefix =
       log: new EmbeddedLog({
         path: join(config.dataDir, 'log.db'),
         partitions: config.embeddedPartitions,
-        // The log keeps at least the longest history retention, so projections can be rebuilt.
-        retentionMs: (72 + 24) * 3600_000,
+        // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
+        retentionMs: config.logRetentionHours * 3600_000,
+        // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
+        checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
       }),
       historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
       presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
@@ -112,9 +115,19 @@ export function embeddedAdapters(config: Config, { lock = true, consumerPrefix =
   }
 }
 
+/** The embedded log's signed checkpoints (tamper evidence, src/audit/checkpoint.ts), with the key of AUDIT_KEY_FILE. */
+function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedLogOptions['checkpoints'] {
+  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
+  return {
+    sign: (heads) => signer.encode(heads),
+    intervalMs: config.auditCheckpointIntervalMs,
+    onError: (err) => logger?.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
+  };
+}
+
 /** Builds adapters for the configured mode (production adapters load only when used). */
 export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
-  if (modeOf(config) === 'embedded') return embeddedAdapters(config, options);
+  if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
   const { productionAdapters } = await import('./production-adapters.js');
   return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// Replay for audits: one channel's messages between two instants, read from the log itself (not
-// from a projection), in log order, as NDJSON on stdout, with progress on stderr (on a terminal).
-// A composition root of its own: it reads the configuration the service reads. `--help`: usage().
+// Replay for audits: an app's records (one channel, a prefix or every channel; messages, presence,
+// the app's own events) between two instants, read from the log itself (not from a projection), in
+// log order, as NDJSON on stdout, with progress on stderr (on a terminal). The reading is
+// src/audit/replay-scope.ts. A composition root of its own: it reads the configuration the service
+// reads. `--help`: usage().
 //
-//   npm run -s replay -- --app <appId> --channel <name> [--from <ms|ISO>] [--to <ms|ISO>] [--data-dir ./data]
+//   npm run -s replay -- --app <appId> --channel <name> [--include messages,presence,app-events] [--from <ms|ISO>] [--to <ms|ISO>]
 //
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
@@ -14,84 +16,69 @@ import { checkDataDir, StartupError } from '../startup.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';
-import { Topics, type Log } from '../log/port.js';
-import { decodeEvent } from '../log/event-codec.js';
-import { channelKey, partitionFor } from '../log/partitioner.js';
-import { messageToWire } from '../codec/message-wire.js';
-import { replayKeyEvents } from '../apps/key-history.js';
+import type { Log } from '../log/port.js';
+import { loadAppsFile } from '../apps/apps-file.js';
+import { loadDefaultApp } from '../apps/default-app.js';
+import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/checkpoint.js';
+import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog, type ChainedLog } from '../audit/proof.js';
+import type { ChainVerifier } from '../audit/verify.js';
+import { appHasEvents, INCLUDES, replayScope, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
 
-export interface ReplayRequest {
-  appId: string;
-  channel: string;
-  from: number;
-  to: number;
-}
+export interface ReplayRequest extends ScopeRequest {}
 
-export interface ReplayProgress {
-  offset: number;
-  end: number;
-  found: number;
-}
-
-/**
- * Streams the channel's messages with from <= timestamp <= to, in log order. The channel's events
- * are all in one partition (the log key is app + channel), so one partition is read, start to end.
- */
-export async function* replayChannel(
-  log: Log,
-  request: ReplayRequest,
-  onProgress: (p: ReplayProgress) => void = () => {},
-  batch = 5000,
-): AsyncGenerator<Record<string, unknown>> {
-  const key = channelKey(request.appId, request.channel);
-  const partition = partitionFor(key, await log.partitions(Topics.messages));
-  const end = (await log.endOffsets(Topics.messages)).get(partition) ?? 0;
-  let found = 0;
-  for (let offset = 0; offset < end; ) {
-    const records = await log.read(Topics.messages, partition, offset, Math.min(batch, end - offset));
-    if (records.length === 0) break;
-    for (const record of records) {
-      if (record.key !== key) continue;
-      const event = decodeEvent(record.value);
-      if (event.type !== 'messages.published') continue;
-      for (const message of event.messages) {
-        if (message.timestamp < request.from || message.timestamp > request.to) continue;
-        found++;
-        yield { ...messageToWire(message, 'json'), offset: record.offset };
-      }
-    }
-    offset = records[records.length - 1].offset + 1;
-    onProgress({ offset, end, found });
-  }
-}
+/** What the command does: replay (an export with --with-proof), verify the log, verify an export, or print the public key. */
+export type ParsedReplay =
+  | { help: true }
+  | { help: false; mode: 'verify-file'; file: string; trustKeys: string[] }
+  | { help: false; mode: 'public-key'; config: Config }
+  | { help: false; mode: 'replay' | 'verify'; request: ReplayRequest; config: Config; withProof: boolean; trustKeys: string[] };
 
 /** The --help text, with the command as the user typed it (bin, npm script or node path). */
-export const usage = (command = 'channel-messaging-replay'): string => `Usage: ${command} --app <appId> --channel <name> [--from <time>] [--to <time>] [options]
+export const usage = (command = 'channel-messaging-replay'): string => `Usage: ${command} --app <appId> (--channel <name> | --prefix <p> | --all-channels) [--include <kinds>] [--from <time>] [--to <time>] [options]
 ${command.startsWith('npm ') ? '       (npm run -s keeps the npm banner out of the output)\n' : ''}
-Writes one channel's messages with from <= timestamp <= to, read from the log itself in log order,
-as NDJSON on stdout (one message a line, with its log offset); a progress bar on stderr when stderr
-is a terminal, and a summary line on stderr at the end. Times are ms since the epoch or ISO 8601
-dates (2026-11-20T00:00:00Z). The log is read from DATA_DIR (embedded mode) or from Kafka when
+Writes an app's records with from <= time <= to, read from the log itself in log order (each
+channel's in order), as NDJSON on stdout, one record a line: {"topic", "partition", "offset",
+"time", "event", "credential"} (the credential: the key that published, its clientId and
+connection, when the record names them). A progress bar on stderr when stderr is a terminal, and
+a summary line on stderr at the end. Times are ms since the epoch or ISO 8601 dates
+(2026-11-20T00:00:00Z). The log is read from DATA_DIR (embedded mode) or from Kafka when
 KAFKA_BROKERS and CLICKHOUSE_URL are set, as the service reads them; nothing is created or written.
 
 Options:
   --app <appId>              the application (required)
-  --channel <name>           the channel (required, unless --keys)
-  --keys                     the app's key history instead: keys made, changed and revoked (key
-                             management), and token revocations, from the apps topic; no secrets
-  --from <time>              earliest timestamp (default: the beginning)
-  --to <time>                latest timestamp (default: the end)
+  --channel <name>           one channel
+  --prefix <prefix>          every channel whose name starts with it
+  --all-channels             every channel of the app
+  --include <kinds>          comma-separated, of messages, presence, app-events (default messages);
+                             app-events: apps and keys made, changed and revoked, token
+                             revocations (never a secret), and need no channel option
+  --keys                     the same as --include app-events
+  --from <time>              earliest record time (default: the beginning)
+  --to <time>                latest record time (default: the end)
   --data-dir <dir>           DATA_DIR (default ./data); it must exist
   --kafka-brokers <list>     KAFKA_BROKERS (with --clickhouse-url: read Kafka)
   --clickhouse-url <url>     CLICKHOUSE_URL
   --help, -h                 this text
 
-Exit codes: 0 done (a warning on stderr when nothing matched), 1 the log could not be read,
-2 bad arguments.
+Tamper evidence (README: Replay for audits):
+  --verify                   check the hash chains and signed checkpoints of every log partition
+                             the scope reads (whole), instead of replaying; problems on stdout
+  --with-proof               the replay as an export a third party can verify alone: a header, the
+                             records of the scope with their value and links, the partitions'
+                             other records as digests, the signed checkpoints and public keys
+  --verify-file <export>     check such an export, with no service and no log
+  --trust-key <file>         a public key (PEM) whose checkpoints are believed, repeatable; default
+                             --verify: the key of AUDIT_KEY_FILE; --verify-file: the export's own
+                             (compare its fingerprint with the one the operator published)
+  --public-key               print the public key of AUDIT_KEY_FILE (PEM) and its fingerprint
+
+Exit codes: 0 done (a warning on stderr when a prefix or every channel had nothing), 1 the log
+could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range,
+4 the verification found a record changed or missing, or a checkpoint that does not match.
 `;
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
-export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): { help: true } | { help: false; request: ReplayRequest; config: Config; keys: boolean } {
+export function parseReplayArgs(argv: string[], env: Record<string, string | undefined>): ParsedReplay {
   const { values } = commandLine({
     args: argv,
     strict: true,
@@ -99,19 +86,56 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
     options: {
       app: { type: 'string' },
       channel: { type: 'string' },
+      prefix: { type: 'string' },
+      'all-channels': { type: 'boolean' },
+      include: { type: 'string' },
       keys: { type: 'boolean' },
       from: { type: 'string' },
       to: { type: 'string' },
       'data-dir': { type: 'string' },
       'kafka-brokers': { type: 'string' },
       'clickhouse-url': { type: 'string' },
+      verify: { type: 'boolean' },
+      'with-proof': { type: 'boolean' },
+      'verify-file': { type: 'string' },
+      'trust-key': { type: 'string', multiple: true },
+      'public-key': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return { help: true };
-  const { app: appId, keys = false } = values;
-  const channel = values.channel ?? '';
-  if (!appId || (!channel && !keys)) throw new ConfigError('--app and --channel are required (see --help); with --keys, --app alone');
+  const trustKeys = values['trust-key'] ?? [];
+  if (values['verify-file'] !== undefined) {
+    if (values.app !== undefined || values.verify || values['with-proof']) throw new ConfigError('--verify-file reads only the export (and --trust-key): no --app, --verify or --with-proof with it');
+    return { help: false, mode: 'verify-file', file: values['verify-file'], trustKeys };
+  }
+  if (values.verify && values['with-proof']) throw new ConfigError('--verify checks the log, --with-proof writes an export: one of them');
+  const config = (): Config =>
+    parseConfig({
+      ...env,
+      ...(values['data-dir'] !== undefined ? { DATA_DIR: values['data-dir'] } : {}),
+      ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
+      ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
+    });
+  if (values['public-key']) return { help: false, mode: 'public-key', config: config() };
+  const appId = values.app;
+  if (!appId) throw new ConfigError('--app is required (see --help)');
+  const include = new Set<Include>();
+  if (values.keys) include.add('app-events');
+  if (values.include !== undefined) {
+    for (const kind of values.include.split(',').map((k) => k.trim())) {
+      if (!(INCLUDES as readonly string[]).includes(kind)) throw new ConfigError(`--include takes ${INCLUDES.join(', ')} (comma-separated), not "${kind}"`);
+      include.add(kind as Include);
+    }
+  } else if (!values.keys) include.add('messages');
+  const chosen = [values.channel !== undefined, values.prefix !== undefined, values['all-channels'] === true].filter(Boolean).length;
+  if (chosen > 1) throw new ConfigError('--channel, --prefix and --all-channels are one scope: give one of them');
+  if (values.channel === '') throw new ConfigError('--channel must name a channel (see --help)');
+  const channels: ChannelScope =
+    values.channel !== undefined ? { kind: 'channel', name: values.channel } : values.prefix !== undefined ? { kind: 'prefix', prefix: values.prefix } : { kind: 'all' };
+  if (chosen === 0 && (include.has('messages') || include.has('presence'))) {
+    throw new ConfigError('--app and --channel are required (or --prefix, or --all-channels; see --help); with --include app-events alone, --app alone');
+  }
   const time = (name: 'from' | 'to', fallback: number): number => {
     const v = values[name];
     if (v === undefined) return fallback;
@@ -122,20 +146,24 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
   const from = time('from', 0);
   const to = time('to', Number.MAX_SAFE_INTEGER);
   if (from > to) throw new ConfigError(`--from (${new Date(from).toISOString()}) is later than --to (${new Date(to).toISOString()})`);
-  const config = parseConfig({
-    ...env,
-    ...(values['data-dir'] !== undefined ? { DATA_DIR: values['data-dir'] } : {}),
-    ...(values['kafka-brokers'] !== undefined ? { KAFKA_BROKERS: values['kafka-brokers'] } : {}),
-    ...(values['clickhouse-url'] !== undefined ? { CLICKHOUSE_URL: values['clickhouse-url'] } : {}),
-  });
-  return { help: false, request: { appId, channel, from, to }, config, keys };
+  return { help: false, mode: values.verify ? 'verify' : 'replay', request: { appId, channels, include, from, to }, config: config(), withProof: values['with-proof'] === true, trustKeys };
 }
 
-function progressLine(p: ReplayProgress): string {
+/** Nothing to replay: an app the service does not know, or a channel with no record in the range (exit 3). */
+export class NothingToReplay extends Error {}
+
+/** Whether the service knows the app: its configuration (APPS_FILE, DATA_DIR's default app) or the apps topic. */
+async function knownApp(config: Config, log: Log, appId: string): Promise<boolean> {
+  if (config.appsFile && existsSync(config.appsFile) && loadAppsFile(config.appsFile, Date.now()).some((a) => a.appId === appId)) return true;
+  if (existsSync(config.dataDir) && loadDefaultApp(config.dataDir, { upgrade: false })?.appId === appId) return true;
+  return appHasEvents(log, appId);
+}
+
+function progressLine(p: ScopeProgress): string {
   const width = 30;
-  const done = p.end === 0 ? 1 : p.offset / p.end;
+  const done = p.total === 0 ? 1 : p.read / p.total;
   const bar = '#'.repeat(Math.round(done * width)).padEnd(width, '.');
-  return `\r[${bar}] ${(done * 100).toFixed(1)}%  offset ${p.offset}/${p.end}  ${p.found} messages`;
+  return `\r[${bar}] ${(done * 100).toFixed(1)}%  records read ${p.read}/${p.total}  ${p.found} found`;
 }
 
 /** The log to read, opened read-only in spirit: an existing embedded log, or Kafka within STARTUP_TIMEOUT_MS. */
@@ -153,6 +181,65 @@ async function openLog(config: Config): Promise<Log> {
 const write = (line: string): Promise<void> | undefined =>
   process.stdout.write(line) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
+/** The public keys to trust: the --trust-key files, else (`fallback`) the service's own. */
+function trustedKeys(files: string[], fallback: () => string[]): Set<string> {
+  if (files.length === 0) return new Set(fallback());
+  return new Set(
+    files.map((file) => {
+      try {
+        return publicKeyBase64(readFileSync(file, 'utf8'));
+      } catch (err) {
+        throw new ConfigError(`--trust-key ${file}: not an Ed25519 public key in PEM (${(err as Error).message.split('\n')[0]})`);
+      }
+    }),
+  );
+}
+
+function report(verifier: ChainVerifier, what: string): number {
+  for (const problem of verifier.problems) process.stdout.write(`${problem}\n`);
+  if (verifier.problemTotal > 0) {
+    process.stderr.write(`replay: verification FAILED for ${what}: ${verifier.problemTotal} problems; ${verifier.summary()}\n`);
+    return 4;
+  }
+  process.stderr.write(`replay: verified ${what}: ${verifier.summary()}\n`);
+  return 0;
+}
+
+async function verifyWhereLogIs(log: ChainedLog, request: ReplayRequest, trustFiles: string[], config: Config, tty: boolean): Promise<number> {
+  const trusted = trustedKeys(trustFiles, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : []));
+  if (trusted.size === 0) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the service's public key with --trust-key`);
+  let read = 0;
+  const verifier = await verifyLog(log, request, trusted, (n) => {
+    read += n;
+    if (tty) process.stderr.write(`\rverifying: ${read} records`);
+  });
+  if (tty) process.stderr.write('\n');
+  return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`);
+}
+
+async function verifyExport(file: string, trustFiles: string[]): Promise<number> {
+  if (!existsSync(file)) throw new ConfigError(`--verify-file ${file}: no such file`);
+  const trusted = trustFiles.length > 0 ? trustedKeys(trustFiles, () => []) : undefined;
+  try {
+    const { verifier, publicKeys } = await verifyFile(file, trusted);
+    if (!trusted) process.stderr.write(`replay: trusting the export's own keys (${publicKeys.map(fingerprintOf).join(', ') || 'none'}): compare with the fingerprint the operator published, or pass --trust-key\n`);
+    if (verifier.checkpoints === 0) verifier.report(`no checkpoint: ${file} holds no signed checkpoint, so nothing proves its records are the ones the service accepted`);
+    return report(verifier, file);
+  } catch (err) {
+    if (err instanceof ExportFormatError) {
+      process.stderr.write(`replay: ${err.message}\n`);
+      return 4;
+    }
+    throw err;
+  }
+}
+
+const describeScope = (r: ReplayRequest): string => {
+  const kinds = [...r.include].join(', ');
+  const where = r.channels.kind === 'channel' ? `channel ${r.channels.name}` : r.channels.kind === 'prefix' ? `channels ${r.channels.prefix}*` : 'every channel';
+  return `${kinds} of app ${r.appId}${r.include.has('messages') || r.include.has('presence') ? ` (${where})` : ''}`;
+};
+
 async function main(): Promise<number> {
   let parsed;
   try {
@@ -168,44 +255,53 @@ async function main(): Promise<number> {
     process.stdout.write(usage(commandAsTyped('channel-messaging-replay')));
     return 0;
   }
-  const { request, config } = parsed;
-  const log = await openLog(config);
-  if (parsed.keys) {
-    let events = 0;
-    try {
-      for await (const event of replayKeyEvents(log, request.appId)) {
-        events++;
-        await write(`${JSON.stringify(event)}\n`);
-      }
-    } finally {
-      await log.close();
-    }
-    process.stderr.write(`replay: ${events} key events of app ${request.appId}\n`);
+  if (parsed.mode === 'verify-file') return verifyExport(parsed.file, parsed.trustKeys);
+  if (parsed.mode === 'public-key') {
+    const signer = CheckpointSigner.load(parsed.config.auditKeyFile);
+    process.stdout.write(signer.publicKeyPem());
+    process.stderr.write(`replay: the public key of ${parsed.config.auditKeyFile}, fingerprint ${signer.fingerprint}\n`);
     return 0;
   }
+  const { request, config } = parsed;
+  const log = await openLog(config);
   const tty = process.stderr.isTTY === true;
-  const where = `${request.appId}/${request.channel}`;
-  let last: ReplayProgress = { offset: 0, end: 0, found: 0 };
+  let last: ScopeProgress = { read: 0, total: 0, found: 0 };
   let shownAt = 0;
   try {
-    for await (const message of replayChannel(log, request, (p) => {
+    if ((parsed.mode === 'verify' || parsed.withProof) && !hasChains(log)) {
+      process.stderr.write(`replay: the ${log.kind} log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)\n`);
+      return 2;
+    }
+    if (!(await knownApp(config, log, request.appId))) {
+      process.stderr.write(`replay: unknown app "${request.appId}": neither the configuration (APPS_FILE, DATA_DIR's default app) nor the ${modeOf(config)} log's apps topic names it\n`);
+      return 3;
+    }
+    const show = (p: ScopeProgress): void => {
       last = p;
-      if (tty && (Date.now() - shownAt > 100 || p.offset >= p.end)) {
+      if (tty && (Date.now() - shownAt > 100 || p.read >= p.total)) {
         shownAt = Date.now();
         process.stderr.write(progressLine(p));
       }
-    })) {
-      await write(`${JSON.stringify(message)}\n`);
+    };
+    if ((parsed.mode === 'verify' || parsed.withProof) && hasChains(log)) {
+      if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
+      for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
+    } else {
+      for await (const { line } of replayScope(log, request, show)) await write(`${JSON.stringify(line)}\n`);
     }
   } finally {
     await log.close();
   }
   if (tty) process.stderr.write('\n');
   const range = `${request.from === 0 ? 'the beginning' : new Date(request.from).toISOString()} to ${request.to === Number.MAX_SAFE_INTEGER ? 'the end' : new Date(request.to).toISOString()}`;
+  if (last.found === 0 && request.channels.kind === 'channel' && (request.include.has('messages') || request.include.has('presence'))) {
+    process.stderr.write(`replay: no record of ${describeScope(request)} from ${range} in the ${modeOf(config)} log: an unknown channel, or none in the range (check --channel and the times)\n`);
+    return 3;
+  }
   if (last.found === 0) {
-    process.stderr.write(`replay: warning: no messages of ${where} from ${range} in the ${modeOf(config)} log (check --app, --channel and the times)\n`);
+    process.stderr.write(`replay: warning: no record of ${describeScope(request)} from ${range} in the ${modeOf(config)} log (check the scope and the times)\n`);
   } else {
-    process.stderr.write(`replay: ${last.found} messages of ${where} from ${range}, log offsets read ${last.offset}/${last.end}\n`);
+    process.stderr.write(`replay: ${last.found} records of ${describeScope(request)} from ${range}, ${last.read}/${last.total} log records read\n`);
   }
   return 0;
 }
@@ -217,6 +313,11 @@ if (isEntryPoint(import.meta.url)) {
       process.exitCode = code;
     },
     (err) => {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`replay: ${err.message}\n`);
+        process.exitCode = 2;
+        return;
+      }
       process.stderr.write(`replay failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}\n`);
       process.exitCode = 1;
     },

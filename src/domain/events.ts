@@ -14,6 +14,11 @@ export interface MessagesPublished {
   messages: StoredMessage[];
   /** Some ids were supplied by the client: only then can a message repeat an earlier one. */
   clientIds?: boolean;
+  /**
+   * The key whose credentials published (basic auth, or the key a token was issued from), for the
+   * audit replay; absent on records appended before it was kept, and on the service's own publishes.
+   */
+  keyName?: string;
 }
 
 export interface PresenceChanged {

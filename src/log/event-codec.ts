@@ -23,7 +23,7 @@ export const encodeEvent = (event: LogEvent): Uint8Array => {
 // as packValue gives for the shapes the service builds (test/unit/log-events.test.ts); any other
 // shape (a field it does not know, an undefined field) goes through packValue.
 const writer = new MsgpackWriter();
-const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds'] as const;
+const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds', 'keyName'] as const;
 const MESSAGE_FIELDS = ['id', 'timestamp', 'name', 'data', 'encoding', 'clientId', 'connectionId', 'extras', 'action'] as const;
 
 function definedFields(m: StoredMessage): number | undefined {
@@ -50,14 +50,22 @@ function definedFields(m: StoredMessage): number | undefined {
 }
 
 export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
-  const expected = e.clientIds === undefined ? 5 : 6;
+  // The five required fields, then clientIds and keyName when defined, in that order.
+  const expected = 5 + (e.clientIds === undefined ? 0 : 1) + (e.keyName === undefined ? 0 : 1);
   let at = 0;
+  let keys = 0;
   for (const k in e) {
-    if (at >= expected || k !== EVENT_FIELDS[at]) return undefined;
+    while (at < EVENT_FIELDS.length && EVENT_FIELDS[at] !== k) {
+      if (at < 5) return undefined;
+      at++;
+    }
+    if (at === EVENT_FIELDS.length) return undefined;
     at++;
+    keys++;
   }
-  if (at !== expected) return undefined;
+  if (keys !== expected) return undefined;
   if (typeof e.appId !== 'string' || typeof e.channel !== 'string' || typeof e.transport !== 'string' || !Array.isArray(e.messages)) return undefined;
+  if (e.keyName !== undefined && typeof e.keyName !== 'string') return undefined;
   const counts: number[] = [];
   for (const m of e.messages) {
     const n = definedFields(m);
@@ -80,6 +88,7 @@ export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
     if (m.action !== undefined) w.key('action').value(m.action);
   });
   if (e.clientIds !== undefined) w.key('clientIds').value(e.clientIds);
+  if (e.keyName !== undefined) w.key('keyName').string(e.keyName);
   return w.done();
 }
 

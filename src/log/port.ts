@@ -9,6 +9,8 @@ export const Topics = {
   apps: 'apps',
   /** The realtime gateways' connections and instances (src/realtime/connection-events.ts). */
   connections: 'connections',
+  /** Signed checkpoints of the log's hash chains (src/audit/checkpoint.ts): tamper evidence for audits. */
+  audit: 'audit',
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 export const ALL_TOPICS: Topic[] = Object.values(Topics);

@@ -321,6 +321,10 @@ function intern(b: Uint8Array, start: number, len: number): string {
  * slower: a method call per value).
  */
 const HEAD = bytesOf(new Uint8Array([0x85, 0xa4, ...NAME.type, 0xb2, ...NAME.published, 0xa5, ...NAME.appId]));
+/** HEAD after its map header: 5 fields, or 6 or 7 with clientIds and keyName after the messages */
+const HEAD_FIELDS = bytesOf(HEAD.bytes.subarray(1));
+const CLIENT_IDS_KEY = bytesOf(new Uint8Array([0xa9, ...new TextEncoder().encode('clientIds')]));
+const KEY_NAME_KEY = bytesOf(new Uint8Array([0xa7, ...new TextEncoder().encode('keyName')]));
 const CHANNEL_KEY = bytesOf(new Uint8Array([0xa7, ...NAME.channel]));
 const TRANSPORT_KEY = bytesOf(new Uint8Array([0xa9, ...NAME.transport]));
 const MESSAGES_KEY = bytesOf(new Uint8Array([0xa8, ...NAME.messages]));
@@ -419,7 +423,8 @@ function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSu
     view = new DataView(b.buffer, b.byteOffset, b.byteLength);
     viewOf = b;
   }
-  if (!startsWith(b, from, HEAD, end)) return false;
+  const header = b[from];
+  if (from >= end || header < 0x85 || header > 0x87 || !startsWith(b, from + 1, HEAD_FIELDS, end)) return false;
   const appId = namedAt(b, from + HEAD.bytes.length, end);
   if (appId === undefined || !startsWith(b, strEnd, CHANNEL_KEY, end)) return false;
   const channel = namedAt(b, strEnd + CHANNEL_KEY.bytes.length, end);
@@ -474,6 +479,19 @@ function fastSummary(b: Uint8Array, from: number, end: number, into: PublishedSu
     }
     data += size;
   }
-  if (p !== end) return false;
+  // The optional fields after the messages, in encodePublished's order.
+  let extra = (header & 0x0f) - 5;
+  if (extra > 0 && startsWith(b, p, CLIENT_IDS_KEY, end)) {
+    p += CLIENT_IDS_KEY.bytes.length;
+    if (p >= end || (b[p] !== 0xc2 && b[p] !== 0xc3)) return false;
+    p++;
+    extra--;
+  }
+  if (extra > 0 && startsWith(b, p, KEY_NAME_KEY, end)) {
+    if (strAt(b, p + KEY_NAME_KEY.bytes.length, end) < 0) return false;
+    p = strEnd;
+    extra--;
+  }
+  if (extra !== 0 || p !== end) return false;
   return fill(into, appId, channel, transport, count, data);
 }

@@ -25,6 +25,7 @@ class PublishRecord implements PendingRecord {
     private readonly transport: 'rest' | 'realtime',
     private readonly messages: OutgoingMessage[],
     private readonly clientIds: boolean,
+    private readonly keyName: string | undefined,
   ) {
     this.key = channelKey(appId, channel);
   }
@@ -35,6 +36,7 @@ class PublishRecord implements PendingRecord {
     const { appId, channel, transport, messages } = this;
     const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages };
     if (this.clientIds) event.clientIds = true;
+    if (this.keyName !== undefined) event.keyName = this.keyName;
     try {
       return encodeEvent(event);
     } catch (err) {
@@ -71,9 +73,10 @@ export class Publisher {
   ) {}
 
   /** `batch`: one channel of a batch publish, a REST request for the stats (spec: Bulk publish); `service`: the service's own. */
-  async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: PublishTransport = 'rest'): Promise<PublishResult> {
+  /** `keyName`: the key of the credentials that published (kept on the log for audits). */
+  async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: PublishTransport = 'rest', keyName?: string): Promise<PublishResult> {
     if (!messages.some((m) => !isAssignedId(m.id))) {
-      await this.append(appId, channel, transport, messages, false);
+      await this.append(appId, channel, transport, messages, false, keyName);
       return { appended: messages.map((m) => m.id) };
     }
     let appended!: (ok: boolean) => void;
@@ -85,7 +88,7 @@ export class Publisher {
     }
     const recent = this.recentOf(appId);
     try {
-      await this.append(appId, channel, transport, fresh, true);
+      await this.append(appId, channel, transport, fresh, true, keyName);
     } catch (err) {
       for (const key of claimed) if (recent.get(key) === outcome) recent.delete(key);
       appended(false);
@@ -137,9 +140,9 @@ export class Publisher {
     return recent;
   }
 
-  private async append(appId: string, channel: string, transport: PublishTransport, messages: OutgoingMessage[], clientIds: boolean): Promise<void> {
+  private async append(appId: string, channel: string, transport: PublishTransport, messages: OutgoingMessage[], clientIds: boolean, keyName: string | undefined): Promise<void> {
     try {
-      await this.batcher.append(Topics.messages, [new PublishRecord(appId, channel, transport === 'realtime' ? 'realtime' : 'rest', messages, clientIds)]);
+      await this.batcher.append(Topics.messages, [new PublishRecord(appId, channel, transport === 'realtime' ? 'realtime' : 'rest', messages, clientIds, keyName)]);
       this.published[transport] += messages.length;
     } catch (err) {
       if (err instanceof ServiceError) throw err;

@@ -278,7 +278,7 @@ export class Connection extends ConnectionLife {
     const channel = channelOf(pm);
     checkAllowedOn(this.credentials.capability, channel, 'publish');
     const messages = publishedMessages(pm, this.id, msgSerial, this.clientId, this.ctx.limits);
-    await this.ctx.publish(this.appId, channel, messages);
+    await this.ctx.publish(this.appId, channel, messages, this.credentials.keyName);
     return messages.map((m) => m.id);
   }
 

@@ -66,8 +66,8 @@ export interface ConnectionContext {
   detach(conn: Subscriber, channel: string): void;
   /** Sends the whole presence set again (a client's SYNC). */
   sync(attachment: Attachment): void;
-  /** Appends the messages (a MESSAGE's), resolving once durable. */
-  publish(appId: string, channel: string, messages: StoredMessage[]): Promise<void>;
+  /** Appends the messages (a MESSAGE's), resolving once durable; `keyName`: whose credentials published (the audit replay names it). */
+  publish(appId: string, channel: string, messages: StoredMessage[], keyName?: string): Promise<void>;
 
   // ---- presence
 

@@ -120,8 +120,8 @@ export class Gateway {
       attach: (conn, channel, modes, serial, params, rewind) => this.attach(conn, channel, modes, serial, params, rewind),
       detach: (conn, channel) => this.detach(conn, channel),
       sync: (attachment) => presenceSync.resend(attachment),
-      publish: async (appId, channel, messages) => {
-        await deps.publisher.publish(appId, channel, messages, 'realtime');
+      publish: async (appId, channel, messages, keyName) => {
+        await deps.publisher.publish(appId, channel, messages, 'realtime', keyName);
       },
       isPresentWithId: (appId, channel, clientId, connectionId, id) => presenceSync.isPresentWithId(appId, channel, clientId, connectionId, id),
       presenceMembers: (appId) => this.presenceMembers(appId),

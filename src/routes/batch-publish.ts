@@ -93,7 +93,7 @@ async function publishOne(publisher: Publisher, credentials: Credentials, channe
     }
     if ('error' in spec) throw spec.error;
     const messages = first ? spec.messages : copyForChannel(spec.messages);
-    await publisher.publish(credentials.app.appId, channel, messages, 'batch');
+    await publisher.publish(credentials.app.appId, channel, messages, 'batch', credentials.keyName);
     const serials = messages.map((m) => m.id);
     return { channel, messageId: serials[0].split(':')[0], serials };
   } catch (err) {

@@ -119,7 +119,7 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
         const appId = credentials.app.appId;
         const connectionOf = opts.connectionOf && ((key: string) => opts.connectionOf!(appId, key));
         const messages = parsePublishBody(request.body, opts.limits, credentials.clientId, connectionOf);
-        await opts.publisher.publish(credentials.app.appId, channel, messages);
+        await opts.publisher.publish(credentials.app.appId, channel, messages, 'rest', credentials.keyName);
         if (!request.ctx?.version.modern) return sendResult(request, reply, 201, undefined);
         const ids = messages.map((m) => m.id);
         return sendResult(request, reply, 201, { channel, messageId: ids[0]?.split(':')[0], serials: ids });

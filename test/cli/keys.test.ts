@@ -121,9 +121,9 @@ describe('keys CLI', () => {
     const appId = offline.split('.')[0];
     const history = await replay('--app', appId, '--keys');
     expect(history.code, history.stderr).toBe(0);
-    const events = history.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; name?: string });
+    const events = history.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { event: { type: string; key?: { name?: string } } }).event);
     expect(events.map((e) => e.type)).toEqual(['key.created', 'key.updated', 'key.created', 'key.revoked', 'key.created']);
-    expect(events[0].name).toBe('publisher');
+    expect(events[0].key?.name).toBe('publisher');
     expect(history.stdout).not.toContain(offline.split(':')[1]);
     expect(history.stdout).not.toContain('keySecret');
   }, 60_000);

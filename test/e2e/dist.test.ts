@@ -114,7 +114,10 @@ describe('npm run build: a dist/ that runs with plain node', () => {
     }
     const r = await runToEnd([join(dist, 'src/cli/replay.js'), '--app', appId, '--channel', 'audit', '--data-dir', dataDir]);
     expect(r.code).toBe(0);
-    expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).name)).toEqual(['one', 'two']);
+    expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l).event.messages[0].name)).toEqual(['one', 'two']);
+    // The chain and its checkpoint (taken at the graceful stop) verify from the built files too.
+    const verified = await runToEnd([join(dist, 'src/cli/replay.js'), '--app', appId, '--channel', 'audit', '--verify', '--data-dir', dataDir]);
+    expect(verified.code, verified.stdout).toBe(0);
     rmSync(dataDir, { recursive: true, force: true });
   });
 });

@@ -132,7 +132,7 @@ describe('an install without dev dependencies runs every command the README name
 
       const replay = await command('channel-messaging-replay', ['--app', app.appId, '--channel', 'persisted:installed', '--data-dir', dataDir]);
       expect(replay.code, replay.stderr).toBe(0);
-      expect(replay.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { name: string }).name)).toEqual(['pruned']);
+      expect(replay.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { event: { messages: { name: string }[] } }).event.messages[0].name)).toEqual(['pruned']);
       const rebuild = await command('channel-messaging-rebuild', ['--projection', 'history', '--data-dir', dataDir]);
       expect(rebuild.code, rebuild.stderr).toBe(0);
       expect(rebuild.stderr).toMatch(/rebuilt history: \d+ records/);

@@ -10,6 +10,13 @@ describe('configuration', () => {
     expect(c.limits.maxMessageSize).toBe(65536);
   });
 
+  it('LOG_RETENTION_HOURS: 96 by default, any whole number of hours from 72 (the longest history retention), also as a flag', () => {
+    expect(parseConfig({}).logRetentionHours).toBe(96);
+    expect(parseConfig({ LOG_RETENTION_HOURS: '72' }).logRetentionHours).toBe(72);
+    expect(parseConfig({ LOG_RETENTION_HOURS: '8760' }).logRetentionHours).toBe(8760);
+    expect(parseConfig({}, ['--log-retention-hours', '200']).logRetentionHours).toBe(200);
+  });
+
   it('is production mode when both KAFKA_BROKERS and CLICKHOUSE_URL are set', () => {
     const c = parseConfig({ KAFKA_BROKERS: '127.0.0.1:9092', CLICKHOUSE_URL: 'http://127.0.0.1:8123' });
     expect(modeOf(c)).toBe('production');
@@ -31,6 +38,8 @@ describe('configuration', () => {
     [{ SANDBOX: 'maybe' }, /SANDBOX="maybe" must be 1 or 0/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL="loud"/],
     [{ PERSISTED_RETENTION_HOURS: '12' }, /from 24 to 72/],
+    [{ LOG_RETENTION_HOURS: '48' }, /^LOG_RETENTION_HOURS=48 is below the longest history retention \(72 hours/],
+    [{ LOG_RETENTION_HOURS: 'week' }, /LOG_RETENTION_HOURS="week" must be a whole number of hours from 72 to 1000000/],
   ])('bad configuration %j fails with a message that says what to fix', (env, message) => {
     expect(() => parseConfig(env)).toThrowError(ConfigError);
     expect(() => parseConfig(env)).toThrowError(message);

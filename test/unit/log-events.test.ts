@@ -64,6 +64,8 @@ describe('log events (MessagePack on the log)', () => {
           transport: i % 2 ? 'rest' : 'realtime',
           messages: Array.from({ length: 1 + (i % 20) }, (_, k) => ({ ...message, id: `${String(message.id)}:${k}` })),
           ...(i % 3 === 0 ? { clientIds: true } : {}),
+          // The publishing key (audit replay), with and without clientIds before it.
+          ...(i % 4 < 2 ? { keyName: pick(strings, i + 2) || 'app.key' } : {}),
         } as MessagesPublished;
         const fast = encodePublished(event);
         expect(fast, `event ${i} takes the field-by-field path`).toBeDefined();
@@ -72,6 +74,9 @@ describe('log events (MessagePack on the log)', () => {
     });
 
     it('a shape it does not know goes through the generic encoder, so nothing is lost', () => {
+      const keyFirst = { keyName: 'app.k', ...published(5) };
+      expect(encodePublished(keyFirst)).toBeUndefined();
+      expect(unpackValue(encodeEvent(keyFirst))).toStrictEqual(keyFirst);
       const odd = { ...published(3), messages: [{ id: 'a', timestamp: 1, unknown: 'kept' } as unknown as StoredMessage] };
       expect(encodePublished(odd)).toBeUndefined();
       expect(unpackValue(encodeEvent(odd))).toStrictEqual(odd);

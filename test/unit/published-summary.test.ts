@@ -33,8 +33,11 @@ const message = fc.record(
 describe('summarizePublished (the stats rebuild reads publishes without decoding them)', () => {
   it('gives the same app, channel, transport, count and data size as decoding the event, or nothing (then the event is decoded)', () => {
     fc.assert(
-      fc.property(fc.string(), fc.string(), fc.constantFrom('rest', 'realtime'), fc.array(message, { maxLength: 5 }), fc.boolean(), (appId, channel, transport, messages, generic) => {
+      fc.property(fc.string(), fc.string(), fc.constantFrom('rest', 'realtime'), fc.array(message, { maxLength: 5 }), fc.boolean(), fc.boolean(), fc.option(fc.string(), { nil: undefined }), (appId, channel, transport, messages, generic, clientIds, keyName) => {
         const event: MessagesPublished = { type: 'messages.published', appId, channel, transport: transport as 'rest' | 'realtime', messages: messages as StoredMessage[] };
+        // The optional fields after the messages: supplied ids, and the publishing key (audit).
+        if (clientIds) event.clientIds = true;
+        if (keyName !== undefined) event.keyName = keyName;
         // The service's own encoding, and the generic encoder's (another field order is possible there).
         const bytes = fromLog(generic ? packValue(event) : encodeEvent(event));
         const summary = summarizePublished(bytes);

@@ -10,10 +10,15 @@ import type {
   Subscription,
   Topic,
 } from '../port.js';
+import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { SqliteWriter } from './sqlite-writer.js';
 import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
+import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
+import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+
+export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
 export interface EmbeddedLogOptions {
   /** Path of the SQLite file, or ':memory:' for tests that need no durability. */
@@ -24,6 +29,11 @@ export interface EmbeddedLogOptions {
   batchSize?: number;
   /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
   writerRingBytes?: number;
+  /**
+   * Signed checkpoints of the chain heads (src/audit/checkpoint.ts), appended to the `audit` topic
+   * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
+   */
+  checkpoints?: { sign: (heads: ChainHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
 }
 
 interface SegmentRow {
@@ -47,12 +57,18 @@ const SCHEMA = `
     stream INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, UNIQUE (topic, partition));
   CREATE TABLE IF NOT EXISTS log_segments (
     id INTEGER PRIMARY KEY, topic TEXT NOT NULL, partition INTEGER NOT NULL, first_offset INTEGER NOT NULL,
-    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL);
+    count INTEGER NOT NULL, last_ts INTEGER NOT NULL, records BLOB NOT NULL, chain BLOB);
   CREATE TABLE IF NOT EXISTS log_meta (topic TEXT PRIMARY KEY, partitions INTEGER NOT NULL)`;
 
 /** A segment's row: named parameters are a Segment's fields and `topic` (the writer thread binds the same). */
-const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records)
-  VALUES ((@stream << ${STREAM_SHIFT}) + CAST(@firstOffset AS INTEGER), @topic, @partition, @firstOffset, @count, @lastTs, @records)`;
+const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records, chain)
+  VALUES ((@stream << ${STREAM_SHIFT}) + CAST(@firstOffset AS INTEGER), @topic, @partition, @firstOffset, @count, @lastTs, @records, @chain)`;
+
+/**
+ * The chain column of a stream's newest row: the link before its first record, then each record's
+ * link (chain.mjs), 32 bytes each; NULL in rows written before the log kept a chain.
+ */
+const LAST_CHAIN = `SELECT chain FROM log_segments WHERE id >= (@stream << ${STREAM_SHIFT}) AND id < ((@stream + 1) << ${STREAM_SHIFT}) ORDER BY id DESC LIMIT 1`;
 
 /** The ids of stream @stream, from the one of offset @from (CAST: numbers are bound as REAL). */
 const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
@@ -100,6 +116,7 @@ export class EmbeddedLog implements Log {
   private readonly readers = new Map<string, Set<number[]>>();
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
+  private readonly chains: ChainReader;
   private readonly insertTx: (topic: Topic, segments: Segment[]) => void;
   private readonly streamOfStmt: Database.Statement;
   private readonly addStream: Database.Statement;
@@ -113,6 +130,12 @@ export class EmbeddedLog implements Log {
   private readonly retentionMs: number;
   private readonly batchSize: number;
   private closed = false;
+  /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
+  private readonly inlineHeads = new Map<number, Buffer>();
+  private readonly lastChain: Database.Statement;
+  private readonly checkpoints: EmbeddedLogOptions['checkpoints'];
+  private checkpointTimer: NodeJS.Timeout | undefined;
+  private lastCheckpoint = '';
 
   constructor(options: EmbeddedLogOptions) {
     this.db = new Database(options.path);
@@ -121,6 +144,9 @@ export class EmbeddedLog implements Log {
     this.db.pragma('busy_timeout = 5000');
     this.migrateKeyedSegments();
     this.db.exec(SCHEMA);
+    const columns = this.db.prepare(`SELECT name FROM pragma_table_info('log_segments')`).pluck().all() as string[];
+    if (!columns.includes('chain')) this.db.exec('ALTER TABLE log_segments ADD COLUMN chain BLOB');
+    this.lastChain = this.db.prepare(LAST_CHAIN).pluck();
     this.insert = this.db.prepare(INSERT_SEGMENT);
     this.streamOfStmt = this.db.prepare('SELECT stream FROM log_streams WHERE topic = ? AND partition = ?').pluck();
     this.addStream = this.db.prepare('INSERT INTO log_streams (topic, partition) VALUES (?, ?)');
@@ -132,15 +158,51 @@ export class EmbeddedLog implements Log {
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
     // From the segment that holds the offset (the newest starting at or before it) onwards.
-    this.select = this.db.prepare(
-      `SELECT first_offset, records FROM log_segments WHERE id >= COALESCE(
+    const fromSegment = (columns: string) =>
+      `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
          (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
-       AND id < ${STREAM_END} ORDER BY id`,
-    );
+       AND id < ${STREAM_END} ORDER BY id`;
+    this.select = this.db.prepare(fromSegment('first_offset, records'));
+    this.chains = new ChainReader(this.db, fromSegment('first_offset, records, chain'), STREAM_SHIFT);
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
-      for (const segment of segments) this.insert.run({ ...segment, topic, records: packSegment(segment.records) });
+      for (const segment of segments) {
+        const records = packSegment(segment.records);
+        const prev = this.inlineHeads.get(segment.stream) ?? lastLink(this.lastChain.get({ stream: segment.stream }) as Buffer | undefined) ?? ZERO_LINK;
+        const chain = chainSegment(prev, records, segment.firstOffset);
+        this.insert.run({ ...segment, topic, records, chain });
+        this.inlineHeads.set(segment.stream, lastLink(chain)!);
+      }
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, options.writerRingBytes);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
+    this.checkpoints = options.checkpoints;
+    if (this.checkpoints) {
+      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err)), this.checkpoints.intervalMs);
+      this.checkpointTimer.unref();
+    }
+  }
+
+  /** Each topic partition's chain head, as committed (rows written before chains have none). */
+  chainHeads(): ChainHead[] {
+    return this.chains.heads();
+  }
+
+  /**
+   * Reads records with their links (an audit's read, from SQLite: the in-memory window keeps none).
+   * A row's first record carries `prev` too, the link before it.
+   */
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[] {
+    const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
+    return stream === undefined ? [] : this.chains.read(topic, partition, stream, fromOffset, maxRecords);
+  }
+
+  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last. */
+  async checkpoint(): Promise<void> {
+    if (!this.checkpoints || this.closed) return;
+    const heads = this.chainHeads().filter((h) => h.topic !== Topics.audit);
+    const seen = heads.map((h) => `${h.topic}/${h.partition}@${h.offset}`).join(',');
+    if (heads.length === 0 || seen === this.lastCheckpoint) return;
+    this.lastCheckpoint = seen;
+    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.checkpoints.sign(heads) }]);
   }
 
   /** The stream of a topic's partition, numbered on first use. */
@@ -183,7 +245,7 @@ export class EmbeddedLog implements Log {
         if (rows.length === 0) break;
         for (const r of rows) {
           const records = packSegment([{ key: r.key, timestamp: r.ts, value: r.value }]);
-          this.insert.run({ topic: r.topic, stream: this.streamOf(r.topic, r.partition), partition: r.partition, firstOffset: r.offset, count: 1, lastTs: r.ts, records });
+          this.insert.run({ topic: r.topic, stream: this.streamOf(r.topic, r.partition), partition: r.partition, firstOffset: r.offset, count: 1, lastTs: r.ts, records, chain: null });
         }
         const last = rows[rows.length - 1];
         after = [last.topic, last.partition, last.offset];
@@ -236,6 +298,7 @@ export class EmbeddedLog implements Log {
       this.insertTx(topic, segments);
     } catch (err) {
       this.ends.set(topic, before);
+      this.inlineHeads.clear(); // read again from what SQLite holds
       throw err;
     }
     this.remember(topic, records, positions);
@@ -491,6 +554,9 @@ export class EmbeddedLog implements Log {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    clearInterval(this.checkpointTimer);
+    // The last checkpoint covers everything appended; a log that cannot take it closes all the same.
+    await this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
     this.closed = true;
     await this.writer?.close();
     this.db.close();

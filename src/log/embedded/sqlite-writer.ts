@@ -90,13 +90,14 @@ export class SqliteWriter {
 
   /**
    * `insertSegment`: the INSERT of one log_segments row, with a Segment's fields (its records
-   * packed) and `topic` as named parameters (embedded-log.ts owns the schema).
+   * packed) and `topic` as named parameters, and `chain` its links (chain.mjs); `lastChain`: the
+   * SELECT of a stream's (@stream) newest chain (embedded-log.ts owns the schema).
    */
-  constructor(path: string, insertSegment: string, ringBytes = 4 * 1024 * 1024) {
+  constructor(path: string, insertSegment: string, lastChain: string, ringBytes = 4 * 1024 * 1024) {
     this.ring = new SegmentRing(ringBytes);
     // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
     this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), {
-      workerData: { path, insertSegment, ring: this.ring.shared },
+      workerData: { path, insertSegment, lastChain, ring: this.ring.shared },
       execArgv: [],
     });
     this.worker.on('message', (m: { id: number; error?: string }) => {

@@ -4,6 +4,7 @@
 // Plain JavaScript: a worker starts outside the TypeScript loader (tsx, vitest).
 import { parentPort, workerData, receiveMessageOnPort } from 'node:worker_threads';
 import Database from '../../stores/sqlite/driver.mjs';
+import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 
 const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
@@ -16,9 +17,19 @@ const insert = db.prepare(workerData.insertSegment);
 // fit there, in a buffer of their own (records). SQLite copies the bytes before commit returns,
 // and the main thread reuses the shared bytes only once this commit is answered.
 const ring = workerData.ring;
-const commit = db.transaction((messages) => {
+// Each stream's chain head (chain.mjs): computed here, where commits are in offset order, from the
+// newest row's at first use. Heads move on only once their commit is in: a failed one rolls back.
+const lastChain = db.prepare(workerData.lastChain).pluck();
+const heads = new Map();
+const headOf = (stream, pending) => pending.get(stream) ?? heads.get(stream) ?? lastLink(lastChain.get({ stream })) ?? ZERO_LINK;
+const commit = db.transaction((messages, pending) => {
   for (const { topic, segments } of messages) {
-    for (const s of segments) insert.run({ ...s, topic, records: s.records ?? new Uint8Array(ring, s.at, s.length) });
+    for (const s of segments) {
+      const records = s.records ?? new Uint8Array(ring, s.at, s.length);
+      const chain = chainSegment(headOf(s.stream, pending), records, s.firstOffset);
+      pending.set(s.stream, lastLink(chain));
+      insert.run({ ...s, topic, records, chain });
+    }
   }
 });
 
@@ -33,7 +44,9 @@ function commitAll(messages) {
   if (messages.length === 0) return;
   if (failure === undefined) {
     try {
-      commit(messages);
+      const pending = new Map();
+      commit(messages, pending);
+      for (const [stream, head] of pending) heads.set(stream, head);
       for (const m of messages) parentPort.postMessage({ id: m.id });
       return;
     } catch (err) {
@@ -59,7 +72,10 @@ parentPort.on('message', (first) => {
     }
     commitAll(appends);
     appends = [];
-    if (m.reset) failure = undefined;
+    if (m.reset) {
+      failure = undefined;
+      heads.clear(); // read again from what SQLite holds
+    }
     if (m.close) {
       db.close();
       parentPort.postMessage({ id: m.id });

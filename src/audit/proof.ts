@@ -1,0 +1,215 @@
+// Tamper evidence for the audit replay: `replay --verify` checks the log's chains and signed
+// checkpoints where the log is; `replay --with-proof` writes an export that carries them (every
+// record's link, the records of the scope in full, the others as digests, the checkpoints and
+// their public keys); `replay --verify-file` checks such an export with no service and no log.
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { Topics, type Log, type Topic } from '../log/port.js';
+import type { ChainedRecord } from '../log/embedded/embedded-log.js';
+import { decodeEvent } from '../log/event-codec.js';
+import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
+import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
+import { auditView, lineOf, partitionsToRead, type ScopeRequest } from './replay-scope.js';
+
+/** A log whose records can be read with their links (the embedded log). */
+export interface ChainedLog extends Log {
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[];
+}
+
+export const hasChains = (log: Log): log is ChainedLog => typeof (log as Partial<ChainedLog>).readChained === 'function';
+
+export const EXPORT_VERSION = 1;
+
+async function* chained(log: ChainedLog, topic: Topic, partition: number, end: number, batch = 5000): AsyncGenerator<ChainedRecord[]> {
+  // From the first record the log still holds (retention deletes the oldest rows).
+  for (let offset = 0; offset < end; ) {
+    const records = log.readChained(topic, partition, offset, Math.min(batch, end - offset));
+    if (records.length === 0) break;
+    yield records;
+    offset = records[records.length - 1].offset + 1;
+  }
+}
+
+const entryOf = (r: ChainedRecord): ChainEntry => ({ topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev });
+
+/** The partitions a request's proof covers: its own, and the audit topic's (the checkpoints), first. */
+async function partitionsOf(log: Log, request: ScopeRequest): Promise<{ topic: Topic; partition: number; end: number }[]> {
+  const out: { topic: Topic; partition: number; end: number }[] = [];
+  const auditEnds = await log.endOffsets(Topics.audit);
+  for (let p = 0; p < (await log.partitions(Topics.audit)); p++) out.push({ topic: Topics.audit, partition: p, end: auditEnds.get(p) ?? 0 });
+  const ends = new Map<Topic, Map<number, number>>();
+  for (const { topic, partition } of await partitionsToRead(log, request)) {
+    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
+    out.push({ topic, partition, end: ends.get(topic)!.get(partition) ?? 0 });
+  }
+  return out;
+}
+
+/** The checkpoints of the audit topic, in log order. */
+async function checkpointsOf(log: ChainedLog, parts: { topic: Topic; partition: number; end: number }[]): Promise<{ cp: AuditCheckpoint; record: ChainedRecord }[]> {
+  const out: { cp: AuditCheckpoint; record: ChainedRecord }[] = [];
+  for (const { topic, partition, end } of parts) {
+    if (topic !== Topics.audit) continue;
+    for await (const records of chained(log, topic, partition, end)) {
+      for (const record of records) {
+        const cp = decodeCheckpoint(record.value);
+        if (cp) out.push({ cp, record });
+      }
+    }
+  }
+  return out;
+}
+
+/** Verifies the chains and checkpoints of every partition the request reads, whole, where the log is. */
+export async function verifyLog(log: ChainedLog, request: ScopeRequest, trusted: Set<string>, onRecords: (n: number) => void = () => {}): Promise<ChainVerifier> {
+  const verifier = new ChainVerifier(trusted);
+  const parts = await partitionsOf(log, request);
+  for (const { cp, record } of await checkpointsOf(log, parts)) verifier.checkpoint(cp, `${record.topic}/${record.partition} offset ${record.offset}`);
+  for (const { topic, partition, end } of parts) {
+    for await (const records of chained(log, topic, partition, end)) {
+      for (const r of records) verifier.entry(entryOf(r));
+      onRecords(records.length);
+    }
+    verifier.end(topic, partition, end);
+  }
+  return verifier;
+}
+
+const hex = (b: Buffer | undefined): string | undefined => b?.toString('hex');
+
+/**
+ * The export's lines: a header, then each partition's records in offset order (the audit topic's
+ * first): a record of the scope as the replay prints it plus its key, value and links; any other
+ * as its digest and links.
+ */
+export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, onFound: () => void = () => {}): AsyncGenerator<string> {
+  const parts = await partitionsOf(log, request);
+  const checkpoints = await checkpointsOf(log, parts);
+  const header = {
+    export: {
+      version: EXPORT_VERSION,
+      appId: request.appId,
+      channels: request.channels,
+      include: [...request.include],
+      from: request.from,
+      to: request.to,
+      createdAt: new Date().toISOString(),
+      publicKeys: [...new Set(checkpoints.map(({ cp }) => cp.publicKey))],
+      partitions: parts,
+    },
+  };
+  yield `${JSON.stringify(header)}\n`;
+  for (const { topic, partition, end } of parts) {
+    for await (const records of chained(log, topic, partition, end)) {
+      let out = '';
+      for (const r of records) {
+        const proof = { link: hex(r.link), ...(r.prev ? { prev: hex(r.prev) } : {}) };
+        const line = topic === Topics.audit ? undefined : lineOf(r, request);
+        if (topic === Topics.audit) {
+          out += `${JSON.stringify({ topic, partition, offset: r.offset, time: r.timestamp, checkpoint: decodeCheckpoint(r.value), key: r.key, value: Buffer.from(r.value).toString('base64'), ...proof })}\n`;
+        } else if (line) {
+          onFound();
+          out += `${JSON.stringify({ ...line, key: r.key, value: Buffer.from(r.value).toString('base64'), ...proof })}\n`;
+        } else {
+          out += `${JSON.stringify({ topic, partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value).toString('hex'), ...proof })}\n`;
+        }
+      }
+      yield out;
+    }
+  }
+}
+
+interface ExportLine {
+  export?: { version: number; publicKeys: string[]; partitions: { topic: string; partition: number; end: number }[] };
+  topic?: string;
+  partition?: number;
+  offset?: number;
+  time?: number;
+  event?: unknown;
+  credential?: unknown;
+  checkpoint?: AuditCheckpoint;
+  key?: string;
+  value?: string;
+  digest?: string;
+  link?: string;
+  prev?: string;
+}
+
+export class ExportFormatError extends Error {}
+
+/**
+ * Verifies an export (exportWithProof) alone: every record's digest (from its key, time and value,
+ * and its event as printed matches them), the chains, and the checkpoints, signed by a trusted key
+ * (`trusted`; absent: the keys the export names, which the caller says it trusts).
+ */
+export async function verifyFile(path: string, trusted?: Set<string>): Promise<{ verifier: ChainVerifier; publicKeys: string[] }> {
+  const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
+  let verifier: ChainVerifier | undefined;
+  let publicKeys: string[] = [];
+  let n = 0;
+  let declared: { topic: string; partition: number; end: number }[] = [];
+  const pendingEntries: ChainEntry[] = [];
+  let checkpointsDone = false;
+  for await (const text of lines) {
+    n++;
+    if (text.trim() === '') continue;
+    let line: ExportLine;
+    try {
+      line = JSON.parse(text) as ExportLine;
+    } catch {
+      throw new ExportFormatError(`${path}:${n}: not JSON`);
+    }
+    if (n === 1) {
+      if (!line.export || line.export.version !== EXPORT_VERSION) throw new ExportFormatError(`${path}: not an export of replay --with-proof (its first line has no "export" header of version ${EXPORT_VERSION})`);
+      publicKeys = line.export.publicKeys ?? [];
+      declared = line.export.partitions ?? [];
+      verifier = new ChainVerifier(trusted ?? new Set(publicKeys));
+      continue;
+    }
+    const v = verifier!;
+    if (typeof line.topic !== 'string' || typeof line.partition !== 'number' || typeof line.offset !== 'number' || typeof line.link !== 'string') {
+      throw new ExportFormatError(`${path}:${n}: a record line needs topic, partition, offset and link`);
+    }
+    const place = `${line.topic}/${line.partition} offset ${line.offset}`;
+    let digest: Buffer;
+    if (line.value !== undefined) {
+      if (typeof line.key !== 'string' || typeof line.time !== 'number') throw new ExportFormatError(`${path}:${n}: a record with a value needs its key and time`);
+      const value = Buffer.from(line.value, 'base64');
+      digest = digestOf(line.offset, line.key, line.time, value);
+      if (line.topic === Topics.audit) {
+        const cp = decodeCheckpoint(value);
+        if (cp) {
+          if (checkpointsDone) throw new ExportFormatError(`${path}:${n}: checkpoints must come before the other records`);
+          v.checkpoint(cp, place);
+        }
+      } else {
+        const view = auditView(decodeEvent(value));
+        const credential = view.credential && Object.keys(view.credential).length > 0 ? view.credential : undefined;
+        if (JSON.stringify(view.event) !== JSON.stringify(line.event) || JSON.stringify(credential) !== JSON.stringify(line.credential)) {
+          // Counted as a change: what the auditor reads is not what the chain proves.
+          v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        }
+      }
+    } else if (typeof line.digest === 'string') {
+      digest = Buffer.from(line.digest, 'hex');
+    } else throw new ExportFormatError(`${path}:${n}: a record line needs a value or a digest`);
+    const entry: ChainEntry = { topic: line.topic, partition: line.partition, offset: line.offset, digest, link: Buffer.from(line.link, 'hex'), ...(line.prev ? { prev: Buffer.from(line.prev, 'hex') } : {}) };
+    if (line.topic === Topics.audit) pendingEntries.push(entry);
+    else {
+      if (!checkpointsDone) {
+        checkpointsDone = true;
+        for (const e of pendingEntries) v.entry(e);
+      }
+      v.entry(entry);
+    }
+  }
+  if (!verifier) throw new ExportFormatError(`${path}: empty`);
+  if (!checkpointsDone) for (const e of pendingEntries) verifier.entry(e);
+  const seen = new Map(verifier.seen().map((s) => [`${s.topic}/${s.partition}`, s.end]));
+  for (const d of declared) {
+    const end = seen.get(`${d.topic}/${d.partition}`) ?? 0;
+    if (end < d.end) verifier.report(`records missing: the export declares ${d.topic}/${d.partition} up to offset ${d.end - 1}, its lines end at offset ${end - 1}`);
+    verifier.end(d.topic, d.partition, end);
+  }
+  return { verifier, publicKeys };
+}
