@@ -107,7 +107,7 @@ export const LAYERS: string[][] = [
   ['src/errors', 'src/error-list', 'src/limits', 'src/clock', 'src/build-info', 'src/startup', 'src/codec'],
   ['src/log', 'src/stores', 'src/metrics'],
   ['projections/*'],
-  ['src/messages', 'src/presence', 'src/apps', 'src/auth', 'src/channels', 'src/stats', 'src/recent-keys'],
+  ['src/messages', 'src/presence', 'src/apps', 'src/auth', 'src/channels', 'src/stats', 'src/recent-keys', 'src/audit'],
   ['src/realtime', 'src/routes', 'src/http', 'src/dashboard'],
   ['src/app', 'src/service', 'src/config', 'src/production-adapters', 'src/main', 'src/cli'],
 ];
