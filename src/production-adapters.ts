@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import type { Adapters } from './service.js';
+import type { Adapters } from './adapters.js';
 import { KafkaLog } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';

@@ -7,6 +7,7 @@ import { MemoryTail } from './memory-tail.js';
 import { serialOf, type HistoryEntry, type HistoryQuery } from './history-entry.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
+import { FlushTimer } from '../flush-timer.js';
 
 export interface HistoryOptions {
   store: HistoryStore;
@@ -71,8 +72,7 @@ export class HistoryProjection {
   /** Per partition: with one for all, the partition a fetch hands over first took every mark, and a start re-read the others from their oldest. */
   private readonly lastMarkAt = new Map<number, number>();
   private flushing: Promise<void> | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly flushIntervalMs: number;
+  private readonly flushTimer: FlushTimer;
   private readonly maxUnstoredRows: number;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
@@ -82,7 +82,7 @@ export class HistoryProjection {
   constructor(private readonly options: HistoryOptions) {
     this.store = options.store;
     this.clock = options.clock;
-    this.flushIntervalMs = options.flushIntervalMs ?? 100;
+    this.flushTimer = new FlushTimer(options.flushIntervalMs ?? 100, () => this.flush(), options.onFlushError);
     this.maxUnstoredRows = options.maxUnstoredRows ?? DEFAULT_LIMITS.maxUnstoredRows;
     this.entriesOf = options.entriesOf ?? publishedMessages;
     // Published messages follow from their record alone, so the tail keeps them by reference to
@@ -120,7 +120,7 @@ export class HistoryProjection {
   apply(records: LogRecord[]): void {
     if (this.pending.length >= this.maxUnstoredRows) {
       // Write now, not at the next tick: the refused batch comes back in a moment.
-      if (!this.flushing) void this.flush().catch(() => this.scheduleFlush());
+      if (!this.flushing) void this.flush().catch(() => this.flushTimer.schedule());
       this.setBehind(true);
       throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
     }
@@ -141,7 +141,7 @@ export class HistoryProjection {
       }
     }
     this.progress.advance(records);
-    this.scheduleFlush();
+    this.flushTimer.schedule();
   }
 
   /**
@@ -191,18 +191,6 @@ export class HistoryProjection {
       }
       if (persist) this.pending.push({ ...entry!, retentionHours });
     }
-  }
-
-  private scheduleFlush(): void {
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      // A failed write (a full disk) changed nothing, checkpoint included: the next one retries it.
-      void this.flush().catch((err) => {
-        this.options.onFlushError?.(err);
-        this.scheduleFlush();
-      });
-    }, this.flushIntervalMs);
   }
 
   /** Writes queued rows and the checkpoint. Safe to call at any time; calls do not overlap. */
@@ -279,8 +267,7 @@ export class HistoryProjection {
   }
 
   async close(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.flushTimer.cancel();
     await this.flush();
   }
 }

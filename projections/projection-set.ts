@@ -1,0 +1,122 @@
+// The projections the service reads, built and started through the runner (projections/runner.ts):
+// history, presence (members and presence history), stats and channels. The apps projection is
+// the service's own (src/service.ts): it runs first, since the others ask it which channels persist.
+import type { Logger } from 'pino';
+import type { Clock } from '../src/clock.js';
+import type { Config } from '../src/config.js';
+import { Topics, type Checkpoint, type Topic } from '../src/log/port.js';
+import { HistoryProjection } from './history/history-projection.js';
+import type { HistoryStore } from './history/history-store.js';
+import { PresenceProjection } from './presence/presence-projection.js';
+import { StatsProjection } from './stats/stats-projection.js';
+import type { StatsStore } from './stats/stats-store.js';
+import { ChannelsProjection } from './channels/channels-projection.js';
+import type { Follower, ProjectionRunner } from './runner.js';
+
+export interface ProjectionStores {
+  history: HistoryStore;
+  presenceHistory: HistoryStore;
+  stats: StatsStore;
+}
+
+export interface ProjectionSetOptions {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  runner: ProjectionRunner;
+  stores: ProjectionStores;
+  /** Retention in hours of a channel's persisted history, or undefined when it is not persisted. */
+  retentionOf: (appId: string, channel: string) => number | undefined;
+  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
+  flushIntervalMs?: number;
+}
+
+/** The topics stats counts: messages, presence, usage reports and realtime connections made. */
+export const STATS_TOPICS: readonly Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
+
+export class ProjectionSet {
+  private constructor(
+    readonly history: HistoryProjection,
+    readonly presence: PresenceProjection,
+    readonly stats: StatsProjection,
+    readonly channels: ChannelsProjection,
+    private readonly runner: ProjectionRunner,
+  ) {}
+
+  /** Builds the projections and resolves once each has caught up with the log. */
+  static async start(options: ProjectionSetOptions): Promise<ProjectionSet> {
+    const { config, logger, clock, runner, stores, retentionOf, flushIntervalMs } = options;
+    const maxUnstoredRows = config.limits.maxUnstoredRows;
+    // While the store is too far behind (ClickHouse down), the history projection refuses batches
+    // and the log holds them; a consumer of its own keeps every channel's recent history in memory
+    // meanwhile.
+    let tailFollower: Follower | undefined;
+    const followTail = (behind: boolean): void => {
+      if (behind && !tailFollower) {
+        logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
+        tailFollower = runner.follow('history-tail', Topics.messages, new Map(history.applied()), (records) => history.followTail(records));
+      } else if (!behind && tailFollower) {
+        const follower = tailFollower;
+        tailFollower = undefined;
+        void follower.stop().catch((err) => logger.warn({ err }, 'history tail follower did not stop cleanly'));
+      }
+    };
+    const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
+    const history = new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    // The member set is rebuilt from the whole presence topic; its history like messages'.
+    const presence = new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') });
+    const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
+    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
+    // messages of the tail window (where the history projection starts), and the whole presence
+    // and connections topics (members and attachments may be older than any window).
+    const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
+
+    let historyFrom: Checkpoint = new Map();
+    await runner.start(
+      { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records) },
+      { name: 'presence', topics: [Topics.presence], from: () => presence.start(), handle: (records) => presence.apply(records) },
+      { name: 'stats', topics: STATS_TOPICS, from: (topic) => stats.start(topic), handle: (records) => stats.apply(records) },
+      {
+        name: 'channels',
+        topics: [Topics.messages, Topics.presence, Topics.connections],
+        from: (topic) => (topic === Topics.messages ? historyFrom : new Map()),
+        handle: (records) => channels.apply(records),
+      },
+    );
+    logger.info({ tail: history.tail.count, store: stores.history.kind }, 'history projection caught up');
+    return new ProjectionSet(history, presence, stats, channels, runner);
+  }
+
+  /** Whether history has applied everything its consumer has seen of the log (visibleUntil). */
+  historyCaughtUp(): boolean {
+    return reached(this.history.applied(), this.runner.consumer('history').highWatermarks());
+  }
+
+  /** Whether presence history has applied everything its consumer has seen of the log. */
+  presenceCaughtUp(): boolean {
+    return reached(this.presence.history.applied(), this.runner.consumer('presence').highWatermarks());
+  }
+
+  /** Drops what fell out of the in-memory windows. */
+  evict(): void {
+    this.history.evict();
+    this.presence.history.evict();
+  }
+
+  /**
+   * Writes what each projection holds for its store; call once their consumers stopped. Each is
+   * tried even when an earlier one fails (a full disk); the first failure is thrown.
+   */
+  async close(): Promise<void> {
+    const results = [];
+    for (const projection of [this.stats, this.history, this.presence]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
+    const failed = results.find((r) => r !== undefined);
+    if (failed) throw failed.err;
+  }
+}
+
+function reached(applied: Checkpoint, ends: Map<number, number>): boolean {
+  for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
+  return true;
+}
