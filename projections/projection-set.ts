@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../src/clock.js';
 import type { Config } from '../src/config.js';
-import { Topics, type Checkpoint, type Topic } from '../src/log/port.js';
+import { Topics, type Checkpoint, type LogRecord, type Topic } from '../src/log/port.js';
 import { HistoryProjection } from './history/history-projection.js';
 import type { HistoryStore } from './history/history-store.js';
 import { PresenceProjection } from './presence/presence-projection.js';
@@ -29,6 +29,12 @@ export interface ProjectionSetOptions {
   retentionOf: (appId: string, channel: string) => number | undefined;
   /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
   flushIntervalMs?: number;
+  /**
+   * Several instances on one log (production mode): history rows are written by one instance each,
+   * the instances sharing the messages topic's partitions (a writer per instance in one consumer
+   * group), while each instance keeps every partition's recent history in memory (its reader).
+   */
+  shareWrites?: boolean;
 }
 
 /** The topics stats counts: messages, presence, usage reports and realtime connections made. */
@@ -36,8 +42,13 @@ export const STATS_TOPICS: readonly Topic[] = [Topics.messages, Topics.presence,
 
 export class ProjectionSet {
   private constructor(
+    /** What reads of history use: every partition's tail, and the store. */
     readonly history: HistoryProjection,
+    /** What writes history rows to the store: `history` itself, or (shareWrites) a writer of some partitions. */
+    readonly historyWriter: HistoryProjection,
     readonly presence: PresenceProjection,
+    /** What writes presence history rows: `presence` itself, or (shareWrites) a writer of some partitions. */
+    readonly presenceWriter: PresenceProjection,
     readonly stats: StatsProjection,
     readonly channels: ChannelsProjection,
     private readonly runner: ProjectionRunner,
@@ -62,9 +73,16 @@ export class ProjectionSet {
       }
     };
     const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
-    const history = new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    const shareWrites = options.shareWrites ?? false;
+    // Shared writes: the reader writes nothing, so it is never behind its store; the writer's
+    // batches wait in the log while the store is down.
+    const history = shareWrites
+      ? new HistoryProjection({ ...common, store: stores.history, writes: false })
+      : new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    const writer = shareWrites ? new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
     // The member set is rebuilt from the whole presence topic; its history like messages'.
-    const presence = new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') });
+    const presence = new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence'), writes: !shareWrites });
+    const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
     const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
     // Channel activity, occupancy and lifecycle: in memory, rebuilt at every start from the
@@ -73,8 +91,32 @@ export class ProjectionSet {
     const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
 
     let historyFrom: Checkpoint = new Map();
+    // The store made ready; a writer holds no partition until the group hands it some.
+    const holdingNone = async (start: () => Promise<Checkpoint>, revoke: (partitions: number[]) => void): Promise<Checkpoint> => {
+      revoke([...(await start()).keys()]);
+      return new Map();
+    };
+    const writing = shareWrites
+      ? [
+          {
+            name: 'history-writer',
+            topics: [Topics.messages],
+            from: () => holdingNone(() => writer.start(), (partitions) => writer.revoke(partitions)),
+            handle: (records: LogRecord[]) => writer.apply(records),
+            shared: { from: (partitions: number[]) => writer.handOver(partitions), revoked: (partitions: number[]) => writer.revoke(partitions) },
+          },
+          {
+            name: 'presence-writer',
+            topics: [Topics.presence],
+            from: () => holdingNone(() => presenceWriter.history.start(), (partitions) => presenceWriter.revoke(partitions)),
+            handle: (records: LogRecord[]) => presenceWriter.apply(records),
+            shared: { from: (partitions: number[]) => presenceWriter.handOver(partitions), revoked: (partitions: number[]) => presenceWriter.revoke(partitions) },
+          },
+        ]
+      : [];
     await runner.start(
       { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records) },
+      ...writing,
       { name: 'presence', topics: [Topics.presence], from: () => presence.start(), handle: (records) => presence.apply(records) },
       { name: 'stats', topics: STATS_TOPICS, from: (topic) => stats.start(topic), handle: (records) => stats.apply(records) },
       {
@@ -85,7 +127,7 @@ export class ProjectionSet {
       },
     );
     logger.info({ tail: history.tail.count, store: stores.history.kind }, 'history projection caught up');
-    return new ProjectionSet(history, presence, stats, channels, runner);
+    return new ProjectionSet(history, writer, presence, presenceWriter, stats, channels, runner);
   }
 
   /** Whether history has applied everything its consumer has seen of the log (visibleUntil). */
@@ -101,7 +143,9 @@ export class ProjectionSet {
   /** Drops what fell out of the in-memory windows. */
   evict(): void {
     this.history.evict();
+    if (this.historyWriter !== this.history) this.historyWriter.evict();
     this.presence.history.evict();
+    if (this.presenceWriter !== this.presence) this.presenceWriter.history.evict();
   }
 
   /**
@@ -110,7 +154,8 @@ export class ProjectionSet {
    */
   async close(): Promise<void> {
     const results = [];
-    for (const projection of [this.stats, this.history, this.presence]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
+    const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
+    for (const projection of [this.stats, this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
     const failed = results.find((r) => r !== undefined);
     if (failed) throw failed.err;
   }

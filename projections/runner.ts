@@ -4,7 +4,7 @@
 // /ready, GET /metrics), what a failed batch or a failed store write does (logged, counted,
 // retried), and stops them all. service.ts says which projections run; this says how.
 import type { Logger } from 'pino';
-import type { Checkpoint, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
+import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
 
 export interface ProjectionWiring {
   /** Its name in logs and metrics; a consumer of several topics is `<name>-<topic>`. */
@@ -18,12 +18,22 @@ export interface ProjectionWiring {
   from?: (topic: Topic) => Checkpoint | Promise<Checkpoint>;
   /** Applies one batch (one partition, in offset order); a throw retries the batch after a pause. */
   handle: (records: LogRecord[]) => void | Promise<void>;
+  /**
+   * The instances share this projection's partitions (ConsumeOptions.shared: on Kafka, a consumer
+   * group named after it, the same on every instance): each partition is applied by one of them.
+   * For projections whose work is writing a store once (a writer); reads come from elsewhere, so
+   * start() does not wait for it (its group's hand-overs take seconds).
+   */
+  shared?: ConsumeOptions['shared'];
 }
 
 export interface RunnerOptions {
   log: Log;
   logger: Logger;
-  /** The name the log knows a consumer by (the Kafka adapter's group id); default: as given. */
+  /**
+   * The name the log knows a consumer by (the Kafka adapter's group id); default: as given. Not
+   * for a shared consumer: its name is the same on every instance (it names their group).
+   */
   consumerName?: (name: string) => string;
   /** Counts a failed batch of a consumer (GET /metrics). */
   onBatchFailed?: (consumer: string) => void;
@@ -56,9 +66,10 @@ export class ProjectionRunner {
     const caughtUp = planned.map(([projection, topic, from]) => {
       const name = projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`;
       const startedAt = Date.now();
-      return this.consume(name, topic, from, projection.handle).caughtUp.then(() =>
+      const reported = this.consume(name, topic, from, projection.handle, projection.shared).caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
+      return projection.shared ? undefined : reported;
     });
     await Promise.all(caughtUp);
   }
@@ -79,6 +90,11 @@ export class ProjectionRunner {
     const subscription = this.consumers.get(name);
     if (!subscription) throw new Error(`no consumer ${name} runs`);
     return subscription;
+  }
+
+  /** The partitions consumer `name` holds (all of them but for a shared consumer), in order. */
+  partitionsOf(name: string): number[] {
+    return [...this.consumer(name).positions().keys()].sort((a, b) => a - b);
   }
 
   /** Records each consumer has yet to apply: the log's end as it last saw it, minus its position. */
@@ -110,14 +126,15 @@ export class ProjectionRunner {
     if (failed) throw failed.reason;
   }
 
-  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle']): Subscription {
+  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared']): Subscription {
     if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
     const { log, logger } = this.options;
     const subscription = log.consume({
       topic,
-      consumer: this.options.consumerName?.(name) ?? name,
+      consumer: shared ? name : (this.options.consumerName?.(name) ?? name),
       from,
       handle,
+      shared,
       onError: (err) => {
         this.options.onBatchFailed?.(name);
         logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');

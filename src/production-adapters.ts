@@ -54,6 +54,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       clientId: config.kafkaClientId,
       idempotent,
       producers: config.kafkaProducers,
+      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
       topicPrefix: isolation.topicPrefix,
       // Bounds publish-to-visible delay on brokers that hold a fetch for its whole wait even when
       // data arrives (librdkafka's mock does; Kafka answers early). Costs ~10 idle fetches/s per consumer.

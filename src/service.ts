@@ -56,6 +56,8 @@ export interface Service {
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
   stats: StatsProjection;
+  /** Every projection's consumer: which partitions, how far behind (projections/runner.ts). */
+  runner: ProjectionRunner;
   /** The rows GET /stats reads, held in memory (its counts are in GET /metrics). */
   statsCache: CachedStatsStore;
   channels: ChannelsProjection;
@@ -142,6 +144,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     stores: { history: historyStore, presenceHistory: presenceHistoryStore, stats: statsStore },
     retentionOf,
     flushIntervalMs: adapters.projectionFlushMs,
+    // Each history row written by one instance (README: production mode).
+    shareWrites: log.kind === 'kafka',
   });
   const { history, presence, stats, channels } = projections;
   if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
@@ -381,7 +385,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
-    unstoredRows: () => new Map([['history', history.unstored], ['presence-history', presence.history.unstored]]),
+    unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 
   const timers = [
@@ -444,5 +448,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
+  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
 }

@@ -36,6 +36,12 @@ export interface HistoryOptions {
    * messages of `messages.published`; presence history passes its own (see projections/presence).
    */
   entriesOf?: (event: LogEvent) => ChannelEntries | undefined;
+  /**
+   * Whether it writes to its store (default true). A projection that does not is a reader: the
+   * in-memory tail of every partition, merged with the store that writers fill (production mode:
+   * the instances share the writing, projections/projection-set.ts).
+   */
+  writes?: boolean;
 }
 
 export interface ChannelEntries {
@@ -78,6 +84,7 @@ export class HistoryProjection {
   private lastAppliedTs = 0;
   private behind = false;
   private readonly byReference: boolean;
+  private readonly writes: boolean;
 
   constructor(private readonly options: HistoryOptions) {
     this.store = options.store;
@@ -88,6 +95,7 @@ export class HistoryProjection {
     // Published messages follow from their record alone, so the tail keeps them by reference to
     // the record's bytes; entries that depend on projection state (presence) are kept as objects.
     this.byReference = options.entriesOf === undefined;
+    this.writes = options.writes ?? true;
     this.tail = new MemoryTail(options.tailMs, this.byReference ? (value) => publishedMessages(decodeEvent(value))?.messages ?? [] : undefined);
   }
 
@@ -100,16 +108,53 @@ export class HistoryProjection {
     this.storedCheckpoint = await this.store.loadCheckpoint();
     this.checkpoint = new Map(this.storedCheckpoint);
     this.marks = await this.store.loadMarks();
-    const from: Checkpoint = new Map(this.storedCheckpoint);
+    return this.startOf(this.storedCheckpoint.keys());
+  }
+
+  private startOf(partitions: Iterable<number>): Checkpoint {
+    const from: Checkpoint = new Map();
     const horizon = this.tail.horizon(this.clock.now());
-    const byPartition = new Map<number, LogMark[]>();
-    for (const m of this.marks) byPartition.set(m.partition, [...(byPartition.get(m.partition) ?? []), m]);
-    for (const [partition, stored] of this.storedCheckpoint) {
-      const older = (byPartition.get(partition) ?? []).filter((m) => m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
+    for (const partition of partitions) {
+      const stored = this.storedCheckpoint.get(partition) ?? 0;
+      const older = this.marks.filter((m) => m.partition === partition && m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
       // With no mark older than the window, the log itself is younger than it: start from 0.
       from.set(partition, Math.min(stored, older[0]?.offset ?? 0));
     }
     return from;
+  }
+
+  /**
+   * Where partitions handed to this projection start (a writer sharing a topic's partitions with
+   * other instances: ConsumeOptions.shared): their checkpoints and marks as the store holds them
+   * now, which the writer that had them may have moved on since this one started.
+   */
+  async handOver(partitions: number[]): Promise<Checkpoint> {
+    const stored = await this.store.loadCheckpoint();
+    const marks = await this.store.loadMarks();
+    const given = new Set(partitions);
+    for (const p of partitions) {
+      this.storedCheckpoint.set(p, stored.get(p) ?? 0);
+      this.checkpoint.set(p, stored.get(p) ?? 0);
+      this.lastMarkAt.delete(p);
+    }
+    this.marks = [...this.marks.filter((m) => !given.has(m.partition)), ...marks.filter((m) => given.has(m.partition))];
+    return this.startOf(partitions);
+  }
+
+  /**
+   * Partitions taken away from this projection (another instance writes them now): what it held
+   * for them is dropped unwritten (the next holder starts from the store's checkpoint, so it
+   * writes those rows), and its writes leave their checkpoints alone.
+   */
+  revoke(partitions: number[]): void {
+    const taken = new Set(partitions);
+    this.pending = this.pending.filter((row) => !taken.has(row.partition));
+    this.marks = this.marks.filter((m) => !taken.has(m.partition));
+    for (const p of partitions) {
+      this.checkpoint.delete(p);
+      this.storedCheckpoint.delete(p);
+      this.lastMarkAt.delete(p);
+    }
   }
 
   /**
@@ -120,7 +165,12 @@ export class HistoryProjection {
   apply(records: LogRecord[]): void {
     if (this.pending.length >= this.maxUnstoredRows) {
       // Write now, not at the next tick: the refused batch comes back in a moment.
-      if (!this.flushing) void this.flush().catch(() => this.flushTimer.schedule());
+      if (!this.flushing) {
+        void this.flush().catch((err) => {
+          this.options.onFlushError?.(err);
+          this.flushTimer.schedule();
+        });
+      }
       this.setBehind(true);
       throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
     }
@@ -177,7 +227,7 @@ export class HistoryProjection {
         const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
         if (seen !== undefined && message.timestamp - seen <= this.options.tailMs && !this.tail.holds(event.appId, event.channel, serial)) continue;
       }
-      const persist = retentionHours !== undefined && !alreadyStored;
+      const persist = retentionHours !== undefined && !alreadyStored && this.writes;
       const entry: HistoryEntry | undefined =
         persist || !this.byReference ? { appId: event.appId, channel: event.channel, serial, partition: record.partition, message } : undefined;
       // Replays from far back fill only the store, not the in-memory window.
@@ -199,7 +249,7 @@ export class HistoryProjection {
     while (this.flushing) await this.flushing.catch(() => undefined);
     const rows = this.pending;
     const checkpoint = new Map(this.checkpoint);
-    if (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint)) return;
+    if (!this.writes || (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint))) return;
     this.pending = [];
     const horizon = this.tail.horizon(this.clock.now()) - 60_000;
     // Keep recent marks and the newest one older than the window, per partition.
