@@ -26,6 +26,9 @@ export interface SubscriptionContext {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** How long stop() waits for a shared consumer to leave its group (see stop). */
+const SHARED_LEAVE_WAIT_MS = 2_000;
+
 export function toLogRecord(topic: string, partition: number, m: KafkaMessage): LogRecord {
   return {
     topic,
@@ -103,9 +106,25 @@ export class KafkaSubscription implements Subscription {
   stop(): Promise<void> {
     return (this.stopping ??= (async () => {
       this.stopped = true;
-      await this.running;
-      await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
-      this.consumer = undefined;
+      const disconnected = (async () => {
+        await this.running;
+        await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
+        this.consumer = undefined;
+      })();
+      if (this.held) {
+        // A shared consumer stopped while its group rebalances (its first join included) waits for
+        // the rebalance to end before it can leave: on the mock broker, up to the session timeout.
+        // Nothing is applied after stop() (onBatch checks), so the stop need not wait: it leaves
+        // when the join returns.
+        let timer: NodeJS.Timeout | undefined;
+        const bounded = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHARED_LEAVE_WAIT_MS)));
+        if ((await Promise.race([disconnected, bounded])) === 'late') {
+          this.ctx.logger?.info({ topic: this.kafkaTopic, consumer: this.options.consumer }, 'shared kafka consumer stopped; it leaves its group once the rebalance under way ends');
+        }
+        clearTimeout(timer);
+      } else {
+        await disconnected;
+      }
       this.ctx.onStopped(this);
       // Like the embedded log: nobody waits forever on a stopped subscription.
       this.markCaughtUp();
@@ -145,6 +164,15 @@ export class KafkaSubscription implements Subscription {
     // A consumer that replaces a crashed one joins a new group: the crashed member never left its
     // group (the broker was gone), and a join under its name would wait out its session timeout
     // (30 s) before the group rebalances. Positions are ours, never the group's, so nothing is lost.
+    // A shared consumer's partitions are handed over again to the consumer that replaces a crashed
+    // one: what the projection held of them is dropped, and it says again where they start.
+    if (this.held && this.held.size > 0) {
+      const dropped = [...this.held];
+      this.held.clear();
+      this.ready.clear();
+      for (const p of dropped) this.next.delete(p);
+      this.options.shared?.revoked?.(dropped);
+    }
     // A shared consumer stays in its group (the others in it share the partitions with it), named
     // after the topic too, so that prefixed topics (tests, tenants) have groups of their own.
     const generation = this.generation++;
