@@ -185,7 +185,8 @@ export class HistoryProjection {
     const last = records[records.length - 1];
     if (last) {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, last.timestamp);
-      if (last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
+      // Marks go to the store with the checkpoint; a reader writes neither (nor keeps them).
+      if (this.writes && last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
         this.lastMarkAt.set(last.partition, last.timestamp);
         this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
       }
