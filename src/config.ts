@@ -27,6 +27,11 @@ export interface Config {
   kafkaIdempotent: boolean | 'auto';
   /** Kafka producers, each with one produce request in flight for its share of the partitions. KAFKA_PRODUCERS */
   kafkaProducers: number;
+  /**
+   * Kafka consumer group session timeout: how long a group waits for a member that went away
+   * without leaving (a kill -9) before its partitions go to the others. KAFKA_SESSION_TIMEOUT_MS
+   */
+  kafkaSessionTimeoutMs: number;
   kafkaClientId: string;
   /** Partitions of the embedded log's topics */
   embeddedPartitions: number;
@@ -119,6 +124,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['log-retention-hours', 'LOG_RETENTION_HOURS', `embedded log's retention, ${MAX_HISTORY_RETENTION_HOURS} or more (default 96)`],
   ['kafka-idempotent', 'KAFKA_IDEMPOTENT', 'idempotent producer: auto (default), 1 (required) or 0'],
   ['kafka-producers', 'KAFKA_PRODUCERS', 'produce requests in flight, one per producer, 1 to 16 (default 1)'],
+  ['kafka-session-timeout-ms', 'KAFKA_SESSION_TIMEOUT_MS', 'consumer group session timeout, 6000 to 300000 (default 30000)'],
   ['instance-id', 'INSTANCE_ID', 'this instance\'s stable name (default: the pid)'],
   ['max-messages-per-publish', 'MAX_MESSAGES_PER_PUBLISH', 'messages in one publish (default 1000)'],
   ['max-publish-bytes', 'MAX_PUBLISH_BYTES', 'bytes of one publish (default 524288)'],
@@ -245,6 +251,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     historyTailMs: int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000),
     persistedRetentionHours: int(e, 'PERSISTED_RETENTION_HOURS', 24, 24, 72),
     kafkaProducers: int(e, 'KAFKA_PRODUCERS', 1, 1, 16),
+    kafkaSessionTimeoutMs: int(e, 'KAFKA_SESSION_TIMEOUT_MS', 30_000, 6_000, 300_000),
     kafkaIdempotent: e.KAFKA_IDEMPOTENT === undefined || e.KAFKA_IDEMPOTENT === '' || e.KAFKA_IDEMPOTENT.toLowerCase() === 'auto' ? 'auto' : bool(e, 'KAFKA_IDEMPOTENT', true),
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),

@@ -5,7 +5,8 @@
 // (2 for a bad configuration), never a stack trace or a retry for ever.
 import pino from 'pino';
 import { ConfigError, modeOf, parseCommandLine, parseConfig, serviceUsage } from './config.js';
-import { adaptersFor, startService } from './service.js';
+import { adaptersFor } from './adapters.js';
+import { startService } from './service.js';
 import { checkAppsFile, checkDataDir, listenError } from './startup.js';
 import { commandAsTyped } from './cli/command.js';
 

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import type { Adapters } from './service.js';
+import type { Adapters } from './adapters.js';
 import { KafkaLog } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
@@ -54,6 +54,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       clientId: config.kafkaClientId,
       idempotent,
       producers: config.kafkaProducers,
+      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
       topicPrefix: isolation.topicPrefix,
       // Bounds publish-to-visible delay on brokers that hold a fetch for its whole wait even when
       // data arrives (librdkafka's mock does; Kafka answers early). Costs ~10 idle fetches/s per consumer.

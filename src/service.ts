@@ -1,18 +1,16 @@
-import { ensureDir } from './startup.js';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { modeOf, type Config } from './config.js';
+import type { Config } from './config.js';
+import type { Adapters } from './adapters.js';
 import { ServiceError } from './errors.js';
 import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
 import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
-import type { Log, Subscription, Checkpoint } from './log/port.js';
+import type { Log } from './log/port.js';
 import { Topics } from './log/port.js';
-import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
-import { CheckpointSigner } from './audit/checkpoint.js';
-import { DataDirLock } from './log/embedded/data-dir-lock.js';
+import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent } from './log/event-codec.js';
@@ -28,40 +26,28 @@ import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
 import type { TokenRevoker } from './routes/revoke-tokens.js';
-import { HistoryProjection } from '../projections/history/history-projection.js';
-import type { HistoryStore } from '../projections/history/history-store.js';
-import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
+import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
 import { PresenceProducer } from './presence/presence-producer.js';
-import { StatsProjection } from '../projections/stats/stats-projection.js';
-import type { StatsStore } from '../projections/stats/stats-store.js';
-import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
+import type { StatsProjection } from '../projections/stats/stats-projection.js';
 import { CachedStatsStore } from '../projections/stats/stats-cache.js';
 import { UsageMeter } from './stats/usage-meter.js';
 import { Gateway } from './realtime/gateway.js';
 import { openFileLimit, realtimeConnectionsFor } from './realtime/settings.js';
 import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
+import { ProjectionRunner } from '../projections/runner.js';
+import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
+import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 import { packageVersion } from './build-info.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
-import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
 
 /** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
 const READY_LOG_FAILURE_HOLD_MS = 10_000;
 
-/** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
-export interface Adapters {
-  log: Log;
-  historyStore: HistoryStore;
-  presenceHistoryStore: HistoryStore;
-  statsStore: StatsStore;
-  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
-  projectionFlushMs?: number;
-  /** Releases what the adapters share (a ClickHouse client). */
-  close?: () => Promise<void>;
-}
+export { embeddedAdapters, adaptersFor, type Adapters } from './adapters.js';
 
 export interface Service {
   app: FastifyInstance;
@@ -73,6 +59,8 @@ export interface Service {
   presence: PresenceProjection;
   presenceProducer: PresenceProducer;
   stats: StatsProjection;
+  /** Every projection's consumer: which partitions, how far behind (projections/runner.ts). */
+  runner: ProjectionRunner;
   /** The rows GET /stats reads, held in memory (its counts are in GET /metrics). */
   statsCache: CachedStatsStore;
   channels: ChannelsProjection;
@@ -87,50 +75,6 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/**
- * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
- * another holds it. The replay CLI reads the log beside a running service, without it.
- */
-export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '', logger }: { lock?: boolean; consumerPrefix?: string; logger?: Logger } = {}): Adapters {
-  ensureDir(config.dataDir);
-  const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
-  try {
-    return {
-      close: async () => held?.release(),
-      log: new EmbeddedLog({
-        path: join(config.dataDir, 'log.db'),
-        partitions: config.embeddedPartitions,
-        // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
-        retentionMs: config.logRetentionHours * 3600_000,
-        // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
-        checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
-      }),
-      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
-      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
-      statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
-    };
-  } catch (err) {
-    held?.release();
-    throw err;
-  }
-}
-
-/** The embedded log's signed checkpoints (tamper evidence, src/audit/checkpoint.ts), with the key of AUDIT_KEY_FILE. */
-function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedLogOptions['checkpoints'] {
-  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
-  return {
-    sign: (heads) => signer.encode(heads),
-    intervalMs: config.auditCheckpointIntervalMs,
-    onError: (err) => logger?.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
-  };
-}
-
-/** Builds adapters for the configured mode (production adapters load only when used). */
-export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
-  if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
-  const { productionAdapters } = await import('./production-adapters.js');
-  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
-}
 
 /**
  * Starts everything but the listener: replays the apps topic, restarts the history projection
@@ -146,13 +90,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   for (const { message, fields } of configured.warnings) logger.warn(fields, message);
   const createdDefaultKey = configured.createdDefaultKey;
 
-  const subscriptions: Subscription[] = [];
-  /** Every projection's consumer by name, for its lag (GET /metrics, GET /ready). */
-  const consumers = new Map<string, Subscription>();
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
-  // The in-memory projections start from their snapshots (README: A bounded start).
-  const snapshots = snapshotStoreFor(config, log, logger);
+  // Every projection's consumer, its lag, errors and retries (projections/runner.ts).
+  const runner = new ProjectionRunner({
+    log,
+    logger,
+    consumerName,
+    onBatchFailed: (consumer) => metrics.batchFailed(consumer),
+    onStoreWriteFailed: (projection) => metrics.storeWriteFailed(projection),
+  });
 
   // Token revocations, on the same topic: every instance holds them all, a restart included.
   const revocations = new RevocationRegistry(DEFAULT_TOKEN_POLICY.maxTtlMs);
@@ -164,11 +111,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const appsApplied = new AppliedPositions();
 
   // Applications created through the sandbox route, and key management: a small topic, replayed
-  // whole on every start.
-  const apps = log.consume({
-    topic: Topics.apps,
-    consumer: consumerName('apps'),
-    from: new Map(),
+  // whole on every start, before the others (they ask it which channels persist).
+  await runner.start({
+    name: 'apps',
+    topics: [Topics.apps],
     handle: (records) => {
       for (const r of records) {
         const event = decodeEvent(r.value);
@@ -186,122 +132,34 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       }
       appsApplied.advance(records);
     },
-    onError: (err) => logger.error({ err }, 'apps projection failed on a batch; retrying'),
   });
-  subscriptions.push(apps);
-  consumers.set('apps', apps);
-  await apps.caughtUp;
 
   const retentionOf = (appId: string, channel: string): number | undefined => {
     const rule = registry.rule(appId, channel);
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
-  const flushIntervalMs = adapters.projectionFlushMs;
-  const onFlushError = (projection: string) => (err: unknown) => {
-    metrics.storeWriteFailed(projection);
-    logger.warn({ err, projection }, 'projection store write failed; retrying');
-  };
-  const maxUnstoredRows = config.limits.maxUnstoredRows;
-  // While the store is too far behind (ClickHouse down), the projection refuses batches and the
-  // log holds them; a consumer of its own keeps every channel's recent history in memory meanwhile.
-  let tailFollower: Subscription | undefined;
-  const followTail = (behind: boolean): void => {
-    if (behind && !tailFollower) {
-      logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
-      tailFollower = log.consume({
-        topic: Topics.messages,
-        consumer: consumerName('history-tail'),
-        from: new Map(history.applied()),
-        handle: (records) => history.followTail(records),
-        onError: (err) => logger.error({ err }, 'history tail follower failed on a batch; retrying'),
-      });
-    } else if (!behind && tailFollower) {
-      const follower = tailFollower;
-      tailFollower = undefined;
-      void follower.stop().catch((err) => logger.warn({ err }, 'history tail follower did not stop cleanly'));
-    }
-  };
-  const history = new HistoryProjection({
-    store: historyStore,
-    clock,
-    tailMs: config.historyTailMs,
-    retentionOf,
-    flushIntervalMs,
-    onFlushError: onFlushError('history'),
-    maxUnstoredRows,
-    onBehind: followTail,
-  });
-  const from = await history.start();
-  const historySub = log.consume({
-    topic: Topics.messages,
-    consumer: consumerName('history'),
-    from,
-    handle: (records) => history.apply(records),
-    onError: (err) => logger.error({ err }, 'history projection failed on a batch; retrying'),
-  });
-  subscriptions.push(historySub);
-  consumers.set('history', historySub);
-  // The projections below start together and are awaited together: on Kafka each consumer's first
-  // join of its group waits out the broker's initial rebalance delay (3 s by default), which one
-  // after another made a start wait that long for every topic holding data.
-  const catchingUp: Promise<unknown>[] = [historySub.caughtUp.then(() => logger.info({ tail: history.tail.count, store: historyStore.kind, log: log.kind }, 'history projection caught up'))];
-
-  // Presence: the member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
-  const presence = new PresenceProjection({ store: presenceHistoryStore, clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, onFlushError: onFlushError('presence'), maxUnstoredRows });
-  const presenceSub = log.consume({
-    topic: Topics.presence,
-    consumer: consumerName('presence'),
-    from: await presence.start(snapshots),
-    handle: (records) => presence.apply(records),
-    onError: (err) => logger.error({ err }, 'presence projection failed on a batch; retrying'),
-  });
-  subscriptions.push(presenceSub);
-  consumers.set('presence', presenceSub);
-  catchingUp.push(presenceSub.caughtUp);
-
-  // Stats: one projection over everything that is counted: messages, presence, usage reports and
-  // realtime connections made.
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  const stats = new StatsProjection({ store: statsStore, isPersisted, flushIntervalMs, onFlushError: onFlushError('stats') });
-  const statsTopics = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
-  for (const topic of statsTopics) {
-    const sub = log.consume({
-      topic,
-      consumer: consumerName(`stats-${topic}`),
-      from: await stats.start(topic),
-      handle: (records) => stats.apply(records),
-      onError: (err) => logger.error({ err, topic }, 'stats projection failed on a batch; retrying'),
-    });
-    subscriptions.push(sub);
-    consumers.set(`stats-${topic}`, sub);
-    catchingUp.push(sub.caughtUp);
-  }
-
-  if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
-
-  // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
-  // at start from the messages of the tail window (where the history projection starts), and the
-  // whole presence and connections topics (members and attachments may be older than any window).
-  const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
-  const channelsFrom = await channels.start(snapshots, from);
-  for (const topic of [Topics.messages, Topics.presence, Topics.connections]) {
-    const sub = log.consume({
-      topic,
-      consumer: consumerName(`channels-${topic}`),
-      from: channelsFrom.get(topic) ?? new Map(),
-      handle: (records) => channels.apply(records),
-      onError: (err) => logger.error({ err, topic }, 'channels projection failed on a batch; retrying'),
-    });
-    subscriptions.push(sub);
-    consumers.set(`channels-${topic}`, sub);
-    catchingUp.push(sub.caughtUp);
-  }
-  await Promise.all(catchingUp);
+  // The in-memory projections start from their snapshots (README: A bounded start).
+  const snapshots = snapshotStoreFor(config, log, logger);
+  const projections = await ProjectionSet.start({
+    config,
+    logger,
+    clock,
+    runner,
+    stores: { history: historyStore, presenceHistory: presenceHistoryStore, stats: statsStore },
+    retentionOf,
+    flushIntervalMs: adapters.projectionFlushMs,
+    // Each history row written by one instance (README: production mode).
+    shareWrites: log.kind === 'kafka',
+    snapshots,
+  });
+  const { history, presence, stats, channels } = projections;
   const snapshotSchedule = snapshots && new SnapshotSchedule(snapshots, [
     { name: PresenceProjection.snapshotName, version: PresenceProjection.snapshotVersion, take: () => presence.snapshot() },
     { name: ChannelsProjection.snapshotName, version: ChannelsProjection.snapshotVersion, take: () => channels.snapshot() },
   ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
   snapshotSchedule?.start();
+  if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
 
   const appendClock = new MonotonicClock(clock);
   // Every append notes its positions, which reads wait for (README: Consistency of reads).
@@ -339,11 +197,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger, leads: () => connectionEvents.leads() });
   announcer.start();
 
-  const caughtUp = (applied: Checkpoint, ends: Map<number, number>): boolean => {
-    for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
-    return true;
-  };
-
   const admin: AppAdmin = {
     create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
       // All or nothing: the fixtures first, in one append, then the app. The app exists only once
@@ -364,15 +217,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
   };
 
-  const lagOf = (sub: Subscription): number => {
-    const at = sub.positions();
-    let lag = 0;
-    for (const [p, end] of sub.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-    return lag;
-  };
   let gateway: Gateway | undefined;
   const consumerLag = (): Map<string, number> => {
-    const lags = new Map([...consumers].map(([name, sub]) => [name, lagOf(sub)]));
+    const lags = runner.lag();
     if (gateway) lags.set('realtime-delivery', gateway.metrics().deliveryLag);
     return lags;
   };
@@ -433,7 +280,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       query: (q) => history.query(q),
       visibleUntil: () =>
         history.visibleUntil(
-          caughtUp(history.applied(), historySub.highWatermarks()),
+          projections.historyCaughtUp(),
           batcher.oldestInFlight(Topics.messages),
           appendClock.fence(),
         ),
@@ -444,7 +291,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       history: (q) => presence.historyQuery(q),
       visibleUntil: () =>
         presence.history.visibleUntil(
-          caughtUp(presence.history.applied(), presenceSub.highWatermarks()),
+          projections.presenceCaughtUp(),
           batcher.oldestInFlight(Topics.presence),
           appendClock.fence(),
         ),
@@ -456,7 +303,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       // Applied and written to the store (visible() flushes what is pending): what this instance counted is in the answer.
       ownWrites: async () => {
         try {
-          await Promise.all(statsTopics.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
+          await Promise.all(STATS_TOPICS.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
         } catch (err) {
           throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
         }
@@ -550,13 +397,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
-    unstoredRows: () => new Map([['history', history.unstored], ['presence-history', presence.history.unstored]]),
+    unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 
   const timers = [
     setInterval(() => {
-      history.evict();
-      presence.history.evict();
+      projections.evict();
       revocations.prune(clock.now());
     }, 5_000),
     setInterval(() => {
@@ -591,14 +437,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     }],
     ['usage', () => usage.close()],
     ['lifecycle announcer', () => announcer.close()],
-    ['consumers', async () => {
-      for (const s of subscriptions) await s.stop();
-      await tailFollower?.stop();
-    }],
+    ['consumers', () => runner.stop()],
     ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
-    ['stats projection', () => stats.close()],
-    ['history projection', () => history.close()],
-    ['presence projection', () => presence.close()],
+    ['projections', () => projections.close()],
     ['history store', () => historyStore.close()],
     ['presence history store', () => presenceHistoryStore.close()],
     ['stats store', () => statsStore.close()],
@@ -620,7 +461,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
+  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
 }
 
 /**

@@ -60,6 +60,7 @@ interface MessageRow {
 // Aliases differ from column names: ClickHouse resolves a name to an alias first, even inside
 // another aggregate (18.16: "Aggregate function max(version) is found inside another").
 interface StateRow {
+  consumer: string;
   latest_checkpoint: string;
   latest_marks: string;
   latest_version: string | number;
@@ -70,8 +71,11 @@ interface StateRow {
  * Rows: a ReplacingMergeTree partitioned by expiry day, so retention drops whole partitions; a
  * replayed row has the same sorting key, and reads drop duplicates with LIMIT 1 BY serial, which
  * also holds for a row replayed into another day after a retention change (FINAL would not).
- * Progress: one row per write holding the checkpoint and the marks, latest version wins; a single
- * row is inserted atomically, so checkpoint and marks never disagree.
+ * Progress: one row per partition and write, holding that partition's checkpoint and marks under
+ * `<consumer>#<partition>`, latest version wins; the rows of one write are inserted together, so
+ * checkpoint and marks never disagree. A row per partition, not one for all: the instances that
+ * share a topic's partitions (a consumer group) each write the partitions they hold, and none
+ * overwrites another's (an older release's single row under `<consumer>` is read beneath them).
  */
 export class ClickHouseHistoryStore implements HistoryStore {
   readonly kind = 'clickhouse';
@@ -143,21 +147,18 @@ export class ClickHouseHistoryStore implements HistoryStore {
       });
     }
     // Partitions missing from this checkpoint keep their stored offsets, as in the SQLite store.
-    const merged = new Map([...this.checkpoint, ...checkpoint]);
     const version = Math.max(this.version + 1, this.clock.now() * 1000);
     await this.ch.client.insert({
       table: this.state.text,
       format: 'JSONEachRow',
-      values: [
-        {
-          consumer: this.consumer,
-          version,
-          checkpoint: JSON.stringify([...merged]),
-          marks: JSON.stringify(marks.map((m) => [m.partition, m.offset, m.timestamp])),
-        },
-      ],
+      values: [...checkpoint].map(([partition, offset]) => ({
+        consumer: `${this.consumer}#${partition}`,
+        version,
+        checkpoint: JSON.stringify([[partition, offset]]),
+        marks: JSON.stringify(marks.filter((m) => m.partition === partition).map((m) => [m.partition, m.offset, m.timestamp])),
+      })),
     });
-    this.checkpoint = merged;
+    this.checkpoint = new Map([...this.checkpoint, ...checkpoint]);
     this.version = version;
   }
 
@@ -171,15 +172,24 @@ export class ClickHouseHistoryStore implements HistoryStore {
 
   private async loadState(): Promise<{ checkpoint: Checkpoint; marks: LogMark[]; version: number }> {
     const rows = await this.ch.select<StateRow>(sql`
-      SELECT argMax(checkpoint, version) AS latest_checkpoint, argMax(marks, version) AS latest_marks, max(version) AS latest_version
-      FROM ${this.state} WHERE consumer = ${this.consumer}`);
-    const row = rows[0];
-    if (!row || Number(row.latest_version) === 0) return { checkpoint: new Map(), marks: [], version: 0 };
-    const checkpoint = new Map(JSON.parse(row.latest_checkpoint) as [number, number][]);
-    const marks = (JSON.parse(row.latest_marks) as [number, number, number][])
-      .map(([partition, offset, timestamp]) => ({ partition, offset, timestamp }))
-      .sort((a, b) => a.offset - b.offset);
-    return { checkpoint, marks, version: Number(row.latest_version) };
+      SELECT consumer, argMax(checkpoint, version) AS latest_checkpoint, argMax(marks, version) AS latest_marks, max(version) AS latest_version
+      FROM ${this.state} WHERE consumer = ${this.consumer} OR startsWith(consumer, ${`${this.consumer}#`})
+      GROUP BY consumer`);
+    // The older single row first: a partition's own row, where there is one, replaces what it says.
+    rows.sort((a, b) => Number(a.consumer !== this.consumer) - Number(b.consumer !== this.consumer));
+    const checkpoint: Checkpoint = new Map();
+    const marks = new Map<number, LogMark[]>();
+    let version = 0;
+    for (const row of rows) {
+      version = Math.max(version, Number(row.latest_version));
+      const own = new Map(JSON.parse(row.latest_checkpoint) as [number, number][]);
+      const ownMarks = (JSON.parse(row.latest_marks) as [number, number, number][]).map(([partition, offset, timestamp]) => ({ partition, offset, timestamp }));
+      for (const [partition, offset] of own) {
+        checkpoint.set(partition, offset);
+        marks.set(partition, ownMarks.filter((m) => m.partition === partition));
+      }
+    }
+    return { checkpoint, marks: [...marks.values()].flat().sort((a, b) => a.offset - b.offset), version };
   }
 
   async query(q: HistoryQuery): Promise<HistoryEntry[]> {

@@ -8,6 +8,7 @@ import { MemoryTail } from './memory-tail.js';
 import { serialOf, type HistoryEntry, type HistoryQuery } from './history-entry.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
+import { FlushTimer } from '../flush-timer.js';
 
 export interface HistoryOptions {
   store: HistoryStore;
@@ -36,6 +37,12 @@ export interface HistoryOptions {
    * messages of `messages.published`; presence history passes its own (see projections/presence).
    */
   entriesOf?: (event: LogEvent) => ChannelEntries | undefined;
+  /**
+   * Whether it writes to its store (default true). A projection that does not is a reader: the
+   * in-memory tail of every partition, merged with the store that writers fill (production mode:
+   * the instances share the writing, projections/projection-set.ts).
+   */
+  writes?: boolean;
 }
 
 export interface ChannelEntries {
@@ -72,23 +79,24 @@ export class HistoryProjection {
   /** Per partition: with one for all, the partition a fetch hands over first took every mark, and a start re-read the others from their oldest. */
   private readonly lastMarkAt = new Map<number, number>();
   private flushing: Promise<void> | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly flushIntervalMs: number;
+  private readonly flushTimer: FlushTimer;
   private readonly maxUnstoredRows: number;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
   private behind = false;
   private readonly byReference: boolean;
+  private readonly writes: boolean;
 
   constructor(private readonly options: HistoryOptions) {
     this.store = options.store;
     this.clock = options.clock;
-    this.flushIntervalMs = options.flushIntervalMs ?? 100;
+    this.flushTimer = new FlushTimer(options.flushIntervalMs ?? 100, () => this.flush(), options.onFlushError);
     this.maxUnstoredRows = options.maxUnstoredRows ?? DEFAULT_LIMITS.maxUnstoredRows;
     this.entriesOf = options.entriesOf ?? publishedMessages;
     // Published messages follow from their record alone, so the tail keeps them by reference to
     // the record's bytes; entries that depend on projection state (presence) are kept as objects.
     this.byReference = options.entriesOf === undefined;
+    this.writes = options.writes ?? true;
     this.tail = new MemoryTail(options.tailMs, this.byReference ? (value) => publishedMessages(decodeEvent(value))?.messages ?? [] : undefined);
   }
 
@@ -101,16 +109,53 @@ export class HistoryProjection {
     this.storedCheckpoint = await this.store.loadCheckpoint();
     this.checkpoint = new Map(this.storedCheckpoint);
     this.marks = await this.store.loadMarks();
-    const from: Checkpoint = new Map(this.storedCheckpoint);
+    return this.startOf(this.storedCheckpoint.keys());
+  }
+
+  private startOf(partitions: Iterable<number>): Checkpoint {
+    const from: Checkpoint = new Map();
     const horizon = this.tail.horizon(this.clock.now());
-    const byPartition = new Map<number, LogMark[]>();
-    for (const m of this.marks) byPartition.set(m.partition, [...(byPartition.get(m.partition) ?? []), m]);
-    for (const [partition, stored] of this.storedCheckpoint) {
-      const older = (byPartition.get(partition) ?? []).filter((m) => m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
+    for (const partition of partitions) {
+      const stored = this.storedCheckpoint.get(partition) ?? 0;
+      const older = this.marks.filter((m) => m.partition === partition && m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
       // With no mark older than the window, the log itself is younger than it: start from 0.
       from.set(partition, Math.min(stored, older[0]?.offset ?? 0));
     }
     return from;
+  }
+
+  /**
+   * Where partitions handed to this projection start (a writer sharing a topic's partitions with
+   * other instances: ConsumeOptions.shared): their checkpoints and marks as the store holds them
+   * now, which the writer that had them may have moved on since this one started.
+   */
+  async handOver(partitions: number[]): Promise<Checkpoint> {
+    const stored = await this.store.loadCheckpoint();
+    const marks = await this.store.loadMarks();
+    const given = new Set(partitions);
+    for (const p of partitions) {
+      this.storedCheckpoint.set(p, stored.get(p) ?? 0);
+      this.checkpoint.set(p, stored.get(p) ?? 0);
+      this.lastMarkAt.delete(p);
+    }
+    this.marks = [...this.marks.filter((m) => !given.has(m.partition)), ...marks.filter((m) => given.has(m.partition))];
+    return this.startOf(partitions);
+  }
+
+  /**
+   * Partitions taken away from this projection (another instance writes them now): what it held
+   * for them is dropped unwritten (the next holder starts from the store's checkpoint, so it
+   * writes those rows), and its writes leave their checkpoints alone.
+   */
+  revoke(partitions: number[]): void {
+    const taken = new Set(partitions);
+    this.pending = this.pending.filter((row) => !taken.has(row.partition));
+    this.marks = this.marks.filter((m) => !taken.has(m.partition));
+    for (const p of partitions) {
+      this.checkpoint.delete(p);
+      this.storedCheckpoint.delete(p);
+      this.lastMarkAt.delete(p);
+    }
   }
 
   /**
@@ -121,7 +166,12 @@ export class HistoryProjection {
   apply(records: LogRecord[]): void {
     if (this.pending.length >= this.maxUnstoredRows) {
       // Write now, not at the next tick: the refused batch comes back in a moment.
-      if (!this.flushing) void this.flush().catch(() => this.scheduleFlush());
+      if (!this.flushing) {
+        void this.flush().catch((err) => {
+          this.options.onFlushError?.(err);
+          this.flushTimer.schedule();
+        });
+      }
       this.setBehind(true);
       throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
     }
@@ -136,13 +186,14 @@ export class HistoryProjection {
     const last = records[records.length - 1];
     if (last) {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, last.timestamp);
-      if (last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
+      // Marks go to the store with the checkpoint; a reader writes neither (nor keeps them).
+      if (this.writes && last.timestamp - (this.lastMarkAt.get(last.partition) ?? 0) >= 1000) {
         this.lastMarkAt.set(last.partition, last.timestamp);
         this.marks.push({ partition: last.partition, offset: last.offset + 1, timestamp: last.timestamp });
       }
     }
     this.progress.advance(records);
-    this.scheduleFlush();
+    this.flushTimer.schedule();
   }
 
   /**
@@ -178,7 +229,7 @@ export class HistoryProjection {
         const seen = this.tail.idSeenAt(event.appId, event.channel, message.id);
         if (seen !== undefined && message.timestamp - seen <= this.options.tailMs && !this.tail.holds(event.appId, event.channel, serial)) continue;
       }
-      const persist = retentionHours !== undefined && !alreadyStored;
+      const persist = retentionHours !== undefined && !alreadyStored && this.writes;
       const entry: HistoryEntry | undefined =
         persist || !this.byReference ? { appId: event.appId, channel: event.channel, serial, partition: record.partition, message } : undefined;
       // Replays from far back fill only the store, not the in-memory window.
@@ -194,25 +245,13 @@ export class HistoryProjection {
     }
   }
 
-  private scheduleFlush(): void {
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      // A failed write (a full disk) changed nothing, checkpoint included: the next one retries it.
-      void this.flush().catch((err) => {
-        this.options.onFlushError?.(err);
-        this.scheduleFlush();
-      });
-    }, this.flushIntervalMs);
-  }
-
   /** Writes queued rows and the checkpoint. Safe to call at any time; calls do not overlap. */
   async flush(): Promise<void> {
     // Another caller's failed write is theirs to report: this call tries its own.
     while (this.flushing) await this.flushing.catch(() => undefined);
     const rows = this.pending;
     const checkpoint = new Map(this.checkpoint);
-    if (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint)) return;
+    if (!this.writes || (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint))) return;
     this.pending = [];
     const horizon = this.tail.horizon(this.clock.now()) - 60_000;
     // Keep recent marks and the newest one older than the window, per partition.
@@ -280,8 +319,7 @@ export class HistoryProjection {
   }
 
   async close(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.flushTimer.cancel();
     await this.flush();
   }
 }

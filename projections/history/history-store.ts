@@ -9,7 +9,11 @@ import type { HistoryEntry, HistoryQuery } from './history-entry.js';
 export interface HistoryStore {
   readonly kind: string;
   init(): Promise<void>;
-  /** Durably writes rows (with each row's retention) and then the checkpoint. */
+  /**
+   * Durably writes rows (with each row's retention) and then the checkpoint. The checkpoint's
+   * partitions get these offsets and these marks; the others keep theirs (instances sharing a
+   * topic's partitions each write the ones they hold).
+   */
   write(rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]): Promise<void>;
   loadCheckpoint(): Promise<Checkpoint>;
   /** Positions with their timestamps, recent ones, to restart the in-memory tail from. */

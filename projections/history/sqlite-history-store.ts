@@ -55,14 +55,16 @@ export class SqliteHistoryStore implements HistoryStore {
     const saveCheckpoint = this.db.prepare(
       'INSERT INTO projection_checkpoints (consumer, partition, next_offset) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET next_offset = excluded.next_offset',
     );
-    const clearMarks = this.db.prepare('DELETE FROM projection_marks WHERE consumer = ?');
+    const clearMarks = this.db.prepare('DELETE FROM projection_marks WHERE consumer = ? AND partition = ?');
     const saveMark = this.db.prepare('INSERT OR REPLACE INTO projection_marks (consumer, partition, offset, ts) VALUES (?, ?, ?, ?)');
     this.writeTx = this.db.transaction((rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]) => {
       for (const r of rows) {
         insert.run(r.appId, r.channel, r.serial, r.partition, r.message.timestamp, expiryDay(r.message.timestamp, r.retentionHours), Buffer.from(packValue(r.message)));
       }
-      for (const [partition, offset] of checkpoint) saveCheckpoint.run(this.consumer, partition, offset);
-      clearMarks.run(this.consumer);
+      for (const [partition, offset] of checkpoint) {
+        saveCheckpoint.run(this.consumer, partition, offset);
+        clearMarks.run(this.consumer, partition);
+      }
       for (const m of marks) saveMark.run(this.consumer, m.partition, m.offset, m.timestamp);
     });
   }

@@ -66,6 +66,9 @@ export class PresenceProjection {
   private readonly perApp = new Map<string, number>();
   /** Subscribers to the changes as they are applied (onApplied). */
   private readonly appliedSubscribers = new Set<PresenceApplied>();
+  /** The channels of each partition (a channel's events are all on one), and the batch's partition. */
+  private readonly channelsIn = new Map<number, Set<string>>();
+  private partition = -1;
 
   constructor(private readonly options: Omit<HistoryOptions, 'entriesOf'>) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
@@ -117,6 +120,7 @@ export class PresenceProjection {
   }
 
   apply(records: LogRecord[]): void {
+    if (records.length > 0) this.partition = records[0].partition;
     this.history.apply(records);
     const last = records[records.length - 1];
     if (last) {
@@ -146,12 +150,40 @@ export class PresenceProjection {
     }
   }
 
+  /**
+   * Where partitions handed to a writer of presence history start (ConsumeOptions.shared): at 0,
+   * the member set of their channels being rebuilt from the whole partition, the rows the store
+   * holds already not written again (HistoryProjection.handOver).
+   */
+  async handOver(partitions: number[]): Promise<Checkpoint> {
+    await this.history.handOver(partitions);
+    return new Map(partitions.map((p) => [p, 0]));
+  }
+
+  /** Partitions taken away from a writer: their rows held unwritten, and their channels' members, dropped. */
+  revoke(partitions: number[]): void {
+    this.history.revoke(partitions);
+    for (const p of partitions) {
+      for (const key of this.channelsIn.get(p) ?? []) {
+        const gone = this.members.get(key)?.size ?? 0;
+        this.members.delete(key);
+        this.count(key.slice(0, key.indexOf('\u0000')), -gone);
+      }
+      this.channelsIn.delete(p);
+    }
+  }
+
   /** Applies one event to the member set; returns what it adds to presence history. */
   private evolve(event: LogEvent): ChannelEntries | undefined {
     if (!this.canHandle(event)) return undefined;
     const key = channelKey(event.appId, event.channel);
     let members = this.members.get(key);
-    if (!members) this.members.set(key, (members = new Map()));
+    if (!members) {
+      this.members.set(key, (members = new Map()));
+      let channels = this.channelsIn.get(this.partition);
+      if (!channels) this.channelsIn.set(this.partition, (channels = new Set()));
+      channels.add(key);
+    }
     const e = event.event;
     const entry = (ev: PresenceEvent | PresenceMember, action: number, id = ev.id): StoredMessage => ({
       id,
@@ -194,7 +226,10 @@ export class PresenceProjection {
       default:
         return undefined;
     }
-    if (members.size === 0) this.members.delete(key);
+    if (members.size === 0) {
+      this.members.delete(key);
+      this.channelsIn.get(this.partition)?.delete(key);
+    }
     if (messages.length > 0) for (const subscriber of this.appliedSubscribers) subscriber(event.appId, event.channel, messages);
     return { appId: event.appId, channel: event.channel, messages };
   }

@@ -6,6 +6,7 @@ import { readPublished, type PublishedSummary } from '../../src/log/published-su
 import { dataSize } from '../../src/domain/message.js';
 import { Base, BASE_COUNTERS, intervalOf, SAMPLE_MS, type Counters } from '../../src/domain/stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsWriter } from './stats-store.js';
+import { FlushTimer } from '../flush-timer.js';
 
 /**
  * A sample's counters: one number per base counter, by its position in BASE_COUNTERS (an index into
@@ -109,12 +110,14 @@ export class StatsProjection {
   static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture', 'connection.opened'] as const;
   private readonly partitions = new Map<string, Map<number, PartitionState>>();
   private stored = new Map<string, StatsCheckpoint>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly flushTimer: FlushTimer;
   private flushing: Promise<void> | undefined;
   /** Callers waiting for a record to be applied (read-your-writes of sandbox stats fixtures). */
   private waiters: Waiter[] = [];
 
-  constructor(private readonly options: StatsProjectionOptions) {}
+  constructor(private readonly options: StatsProjectionOptions) {
+    this.flushTimer = new FlushTimer(options.flushIntervalMs ?? 250, () => this.flush(), options.onFlushError);
+  }
 
   canHandle(event: LogEvent): boolean {
     return (StatsProjection.handles as readonly string[]).includes(event.type);
@@ -158,7 +161,7 @@ export class StatsProjection {
 
   /** After a batch: the next flush scheduled, the callers waiting for these records told. */
   applied(): void {
-    this.scheduleFlush();
+    this.flushTimer.schedule();
     if (this.waiters.length > 0) this.wake();
   }
 
@@ -363,18 +366,6 @@ export class StatsProjection {
     }
   }
 
-  private scheduleFlush(): void {
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      // A failed write (a full disk) changed nothing, checkpoint included: the next one retries it.
-      void this.flush().catch((err) => {
-        this.options.onFlushError?.(err);
-        this.scheduleFlush();
-      });
-    }, this.options.flushIntervalMs ?? 250);
-  }
-
   private rowsOf(topic: string, partition: number, sample: Sample, state: PartitionState): StatsRow[] {
     // A sample final in the store is rebuilt for context only. A late record's row (its own slot)
     // is written again: the same row, and perhaps the crash came before it was written at all.
@@ -436,8 +427,7 @@ export class StatsProjection {
   }
 
   async close(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.flushTimer.cancel();
     await this.flush();
   }
 }

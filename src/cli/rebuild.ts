@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { commandAsTyped, isEntryPoint } from './command.js';
 import pino from 'pino';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
-import { adaptersFor, type Adapters } from '../service.js';
+import { adaptersFor, type Adapters } from '../adapters.js';
 import { Topics, type Log, type LogRecord, type RecordVisitor, type ScanResult, type Topic } from '../log/port.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { loadAppsFile } from '../apps/apps-file.js';

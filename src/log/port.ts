@@ -46,6 +46,19 @@ export interface ConsumeOptions {
   handle: (records: LogRecord[]) => Promise<void> | void;
   /** Called when a batch fails; the adapter retries the batch after a pause. */
   onError?: (err: unknown) => void;
+  /**
+   * The processes running a consumer of this name share the topic's partitions (Kafka: one
+   * consumer group named after it), each partition delivered to one of them at a time; absent,
+   * this consumer gets every partition. Partitions given to this consumer start where `from` says,
+   * asked at each hand-over (another process may have moved them on since); `revoked` is told of
+   * those taken away. positions() and highWatermarks() hold the partitions this consumer has, and
+   * caughtUp resolves once it has applied, of the first ones it was given, what the log held at
+   * its start. The embedded log has one process: it delivers every partition, from `from`.
+   */
+  shared?: {
+    from: (partitions: number[]) => Promise<Checkpoint> | Checkpoint;
+    revoked?: (partitions: number[]) => void;
+  };
 }
 
 export interface Subscription {

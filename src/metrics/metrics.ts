@@ -183,6 +183,7 @@ export class Metrics {
   readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0, service: 0 };
   /** Store writes (a projection's flush to ClickHouse or SQLite) that failed, by projection. */
   readonly storeWriteFailures = new Map<string, number>();
+  readonly batchFailures = new Map<string, number>();
   private sources: MetricSources | undefined;
   /** The service's metrics and the process's (CPU, memory, event-loop lag, GC), prefixed like ours. */
   private readonly scraped: Registry;
@@ -214,6 +215,9 @@ export class Metrics {
     );
     add('cm_store_write_failures_total', 'Projection writes to the store (ClickHouse or SQLite) that failed and are retried, by projection', 'counter', () =>
       [...this.storeWriteFailures].map(([projection, value]) => ({ labels: { projection }, value })),
+    );
+    add('cm_consumer_batch_failures_total', 'Log batches a consumer (projection) failed to apply and retries, by consumer', 'counter', () =>
+      [...this.batchFailures].map(([consumer, value]) => ({ labels: { consumer }, value })),
     );
     add('cm_store_unstored_rows', 'Persisted rows a projection holds that its store has not taken yet (above MAX_UNSTORED_ROWS it stops consuming)', 'gauge', () =>
       [...(this.sources?.unstoredRows?.() ?? [])].map(([projection, value]) => ({ labels: { projection }, value })),
@@ -263,6 +267,11 @@ export class Metrics {
   /** Counts one failed store write of `projection`. */
   storeWriteFailed(projection: string): void {
     this.storeWriteFailures.set(projection, (this.storeWriteFailures.get(projection) ?? 0) + 1);
+  }
+
+  /** Counts one batch `consumer` failed to apply (the log delivers it again). */
+  batchFailed(consumer: string): void {
+    this.batchFailures.set(consumer, (this.batchFailures.get(consumer) ?? 0) + 1);
   }
 
   attach(sources: MetricSources): void {

@@ -134,7 +134,7 @@ export function historyStoreContract(name: string, makeHarness: () => Promise<Hi
       expect(serials(page)).toEqual(serials(rows).reverse().slice(0, 5));
     });
 
-    it('stores the checkpoint and marks; the latest write wins and survives a restart', async () => {
+    it('stores the checkpoint and marks per partition; the latest write of a partition wins, the others keep theirs, and survives a restart', async () => {
       const store = await open();
       expect(await store.loadCheckpoint()).toEqual(new Map());
       expect(await store.loadMarks()).toEqual([]);
@@ -149,16 +149,17 @@ export function historyStoreContract(name: string, makeHarness: () => Promise<Hi
 
       const marks2: LogMark[] = [{ partition: 0, offset: 25, timestamp: T0 + 5000 }];
       await store.write(channelRows().slice(0, 2), new Map([[0, 25], [2, 101]]), marks2);
-      // partitions missing from a checkpoint keep their offsets
+      // partitions missing from a checkpoint keep their offsets and marks
+      const kept = [...marks2, marks1[1]];
       expect(await store.loadCheckpoint()).toEqual(new Map([[0, 25], [1, 4], [2, 101]]));
-      expect(sorted(await store.loadMarks())).toEqual(sorted(marks2));
+      expect(sorted(await store.loadMarks())).toEqual(sorted(kept));
 
       const reopened = await open();
       expect(await reopened.loadCheckpoint()).toEqual(new Map([[0, 25], [1, 4], [2, 101]]));
-      expect(sorted(await reopened.loadMarks())).toEqual(sorted(marks2));
+      expect(sorted(await reopened.loadMarks())).toEqual(sorted(kept));
       await reopened.write([], new Map([[1, 9]]), []);
       expect(await reopened.loadCheckpoint()).toEqual(new Map([[0, 25], [1, 9], [2, 101]]));
-      expect(await reopened.loadMarks()).toEqual([]);
+      expect(await reopened.loadMarks()).toEqual(marks2);
     });
 
     it('keeps the progress of each consumer apart', async () => {

@@ -161,6 +161,12 @@ describe('history of every channel while the history store is down (issue 22, it
       expect(await historyOf('pf')).toEqual(names);
       // The persisted channel's recent messages too, from memory.
       expect(await historyOf('persisted:pf')).toHaveLength(1000);
+      // The tail follower is a consumer like the others while it runs (GET /metrics, GET /ready),
+      // and the refused batches and store writes are counted.
+      const metrics = (await ts.service.app.inject({ url: '/metrics' })).body;
+      expect(metrics).toMatch(/^cm_consumer_lag_records\{consumer="history-tail"\} \d+$/m);
+      expect(Number(/^cm_consumer_batch_failures_total\{consumer="history"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
+      expect(Number(/^cm_store_write_failures_total\{projection="history"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
     } finally {
       await ts.close().catch(() => undefined);
       removeDir(ts.dataDir);

@@ -26,6 +26,9 @@ export interface SubscriptionContext {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** How long stop() waits for a shared consumer to leave its group (see stop). */
+const SHARED_LEAVE_WAIT_MS = 2_000;
+
 export function toLogRecord(topic: string, partition: number, m: KafkaMessage): LogRecord {
   return {
     topic,
@@ -56,6 +59,13 @@ export class KafkaSubscription implements Subscription {
   private stopping: Promise<void> | undefined;
   /** Consumers started so far; each one joins a group of its own (see startConsumer). */
   private generation = 0;
+  /**
+   * A shared consumer's partitions (ConsumeOptions.shared): those it was given, and of those the
+   * ones whose start `from` has said (their batches are applied). Undefined: every partition.
+   */
+  private readonly held: Set<number> | undefined;
+  private readonly ready = new Set<number>();
+  private joined = false;
 
   private constructor(
     private readonly ctx: SubscriptionContext,
@@ -64,6 +74,10 @@ export class KafkaSubscription implements Subscription {
     this.kafkaTopic = ctx.kafkaTopic;
     this.caughtUp = new Promise((resolve) => (this.markCaughtUp = resolve));
     for (const [p, offset] of options.from) this.next.set(p, offset);
+    if (options.shared) {
+      this.held = new Set();
+      this.next.clear();
+    }
   }
 
   static start(ctx: SubscriptionContext, options: ConsumeOptions): KafkaSubscription {
@@ -73,11 +87,15 @@ export class KafkaSubscription implements Subscription {
   }
 
   highWatermarks(): Map<number, number> {
-    return new Map(this.ends);
+    return new Map([...this.ends].filter(([p]) => this.holds(p)));
   }
 
   positions(): Map<number, number> {
-    return new Map(this.next);
+    return new Map([...this.next].filter(([p]) => this.holds(p)));
+  }
+
+  private holds(partition: number): boolean {
+    return this.held === undefined || this.held.has(partition);
   }
 
   /** An end offset seen elsewhere (a batch, or an append by this process). */
@@ -88,9 +106,25 @@ export class KafkaSubscription implements Subscription {
   stop(): Promise<void> {
     return (this.stopping ??= (async () => {
       this.stopped = true;
-      await this.running;
-      await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
-      this.consumer = undefined;
+      const disconnected = (async () => {
+        await this.running;
+        await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
+        this.consumer = undefined;
+      })();
+      if (this.held) {
+        // A shared consumer stopped while its group rebalances (its first join included) waits for
+        // the rebalance to end before it can leave: on the mock broker, up to the session timeout.
+        // Nothing is applied after stop() (onBatch checks), so the stop need not wait: it leaves
+        // when the join returns.
+        let timer: NodeJS.Timeout | undefined;
+        const bounded = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHARED_LEAVE_WAIT_MS)));
+        if ((await Promise.race([disconnected, bounded])) === 'late') {
+          this.ctx.logger?.info({ topic: this.kafkaTopic, consumer: this.options.consumer }, 'shared kafka consumer stopped; it leaves its group once the rebalance under way ends');
+        }
+        clearTimeout(timer);
+      } else {
+        await disconnected;
+      }
       this.ctx.onStopped(this);
       // Like the embedded log: nobody waits forever on a stopped subscription.
       this.markCaughtUp();
@@ -130,9 +164,21 @@ export class KafkaSubscription implements Subscription {
     // A consumer that replaces a crashed one joins a new group: the crashed member never left its
     // group (the broker was gone), and a join under its name would wait out its session timeout
     // (30 s) before the group rebalances. Positions are ours, never the group's, so nothing is lost.
+    // A shared consumer's partitions are handed over again to the consumer that replaces a crashed
+    // one: what the projection held of them is dropped, and it says again where they start.
+    if (this.held && this.held.size > 0) {
+      const dropped = [...this.held];
+      this.held.clear();
+      this.ready.clear();
+      for (const p of dropped) this.next.delete(p);
+      this.options.shared?.revoked?.(dropped);
+    }
+    // A shared consumer stays in its group (the others in it share the partitions with it), named
+    // after the topic too, so that prefixed topics (tests, tenants) have groups of their own.
     const generation = this.generation++;
+    const groupId = this.options.shared ? `${kafkaTopic}.${this.options.consumer}` : generation === 0 ? this.options.consumer : `${this.options.consumer}.${generation}`;
     const consumer = kafka.consumer({
-      groupId: generation === 0 ? this.options.consumer : `${this.options.consumer}.${generation}`,
+      groupId,
       maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
       allowAutoTopicCreation: false,
       // kafkajs would restart a crashed consumer in the same group; restart() does it instead.
@@ -143,8 +189,10 @@ export class KafkaSubscription implements Subscription {
     });
     this.consumer = consumer;
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      const assigned = payload.memberAssignment[kafkaTopic] ?? [];
+      if (this.held) return this.handOver(consumer, assigned);
       // Emitted synchronously after the join, before the first fetch of the new generation.
-      for (const partition of payload.memberAssignment[kafkaTopic] ?? []) {
+      for (const partition of assigned) {
         consumer.seek({ topic: kafkaTopic, partition, offset: String(this.position(partition)) });
       }
     });
@@ -159,6 +207,48 @@ export class KafkaSubscription implements Subscription {
       eachBatchAutoResolve: false,
       eachBatch: (payload) => this.onBatch(payload),
     });
+  }
+
+  /**
+   * A shared consumer's new assignment: partitions taken away are forgotten (and `revoked` told);
+   * partitions given are paused until `from` says where they start, then sought there.
+   */
+  private handOver(consumer: Consumer, assigned: number[]): void {
+    const held = this.held!;
+    const shared = this.options.shared!;
+    const taken = [...held].filter((p) => !assigned.includes(p));
+    const given = assigned.filter((p) => !held.has(p));
+    for (const p of taken) {
+      held.delete(p);
+      this.ready.delete(p);
+      this.next.delete(p);
+    }
+    if (taken.length > 0) shared.revoked?.(taken);
+    for (const p of given) held.add(p);
+    this.joined = true;
+    this.ctx.logger?.info({ topic: this.ctx.kafkaTopic, consumer: this.options.consumer, given, taken, holds: [...held] }, 'shared kafka consumer: partitions handed over');
+    if (given.length === 0) return this.checkCaughtUp();
+    const topic = this.ctx.kafkaTopic;
+    consumer.pause([{ topic, partitions: given }]);
+    void (async () => {
+      for (let attempt = 1; !this.stopped; attempt++) {
+        try {
+          const from = await shared.from(given);
+          const still = given.filter((p) => held.has(p) && !this.ready.has(p));
+          for (const p of still) {
+            this.next.set(p, from.get(p) ?? 0);
+            consumer.seek({ topic, partition: p, offset: String(this.position(p)) });
+            this.ready.add(p);
+          }
+          consumer.resume([{ topic, partitions: still }]);
+          this.checkCaughtUp();
+          return;
+        } catch (err) {
+          this.options.onError?.(err);
+          await sleep(Math.min(2_000, 250 * attempt));
+        }
+      }
+    })();
   }
 
   /** kafkajs gave up on this consumer; start a fresh one from the delivered positions. */
@@ -178,6 +268,8 @@ export class KafkaSubscription implements Subscription {
   private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
     const partition = batch.partition;
     this.observe(partition, Number(batch.highWatermark));
+    // A partition handed over but not sought to where it starts yet: nothing of it is applied.
+    if (this.held && !this.ready.has(partition)) return;
     const from = this.position(partition);
     const records = batch.messages
       .filter((m) => Number(m.offset) >= from)
@@ -212,7 +304,12 @@ export class KafkaSubscription implements Subscription {
   private checkCaughtUp(): void {
     const start = this.startOffsets;
     if (!start) return;
+    if (this.held && !this.joined) return;
     for (const [p, { low, high }] of start) {
+      if (this.held && !(this.held.has(p) && this.ready.has(p))) {
+        if (this.held.has(p)) return;
+        continue;
+      }
       if (Math.max(this.position(p), low) < high) return;
     }
     this.markCaughtUp();

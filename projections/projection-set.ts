@@ -1,0 +1,173 @@
+// The projections the service reads, built and started through the runner (projections/runner.ts):
+// history, presence (members and presence history), stats and channels. The apps projection is
+// the service's own (src/service.ts): it runs first, since the others ask it which channels persist.
+import type { Logger } from 'pino';
+import type { Clock } from '../src/clock.js';
+import type { Config } from '../src/config.js';
+import { Topics, type Checkpoint, type LogRecord, type Topic } from '../src/log/port.js';
+import { HistoryProjection } from './history/history-projection.js';
+import type { HistoryStore } from './history/history-store.js';
+import { PresenceProjection } from './presence/presence-projection.js';
+import { StatsProjection } from './stats/stats-projection.js';
+import type { StatsStore } from './stats/stats-store.js';
+import { ChannelsProjection } from './channels/channels-projection.js';
+import type { Follower, ProjectionRunner } from './runner.js';
+import type { SnapshotStore } from './snapshots.js';
+
+export interface ProjectionStores {
+  history: HistoryStore;
+  presenceHistory: HistoryStore;
+  stats: StatsStore;
+}
+
+export interface ProjectionSetOptions {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  runner: ProjectionRunner;
+  stores: ProjectionStores;
+  /** Retention in hours of a channel's persisted history, or undefined when it is not persisted. */
+  retentionOf: (appId: string, channel: string) => number | undefined;
+  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
+  flushIntervalMs?: number;
+  /**
+   * Several instances on one log (production mode): history rows are written by one instance each,
+   * the instances sharing the messages topic's partitions (a writer per instance in one consumer
+   * group), while each instance keeps every partition's recent history in memory (its reader).
+   */
+  shareWrites?: boolean;
+  /** Where the in-memory projections (presence members, channels) start from (README: A bounded start); none: a full replay. */
+  snapshots?: SnapshotStore;
+}
+
+/** The topics stats counts: messages, presence, usage reports and realtime connections made. */
+export const STATS_TOPICS: readonly Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
+
+export class ProjectionSet {
+  private constructor(
+    /** What reads of history use: every partition's tail, and the store. */
+    readonly history: HistoryProjection,
+    /** What writes history rows to the store: `history` itself, or (shareWrites) a writer of some partitions. */
+    readonly historyWriter: HistoryProjection,
+    readonly presence: PresenceProjection,
+    /** What writes presence history rows: `presence` itself, or (shareWrites) a writer of some partitions. */
+    readonly presenceWriter: PresenceProjection,
+    readonly stats: StatsProjection,
+    readonly channels: ChannelsProjection,
+    private readonly runner: ProjectionRunner,
+  ) {}
+
+  /** Builds the projections and resolves once each has caught up with the log. */
+  static async start(options: ProjectionSetOptions): Promise<ProjectionSet> {
+    const { config, logger, clock, runner, stores, retentionOf, flushIntervalMs, snapshots } = options;
+    const maxUnstoredRows = config.limits.maxUnstoredRows;
+    // While the store is too far behind (ClickHouse down), the history projection refuses batches
+    // and the log holds them; a consumer of its own keeps every channel's recent history in memory
+    // meanwhile.
+    let tailFollower: Follower | undefined;
+    const followTail = (behind: boolean): void => {
+      if (behind && !tailFollower) {
+        logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
+        tailFollower = runner.follow('history-tail', Topics.messages, new Map(history.applied()), (records) => history.followTail(records));
+      } else if (!behind && tailFollower) {
+        const follower = tailFollower;
+        tailFollower = undefined;
+        void follower.stop().catch((err) => logger.warn({ err }, 'history tail follower did not stop cleanly'));
+      }
+    };
+    const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
+    const shareWrites = options.shareWrites ?? false;
+    // Shared writes: the reader writes nothing, so it is never behind its store; the writer's
+    // batches wait in the log while the store is down.
+    const history = shareWrites
+      ? new HistoryProjection({ ...common, store: stores.history, writes: false })
+      : new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    const writer = shareWrites ? new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
+    // The member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
+    const presence = new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence'), writes: !shareWrites });
+    const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
+    const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
+    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
+    // at start from the messages of the tail window (where the history projection starts), and the
+    // whole presence and connections topics (members and attachments may be older than any window).
+    const channels = new ChannelsProjection({ ...config.channels, windowMs: config.historyTailMs, maxStatusActivations: config.limits.maxStatusActivations });
+
+    let historyFrom: Checkpoint = new Map();
+    // Asked once, after history's start (the runner asks in the order given): the messages topic
+    // resumes from the later of the snapshot and the history window's start.
+    let channelsFrom: Map<Topic, Checkpoint> | undefined;
+    // The store made ready; a writer holds no partition until the group hands it some.
+    const holdingNone = async (start: () => Promise<Checkpoint>, revoke: (partitions: number[]) => void): Promise<Checkpoint> => {
+      revoke([...(await start()).keys()]);
+      return new Map();
+    };
+    const writing = shareWrites
+      ? [
+          {
+            name: 'history-writer',
+            topics: [Topics.messages],
+            from: () => holdingNone(() => writer.start(), (partitions) => writer.revoke(partitions)),
+            handle: (records: LogRecord[]) => writer.apply(records),
+            shared: { from: (partitions: number[]) => writer.handOver(partitions), revoked: (partitions: number[]) => writer.revoke(partitions) },
+          },
+          {
+            name: 'presence-writer',
+            topics: [Topics.presence],
+            from: () => holdingNone(() => presenceWriter.history.start(), (partitions) => presenceWriter.revoke(partitions)),
+            handle: (records: LogRecord[]) => presenceWriter.apply(records),
+            shared: { from: (partitions: number[]) => presenceWriter.handOver(partitions), revoked: (partitions: number[]) => presenceWriter.revoke(partitions) },
+          },
+        ]
+      : [];
+    await runner.start(
+      { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records) },
+      ...writing,
+      { name: 'presence', topics: [Topics.presence], from: () => presence.start(snapshots), handle: (records) => presence.apply(records) },
+      { name: 'stats', topics: STATS_TOPICS, from: (topic) => stats.start(topic), handle: (records) => stats.apply(records) },
+      {
+        name: 'channels',
+        topics: [Topics.messages, Topics.presence, Topics.connections],
+        from: async (topic) => (channelsFrom ??= await channels.start(snapshots, historyFrom)).get(topic) ?? new Map(),
+        handle: (records) => channels.apply(records),
+      },
+    );
+    logger.info({ tail: history.tail.count, store: stores.history.kind }, 'history projection caught up');
+    return new ProjectionSet(history, writer, presence, presenceWriter, stats, channels, runner);
+  }
+
+  /** Whether history has applied everything its consumer has seen of the log (visibleUntil). */
+  historyCaughtUp(): boolean {
+    return reached(this.history.applied(), this.runner.consumer('history').highWatermarks());
+  }
+
+  /** Whether presence history has applied everything its consumer has seen of the log. */
+  presenceCaughtUp(): boolean {
+    return reached(this.presence.history.applied(), this.runner.consumer('presence').highWatermarks());
+  }
+
+  /** Drops what fell out of the in-memory windows. */
+  evict(): void {
+    this.history.evict();
+    if (this.historyWriter !== this.history) this.historyWriter.evict();
+    this.presence.history.evict();
+    if (this.presenceWriter !== this.presence) this.presenceWriter.history.evict();
+  }
+
+  /**
+   * Writes what each projection holds for its store; call once their consumers stopped. Each is
+   * tried even when an earlier one fails (a full disk); the first failure is thrown.
+   */
+  async close(): Promise<void> {
+    const results = [];
+    const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
+    for (const projection of [this.stats, this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
+    const failed = results.find((r) => r !== undefined);
+    if (failed) throw failed.err;
+  }
+}
+
+function reached(applied: Checkpoint, ends: Map<number, number>): boolean {
+  for (const [p, end] of ends) if ((applied.get(p) ?? 0) < end) return false;
+  return true;
+}

@@ -1,0 +1,146 @@
+// The projection runner: the one place that wires the log to the projections. For each projection
+// it knows which topics it consumes, where it starts on each (its checkpoint, or a snapshot's
+// positions: the projection says, in `from`), the consumer that feeds it, that consumer's lag (GET
+// /ready, GET /metrics), what a failed batch or a failed store write does (logged, counted,
+// retried), and stops them all. service.ts says which projections run; this says how.
+import type { Logger } from 'pino';
+import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
+
+export interface ProjectionWiring {
+  /** Its name in logs and metrics; a consumer of several topics is `<name>-<topic>`. */
+  name: string;
+  topics: readonly Topic[];
+  /**
+   * Where it starts reading `topic` (the next offset per partition): its store's checkpoint, or
+   * the positions a snapshot covers. Absent: the beginning of the log. Called once per topic, in
+   * the order the projections and topics are given, before any of them consumes.
+   */
+  from?: (topic: Topic) => Checkpoint | Promise<Checkpoint>;
+  /** Applies one batch (one partition, in offset order); a throw retries the batch after a pause. */
+  handle: (records: LogRecord[]) => void | Promise<void>;
+  /**
+   * The instances share this projection's partitions (ConsumeOptions.shared: on Kafka, a consumer
+   * group named after it, the same on every instance): each partition is applied by one of them.
+   * For projections whose work is writing a store once (a writer); reads come from elsewhere, so
+   * start() does not wait for it (its group's hand-overs take seconds).
+   */
+  shared?: ConsumeOptions['shared'];
+}
+
+export interface RunnerOptions {
+  log: Log;
+  logger: Logger;
+  /**
+   * The name the log knows a consumer by (the Kafka adapter's group id); default: as given. Not
+   * for a shared consumer: its name is the same on every instance (it names their group).
+   */
+  consumerName?: (name: string) => string;
+  /** Counts a failed batch of a consumer (GET /metrics). */
+  onBatchFailed?: (consumer: string) => void;
+  /** Counts a failed store write of a projection (GET /metrics). */
+  onStoreWriteFailed?: (projection: string) => void;
+}
+
+/** A consumer kept only while it is needed (the history tail follower); its lag counts meanwhile. */
+export interface Follower {
+  stop(): Promise<void>;
+}
+
+export class ProjectionRunner {
+  /** Every consumer by name (`history`, `stats-messages`...), the followers included while they run. */
+  private readonly consumers = new Map<string, Subscription>();
+
+  constructor(private readonly options: RunnerOptions) {}
+
+  /**
+   * Starts the projections together and resolves once each has applied everything the log held
+   * when it started. Together, not one after another: on Kafka each consumer's first join of its
+   * group waits out the broker's initial rebalance delay (3 s by default), which one after another
+   * made a start wait that long for every topic holding data.
+   */
+  async start(...projections: ProjectionWiring[]): Promise<void> {
+    const planned: [ProjectionWiring, Topic, Checkpoint][] = [];
+    for (const projection of projections) {
+      for (const topic of projection.topics) planned.push([projection, topic, new Map(await projection.from?.(topic))]);
+    }
+    const caughtUp = planned.map(([projection, topic, from]) => {
+      const name = projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`;
+      const startedAt = Date.now();
+      const reported = this.consume(name, topic, from, projection.handle, projection.shared).caughtUp.then(() =>
+        this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
+      );
+      return projection.shared ? undefined : reported;
+    });
+    await Promise.all(caughtUp);
+  }
+
+  /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
+  follow(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle']): Follower {
+    const subscription = this.consume(name, topic, from, handle);
+    return {
+      stop: async () => {
+        if (this.consumers.get(name) === subscription) this.consumers.delete(name);
+        await subscription.stop();
+      },
+    };
+  }
+
+  /** The consumer called `name` (its end offsets say whether a projection is caught up). */
+  consumer(name: string): Subscription {
+    const subscription = this.consumers.get(name);
+    if (!subscription) throw new Error(`no consumer ${name} runs`);
+    return subscription;
+  }
+
+  /** The partitions consumer `name` holds (all of them but for a shared consumer), in order. */
+  partitionsOf(name: string): number[] {
+    return [...this.consumer(name).positions().keys()].sort((a, b) => a - b);
+  }
+
+  /** Records each consumer has yet to apply: the log's end as it last saw it, minus its position. */
+  lag(): Map<string, number> {
+    const lags = new Map<string, number>();
+    for (const [name, subscription] of this.consumers) {
+      const at = subscription.positions();
+      let lag = 0;
+      for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+      lags.set(name, lag);
+    }
+    return lags;
+  }
+
+  /** What a projection does with a store write that failed (it retries it at its next flush). */
+  storeWriteFailed(projection: string): (err: unknown) => void {
+    return (err) => {
+      this.options.onStoreWriteFailed?.(projection);
+      this.options.logger.warn({ err, projection }, 'projection store write failed; retrying');
+    };
+  }
+
+  /** Stops every consumer; the first failure is thrown once all were asked to stop. */
+  async stop(): Promise<void> {
+    const stopping = [...this.consumers.values()];
+    this.consumers.clear();
+    const results = await Promise.allSettled(stopping.map((s) => s.stop()));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared']): Subscription {
+    if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
+    const { log, logger } = this.options;
+    const subscription = log.consume({
+      topic,
+      consumer: shared ? name : (this.options.consumerName?.(name) ?? name),
+      from,
+      handle,
+      shared,
+      onError: (err) => {
+        this.options.onBatchFailed?.(name);
+        logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');
+      },
+    });
+    this.consumers.set(name, subscription);
+    return subscription;
+  }
+}

@@ -1,0 +1,71 @@
+// The adapters a service runs on (the log and the projections' stores), picked from the
+// configuration: the embedded ones (SQLite in DATA_DIR) or the production ones (Kafka, ClickHouse).
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { modeOf, type Config } from './config.js';
+import { ensureDir } from './startup.js';
+import type { Log } from './log/port.js';
+import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
+import { CheckpointSigner } from './audit/checkpoint.js';
+import { DataDirLock } from './log/embedded/data-dir-lock.js';
+import type { HistoryStore } from '../projections/history/history-store.js';
+import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
+import type { StatsStore } from '../projections/stats/stats-store.js';
+import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
+
+/** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
+export interface Adapters {
+  log: Log;
+  historyStore: HistoryStore;
+  presenceHistoryStore: HistoryStore;
+  statsStore: StatsStore;
+  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
+  projectionFlushMs?: number;
+  /** Releases what the adapters share (a ClickHouse client). */
+  close?: () => Promise<void>;
+}
+
+/**
+ * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
+ * another holds it. The replay CLI reads the log beside a running service, without it.
+ */
+export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '', logger }: { lock?: boolean; consumerPrefix?: string; logger?: Logger } = {}): Adapters {
+  ensureDir(config.dataDir);
+  const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
+  try {
+    return {
+      close: async () => held?.release(),
+      log: new EmbeddedLog({
+        path: join(config.dataDir, 'log.db'),
+        partitions: config.embeddedPartitions,
+        // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
+        retentionMs: config.logRetentionHours * 3600_000,
+        // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
+        checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
+      }),
+      historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
+      presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
+      statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),
+    };
+  } catch (err) {
+    held?.release();
+    throw err;
+  }
+}
+
+/** The embedded log's signed checkpoints (tamper evidence, src/audit/checkpoint.ts), with the key of AUDIT_KEY_FILE. */
+function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedLogOptions['checkpoints'] {
+  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
+  return {
+    sign: (heads) => signer.encode(heads),
+    intervalMs: config.auditCheckpointIntervalMs,
+    onError: (err) => logger?.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
+  };
+}
+
+/** Builds adapters for the configured mode (production adapters load only when used). */
+export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
+  if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
+  const { productionAdapters } = await import('./production-adapters.js');
+  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
+}

@@ -1,0 +1,98 @@
+// Shared consumers (ConsumeOptions.shared) on Kafka: the processes running a consumer of one name
+// share the topic's partitions through a consumer group, each partition delivered to one of them,
+// starting where `from` says at each hand-over. What each row written once (issue 23) stands on.
+import { randomBytes } from 'node:crypto';
+import { expect, it } from 'vitest';
+import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
+import { Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
+import { describeWithInfra, findKafka } from '../helpers/infra.js';
+
+const kafka = await findKafka();
+
+/** Resolves once `check` holds (the test's timeout bounds it). */
+async function until(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock }) => {
+  it('two members of one shared consumer split the partitions, each starting where from() says, and apply each later record once between them', async () => {
+    const topicPrefix = `shared-${randomBytes(4).toString('hex')}-`;
+    const open = (clientId: string): KafkaLog =>
+      new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const logA = open('shared-a');
+    const logB = open('shared-b');
+    // What the members have applied, the "store" both read their starts from.
+    const stored: Checkpoint = new Map();
+    const applied: { member: string; record: LogRecord }[] = [];
+    const asked: { member: string; partitions: number[] }[] = [];
+    const revoked: { member: string; partitions: number[] }[] = [];
+    const member = (log: KafkaLog, name: string): Subscription =>
+      log.consume({
+        topic: Topics.usage,
+        consumer: 'writer',
+        from: new Map(),
+        handle: (records) => {
+          for (const record of records) applied.push({ member: name, record });
+          const last = records[records.length - 1];
+          stored.set(last.partition, last.offset + 1);
+        },
+        shared: {
+          from: (partitions) => {
+            asked.push({ member: name, partitions: [...partitions].sort() });
+            return new Map(partitions.map((p) => [p, stored.get(p) ?? 0]));
+          },
+          revoked: (partitions) => revoked.push({ member: name, partitions: [...partitions].sort() }),
+        },
+      });
+    const append = async (from: number, n: number): Promise<void> => {
+      await logA.append(
+        Topics.usage,
+        Array.from({ length: n }, (_, i) => ({ key: `k${from + i}`, value: Buffer.from(`v${from + i}`), timestamp: Date.now() })),
+      );
+    };
+    try {
+      await append(0, 40);
+      const a = member(logA, 'a');
+      await a.caughtUp;
+      expect(applied.map((x) => x.member)).toEqual(Array(40).fill('a'));
+      expect(asked).toEqual([{ member: 'a', partitions: [0, 1, 2, 3] }]);
+
+      const b = member(logB, 'b');
+      await until('the partitions split between a and b', () => a.positions().size === 2 && b.positions().size === 2);
+      await b.caughtUp;
+      const aHolds = [...a.positions().keys()].sort();
+      const bHolds = [...b.positions().keys()].sort();
+      expect([...aHolds, ...bHolds].sort()).toEqual([0, 1, 2, 3]);
+      expect(revoked).toEqual([{ member: 'a', partitions: bHolds }]);
+      expect(asked.at(-1)).toEqual({ member: 'b', partitions: bHolds });
+      // b started where a had got to: none of the first 40 again.
+      expect(applied.filter((x) => x.member === 'b')).toEqual([]);
+      expect([...b.highWatermarks().keys()].sort()).toEqual(bHolds);
+
+      const before = applied.length;
+      await append(40, 40);
+      await until('the later 40 applied', () => applied.length >= before + 40);
+      const later = applied.slice(before);
+      expect(later).toHaveLength(40);
+      expect(new Set(later.map((x) => Buffer.from(x.record.value).toString())).size).toBe(40);
+      for (const { member: m, record } of later) expect(m === 'a' ? aHolds : bHolds).toContain(record.partition);
+
+      // b leaves: a is given its partitions back, from where b stored them.
+      await b.stop();
+      await until('a holding every partition again', () => a.positions().size === 4);
+      expect(asked.at(-1)).toEqual({ member: 'a', partitions: bHolds });
+      const afterLeave = applied.length;
+      await append(80, 8);
+      await until('the last 8 applied by a', () => applied.length >= afterLeave + 8);
+      expect(applied.slice(afterLeave).map((x) => x.member)).toEqual(Array(8).fill('a'));
+      await a.stop();
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  }, 120_000);
+});

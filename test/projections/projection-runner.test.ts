@@ -1,0 +1,221 @@
+// The projection runner (projections/runner.ts) against the embedded log: where each projection
+// starts, that a start resolves once all caught up, the consumers' lag, failed batches and store
+// writes reported and retried, stop; and the one flush timer the projections with a store share.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
+import { ProjectionRunner } from '../../projections/runner.js';
+import { FlushTimer } from '../../projections/flush-timer.js';
+
+const value = (s: string): Uint8Array => Buffer.from(s);
+const text = (r: LogRecord): string => Buffer.from(r.value).toString();
+
+/** A logger whose lines the test reads. */
+function capturedLogger(): { logger: pino.Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines };
+}
+
+/** Resolves once `check` holds (polled every few ms; the test's own timeout bounds it). */
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}
+
+describe('ProjectionRunner on the embedded log', () => {
+  let dir: string;
+  let log: EmbeddedLog;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'projection-runner-'));
+    log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 1 });
+  });
+  afterEach(async () => {
+    await log.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const append = async (topic: Topic, ...values: string[]): Promise<void> => {
+    await log.append(topic, values.map((v) => ({ key: 'k', value: value(v), timestamp: Date.now() })));
+  };
+
+  it('starts each projection on each of its topics from the checkpoint its from() gives, and resolves once every one applied what the log held', async () => {
+    await append(Topics.messages, 'm0', 'm1', 'm2');
+    await append(Topics.presence, 'p0', 'p1');
+    const { logger } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger });
+    const seen: string[] = [];
+    const fromCalls: string[] = [];
+    await runner.start(
+      {
+        name: 'a',
+        topics: [Topics.messages],
+        from: () => {
+          fromCalls.push('a-messages');
+          return new Map([[0, 2]]);
+        },
+        handle: (records) => void seen.push(...records.map((r) => `a:${text(r)}`)),
+      },
+      {
+        name: 'b',
+        topics: [Topics.messages, Topics.presence],
+        from: (topic) => {
+          fromCalls.push(`b-${topic}`);
+          return new Map();
+        },
+        // Asynchronous: start() still waits for it.
+        handle: async (records) => {
+          await new Promise((r) => setTimeout(r, 20));
+          seen.push(...records.map((r) => `b:${text(r)}`));
+        },
+      },
+    );
+    expect(fromCalls).toEqual(['a-messages', 'b-messages', 'b-presence']);
+    expect(seen.filter((s) => s.startsWith('a:'))).toEqual(['a:m2']);
+    expect(seen.filter((s) => s.startsWith('b:')).sort()).toEqual(['b:m0', 'b:m1', 'b:m2', 'b:p0', 'b:p1']);
+    expect([...runner.lag().keys()].sort()).toEqual(['a', 'b-messages', 'b-presence']);
+    expect([...runner.lag().values()]).toEqual([0, 0, 0]);
+    await runner.stop();
+  });
+
+  it('lists every consumer in lag() with the records it has yet to apply, a follower only while it runs', async () => {
+    const { logger } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    await runner.start({ name: 'slow', topics: [Topics.usage], handle: () => held });
+    await append(Topics.usage, 'u0');
+    await append(Topics.usage, 'u1', 'u2');
+    // The first batch waits in handle(); the log's end is 3.
+    await until(() => runner.lag().get('slow') === 3);
+
+    const followed: string[] = [];
+    const follower = runner.follow('slow-tail', Topics.usage, new Map([[0, 1]]), (records) => void followed.push(...records.map(text)));
+    await until(() => followed.length === 2);
+    expect(followed).toEqual(['u1', 'u2']);
+    expect(runner.lag().get('slow-tail')).toBe(0);
+    await follower.stop();
+    expect(runner.lag().has('slow-tail')).toBe(false);
+
+    release();
+    await until(() => runner.lag().get('slow') === 0);
+    await runner.stop();
+  });
+
+  it('retries a batch that failed until it applies, counting and logging each failure under its consumer', async () => {
+    await append(Topics.connections, 'c0');
+    const { logger, lines } = capturedLogger();
+    const failures: string[] = [];
+    const runner = new ProjectionRunner({ log, logger, onBatchFailed: (consumer) => failures.push(consumer) });
+    let attempts = 0;
+    const applied: string[] = [];
+    await runner.start({
+      name: 'flaky',
+      topics: [Topics.connections, Topics.usage],
+      handle: (records) => {
+        if (++attempts <= 2) throw new Error('store unavailable');
+        applied.push(...records.map(text));
+      },
+    });
+    expect(applied).toEqual(['c0']);
+    expect(failures).toEqual(['flaky-connections', 'flaky-connections']);
+    const logged = lines.filter((l) => l.msg === 'projection failed on a batch; retrying');
+    expect(logged.map((l) => [l.consumer, l.topic, (l.err as { message: string }).message])).toEqual([
+      ['flaky-connections', 'connections', 'store unavailable'],
+      ['flaky-connections', 'connections', 'store unavailable'],
+    ]);
+    await runner.stop();
+  });
+
+  it('reports a failed store write of a projection as a count and a warning', () => {
+    const { logger, lines } = capturedLogger();
+    const failed: string[] = [];
+    const runner = new ProjectionRunner({ log, logger, onStoreWriteFailed: (projection) => failed.push(projection) });
+    runner.storeWriteFailed('history')(new Error('disk full'));
+    expect(failed).toEqual(['history']);
+    expect(lines.find((l) => l.msg === 'projection store write failed; retrying')).toMatchObject({ projection: 'history', level: 40 });
+  });
+
+  it('names each consumer to the log through consumerName, and refuses a second consumer of the same name', async () => {
+    const { logger } = capturedLogger();
+    const names: string[] = [];
+    const recording = new Proxy(log, {
+      get(target, property) {
+        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (names.push(options.consumer), target.consume(options));
+        const v: unknown = Reflect.get(target, property, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const runner = new ProjectionRunner({ log: recording, logger, consumerName: (name) => `${name}-instance-1` });
+    await runner.start({ name: 'stats', topics: [Topics.messages, Topics.usage], handle: () => undefined });
+    expect(names).toEqual(['stats-messages-instance-1', 'stats-usage-instance-1']);
+    expect(() => runner.follow('stats-usage', Topics.usage, new Map(), () => undefined)).toThrow(/runs already/);
+    await runner.stop();
+  });
+
+  it('applies nothing appended after stop(), and lists no consumer', async () => {
+    const { logger } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger });
+    const applied: string[] = [];
+    await runner.start({ name: 'p', topics: [Topics.messages], handle: (records) => void applied.push(...records.map(text)) });
+    await append(Topics.messages, 'before');
+    await until(() => applied.length === 1);
+    await runner.stop();
+    await append(Topics.messages, 'after');
+    // A consumer still running would have been woken by the append's commit, which has resolved.
+    await new Promise((r) => setImmediate(r));
+    expect(applied).toEqual(['before']);
+    expect(runner.lag().size).toBe(0);
+  });
+});
+
+describe('FlushTimer', () => {
+  it('writes once for every change within the interval, and again after a later change', async () => {
+    let writes = 0;
+    const timer = new FlushTimer(10, async () => void writes++);
+    timer.schedule();
+    timer.schedule();
+    timer.schedule();
+    await until(() => writes === 1);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(writes).toBe(1);
+    timer.schedule();
+    await until(() => writes === 2);
+    timer.cancel();
+  });
+
+  it('reports a failed write and tries again at the next tick, until one succeeds', async () => {
+    let attempts = 0;
+    const errors: string[] = [];
+    const timer = new FlushTimer(
+      5,
+      async () => {
+        if (++attempts < 3) throw new Error(`write ${attempts} failed`);
+      },
+      (err) => errors.push((err as Error).message),
+    );
+    timer.schedule();
+    await until(() => attempts === 3);
+    expect(errors).toEqual(['write 1 failed', 'write 2 failed']);
+    timer.cancel();
+  });
+
+  it('writes nothing once cancelled', async () => {
+    let writes = 0;
+    const timer = new FlushTimer(5, async () => void writes++);
+    timer.schedule();
+    timer.cancel();
+    await new Promise((r) => setTimeout(r, 30));
+    expect(writes).toBe(0);
+  });
+});
