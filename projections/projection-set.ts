@@ -3,14 +3,14 @@
 // the service's own (src/service.ts): it runs first, since the others ask it which channels persist.
 import type { Logger } from 'pino';
 import type { Clock } from '../src/clock.js';
-import type { Config } from '../src/config.js';
+import type { Limits } from '../src/limits.js';
 import { Topics, type Checkpoint, type LogRecord, type Topic } from '../src/log/port.js';
 import { HistoryProjection } from './history/history-projection.js';
 import type { HistoryStore } from './history/history-store.js';
 import { PresenceProjection } from './presence/presence-projection.js';
 import { StatsProjection } from './stats/stats-projection.js';
 import type { StatsStore } from './stats/stats-store.js';
-import { ChannelsProjection } from './channels/channels-projection.js';
+import { ChannelsProjection, type ChannelsOptions } from './channels/channels-projection.js';
 import type { Follower, ProjectionRunner } from './runner.js';
 import type { SnapshotStore } from './snapshots.js';
 
@@ -21,7 +21,8 @@ export interface ProjectionStores {
 }
 
 export interface ProjectionSetOptions {
-  config: Config;
+  /** What of the configuration the projections read (src/config.ts fills it). */
+  config: { historyTailMs: number; limits: Pick<Limits, 'maxUnstoredRows' | 'maxStatusActivations'>; channels: Omit<ChannelsOptions, 'windowMs' | 'maxStatusActivations'> };
   logger: Logger;
   clock: Clock;
   runner: ProjectionRunner;
