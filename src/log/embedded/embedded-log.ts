@@ -13,6 +13,7 @@ import type {
 import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
+import { pumpedSubscription } from './embedded-subscription.js';
 import { SqliteWriter } from './sqlite-writer.js';
 import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
@@ -439,102 +440,26 @@ export class EmbeddedLog implements Log {
     return new Map(this.endsOf(topic).map((end, p) => [p, end]));
   }
 
-  /**
-   * A consumer is a pump: it delivers what its partitions hold past its positions, batch by batch,
-   * then waits for the next commit, which runs it again (wake). A handler that returns nothing is
-   * run synchronously, right after the commit; one that returns a promise holds the pump until it
-   * settles. A failed batch is retried after a pause.
-   */
+  /** A consumer of `options.topic` (embedded-subscription.ts): run again after each commit to it. */
   consume(options: ConsumeOptions): Subscription {
-    const { topic } = options;
-    const ends = this.endsOf(topic);
-    const positions = ends.map((_, p) => options.from.get(p) ?? 0);
-    const startEnds = [...ends];
-    let stopped = false;
-    /** delivering, or waiting for a batch's promise or a retry: wake() leaves it alone */
-    let busy = false;
-    let pending: Promise<void> | undefined;
-    let settle: (() => void) | undefined;
-    let reportedCaughtUp = false;
-    let markCaughtUp!: () => void;
-    const caughtUp = new Promise<void>((resolve) => (markCaughtUp = resolve));
-
-    const readers = this.readers.get(topic) ?? new Set<number[]>();
-    this.readers.set(topic, readers);
-    readers.add(positions);
-    let pumps = this.pumps.get(topic);
-    if (!pumps) this.pumps.set(topic, (pumps = new Set()));
-
-    const done = (p: number, records: LogRecord[]): void => {
-      positions[p] = records[records.length - 1].offset + 1;
-      this.release(topic, p);
-    };
-    const retryLater = (err: unknown): void => {
-      options.onError?.(err);
-      pending = new Promise<void>((resolve) => {
-        settle = resolve;
-        setTimeout(resolve, 200);
-      }).then(resume);
-    };
-    const resume = (): void => {
-      pending = undefined;
-      settle = undefined;
-      busy = false;
-      pump();
-    };
-    const pump = (): void => {
-      if (busy || stopped || this.closed) return;
-      busy = true;
-      for (let delivered = true; delivered && !stopped && !this.closed; ) {
-        delivered = false;
-        for (let p = 0; p < positions.length && !stopped && !this.closed; p++) {
-          let records: LogRecord[];
-          let result: Promise<void> | void;
-          try {
-            // A read from SQLite can fail too; it must not fail the append whose commit woke this.
-            records = this.readSync(topic, p, positions[p], this.batchSize);
-            if (records.length === 0) continue;
-            result = options.handle(records);
-          } catch (err) {
-            retryLater(err);
-            return;
-          }
-          if (result !== undefined) {
-            pending = result.then(
-              () => {
-                done(p, records);
-                resume();
-              },
-              retryLater,
-            );
-            return;
-          }
-          done(p, records);
-          delivered = true;
-        }
-      }
-      busy = false;
-      if (!reportedCaughtUp && positions.every((pos, p) => pos >= startEnds[p])) {
-        reportedCaughtUp = true;
-        markCaughtUp();
-      }
-    };
-    pumps.add(pump);
-    pump();
-
-    return {
-      caughtUp,
-      highWatermarks: () => new Map(this.endsOf(topic).map((end, p) => [p, end])),
-      positions: () => new Map(positions.map((offset, p) => [p, offset])),
-      stop: async () => {
-        stopped = true;
-        pumps.delete(pump);
-        settle?.();
-        while (pending) await pending;
-        readers.delete(positions);
-        markCaughtUp();
+    return pumpedSubscription(
+      {
+        ends: (topic) => this.endsOf(topic),
+        read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize),
+        release: (topic, partition) => this.release(topic, partition),
+        isClosed: () => this.closed,
+        register: (topic, positions, pump) => {
+          let readers = this.readers.get(topic);
+          if (!readers) this.readers.set(topic, (readers = new Set()));
+          let pumps = this.pumps.get(topic);
+          if (!pumps) this.pumps.set(topic, (pumps = new Set()));
+          readers.add(positions);
+          pumps.add(pump);
+          return { pump: () => void pumps.delete(pump), reader: () => void readers.delete(positions) };
+        },
       },
-    };
+      options,
+    );
   }
 
   /**
