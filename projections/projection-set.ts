@@ -147,12 +147,19 @@ export class ProjectionSet {
     return reached(this.presence.history.applied(), this.runner.consumer('presence').highWatermarks());
   }
 
-  /** Drops what fell out of the in-memory windows. */
-  evict(): void {
+  /**
+   * Drops what fell out of the in-memory windows and what the store now holds (readers first
+   * read again how far the writers have written).
+   */
+  async evict(): Promise<void> {
+    // Without the store's word (down), what it may not hold stays, as far as the limit allows.
+    const followed = this.historyWriter !== this.history ? Promise.all([this.history.followStore(), this.presence.history.followStore()]) : undefined;
+    const failed = await followed?.then(() => undefined, (err: unknown) => ({ err }));
     this.history.evict();
     if (this.historyWriter !== this.history) this.historyWriter.evict();
     this.presence.history.evict();
     if (this.presenceWriter !== this.presence) this.presenceWriter.history.evict();
+    if (failed) throw failed.err;
   }
 
   /**

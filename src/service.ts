@@ -402,7 +402,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 
   const timers = [
     setInterval(() => {
-      projections.evict();
+      void projections.evict().catch((err) => logger.warn({ err }, 'in-memory history not evicted: the store did not say how far it holds'));
       revocations.prune(clock.now());
     }, 5_000),
     setInterval(() => {

@@ -14,6 +14,8 @@ export interface HistoryEntry {
 
 export const MAX_PER_PUBLISH = 1000;
 export const serialOf = (offset: number, index: number): number => offset * 1024 + index;
+/** The log offset of the publish a serial's message came in. */
+export const offsetOfSerial = (serial: number): number => Math.floor(serial / 1024);
 
 export interface HistoryQuery {
   appId: string;

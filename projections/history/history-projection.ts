@@ -232,8 +232,9 @@ export class HistoryProjection {
       const persist = retentionHours !== undefined && !alreadyStored && this.writes;
       const entry: HistoryEntry | undefined =
         persist || !this.byReference ? { appId: event.appId, channel: event.channel, serial, partition: record.partition, message } : undefined;
-      // Replays from far back fill only the store, not the in-memory window.
-      if (message.timestamp >= horizon) {
+      // Replays from far back fill only the store, not the in-memory window, unless the store
+      // does not hold them yet (a reader's view of another instance's writer, a store behind).
+      if (message.timestamp >= horizon || (record.offset >= this.unstoredFrom(record.partition) && this.tail.count < this.maxUnstoredRows)) {
         if (this.byReference) {
           const id = event.clientIds ? message.id : undefined;
           this.tail.addRecord(event.appId, event.channel, serial, record.partition, message.timestamp, record.value, index, id);
@@ -314,8 +315,29 @@ export class HistoryProjection {
     return this.checkpoint;
   }
 
+  /**
+   * Drops what fell out of the in-memory window, but for entries the store does not hold yet (up
+   * to maxUnstoredRows of them): a query merges the tail with the store, so a message leaves the
+   * tail only once the store answers for it. Without this, a reader whose writer was late (a
+   * killed instance's partitions wait for the group's session timeout) lost the messages between
+   * the store's checkpoint and the window from every history read meanwhile.
+   */
   evict(): number {
-    return this.tail.evict(this.clock.now());
+    return this.tail.evict(this.clock.now(), (partition) => this.unstoredFrom(partition), this.maxUnstoredRows);
+  }
+
+  /**
+   * A reader's view of what the store holds, as the writers (other instances, this one's writer)
+   * left it: the store's checkpoint, read again. A writer knows its own.
+   */
+  async followStore(): Promise<void> {
+    if (this.writes) return;
+    this.storedCheckpoint = await this.store.loadCheckpoint();
+  }
+
+  /** The first offset of a partition the store does not hold; a writer's partitions it does not write: none. */
+  private unstoredFrom(partition: number): number {
+    return this.storedCheckpoint.get(partition) ?? (this.writes ? Infinity : 0);
   }
 
   async close(): Promise<void> {

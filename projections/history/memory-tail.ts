@@ -1,5 +1,5 @@
 import type { StoredMessage } from '../../src/domain/message.js';
-import type { HistoryEntry, HistoryQuery } from './history-entry.js';
+import { offsetOfSerial, type HistoryEntry, type HistoryQuery } from './history-entry.js';
 
 /** The messages a log record's value carries, in order (for entries kept by reference). */
 export type MessagesOf = (value: Uint8Array) => StoredMessage[];
@@ -200,6 +200,8 @@ export class MemoryTail {
   private readonly apps = new Map<string, Map<string, ChannelTail>>();
   private readonly pool = new ChunkPool();
   private size = 0;
+  /** Entries older than the window the last evict() kept for a store that did not hold them yet. */
+  keptPastWindow = 0;
 
   constructor(
     readonly windowMs: number,
@@ -334,13 +336,34 @@ export class MemoryTail {
     return now - this.windowMs;
   }
 
-  evict(now: number): number {
+  /**
+   * Drops entries older than the window. With `unstoredFrom` (per partition, the first log offset
+   * the store does not hold yet), older entries from there on stay, up to `maxKept` of them: a read
+   * merges this tail with the store, so an entry leaves only once the store can answer for it.
+   */
+  evict(now: number, unstoredFrom?: (partition: number) => number, maxKept = 0): number {
     const cutoff = this.horizon(now);
     let removed = 0;
+    let keepable = unstoredFrom ? maxKept : 0;
+    this.keptPastWindow = 0;
     for (const [appId, channels] of this.apps) {
       for (const [name, tail] of channels) {
         const before = tail.start;
-        while (tail.start < tail.end && tail.timestamp(tail.start) < cutoff) tail.shift();
+        while (tail.start < tail.end && tail.timestamp(tail.start) < cutoff) {
+          // A channel's entries ascend in offset (one partition): past the first kept, all are.
+          if (keepable > 0 && offsetOfSerial(tail.serial(tail.start)) >= unstoredFrom!(tail.field(tail.start, PARTITION))) {
+            let i = tail.start;
+            while (i < tail.end && tail.timestamp(i) < cutoff) i++;
+            const kept = i - tail.start;
+            if (kept <= keepable) {
+              keepable -= kept;
+              this.keptPastWindow += kept;
+              break;
+            }
+            keepable = 0;
+          }
+          tail.shift();
+        }
         while (tail.idStart < tail.idOrder.length) {
           const id = tail.idOrder[tail.idStart];
           const seen = tail.ids.get(id);

@@ -120,4 +120,55 @@ describe('history projections sharing the writing of one store', () => {
     expect(writer.memberCount()).toBe(2);
     await writer.close();
   });
+
+  it('a reader keeps past its window what no writer has stored yet (a killed writer\'s partitions wait for the group), and lets it go once the store holds it', async () => {
+    let now = NOW + 10_000;
+    const moving = { now: () => now };
+    const reader = new HistoryProjection({ store: store(), clock: moving, tailMs: 1_000, retentionOf: () => 24, flushIntervalMs: 60_000, writes: false });
+    const writer = new HistoryProjection({ store: store(), clock: moving, tailMs: 1_000, retentionOf: () => 24, flushIntervalMs: 60_000 });
+    await reader.start();
+    await writer.start();
+    await writer.handOver([0]);
+    writer.apply(records(0, 0, 3));
+    await writer.flush(); // stored: offsets 0-2
+    // Records 3-5 are older than the reader's window when it reads them, and no writer has them.
+    reader.apply(records(0, 0, 6));
+    now += 60_000;
+    await reader.followStore();
+    reader.evict();
+    const ids = async (): Promise<string[]> => (await reader.query({ ...all, channel: 'persisted:p0' })).map((e) => e.message.id);
+    expect(await ids()).toEqual(['m0-0', 'm0-1', 'm0-2', 'm0-3', 'm0-4', 'm0-5']);
+    expect(reader.tail.count).toBe(3);
+
+    // A reader started now (a restart) reads them from the log, however old, since the store lacks them.
+    const restarted = new HistoryProjection({ store: store(), clock: moving, tailMs: 1_000, retentionOf: () => 24, flushIntervalMs: 60_000, writes: false });
+    const from = await restarted.start();
+    expect(from.get(0)).toBeLessThanOrEqual(3);
+    restarted.apply(records(0, from.get(0)!, 6));
+    expect((await restarted.query({ ...all, channel: 'persisted:p0' })).map((e) => e.message.id)).toEqual(['m0-0', 'm0-1', 'm0-2', 'm0-3', 'm0-4', 'm0-5']);
+
+    // The writer catches up: the store answers for them, and the reader lets them go.
+    writer.apply(records(0, 3, 6));
+    await writer.flush();
+    await reader.followStore();
+    reader.evict();
+    expect(reader.tail.count).toBe(0);
+    expect(await ids()).toEqual(['m0-0', 'm0-1', 'm0-2', 'm0-3', 'm0-4', 'm0-5']);
+    for (const p of [reader, writer, restarted]) await p.close();
+  });
+
+  it('what a reader keeps for the store is bounded (maxUnstoredRows): past it the window alone decides', async () => {
+    let now = NOW;
+    const reader = new HistoryProjection({ store: store(), clock: { now: () => now }, tailMs: 1_000, retentionOf: () => 24, flushIntervalMs: 60_000, writes: false, maxUnstoredRows: 4 });
+    await reader.start();
+    reader.apply(records(0, 0, 3));
+    reader.apply(records(1, 0, 3));
+    expect(reader.tail.count).toBe(6); // within the window when they came
+    now += 60_000;
+    reader.evict();
+    // Each partition's 3 are kept whole or not at all: one channel fits in the 4, the other does not.
+    expect(reader.tail.count).toBe(3);
+    expect(reader.tail.keptPastWindow).toBe(3);
+    await reader.close();
+  });
 });
