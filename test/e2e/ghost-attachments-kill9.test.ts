@@ -91,7 +91,9 @@ describe('embedded mode: the attachments of a run killed with SIGKILL end at the
     await until('the occupancy of 0 announced', async () => (await lifecycle(port)).some((e) => e.name === 'channel.occupancy' && e.details.status.occupancy.metrics.connections === 0));
     // Nothing holds it now: it goes inactive and closes after the idle time.
     await until('the channel closed', async () => (await lifecycle(port)).some((e) => e.name === 'channel.closed'));
-    expect(await listed(port)).toEqual([]);
+    // The status request above keeps it active here for the idle time (spec: Channel status),
+    // however soon the log's activity ended: on a loaded machine the close can come first.
+    await until('the channel no longer listed', async () => (await listed(port)).length === 0, IDLE_MS + 10_000);
     expect((await lifecycle(port)).map((e) => e.name).filter((n) => n !== 'channel.occupancy')).toEqual(['channel.opened', 'channel.region.active', 'channel.region.inactive', 'channel.closed']);
   });
 });

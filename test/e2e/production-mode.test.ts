@@ -48,15 +48,18 @@ describeWithInfra('production mode: HTTP -> Kafka -> projections -> ClickHouse -
         (await service.app.inject({ url: `/channels/${encodeURIComponent(channel)}/messages?direction=forwards`, headers: { authorization: auth } })).json() as { name: string }[];
       await until('history in memory', async () => ((await history()).length === 5 ? true : undefined));
 
-      // Past the in-memory window, history can only come from ClickHouse.
-      await service.history.flush();
+      // Past the in-memory window, once the instance's writer has stored them (the reader keeps
+      // what the store does not hold yet), history can only come from ClickHouse.
+      const client = createClickHouseClient({ url: found.clickhouseUrl });
+      const storedRows = async (): Promise<number> =>
+        Number((await (await client.query({ query: sql`SELECT count() AS n FROM ${sqlTable('default', `${isolation.tablePrefix}history_messages`)}`.text, format: 'JSONEachRow' })).json<{ n: string }>())[0].n);
+      await until('the rows in ClickHouse', async () => ((await storedRows()) === 5 ? true : undefined));
       await new Promise((r) => setTimeout(r, 1100));
+      await service.history.followStore();
       service.history.evict();
       expect(service.history.tail.count).toBe(0);
       expect((await history()).map((m) => m.name)).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
-      const client = createClickHouseClient({ url: found.clickhouseUrl });
-      const rows = await (await client.query({ query: sql`SELECT count() AS n FROM ${sqlTable('default', `${isolation.tablePrefix}history_messages`)}`.text, format: 'JSONEachRow' })).json<{ n: string }>();
-      expect(Number(rows[0].n)).toBe(5);
+      expect(await storedRows()).toBe(5);
 
       // Stats rolled up in ClickHouse.
       await service.usage.flush();

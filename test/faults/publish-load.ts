@@ -140,11 +140,21 @@ export function report(fault: string, r: Reckoning, extra = ''): void {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` until it holds; throws, naming `what`, after `timeoutMs`. */
+/**
+ * Polls `check` until it holds; throws, naming `what` (and the last error `check` threw), after
+ * `timeoutMs`. A check that throws counts as not holding yet: a read answered 504 "retry" (the
+ * instance's projection behind its own writes on a loaded machine) is asked again, as a client would.
+ */
 export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = 200): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+  let lastError: unknown;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last: ${String(lastError)})` : ''}`);
     await sleep(pollMs);
   }
 }
