@@ -149,8 +149,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     stores: { history: historyStore, presenceHistory: presenceHistoryStore, stats: statsStore },
     retentionOf,
     flushIntervalMs: adapters.projectionFlushMs,
-    // Each history row written by one instance (README: production mode).
+    // Each history, presence-history and stats row written by one instance (README: production mode).
     shareWrites: log.kind === 'kafka',
+    statsCache: statsStore,
     snapshots,
   });
   const { history, presence, stats, channels } = projections;
@@ -303,7 +304,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       // Applied and written to the store (visible() flushes what is pending): what this instance counted is in the answer.
       ownWrites: async () => {
         try {
-          await Promise.all(STATS_TOPICS.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
+          await projections.statsReflect(STATS_TOPICS.map((topic) => [topic, ownWrites.last(topic)]), config.limits.readYourWritesMs);
         } catch (err) {
           throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
         }
@@ -327,7 +328,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
               fixtures.map((f) => ({ key: appId, build: () => encodeEvent({ type: 'stats.fixture', appId, ...f }) })),
             );
             try {
-              await stats.visible(Topics.usage, positions, config.limits.statsFixtureVisibleMs);
+              await projections.statsReflect([[Topics.usage, positions]], config.limits.statsFixtureVisibleMs);
             } catch (err) {
               throw new ServiceError('timeout', `the stats fixtures are on the log but the stats projection did not apply them within ${config.limits.statsFixtureVisibleMs} ms; they count once it does`, err);
             }
