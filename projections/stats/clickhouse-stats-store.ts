@@ -148,7 +148,11 @@ export class ClickHouseStatsStore implements StatsStore {
       sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName}`,
     );
     if (!checkpointColumns.some((c) => c.name === 'applied_offset')) {
-      await this.ch.command(sql`ALTER TABLE ${this.checkpoints} ADD COLUMN applied_offset Int64 DEFAULT -1`);
+      // Instances starting together each add it; the ones that lose the race find it there.
+      await this.ch.command(sql`ALTER TABLE ${this.checkpoints} ADD COLUMN applied_offset Int64 DEFAULT -1`).catch(async (err: unknown) => {
+        const now = await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName} AND name = 'applied_offset'`);
+        if (now.length === 0) throw err;
+      });
     }
     await this.initRollups();
     await this.initView();
