@@ -25,6 +25,7 @@ import { parseCapability } from './auth/capability.js';
 import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
+import { APPS_SNAPSHOT, APPS_SNAPSHOT_VERSION, restoreAppsSnapshot, takeAppsSnapshot } from '../projections/apps/apps-snapshot.js';
 import type { TokenRevoker } from './routes/revoke-tokens.js';
 import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
@@ -110,11 +111,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   /** How far the apps topic is applied here: key management answers once its change is (read-your-writes). */
   const appsApplied = new AppliedPositions();
 
-  // Applications created through the sandbox route, and key management: a small topic, replayed
-  // whole on every start, before the others (they ask it which channels persist).
+  // The in-memory projections start from their snapshots (README: A bounded start).
+  const snapshots = snapshotStoreFor(config, log, logger);
+  // Applications created through the sandbox route, key management and token revocations: restored
+  // from their snapshot and the topic after it (or the topic whole), before the others (they ask
+  // it which channels persist).
   await runner.start({
     name: 'apps',
     topics: [Topics.apps],
+    from: async () => {
+      const from = await restoreAppsSnapshot(snapshots, registry, revocations);
+      appsApplied.include(Topics.apps, from);
+      return from;
+    },
     handle: (records) => {
       for (const r of records) {
         const event = decodeEvent(r.value);
@@ -139,8 +148,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  // The in-memory projections start from their snapshots (README: A bounded start).
-  const snapshots = snapshotStoreFor(config, log, logger);
   const projections = await ProjectionSet.start({
     config,
     logger,
@@ -158,6 +165,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const snapshotSchedule = snapshots && new SnapshotSchedule(snapshots, [
     { name: PresenceProjection.snapshotName, version: PresenceProjection.snapshotVersion, take: () => presence.snapshot() },
     { name: ChannelsProjection.snapshotName, version: ChannelsProjection.snapshotVersion, take: () => channels.snapshot() },
+    { name: APPS_SNAPSHOT, version: APPS_SNAPSHOT_VERSION, take: () => takeAppsSnapshot(registry, revocations, appsApplied.of(Topics.apps)) },
   ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
   snapshotSchedule?.start();
   if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
