@@ -133,7 +133,11 @@ export class ProjectionSet {
             topics: [Topics.presence],
             from: () => holdingNone(() => presenceWriter.history.start(), (partitions) => presenceWriter.revoke(partitions)),
             handle: (records: LogRecord[]) => presenceWriter.apply(records),
-            shared: { from: (partitions: number[]) => presenceWriter.handOver(partitions), revoked: (partitions: number[]) => presenceWriter.revoke(partitions) },
+            // A handed partition's member set from this instance's presence snapshot (bounded), else from 0.
+            shared: {
+              from: async (partitions: number[]) => presenceWriter.handOver(partitions, snapshots && { store: snapshots, partitionCount: await runner.partitions(Topics.presence) }),
+              revoked: (partitions: number[]) => presenceWriter.revoke(partitions),
+            },
           },
           // A group per topic: each instance writes the rows of the partitions it is given.
           ...STATS_TOPICS.map((topic) => ({
