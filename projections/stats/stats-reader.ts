@@ -74,6 +74,7 @@ export class StatsReader {
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private closed = false;
+  private initialized: Promise<void> | undefined;
 
   constructor(private readonly options: StatsReaderOptions) {
     this.maxPending = options.maxPending ?? 100_000;
@@ -81,7 +82,8 @@ export class StatsReader {
 
   /** Starts where the store's rows end: records before that are in the store, which the cache reads. */
   async start(topic: Topic): Promise<Checkpoint> {
-    await this.options.store.init();
+    // Once for the four topics (on ClickHouse, init is a few statements).
+    await (this.initialized ??= this.options.store.init());
     const from = positionsOf(await this.options.store.loadCheckpoint(topic));
     this.stored.set(topic, new Map(from));
     this.progress.include(topic, from);
