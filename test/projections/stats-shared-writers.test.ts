@@ -137,6 +137,27 @@ describe('stats projections sharing the writing of one store', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('holds at most maxPending records waiting for their rows; past it the cache keeps nothing of any app until the store has them', async () => {
+    const b = await writer([1]);
+    const inner = store();
+    await inner.init();
+    const cache = new CachedStatsStore(inner, { maxRows: 10_000, maxAgeMs: 3_600_000, clock: { now: () => T0 } });
+    const reader = new StatsReader({ store: inner, invalidate: (touched) => cache.invalidate(touched), maxPending: 2, pollMs: 60_000 });
+    cache.mayKeep = (appId) => reader.mayKeep(appId);
+    await reader.start('messages');
+    // Records of three apps, each in a sample of its own: the third is not kept, and blocks every app.
+    const many = ['x', 'y', 'z'].map((appId, i) => record(1, i, appId));
+    b.apply(many);
+    reader.apply(many);
+    expect(reader.waiting).toBe(2);
+    expect(reader.mayKeep('other')).toBe(false);
+    await b.flush();
+    await reader.reflect([['messages', [{ partition: 1, offset: 2 }]]], 1000);
+    expect(reader.waiting).toBe(0);
+    expect(reader.mayKeep('other')).toBe(true);
+    await b.close();
+  });
+
   it('a record that changes no sample still moves the stored checkpoint on, so a wait for it ends', async () => {
     const a = await writer([0]);
     const { reader } = await instance(a);
