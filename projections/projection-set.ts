@@ -4,12 +4,14 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../src/clock.js';
 import type { Limits } from '../src/limits.js';
-import { Topics, type Checkpoint, type LogRecord, type Topic } from '../src/log/port.js';
+import { Topics, type Checkpoint, type LogPosition, type LogRecord, type Topic } from '../src/log/port.js';
 import { HistoryProjection } from './history/history-projection.js';
 import type { HistoryStore } from './history/history-store.js';
 import { PresenceProjection } from './presence/presence-projection.js';
 import { StatsProjection } from './stats/stats-projection.js';
 import type { StatsStore } from './stats/stats-store.js';
+import { StatsReader } from './stats/stats-reader.js';
+import type { CachedStatsStore } from './stats/stats-cache.js';
 import { ChannelsProjection, type ChannelsOptions } from './channels/channels-projection.js';
 import type { Follower, ProjectionRunner } from './runner.js';
 import type { SnapshotStore } from './snapshots.js';
@@ -37,6 +39,11 @@ export interface ProjectionSetOptions {
    * group), while each instance keeps every partition's recent history in memory (its reader).
    */
   shareWrites?: boolean;
+  /**
+   * The cache GET /stats reads through (stores.stats wraps the same store): with shareWrites, what
+   * other instances write is dropped from it (projections/stats/stats-reader.ts).
+   */
+  statsCache?: Pick<CachedStatsStore, 'invalidate' | 'mayKeep'>;
   /** Where the in-memory projections (presence members, channels) start from (README: A bounded start); none: a full replay. */
   snapshots?: SnapshotStore;
 }
@@ -53,9 +60,12 @@ export class ProjectionSet {
     readonly presence: PresenceProjection,
     /** What writes presence history rows: `presence` itself, or (shareWrites) a writer of some partitions. */
     readonly presenceWriter: PresenceProjection,
+    /** What writes stats rows: of every partition, or (shareWrites) of the partitions its group gives it. */
     readonly stats: StatsProjection,
     readonly channels: ChannelsProjection,
     private readonly runner: ProjectionRunner,
+    /** With shareWrites: what every instance follows of the stats topics (its cache, its own writes). */
+    readonly statsReader: StatsReader | undefined,
   ) {}
 
   /** Builds the projections and resolves once each has caught up with the log. */
@@ -89,6 +99,12 @@ export class ProjectionSet {
     const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
     const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Shared writes: stats rows are written by the instance holding the partition; every instance
+    // follows every partition to keep its cache exact and to wait for its own writes in the store.
+    const statsReader = shareWrites
+      ? new StatsReader({ store: stores.stats, invalidate: (touched) => options.statsCache?.invalidate(touched), flushOwn: () => stats.flush() })
+      : undefined;
+    if (statsReader && options.statsCache) options.statsCache.mayKeep = (appId) => statsReader.mayKeep(appId);
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
     // at start from the messages of the tail window (where the history projection starts), and the
     // whole presence and connections topics (members and attachments may be older than any window).
@@ -117,15 +133,30 @@ export class ProjectionSet {
             topics: [Topics.presence],
             from: () => holdingNone(() => presenceWriter.history.start(), (partitions) => presenceWriter.revoke(partitions)),
             handle: (records: LogRecord[]) => presenceWriter.apply(records),
-            shared: { from: (partitions: number[]) => presenceWriter.handOver(partitions), revoked: (partitions: number[]) => presenceWriter.revoke(partitions) },
+            // A handed partition's member set from this instance's presence snapshot (bounded), else from 0.
+            shared: {
+              from: async (partitions: number[]) => presenceWriter.handOver(partitions, snapshots && { store: snapshots, partitionCount: await runner.partitions(Topics.presence) }),
+              revoked: (partitions: number[]) => presenceWriter.revoke(partitions),
+            },
           },
+          // A group per topic: each instance writes the rows of the partitions it is given.
+          ...STATS_TOPICS.map((topic) => ({
+            name: `stats-writer-${topic}`,
+            topics: [topic],
+            from: () => holdingNone(() => stats.start(topic), (partitions) => stats.revoke(topic, partitions)),
+            handle: (records: LogRecord[]) => stats.apply(records),
+            shared: { from: (partitions: number[]) => stats.handOver(topic, partitions), revoked: (partitions: number[]) => stats.revoke(topic, partitions) },
+          })),
         ]
       : [];
+    const statsWiring = statsReader
+      ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records) }
+      : { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => stats.start(topic), handle: (records: LogRecord[]) => stats.apply(records) };
     await runner.start(
       { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records) },
       ...writing,
       { name: 'presence', topics: [Topics.presence], from: () => presence.start(snapshots), handle: (records) => presence.apply(records) },
-      { name: 'stats', topics: STATS_TOPICS, from: (topic) => stats.start(topic), handle: (records) => stats.apply(records) },
+      statsWiring,
       {
         name: 'channels',
         topics: [Topics.messages, Topics.presence, Topics.connections],
@@ -134,7 +165,18 @@ export class ProjectionSet {
       },
     );
     logger.info({ tail: history.tail.count, store: stores.history.kind }, 'history projection caught up');
-    return new ProjectionSet(history, writer, presence, presenceWriter, stats, channels, runner);
+    return new ProjectionSet(history, writer, presence, presenceWriter, stats, channels, runner, statsReader);
+  }
+
+  /**
+   * Resolves once the stats store's rows include the records at these positions (this instance's
+   * own appends: read-your-writes of GET /stats and of sandbox fixtures); throws after `timeoutMs`.
+   * One instance: its projection applies and writes them (visible() flushes). Shared writes: the
+   * store's checkpoints say when whichever instance holds the partitions has written them.
+   */
+  async statsReflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
+    if (this.statsReader) await this.statsReader.reflect(targets, timeoutMs);
+    else await Promise.all(targets.map(([topic, positions]) => this.stats.visible(topic, positions, timeoutMs)));
   }
 
   /** Whether history has applied everything its consumer has seen of the log (visibleUntil). */
@@ -167,6 +209,7 @@ export class ProjectionSet {
    * tried even when an earlier one fails (a full disk); the first failure is thrown.
    */
   async close(): Promise<void> {
+    this.statsReader?.close();
     const results = [];
     const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
     for (const projection of [this.stats, this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));

@@ -97,6 +97,11 @@ export class ProjectionRunner {
     return [...this.consumer(name).positions().keys()].sort((a, b) => a - b);
   }
 
+  /** How many partitions `topic` has (where a key's records go: src/log/partitioner.ts). */
+  partitions(topic: Topic): Promise<number> {
+    return this.options.log.partitions(topic);
+  }
+
   /** Records each consumer has yet to apply: the log's end as it last saw it, minus its position. */
   lag(): Map<string, number> {
     const lags = new Map<string, number>();

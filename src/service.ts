@@ -25,6 +25,7 @@ import { parseCapability } from './auth/capability.js';
 import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
+import { APPS_SNAPSHOT, APPS_SNAPSHOT_VERSION, restoreAppsSnapshot, takeAppsSnapshot } from '../projections/apps/apps-snapshot.js';
 import type { TokenRevoker } from './routes/revoke-tokens.js';
 import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
@@ -110,11 +111,19 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   /** How far the apps topic is applied here: key management answers once its change is (read-your-writes). */
   const appsApplied = new AppliedPositions();
 
-  // Applications created through the sandbox route, and key management: a small topic, replayed
-  // whole on every start, before the others (they ask it which channels persist).
+  // The in-memory projections start from their snapshots (README: A bounded start).
+  const snapshots = snapshotStoreFor(config, log, logger);
+  // Applications created through the sandbox route, key management and token revocations: restored
+  // from their snapshot and the topic after it (or the topic whole), before the others (they ask
+  // it which channels persist).
   await runner.start({
     name: 'apps',
     topics: [Topics.apps],
+    from: async () => {
+      const from = await restoreAppsSnapshot(snapshots, registry, revocations);
+      appsApplied.include(Topics.apps, from);
+      return from;
+    },
     handle: (records) => {
       for (const r of records) {
         const event = decodeEvent(r.value);
@@ -139,8 +148,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-  // The in-memory projections start from their snapshots (README: A bounded start).
-  const snapshots = snapshotStoreFor(config, log, logger);
   const projections = await ProjectionSet.start({
     config,
     logger,
@@ -149,14 +156,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     stores: { history: historyStore, presenceHistory: presenceHistoryStore, stats: statsStore },
     retentionOf,
     flushIntervalMs: adapters.projectionFlushMs,
-    // Each history row written by one instance (README: production mode).
+    // Each history, presence-history and stats row written by one instance (README: production mode).
     shareWrites: log.kind === 'kafka',
+    statsCache: statsStore,
     snapshots,
   });
   const { history, presence, stats, channels } = projections;
   const snapshotSchedule = snapshots && new SnapshotSchedule(snapshots, [
     { name: PresenceProjection.snapshotName, version: PresenceProjection.snapshotVersion, take: () => presence.snapshot() },
     { name: ChannelsProjection.snapshotName, version: ChannelsProjection.snapshotVersion, take: () => channels.snapshot() },
+    { name: APPS_SNAPSHOT, version: APPS_SNAPSHOT_VERSION, take: () => takeAppsSnapshot(registry, revocations, appsApplied.of(Topics.apps)) },
   ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
   snapshotSchedule?.start();
   if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
@@ -303,7 +312,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       // Applied and written to the store (visible() flushes what is pending): what this instance counted is in the answer.
       ownWrites: async () => {
         try {
-          await Promise.all(STATS_TOPICS.map((topic) => stats.visible(topic, ownWrites.last(topic), config.limits.readYourWritesMs)));
+          await projections.statsReflect(STATS_TOPICS.map((topic) => [topic, ownWrites.last(topic)]), config.limits.readYourWritesMs);
         } catch (err) {
           throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
         }
@@ -327,7 +336,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
               fixtures.map((f) => ({ key: appId, build: () => encodeEvent({ type: 'stats.fixture', appId, ...f }) })),
             );
             try {
-              await stats.visible(Topics.usage, positions, config.limits.statsFixtureVisibleMs);
+              await projections.statsReflect([[Topics.usage, positions]], config.limits.statsFixtureVisibleMs);
             } catch (err) {
               throw new ServiceError('timeout', `the stats fixtures are on the log but the stats projection did not apply them within ${config.limits.statsFixtureVisibleMs} ms; they count once it does`, err);
             }

@@ -1,18 +1,32 @@
 import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/domain/app.js';
 import { namespaceOf } from '../../src/domain/channel.js';
-import type { KeyEvent, LogEvent } from '../../src/domain/events.js';
+import type { AppCreated, AppDeleted, KeyEvent, LogEvent } from '../../src/domain/events.js';
+
+/** What the apps topic says of apps and keys (the events AppRegistry handles). */
+export type AppEvent = AppCreated | AppDeleted | KeyEvent;
+const appIdOf = (event: AppEvent): string => (event.type === 'app.created' ? event.app.appId : event.appId);
+const keyNameOf = (event: AppEvent): string | undefined =>
+  event.type === 'key.created' ? event.key.keyName : event.type === 'key.updated' || event.type === 'key.revoked' ? event.keyName : undefined;
 
 /**
  * The applications projection: every app and key the service knows, from the apps file, the
  * generated default app, and `app.created` / `app.deleted` and key management events
  * (`key.created` / `key.updated` / `key.revoked`) on the `apps` topic.
- * It is small, so every instance replays the whole topic at start.
+ * Every instance applies the whole topic; a start restores the topic's events as compacted at its
+ * snapshot (`compacted`) and reads only the topic after it (projections/apps/apps-snapshot.ts).
  */
 export class AppRegistry {
   private readonly apps = new Map<string, AppDefinition>();
   private readonly keys = new Map<string, { app: AppDefinition; key: KeyDefinition }>();
   /** Changes whenever an app or key changes, so caches of verified credentials can tell. */
   version = 0;
+  /**
+   * The topic's events compacted, per app: applied over the configured apps (the apps file, the
+   * default app) they give what applying the whole topic gives, whatever those are at the next
+   * start. An app's events before its last app.created or app.deleted change nothing (that one
+   * replaces the app whole), and a key's updates in a row are one update.
+   */
+  private readonly topicEvents = new Map<string, AppEvent[]>();
 
   static readonly handles = ['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked'] as const;
 
@@ -21,6 +35,7 @@ export class AppRegistry {
   }
 
   evolve(event: LogEvent): void {
+    if (this.canHandle(event)) this.compact(event as AppEvent);
     if (event.type === 'app.created') this.put(event.app);
     else if (event.type === 'app.deleted') this.remove(event.appId);
     else if (event.type === 'key.created' || event.type === 'key.updated' || event.type === 'key.revoked') this.evolveKey(event);
@@ -69,6 +84,29 @@ export class AppRegistry {
     this.version++;
     for (const key of app.keys) this.keys.delete(key.keyName);
     this.apps.delete(appId);
+  }
+
+  private compact(event: AppEvent): void {
+    const appId = appIdOf(event);
+    const events = this.topicEvents.get(appId);
+    if (event.type === 'app.created' || event.type === 'app.deleted' || !events) {
+      this.topicEvents.set(appId, [event]);
+      return;
+    }
+    const keyName = keyNameOf(event);
+    let previous: AppEvent | undefined;
+    for (let i = events.length - 1; i >= 0 && !previous; i--) if (keyNameOf(events[i]) === keyName) previous = events[i];
+    if (event.type === 'key.updated' && previous?.type === 'key.updated') {
+      // Absent fields are unchanged: the later update's fields over the earlier's.
+      const merged = { ...previous };
+      for (const [field, value] of Object.entries(event)) if (value !== undefined) (merged as Record<string, unknown>)[field] = value;
+      events[events.lastIndexOf(previous)] = merged;
+    } else events.push(event);
+  }
+
+  /** The topic's events compacted (for a snapshot): restoring them over the configured apps gives this registry. */
+  compacted(): AppEvent[] {
+    return [...this.topicEvents.values()].flat();
   }
 
   app(appId: string): AppDefinition | undefined {

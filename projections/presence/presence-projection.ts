@@ -1,6 +1,6 @@
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import type { LogEvent, PresenceChanged } from '../../src/domain/events.js';
-import { appIdOfKey, channelKey } from '../../src/log/partitioner.js';
+import { appIdOfKey, channelKey, partitionFor } from '../../src/log/partitioner.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import type { PresenceEvent } from '../../src/domain/presence-event.js';
 import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../history/history-projection.js';
@@ -151,23 +151,58 @@ export class PresenceProjection {
   }
 
   /**
-   * Where partitions handed to a writer of presence history start (ConsumeOptions.shared): at 0,
-   * the member set of their channels being rebuilt from the whole partition, the rows the store
-   * holds already not written again (HistoryProjection.handOver).
+   * Where partitions handed to a writer of presence history start (ConsumeOptions.shared). Its rows
+   * depend on the member set (a leave's last data, a drop's members), so the writer needs the
+   * members of the partitions' channels as they were where it starts. With `snapshots` (the
+   * instance's own, of its reader's member set, which covers every partition): the members of the
+   * handed partitions' channels from the newest snapshot at or before where their history resumes
+   * (as start() picks one), and the partitions read from the snapshot's positions on, a bounded
+   * read; without a usable one, from 0, the whole partition. Either way the rows the store holds
+   * already are not written again (HistoryProjection.handOver).
    */
-  async handOver(partitions: number[]): Promise<Checkpoint> {
-    await this.history.handOver(partitions);
-    return new Map(partitions.map((p) => [p, 0]));
+  async handOver(partitions: number[], snapshots?: { store: SnapshotStore; partitionCount: number }): Promise<Checkpoint> {
+    const historyFrom = await this.history.handOver(partitions);
+    // Whatever it held of them (it should hold nothing: revoke dropped it) is rebuilt.
+    this.dropMembers(partitions);
+    const whole: Checkpoint = new Map(partitions.map((p) => [p, 0]));
+    if (!snapshots) return whole;
+    // As at a start (start()): no newer than where its history resumes (the tail window, which
+    // also tells repeats), or older than the window and no newer than the store's checkpoint.
+    const stored = this.history.applied();
+    const horizon = this.history.tail.horizon(this.options.clock.now());
+    const snapshot = await snapshots.store.load<PresenceSnapshot>(PresenceProjection.snapshotName, PresenceProjection.snapshotVersion, (s) => {
+      const at = s.positions.get(Topics.presence) ?? new Map<number, number>();
+      const serves = (p: number): boolean => (at.get(p) ?? 0) <= (historyFrom.get(p) ?? 0) || (s.state.newest < horizon && (at.get(p) ?? 0) <= (stored.get(p) ?? 0));
+      if (partitions.every(serves)) return undefined;
+      return { reason: 'newer than where presence history resumes on a partition handed to the presence writer (its rows need the member set as it was there); an older snapshot serves', warn: false };
+    });
+    if (!snapshot) return whole;
+    const handed = new Set(partitions);
+    for (const [key, list] of snapshot.state.channels) {
+      const partition = partitionFor(key, snapshots.partitionCount);
+      if (!handed.has(partition) || list.length === 0) continue;
+      this.members.set(key, new Map(list.map((m) => [memberKey(m), m])));
+      this.count(appIdOfKey(key), list.length);
+      let channels = this.channelsIn.get(partition);
+      if (!channels) this.channelsIn.set(partition, (channels = new Set()));
+      channels.add(key);
+    }
+    const at = snapshot.positions.get(Topics.presence);
+    return new Map(partitions.map((p) => [p, at?.get(p) ?? 0]));
   }
 
   /** Partitions taken away from a writer: their rows held unwritten, and their channels' members, dropped. */
   revoke(partitions: number[]): void {
     this.history.revoke(partitions);
+    this.dropMembers(partitions);
+  }
+
+  private dropMembers(partitions: number[]): void {
     for (const p of partitions) {
       for (const key of this.channelsIn.get(p) ?? []) {
         const gone = this.members.get(key)?.size ?? 0;
         this.members.delete(key);
-        this.count(key.slice(0, key.indexOf('\u0000')), -gone);
+        this.count(appIdOfKey(key), -gone);
       }
       this.channelsIn.delete(p);
     }

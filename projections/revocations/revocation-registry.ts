@@ -159,6 +159,23 @@ export class RevocationRegistry {
     }
   }
 
+  /** What it holds, for a snapshot (projections/snapshots.ts). */
+  snapshot(): RevocationsSnapshot {
+    return [...this.byKey].map(([keyName, byTarget]) => [keyName, this.appOfKey.get(keyName)!, [...byTarget].map(([target, entries]) => [target, entries.map((e) => [e.issuedBefore, e.appliesAt])])]);
+  }
+
+  /**
+   * Takes a snapshot's revocations in, as applying them would: each comes to apply again
+   * (takeApplied), as revocations replayed at a start do.
+   */
+  restore(state: RevocationsSnapshot): void {
+    for (const [keyName, appId, targets] of state) {
+      for (const [target, entries] of targets) {
+        for (const [issuedBefore, appliesAt] of entries) this.evolve({ type: 'tokens.revoked', appId, keyName, targets: [target], issuedBefore, appliesAt });
+      }
+    }
+  }
+
   private adjust(appId: string, delta: number): void {
     if (delta === 0) return;
     this.total += delta;
@@ -167,6 +184,9 @@ export class RevocationRegistry {
     else this.countByApp.set(appId, n);
   }
 }
+
+/** The registry's state in a snapshot: per key, its app and its targets' entries as [issuedBefore, appliesAt]. */
+export type RevocationsSnapshot = [keyName: string, appId: string, targets: [target: string, entries: [number, number][]][]][];
 
 /** `a` reaches every token `b` reaches, from no later. */
 const covers = (a: Entry, b: Entry): boolean => a.issuedBefore >= b.issuedBefore && a.appliesAt <= b.appliesAt;

@@ -101,6 +101,7 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly samples: Sql;
   private readonly samplesName: string;
   private readonly checkpoints: Sql;
+  private readonly checkpointsName: string;
   private readonly rollups: Sql;
   private readonly rollupsName: string;
   private readonly view: Sql;
@@ -114,7 +115,8 @@ export class ClickHouseStatsStore implements StatsStore {
     const prefix = options.tablePrefix ?? '';
     this.samplesName = `${prefix}stats_samples`;
     this.samples = sqlTable(this.database, this.samplesName);
-    this.checkpoints = sqlTable(this.database, `${prefix}stats_checkpoints`);
+    this.checkpointsName = `${prefix}stats_checkpoints`;
+    this.checkpoints = sqlTable(this.database, this.checkpointsName);
     this.rollupsName = `${prefix}stats_rollups`;
     this.rollups = sqlTable(this.database, this.rollupsName);
     this.viewName = `${prefix}stats`;
@@ -141,6 +143,17 @@ export class ClickHouseStatsStore implements StatsStore {
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
+    // A table made by an older release has no `applied_offset` (-1: unknown, `from` stands for it).
+    const checkpointColumns = await this.ch.select<{ name: string }>(
+      sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName}`,
+    );
+    if (!checkpointColumns.some((c) => c.name === 'applied_offset')) {
+      // Instances starting together each add it; the ones that lose the race find it there.
+      await this.ch.command(sql`ALTER TABLE ${this.checkpoints} ADD COLUMN applied_offset Int64 DEFAULT -1`).catch(async (err: unknown) => {
+        const now = await this.ch.select<{ name: string }>(sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName} AND name = 'applied_offset'`);
+        if (now.length === 0) throw err;
+      });
+    }
     await this.initRollups();
     await this.initView();
   }
@@ -313,18 +326,22 @@ export class ClickHouseStatsStore implements StatsStore {
         partition,
         from_offset: c.from,
         finalized: Number.isFinite(c.finalized) ? c.finalized : -1,
+        applied_offset: c.applied ?? -1,
         version: this.version,
       })),
     });
   }
 
   async loadCheckpoint(topic: string): Promise<StatsCheckpoint> {
-    const rows = await this.ch.select<{ partition: number; from_offset: string | number; finalized: string | number; latest: string | number }>(sql`
-      SELECT partition, argMax(from_offset, version) AS from_offset, argMax(finalized, version) AS finalized, max(version) AS latest
+    const rows = await this.ch.select<{ partition: number; from_offset: string | number; finalized: string | number; applied: string | number; latest: string | number }>(sql`
+      SELECT partition, argMax(from_offset, version) AS from_offset, argMax(finalized, version) AS finalized, argMax(applied_offset, version) AS applied, max(version) AS latest
       FROM ${this.checkpoints} WHERE topic = ${topic} GROUP BY partition`);
     for (const r of rows) this.version = Math.max(this.version, Number(r.latest));
     return new Map(
-      rows.map((r) => [Number(r.partition), { from: Number(r.from_offset), finalized: Number(r.finalized) < 0 ? -Infinity : Number(r.finalized) }]),
+      rows.map((r) => [
+        Number(r.partition),
+        { from: Number(r.from_offset), finalized: Number(r.finalized) < 0 ? -Infinity : Number(r.finalized), ...(Number(r.applied) >= 0 ? { applied: Number(r.applied) } : {}) },
+      ]),
     );
   }
 

@@ -79,7 +79,11 @@ export class SqliteStatsStore implements StatsStore {
       CREATE TABLE IF NOT EXISTS stats_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS stats_checkpoints (
         topic TEXT NOT NULL, partition INTEGER NOT NULL, from_offset INTEGER NOT NULL, finalized INTEGER NOT NULL,
+        applied INTEGER NOT NULL DEFAULT -1,
         PRIMARY KEY (topic, partition));`);
+    // A checkpoint table made by an older release has no `applied` (-1: unknown).
+    const inCheckpoints = new Set(this.db.prepare(`SELECT name FROM pragma_table_info('stats_checkpoints')`).pluck().all() as string[]);
+    if (!inCheckpoints.has('applied')) this.db.exec('ALTER TABLE stats_checkpoints ADD COLUMN applied INTEGER NOT NULL DEFAULT -1');
     // A table made by an older release lacks the columns added since (counters are append-only).
     const present = new Set(this.db.prepare(`SELECT name FROM pragma_table_info('stats_samples')`).pluck().all() as string[]);
     for (const c of [...COLUMNS, 'connections'].filter((name) => !present.has(name))) {
@@ -95,8 +99,8 @@ export class SqliteStatsStore implements StatsStore {
         ${COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}
       WHERE excluded.version >= stats_samples.version`);
     const saveCheckpoint = this.db.prepare(
-      `INSERT INTO stats_checkpoints (topic, partition, from_offset, finalized) VALUES (?, ?, ?, ?)
-       ON CONFLICT (topic, partition) DO UPDATE SET from_offset = excluded.from_offset, finalized = excluded.finalized`,
+      `INSERT INTO stats_checkpoints (topic, partition, from_offset, finalized, applied) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (topic, partition) DO UPDATE SET from_offset = excluded.from_offset, finalized = excluded.finalized, applied = excluded.applied`,
     );
     // A minute from its samples (summed per interval first), a larger unit from the unit below it.
     const rollUp = Object.fromEntries(
@@ -128,7 +132,7 @@ export class SqliteStatsStore implements StatsStore {
       // Every rollup the rows fall in, in the same transaction as they and the checkpoint.
       this.rollUpTx(rows);
       for (const [partition, c] of checkpoint) {
-        saveCheckpoint.run(topic, partition, c.from, Number.isFinite(c.finalized) ? c.finalized : -1);
+        saveCheckpoint.run(topic, partition, c.from, Number.isFinite(c.finalized) ? c.finalized : -1, c.applied ?? -1);
       }
     });
   }
@@ -159,12 +163,15 @@ export class SqliteStatsStore implements StatsStore {
   }
 
   async loadCheckpoint(topic: string): Promise<StatsCheckpoint> {
-    const rows = this.db.prepare('SELECT partition, from_offset, finalized FROM stats_checkpoints WHERE topic = ?').all(topic) as {
+    const rows = this.db.prepare('SELECT partition, from_offset, finalized, applied FROM stats_checkpoints WHERE topic = ?').all(topic) as {
       partition: number;
       from_offset: number;
       finalized: number;
+      applied: number;
     }[];
-    return new Map(rows.map((r) => [r.partition, { from: r.from_offset, finalized: r.finalized < 0 ? -Infinity : r.finalized }]));
+    return new Map(
+      rows.map((r) => [r.partition, { from: r.from_offset, finalized: r.finalized < 0 ? -Infinity : r.finalized, ...(r.applied >= 0 ? { applied: r.applied } : {}) }]),
+    );
   }
 
   /** Buckets from the rollups (see `bucketsOf`). */

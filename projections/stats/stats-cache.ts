@@ -128,9 +128,11 @@ class AppRows {
  * into its range since; otherwise only the ranges not held are read from the store, in one read.
  *
  * Exact: every write of samples goes through `write`, which drops every row its samples fall in,
- * at every level (each instance's stats projection applies every partition of the log and writes
- * every row, so a write by another instance is written here too, the same rows: README, production
- * mode). A read that a write overtook keeps nothing of what it read (the app's generation moved).
+ * at every level. When the instances share the writing (production mode), rows another instance
+ * writes are dropped through `invalidate` (the stats reader, projections/stats/stats-reader.ts,
+ * applies every partition and drops what each record changes), and `mayKeep` says whether what a
+ * read of an app got may be kept (not while a record of the app waits for its rows in the store).
+ * A read that a write overtook keeps nothing of what it read (the app's generation moved).
  * Writes by another process into the same store (a rebuild run beside the service) are not seen:
  * an app's rows are read again once they are `maxAgeMs` old.
  *
@@ -146,6 +148,8 @@ export class CachedStatsStore implements StatsStore {
   /** Reads answered wholly from memory, and reads that went to the store (GET /metrics). */
   hits = 0;
   misses = 0;
+  /** Whether what a read of the app got may be kept (set by the stats reader when writes are shared). */
+  mayKeep: (appId: string) => boolean = () => true;
 
   constructor(
     private readonly inner: StatsStore,
@@ -178,8 +182,13 @@ export class CachedStatsStore implements StatsStore {
     }
   }
 
+  /** Drops every held row that samples of these (app, interval) fall in, at every level: written elsewhere. */
+  invalidate(touched: { appId: string; interval: number }[]): void {
+    this.forget(touched);
+  }
+
   /** Drops every held row that samples of these rows fall in, at every level. */
-  private forget(rows: StatsRow[]): void {
+  private forget(rows: { appId: string; interval: number }[]): void {
     const byApp = new Map<string, Set<number>>();
     for (const r of rows) {
       if (!this.apps.has(r.appId)) continue;
@@ -229,7 +238,7 @@ export class CachedStatsStore implements StatsStore {
     }
     this.misses++;
     const read = await this.inner.readPieces(appId, wanted);
-    if (app.generation === generation && this.apps.get(appId) === app) {
+    if (app.generation === generation && this.apps.get(appId) === app && this.mayKeep(appId)) {
       let added = 0;
       for (const w of wanted) added += app.level(w.level).fill(w.from, w.to, read.filter((r) => r.level === w.level && r.start >= w.from && r.start < w.to));
       app.rows += added;
@@ -250,7 +259,7 @@ export class CachedStatsStore implements StatsStore {
     if (app.oldest !== undefined) return app.oldest ?? undefined;
     const generation = app.generation;
     const oldest = await this.inner.oldestInterval(appId);
-    if (app.generation === generation && this.apps.get(appId) === app) app.oldest = oldest ?? null;
+    if (app.generation === generation && this.apps.get(appId) === app && this.mayKeep(appId)) app.oldest = oldest ?? null;
     return oldest;
   }
 

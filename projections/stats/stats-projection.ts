@@ -78,6 +78,8 @@ interface PartitionState {
   dirty: Set<number>;
   newest: number;
   next: number;
+  /** `next` as the store's checkpoint last took it (what the rows written include) */
+  writtenNext: number;
 }
 
 export interface StatsProjectionOptions {
@@ -130,13 +132,46 @@ export class StatsProjection {
     return new Map([...stored].map(([p, c]) => [p, c.from]));
   }
 
+  /**
+   * Where partitions of `topic` handed to this projection start (a writer sharing the topic's
+   * partitions with other instances: ConsumeOptions.shared): their checkpoints as the store holds
+   * them now, which the writer that had them may have moved on since this one started. What this
+   * projection held of them before is dropped (rebuilt from the checkpoint).
+   */
+  async handOver(topic: string, partitions: number[]): Promise<Checkpoint> {
+    const stored = await this.options.store.loadCheckpoint(topic);
+    let mine = this.stored.get(topic);
+    if (!mine) this.stored.set(topic, (mine = new Map()));
+    const from: Checkpoint = new Map();
+    for (const p of partitions) {
+      this.partitions.get(topic)?.delete(p);
+      const c = stored.get(p);
+      if (c) mine.set(p, c);
+      else mine.delete(p);
+      from.set(p, c?.from ?? 0);
+    }
+    return from;
+  }
+
+  /**
+   * Partitions of `topic` taken away from this projection (another instance writes them now): what
+   * it held of them is dropped unwritten (the next holder starts from the store's checkpoint, so it
+   * writes those rows), and its writes leave their checkpoints alone.
+   */
+  revoke(topic: string, partitions: number[]): void {
+    for (const p of partitions) {
+      this.partitions.get(topic)?.delete(p);
+      this.stored.get(topic)?.delete(p);
+    }
+  }
+
   private state(topic: string, partition: number, offset: number): PartitionState {
     let byTopic = this.partitions.get(topic);
     if (!byTopic) this.partitions.set(topic, (byTopic = new Map()));
     let s = byTopic.get(partition);
     if (!s) {
       const finalized = this.stored.get(topic)?.get(partition)?.finalized ?? -Infinity;
-      s = { open: new Map(), oldestOpen: Infinity, current: undefined, unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset };
+      s = { open: new Map(), oldestOpen: Infinity, current: undefined, unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset, writtenNext: offset };
       byTopic.set(partition, s);
     }
     return s;
@@ -404,11 +439,17 @@ export class StatsProjection {
           checkpoint.set(partition, {
             from: firstOffsets.length > 0 ? Math.min(...firstOffsets) : state.next,
             finalized: Math.max(final?.interval ?? -Infinity, state.finalizedInStore),
+            // Every record before it is in the rows written so far, or in these.
+            applied: state.next,
           });
         }
-        if (written.every(([, closed, dirty]) => closed.length === 0 && dirty.length === 0)) continue;
+        // Records that changed no sample (a connection closed) move `applied` on: written too, so
+        // that an instance waiting for its own writes in the store sees them (stats-reader.ts).
+        if (written.every(([state, closed, dirty]) => closed.length === 0 && dirty.length === 0 && state.writtenNext === state.next)) continue;
+        const nexts = written.map(([state]) => state.next);
         await this.options.store.write(topic, rows, checkpoint);
-        for (const [state, closed, dirty] of written) {
+        for (const [i, [state, closed, dirty]] of written.entries()) {
+          state.writtenNext = nexts[i];
           state.unwritten.splice(0, closed.length);
           const newestFinal = closed.filter((s) => s.slot === 0).pop();
           if (newestFinal) state.final = newestFinal;

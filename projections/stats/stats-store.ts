@@ -24,9 +24,12 @@ export interface StatsRow {
 /**
  * Where a partition's stats resume: `from` is the next offset to read (far enough back to rebuild
  * the sample before the oldest unwritten one); samples at or before `finalized` are already final
- * in the store, so a replay rebuilds them for context but never writes them again.
+ * in the store, so a replay rebuilds them for context but never writes them again. `applied` is
+ * the next offset after the records the rows written so far include (absent in a checkpoint an
+ * older release wrote: then `from` is what is known): what another instance waits on to read its
+ * own writes from rows a writer on another instance wrote (projections/stats/stats-reader.ts).
  */
-export type StatsCheckpoint = Map<number, { from: number; finalized: number }>;
+export type StatsCheckpoint = Map<number, { from: number; finalized: number; applied?: number }>;
 
 export interface StatsStore {
   readonly kind: string;

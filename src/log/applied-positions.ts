@@ -57,6 +57,11 @@ export class AppliedPositions {
     }
   }
 
+  /** What is included of `topic`: the next offset per partition. */
+  of(topic: string): Map<number, number> {
+    return new Map(this.next.get(topic));
+  }
+
   /** Whether every partition of `target` is applied up to its position. */
   reached(topic: string, target: Positions): boolean {
     const partitions = this.next.get(topic);

@@ -121,7 +121,7 @@ for (const mode of [embedded, production]) {
         expect(first.service.presence.memberCount(appId)).toBeGreaterThan(0);
         // The graceful close saves both snapshots.
         await close(first.service);
-        expect(readdirSync(join(dataDir, 'snapshots')).sort()).toEqual(['channels', 'presence']);
+        expect(readdirSync(join(dataDir, 'snapshots')).sort()).toEqual(['apps', 'channels', 'presence']);
 
         // 2. More changes while it is down; the restart is long after them (no history window to refill).
         now += 10 * 60_000;

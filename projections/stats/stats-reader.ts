@@ -1,0 +1,248 @@
+// What an instance needs of the stats log when the instances share the writing of stats rows
+// (production mode: each partition's rows are written by the instance whose writer the consumer
+// group gave it, projections/projection-set.ts). Every instance answers GET /stats from the store
+// through its cache (stats-cache.ts), so two things that "every instance writes every row" gave for
+// free are kept here:
+// - the cache drops what another instance's writer changes: this reader applies every partition
+//   (writing nothing), and each record's (app, interval) is dropped from the cache as it is
+//   applied; until the store's checkpoint says the record's rows are written, the app's reads keep
+//   nothing they read (they would keep rows without it);
+// - read your own writes: a read waits, boundedly, until the store's checkpoint of every partition
+//   this instance appended to includes its appends (`reflect`), whichever instance writes them.
+import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
+import { intervalOf } from '../../src/domain/stats-sample.js';
+import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
+import type { StatsCheckpoint, StatsWriter } from './stats-store.js';
+
+export interface StatsReaderOptions {
+  /** The store's checkpoints (what the writers have written). */
+  store: Pick<StatsWriter, 'init' | 'loadCheckpoint'>;
+  /** Drops the held rows that samples of these (app, interval) fall in (CachedStatsStore.invalidate). */
+  invalidate: (touched: { appId: string; interval: number }[]) => void;
+  /** Flushes this instance's own writer (its partitions' rows are written now rather than at its next tick). */
+  flushOwn?: () => Promise<void>;
+  /** Touches waiting for their rows, all partitions together; past it the cache keeps nothing until the writers catch up. */
+  maxPending?: number;
+  /** How often the store's checkpoints are read while touches wait for their rows (default 1000 ms). */
+  pollMs?: number;
+}
+
+interface Touch {
+  offset: number;
+  appId: string;
+  interval: number;
+}
+
+interface PartitionTouches {
+  /** oldest first */
+  touches: Touch[];
+  /** a touch was not kept (maxPending): nothing is kept by the cache until the store passes this offset */
+  overflowUntil?: number;
+}
+
+/** What one record changes: the app and sample interval of its row (none for events stats does not count). */
+function touchOf(record: LogRecord, published: PublishedSummary): { appId: string; interval: number } | undefined {
+  if (readPublished(record.value, 0, record.value.length, published)) return { appId: published.appId, interval: intervalOf(record.timestamp) };
+  const event = decodeEvent(record.value);
+  switch (event.type) {
+    case 'messages.published':
+    case 'presence.changed':
+    case 'connection.opened':
+      return { appId: event.appId, interval: intervalOf(record.timestamp) };
+    case 'usage.reported':
+    case 'stats.fixture':
+      return { appId: event.appId, interval: intervalOf(event.intervalStart) };
+    default:
+      return undefined;
+  }
+}
+
+export class StatsReader {
+  /** What this reader has applied of each topic (reads wait on it before they wait on the store). */
+  readonly progress = new AppliedPositions();
+  /** Per topic and partition: the next offset whose record the store's rows do not include yet, as last read. */
+  private readonly stored = new Map<Topic, Map<number, number>>();
+  private readonly pending = new Map<Topic, Map<number, PartitionTouches>>();
+  /** Touches waiting, by app. */
+  private readonly perApp = new Map<string, number>();
+  private pendingCount = 0;
+  private overflowed = 0;
+  private readonly maxPending: number;
+  private readonly published: PublishedSummary = { appId: '', channel: '', transport: '', count: 0, data: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private closed = false;
+  private initialized: Promise<void> | undefined;
+
+  constructor(private readonly options: StatsReaderOptions) {
+    this.maxPending = options.maxPending ?? 100_000;
+  }
+
+  /** Starts where the store's rows end: records before that are in the store, which the cache reads. */
+  async start(topic: Topic): Promise<Checkpoint> {
+    // Once for the four topics (on ClickHouse, init is a few statements).
+    await (this.initialized ??= this.options.store.init());
+    const from = positionsOf(await this.options.store.loadCheckpoint(topic));
+    this.stored.set(topic, new Map(from));
+    this.progress.include(topic, from);
+    return from;
+  }
+
+  /** Whether the cache may keep what it read of `appId` (no record of it waits for its rows). */
+  mayKeep(appId: string): boolean {
+    return this.overflowed === 0 && !this.perApp.has(appId);
+  }
+
+  /** Touches waiting for their rows (GET /metrics, tests). */
+  get waiting(): number {
+    return this.pendingCount;
+  }
+
+  apply(records: LogRecord[]): void {
+    const last = records[records.length - 1];
+    if (!last) return;
+    const topic = last.topic as Topic;
+    const storedUpTo = this.stored.get(topic)?.get(last.partition) ?? 0;
+    const touched: { appId: string; interval: number }[] = [];
+    const partition = this.partitionTouches(topic, last.partition);
+    for (const record of records) {
+      const touch = touchOf(record, this.published);
+      if (!touch) continue;
+      // Dropped from the cache even when the store has its rows already: the cache may have read
+      // them before they were written.
+      touched.push(touch);
+      if (record.offset < storedUpTo) continue;
+      const previous = partition.touches[partition.touches.length - 1];
+      if (previous && previous.appId === touch.appId && previous.interval === touch.interval) previous.offset = record.offset;
+      else if (this.pendingCount < this.maxPending) {
+        partition.touches.push({ offset: record.offset, ...touch });
+        this.pendingCount++;
+        this.perApp.set(touch.appId, (this.perApp.get(touch.appId) ?? 0) + 1);
+      } else {
+        if (partition.overflowUntil === undefined) this.overflowed++;
+        partition.overflowUntil = record.offset;
+      }
+    }
+    if (touched.length > 0) this.options.invalidate(touched);
+    this.progress.advance(records);
+    if (this.pendingCount > 0 || this.overflowed > 0) this.schedulePoll();
+  }
+
+  /**
+   * Resolves once the store's rows include the records at `positions` of each topic (this
+   * instance's own appends, whichever instance writes their partitions), and this reader has
+   * applied them (so the cache holds nothing older); throws after `timeoutMs`.
+   */
+  async reflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const wanted = targets.map(([topic, positions]) => [topic, positionsAfter(positions)] as const).filter(([, target]) => target.size > 0);
+    for (const [topic, target] of wanted) {
+      if (!(await this.progress.until(topic, target, Math.max(0, deadline - Date.now())))) {
+        throw new Error(`the stats reader has not applied ${this.progress.behind(topic, target)} records of ${topic}`);
+      }
+    }
+    let pause = 10;
+    for (;;) {
+      const unmet = wanted.filter(([topic, target]) => !this.storeHas(topic, target));
+      if (unmet.length === 0) return;
+      if (Date.now() >= deadline) {
+        const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
+        throw new Error(`the stats writers have not written ${behind} records this instance appended`);
+      }
+      await this.options.flushOwn?.();
+      await this.readStore(unmet.map(([topic]) => topic));
+      if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
+      // Another instance's writer writes at its next flush (every 250 ms by default).
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))));
+      pause = Math.min(pause * 2, 100);
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private storeHas(topic: Topic, target: Map<number, number>): boolean {
+    return this.storeBehind(topic, target) === 0;
+  }
+
+  private storeBehind(topic: Topic, target: Map<number, number>): number {
+    const stored = this.stored.get(topic);
+    let n = 0;
+    for (const [p, next] of target) n += Math.max(0, next - (stored?.get(p) ?? 0));
+    return n;
+  }
+
+  private partitionTouches(topic: Topic, partition: number): PartitionTouches {
+    let byPartition = this.pending.get(topic);
+    if (!byPartition) this.pending.set(topic, (byPartition = new Map()));
+    let touches = byPartition.get(partition);
+    if (!touches) byPartition.set(partition, (touches = { touches: [] }));
+    return touches;
+  }
+
+  /** Reads the store's checkpoints of `topics` and lets go of the touches their rows now include. */
+  private async readStore(topics: Topic[]): Promise<void> {
+    const read = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(topic))] as const));
+    const released: Touch[] = [];
+    for (const [topic, positions] of read) {
+      let stored = this.stored.get(topic);
+      if (!stored) this.stored.set(topic, (stored = new Map()));
+      for (const [p, next] of positions) {
+        if (next <= (stored.get(p) ?? 0)) continue;
+        stored.set(p, next);
+        this.release(topic, p, next, released);
+      }
+    }
+    if (released.length > 0) this.options.invalidate(released);
+  }
+
+  /**
+   * Lets go of the touches of a partition before `next`; onto `released`, whose rows the cache
+   * drops again: a read that began before the store had them must not keep what it read.
+   */
+  private release(topic: Topic, partition: number, next: number, released: Touch[]): void {
+    const touches = this.pending.get(topic)?.get(partition);
+    if (!touches) return;
+    let gone = 0;
+    while (gone < touches.touches.length && touches.touches[gone].offset < next) {
+      const { appId } = touches.touches[gone];
+      released.push(touches.touches[gone]);
+      const left = (this.perApp.get(appId) ?? 1) - 1;
+      if (left > 0) this.perApp.set(appId, left);
+      else this.perApp.delete(appId);
+      gone++;
+    }
+    if (gone > 0) touches.touches.splice(0, gone);
+    this.pendingCount -= gone;
+    if (touches.overflowUntil !== undefined && touches.overflowUntil < next) {
+      touches.overflowUntil = undefined;
+      this.overflowed--;
+    }
+  }
+
+  /** While touches wait, the store's checkpoints are read now and then (a read also reads them). */
+  private schedulePoll(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const topics = [...this.pending].filter(([, parts]) => [...parts.values()].some((t) => t.touches.length > 0 || t.overflowUntil !== undefined)).map(([topic]) => topic);
+      this.polling ??= this.readStore(topics)
+        .catch(() => undefined)
+        .finally(() => {
+          this.polling = undefined;
+          if (this.pendingCount > 0 || this.overflowed > 0) this.schedulePoll();
+        });
+    }, this.options.pollMs ?? 1000);
+    this.timer.unref();
+  }
+}
+
+/** The next offset the store's rows do not include, per partition (`from` for a checkpoint written without `applied`). */
+function positionsOf(checkpoint: StatsCheckpoint): Map<number, number> {
+  return new Map([...checkpoint].map(([p, c]) => [p, c.applied ?? c.from]));
+}
