@@ -39,6 +39,7 @@ import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
+import { StatsWritersBehind } from '../projections/stats/stats-reader.js';
 import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 import { packageVersion } from './build-info.js';
@@ -314,6 +315,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         try {
           await projections.statsReflect(STATS_TOPICS.map((topic) => [topic, ownWrites.last(topic)]), config.limits.readYourWritesMs);
         } catch (err) {
+          // A writer that does not write (an instance killed: its partitions wait for the group's
+          // session timeout) must not make every instance's stats unanswerable meanwhile: the
+          // answer is what the store holds, and the rows follow once a live writer has the partitions.
+          if (err instanceof StatsWritersBehind) {
+            metrics.statsReadsBehindWriters++;
+            logger.warn({ records: err.records }, 'GET /stats answered without rows the stats writers have not written yet (a writer slow or gone)');
+            return;
+          }
           throw new ServiceError('timeout', `the stats projection did not apply and store what this instance counted within ${config.limits.readYourWritesMs} ms (${(err as Error).message}); the answer would leave it out, so it is not given: retry`, err);
         }
       },

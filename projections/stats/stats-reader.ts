@@ -29,6 +29,17 @@ export interface StatsReaderOptions {
   pollMs?: number;
 }
 
+/**
+ * The reader has applied this instance's appends, but the writers of their partitions have not
+ * written their rows: another instance's writer is slow, or dead and its partitions wait for the
+ * group's session timeout (KAFKA_SESSION_TIMEOUT_MS) to go to a live one.
+ */
+export class StatsWritersBehind extends Error {
+  constructor(readonly records: number) {
+    super(`the stats writers have not written ${records} records this instance appended`);
+  }
+}
+
 interface Touch {
   offset: number;
   appId: string;
@@ -149,7 +160,7 @@ export class StatsReader {
       if (unmet.length === 0) return;
       if (Date.now() >= deadline) {
         const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
-        throw new Error(`the stats writers have not written ${behind} records this instance appended`);
+        throw new StatsWritersBehind(behind);
       }
       await this.options.flushOwn?.();
       await this.readStore(unmet.map(([topic]) => topic));

@@ -184,6 +184,8 @@ export class Metrics {
   /** Store writes (a projection's flush to ClickHouse or SQLite) that failed, by projection. */
   readonly storeWriteFailures = new Map<string, number>();
   readonly batchFailures = new Map<string, number>();
+  /** GET /stats answers given without rows the stats writers had not written yet (a writer slow or gone). */
+  statsReadsBehindWriters = 0;
   private sources: MetricSources | undefined;
   /** The service's metrics and the process's (CPU, memory, event-loop lag, GC), prefixed like ours. */
   private readonly scraped: Registry;
@@ -213,6 +215,9 @@ export class Metrics {
     add('cm_messages_published_total', 'Messages appended to the log, by how they came in: rest (POST /channels/<id>/messages), realtime (a MESSAGE frame), batch (POST /messages, once per channel), service (the service\'s own: channel lifecycle events)', 'counter', () =>
       Object.entries(this.published).map(([transport, value]) => ({ labels: { transport }, value })),
     );
+    add('cm_stats_reads_behind_writers_total', 'GET /stats answers given, after READ_YOUR_WRITES_MS, without rows the stats writers had not written yet: a writer slow, or gone and its partitions waiting for the group to give them to another', 'counter', () => [
+      { labels: {}, value: this.statsReadsBehindWriters },
+    ]);
     add('cm_store_write_failures_total', 'Projection writes to the store (ClickHouse or SQLite) that failed and are retried, by projection', 'counter', () =>
       [...this.storeWriteFailures].map(([projection, value]) => ({ labels: { projection }, value })),
     );
