@@ -61,10 +61,11 @@ export function splitMsgpackArray(body: Buffer, maxItems: number): Buffer[] | un
   const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
   const head = newHead();
   if (!readHead(body, view, 0, head) || !head.container || head.items !== head.entries) return undefined;
-  if (head.entries > maxItems) return undefined;
+  const count = head.entries;
+  if (count > maxItems) return undefined;
   const items: Buffer[] = [];
   let pos = head.next;
-  for (let i = 0; i < head.entries; i++) {
+  for (let i = 0; i < count; i++) {
     const start = pos;
     // One value: its header, then as many more as it holds.
     let remaining = 1;

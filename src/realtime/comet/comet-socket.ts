@@ -147,8 +147,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
   terminate(): void {
     if (this.state === CLOSED) return;
     this.state = CLOSING;
-    const receiver = this.waiting.shift();
-    if (receiver && this.queue.length > 0) receiver(this.take());
+    if (this.queue.length > 0) this.waiting.shift()?.(this.take());
     this.finish();
   }
 
