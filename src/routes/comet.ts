@@ -55,18 +55,24 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
   };
 
   const config = { auth: 'none' as const };
+  const tooLarge = (): ServiceError => new ServiceError('payloadTooLarge', `a comet send's body may hold at most ${opts.maxSendBytes} bytes (REALTIME_COMET_MAX_SEND_BYTES)`);
 
   app.get('/comet/connect', { config }, async (request, reply) => answer(request, reply, transport().connect(queryOf(request))));
 
   app.post<{ Params: KeyParams }>('/comet/:connectionKey/send', {
     config,
     bodyLimit: opts.maxSendBytes,
+    // Refused unread (a Content-Length over the limit, or a body that grows past it): the
+    // connection fails with the error the request is answered with.
+    preParsing: (request, _reply, payload, done) => {
+      const length = Number(request.headers['content-length']);
+      if (!(length > opts.maxSendBytes)) return done(null, payload);
+      const refusal = tooLarge();
+      opts.comet()?.refuseSend(request.params.connectionKey, queryOf(request), refusal);
+      done(refusal);
+    },
     onError: (request, _reply, error, done) => {
-      // Refused unread (over the body limit): the connection fails with what the request is answered.
-      if ((error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-        const refusal = new ServiceError('payloadTooLarge', `a comet send's body may hold at most ${opts.maxSendBytes} bytes (REALTIME_COMET_MAX_SEND_BYTES)`);
-        opts.comet()?.refuseSend((request.params as KeyParams).connectionKey, queryOf(request), refusal);
-      }
+      if ((error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') opts.comet()?.refuseSend((request.params as KeyParams).connectionKey, queryOf(request), tooLarge());
       done();
     },
     handler: async (request, reply) => {

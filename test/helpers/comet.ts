@@ -49,7 +49,8 @@ export class CometClient {
 
   /** POST /send: ProtocolMessages (encoded in the client's format), or a body as is. */
   async send(messages: Pm[] | Buffer | string): Promise<CometReply> {
-    const body = Array.isArray(messages) ? (this.format === 'msgpack' ? Buffer.from(encodeMsgpack(messages)) : JSON.stringify(messages)) : messages;
+    const raw = Array.isArray(messages) ? (this.format === 'msgpack' ? encodeMsgpack(messages) : JSON.stringify(messages)) : messages;
+    const body = typeof raw === 'string' ? raw : new Uint8Array(raw);
     const res = await fetch(this.url('send'), { method: 'POST', body, headers: { 'content-type': CONTENT_TYPES[this.format] } });
     return CometClient.read(res, this.format);
   }

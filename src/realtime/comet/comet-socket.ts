@@ -83,8 +83,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
       return true;
     }
     if (this.queue.length > 0 && this.waiting.length === 0) {
-      receiver(this.take());
-      this.afterTake();
+      receiver(this.drain());
       return true;
     }
     if (this.waiting.length >= this.maxPending) return false;
@@ -98,8 +97,14 @@ export class CometSocket extends EventEmitter implements TransportSocket {
     if (i >= 0) this.waiting.splice(i, 1);
   }
 
-  /** Everything queued, now (a close's answer, the connect's). */
-  take(): Batch {
+  /** Everything queued, now (a close's answer, the connect's); a closing socket is then closed. */
+  drain(): Batch {
+    const batch = this.take();
+    if (this.state === CLOSING) this.finish();
+    return batch;
+  }
+
+  private take(): Batch {
     const taken = this.queue;
     this.queue = [];
     this.queuedBytes = 0;
@@ -157,14 +162,8 @@ export class CometSocket extends EventEmitter implements TransportSocket {
     setImmediate(() => {
       this.flushing = false;
       const receiver = this.queue.length > 0 ? this.waiting.shift() : undefined;
-      if (!receiver) return;
-      receiver(this.take());
-      this.afterTake();
+      if (receiver) receiver(this.drain());
     });
-  }
-
-  private afterTake(): void {
-    if (this.state === CLOSING) this.finish();
   }
 
   private finish(): void {

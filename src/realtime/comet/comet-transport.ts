@@ -64,7 +64,7 @@ export class CometTransport {
       });
     }
     // CONNECTED (or the refusal) is queued: the connect is the first recv.
-    const batch = socket.take();
+    const batch = socket.drain();
     if (!conn) socket.terminate();
     return { format, batch };
   }
@@ -147,7 +147,7 @@ export class CometTransport {
     const { socket, conn } = found;
     const frame = encodeFrame({ action }, conn.format);
     conn.receive(socket, typeof frame === 'string' ? Buffer.from(frame) : Buffer.from(frame), conn.format === 'msgpack');
-    return { format: conn.format, batch: socket.take() };
+    return { format: conn.format, batch: socket.drain() };
   }
 
   /**
