@@ -1,4 +1,4 @@
-// A comet request or response body holds an array of ProtocolMessages (REALTIME-PROTOCOL.md §8):
+// A comet request or response body holds an array of ProtocolMessages (README: Comet fallback):
 // a send's body is cut into one frame per element, each then read as a WebSocket frame is (its
 // budget, shape limits and decoding: connection.ts); a recv's answer joins the frames the
 // connection sent, encoded once as for a WebSocket, into one array.

@@ -25,7 +25,7 @@ interface Queued {
 }
 
 /**
- * One comet transport (HTTP long polling, REALTIME-PROTOCOL.md §8) seen as a socket: a Connection
+ * One comet transport (HTTP long polling, README: Comet fallback) seen as a socket: a Connection
  * sends on it as on a WebSocket (transport.ts). What it sends is queued until the client's next
  * recv takes it (a recv waiting is answered at once); bufferedAmount is what waits, so a client
  * that stops polling is cut off at maxBufferedBytes like a WebSocket client that stops reading.

@@ -35,7 +35,7 @@ const frameOf = (pm: ProtocolMessage, format: WireFormat): Batch => ({ frames: [
 
 /**
  * The comet transport (HTTP long polling, the SDK's fallback where WebSockets are blocked;
- * REALTIME-PROTOCOL.md §8): `GET /comet/connect` opens or resumes a connection as a WebSocket
+ * README: Comet fallback): `GET /comet/connect` opens or resumes a connection as a WebSocket
  * upgrade does (the handshake), and answers its CONNECTED; then the client sends with
  * `POST /comet/<connectionKey>/send` (an array of ProtocolMessages) and long-polls
  * `GET /comet/<connectionKey>/recv` for what the connection sends; `/close` and `/disconnect` are
