@@ -83,8 +83,8 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
 
   app.get<{ Params: KeyParams }>('/comet/:connectionKey/recv', { config }, async (request, reply) => {
     const aborted = new AbortController();
-    // The client gone before an answer: the recv takes no frames (they wait for the next).
-    request.raw.once('close', () => aborted.abort());
+    // The client gone before an answer (the response closes unfinished): the recv takes no
+    // frames (they wait for the next). Once answered, the abort finds nothing to cancel.
     reply.raw.once('close', () => aborted.abort());
     return answer(request, reply, await transport().recv(request.params.connectionKey, queryOf(request), aborted.signal));
   });

@@ -110,6 +110,7 @@ export class CometTransport {
     const { socket, conn } = found;
     conn.heard(socket);
     const format = conn.format;
+    if (signal.aborted) return { empty: true };
     return new Promise((resolve) => {
       const receiver: Receiver = (batch) => {
         signal.removeEventListener('abort', abort);
