@@ -347,6 +347,6 @@ export class Gateway {
     const { sockets, connections, opened, closed } = this.sessions.numbers();
     const { attachments, delivered, deliveryLag } = this.delivery.numbers();
     const { framesRefused, inboundBudgetDisconnects, slowConsumers } = this.sessions.counters;
-    return { sockets, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, framesRefused, deliveryLag };
+    return { sockets, cometTransports: this.comet.size, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, framesRefused, deliveryLag };
   }
 }

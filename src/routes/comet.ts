@@ -72,7 +72,7 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
       done(refusal);
     },
     onError: (request, _reply, error, done) => {
-      if ((error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') opts.comet()?.refuseSend((request.params as KeyParams).connectionKey, queryOf(request), tooLarge());
+      if ((error as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE') opts.comet()?.refuseSend(request.params.connectionKey, queryOf(request), tooLarge());
       done();
     },
     handler: async (request, reply) => {

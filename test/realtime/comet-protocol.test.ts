@@ -44,6 +44,9 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
     expect(client.connected.connectionDetails).toMatchObject({ connectionKey: client.key, maxIdleInterval: expect.any(Number), connectionStateTtl: expect.any(Number) });
     const res = await fetch(`http://127.0.0.1:${port}/comet/connect?key=${encodeURIComponent(ts.key)}${format === 'msgpack' ? '&format=msgpack' : ''}`);
     expect(res.headers.get('content-type')).toBe(format === 'msgpack' ? 'application/x-msgpack' : 'application/json');
+    // Counted by the comet transports gauge (and among the realtime sockets).
+    const metrics = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(Number(/^cm_realtime_comet_transports (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
     await client.close();
   });
 

@@ -138,6 +138,7 @@ export class CometTransport {
     this.held.clear();
   }
 
+  /** Comet transports open here (the cm_realtime_comet_transports gauge). */
   get size(): number {
     return this.held.size;
   }
