@@ -76,12 +76,13 @@ export class CometTransport {
     const { socket, conn } = found;
     conn.heard(socket);
     const readable = socket.readable();
-    if (readable === false) return { error: tooMany('sends', this.deps.settings.cometMaxPendingRequests) };
+    if (readable === false) return this.tooMany('sends', conn);
     if (readable !== true) await readable;
     if (!conn.holds(socket)) return this.gone(conn.format);
     const binary = conn.format === 'msgpack';
     const items = binary ? splitMsgpackArray(body, this.deps.settings.maxFrameWidth) : splitJsonArray(body, this.deps.settings.maxFrameWidth);
     if (!items) {
+      this.deps.logger.debug({ connectionId: conn.id, bytes: body.length }, 'comet send refused: its body is not one array of ProtocolMessages');
       conn.fail(serviceError('protocolError', `a comet send's body must be one ${binary ? 'MessagePack' : 'JSON'} array of at most ${this.deps.settings.maxFrameWidth} ProtocolMessages`));
       return { empty: true };
     }
@@ -100,7 +101,9 @@ export class CometTransport {
    */
   refuseSend(key: string, params: URLSearchParams, error: unknown): void {
     const found = this.find(key, params);
-    if ('conn' in found) found.conn.fail(toWireError(error));
+    if (!('conn' in found)) return;
+    this.deps.logger.warn({ connectionId: found.conn.id, maxBytes: this.deps.settings.cometMaxSendBytes }, 'comet send over its body limit; connection failed');
+    found.conn.fail(toWireError(error));
   }
 
   /** `GET /comet/<key>/recv`: what the connection sent, at once or once it sends something. */
@@ -117,7 +120,7 @@ export class CometTransport {
         resolve({ format, batch });
       };
       const abort = (): void => socket.cancel(receiver);
-      if (!socket.recv(receiver)) return resolve({ error: tooMany('recvs', this.deps.settings.cometMaxPendingRequests) });
+      if (!socket.recv(receiver)) return resolve(this.tooMany('recvs', conn));
       signal.addEventListener('abort', abort, { once: true });
     });
   }
@@ -173,11 +176,15 @@ export class CometTransport {
     return held;
   }
 
+  private tooMany(what: 'recvs' | 'sends', conn: Connection): CometAnswer {
+    const max = this.deps.settings.cometMaxPendingRequests;
+    this.deps.logger.debug({ connectionId: conn.id, what, max }, 'comet request refused: too many waiting');
+    return { error: new ServiceError('rateLimited', `more than ${max} comet ${what} waiting on this connection (REALTIME_COMET_MAX_PENDING_REQUESTS); wait for one to be answered`).toJSON() };
+  }
+
   private gone(format: WireFormat): { format: WireFormat; batch: Batch } {
     const error = serviceError('connectionClosed', 'no comet transport is open for this connection key here; resume it (GET /comet/connect?resume=<connectionKey>)');
     return { format, batch: frameOf({ action: Action.DISCONNECTED, error }, format) };
   }
 }
 
-const tooMany = (what: 'recvs' | 'sends', max: number): ErrorBody =>
-  new ServiceError('rateLimited', `more than ${max} comet ${what} waiting on this connection (REALTIME_COMET_MAX_PENDING_REQUESTS); wait for one to be answered`).toJSON();
