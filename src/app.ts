@@ -40,6 +40,8 @@ import { limitHttpConnections } from './http/connection-limit.js';
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import type { Metrics } from './metrics/metrics.js';
 import { opsRoutes, type ReadinessCheck } from './routes/ops.js';
+import { cometRoutes } from './routes/comet.js';
+import type { CometTransport } from './realtime/comet/comet-transport.js';
 
 export interface AppDeps {
   clock: Clock;
@@ -53,6 +55,8 @@ export interface AppDeps {
   publisher: Publisher;
   /** The realtime connection a publish's connectionKey names (the realtime gateway). */
   connectionOf?: (appId: string, connectionKey: string) => PublishingConnection | undefined;
+  /** The realtime gateway's comet transport (HTTP long polling), once it has started; and a send's body limit. */
+  comet?: { transport: () => CometTransport | undefined; maxSendBytes: number };
   history: HistoryReader;
   presence: PresenceReader;
   stats: StatsReader;
@@ -221,6 +225,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(batchPresenceRoutes, { presence: deps.presence });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });
+  if (deps.comet) app.register(cometRoutes, { comet: deps.comet.transport, maxSendBytes: deps.comet.maxSendBytes });
   if (deps.keys) app.register(appKeysRoutes, { keys: deps.keys, apps: deps.apps, limits: deps.limits });
   if (deps.sandbox) app.register(sandboxAppRoutes, { admin: deps.sandbox, clock: deps.clock, limits: deps.limits });
   return app;

@@ -322,6 +322,8 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxMembersPerConnection: int(e, 'REALTIME_MAX_MEMBERS_PER_CONNECTION', d.maxMembersPerConnection, 1, 10_000_000),
     maxPresenceMembers: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS', d.maxPresenceMembers, 1, 1_000_000_000),
     maxPresenceMembersPerApp: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS_PER_APP', d.maxPresenceMembersPerApp, 1, 1_000_000_000),
+    cometMaxPendingRequests: int(e, 'REALTIME_COMET_MAX_PENDING_REQUESTS', d.cometMaxPendingRequests, 1, 100),
+    cometMaxSendBytes: int(e, 'REALTIME_COMET_MAX_SEND_BYTES', d.cometMaxSendBytes, 1024, 256 * 1024 * 1024),
     instanceAliveIntervalMs: int(e, 'REALTIME_INSTANCE_ALIVE_MS', d.instanceAliveIntervalMs, 100, 3600_000),
   };
 }

@@ -281,6 +281,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     clock,
     authenticator,
     connectionOf: (appId, key) => gateway?.connectionForKey(appId, key),
+    comet: { transport: () => gateway?.comet, maxSendBytes: config.realtime.cometMaxSendBytes },
     tokens,
     apps: registry,
     revoker,

@@ -111,8 +111,10 @@ export class AppendStats {
 
 /** The realtime gateway's numbers (Gateway.metrics()). */
 export interface RealtimeNumbers {
-  /** WebSocket sockets open */
+  /** Transport sockets open: WebSockets and comet (long-polling) transports */
   sockets: number;
+  /** comet (HTTP long polling) transports open, of those */
+  cometTransports: number;
   /** connections known here, with a socket or waiting for a resume */
   connections: number;
   /** connections made here since the start (resumes not counted) */
@@ -241,7 +243,8 @@ export class Metrics {
       const r = this.sources?.realtime?.();
       return r ? [{ labels: {}, value: pick(r) }] : [];
     };
-    add('cm_realtime_sockets', 'Realtime WebSocket sockets open', 'gauge', realtime((r) => r.sockets));
+    add('cm_realtime_sockets', 'Realtime transport sockets open (WebSockets and comet transports)', 'gauge', realtime((r) => r.sockets));
+    add('cm_realtime_comet_transports', 'Realtime comet (HTTP long polling) transports open', 'gauge', realtime((r) => r.cometTransports));
     add('cm_realtime_connections', 'Realtime connections, with a socket or waiting for a resume', 'gauge', realtime((r) => r.connections));
     add('cm_realtime_connections_opened_total', 'Realtime connections made (a resume is not a new connection)', 'counter', realtime((r) => r.opened));
     add('cm_realtime_connections_closed_total', 'Realtime connections ended: closed by the client, expired, or failed', 'counter', realtime((r) => r.closed));

@@ -23,6 +23,8 @@ import type { ConnectionEvents } from './connection-events.js';
 import type { ConnectionContext } from './context.js';
 import { Delivery } from './delivery.js';
 import { Handshake } from './handshake.js';
+import { WebSocketTransport } from './transport.js';
+import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { PresenceSync } from './presence-sync.js';
 import { Action, Flag, type ProtocolMessage } from './protocol.js';
@@ -61,7 +63,8 @@ const RESERVATION_MAX_AGE_MS = 60_000;
  * port, speaking the SDK's realtime protocol. Publishes and presence changes go to the log like
  * REST's; delivery is one more consumer of the log. The gateway starts and stops its parts and
  * orchestrates an attach; each part has one owner:
- * - handshake.ts: the upgrade, credentials, resume and recover;
+ * - transport.ts and comet/: the transports (WebSocket; comet, HTTP long polling), each a socket to a connection;
+ * - handshake.ts: a transport's connect: credentials, resume and recover;
  * - sessions.ts: the registry of connections by state, housekeeping, revocation, the in-flight budget;
  * - connection.ts (and connection-life.ts): one connection, through the context port (context.ts);
  * - delivery.ts: the log consumer and the fan-out to attachments, presence included;
@@ -74,6 +77,9 @@ export class Gateway {
   private readonly backlog: Backlog;
   private readonly presenceSync: PresenceSync;
   private readonly handshake: Handshake;
+  private readonly webSockets: WebSocketTransport;
+  /** The comet transport, which the routes (src/routes/comet.ts) carry requests to. */
+  readonly comet: CometTransport;
   /** Presence members entered here that the presence projection has not applied yet. */
   private readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   private readonly unsubscribe: (() => void)[] = [];
@@ -94,8 +100,11 @@ export class Gateway {
       settings,
       clock,
       logger,
-      closing: () => this.closing,
     });
+    const open = this.handshake.open.bind(this.handshake);
+    const closing = (): boolean => this.closing;
+    this.webSockets = new WebSocketTransport({ settings, logger, open, closing });
+    this.comet = new CometTransport({ settings, logger, open, closing, credentialsOf: (params) => this.handshake.credentialsOf(params).credentials });
   }
 
   /** What a connection may ask (context.ts), answered by the gateway's parts. */
@@ -150,7 +159,7 @@ export class Gateway {
     // Reservations settle as the projection applies the changes; then the changes go to the attachments here.
     this.unsubscribe.push(presence.onApplied((appId, channel, entries) => this.reservations.settle(appId, channel, entries)));
     this.unsubscribe.push(presence.onApplied((appId, channel, entries) => this.delivery.deliverPresence(appId, channel, entries)));
-    this.handshake.listen(server);
+    this.webSockets.listen(server);
     this.sessions.start();
   }
 
@@ -161,10 +170,11 @@ export class Gateway {
   async close(): Promise<void> {
     this.closing = true;
     this.sessions.close();
+    this.comet.shutdown();
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
     await this.delivery.stop();
     await this.deps.events.close();
-    this.handshake.close();
+    this.webSockets.close();
   }
 
   // ---- attachments (REALTIME-PROTOCOL.md §4)
@@ -337,6 +347,6 @@ export class Gateway {
     const { sockets, connections, opened, closed } = this.sessions.numbers();
     const { attachments, delivered, deliveryLag } = this.delivery.numbers();
     const { framesRefused, inboundBudgetDisconnects, slowConsumers } = this.sessions.counters;
-    return { sockets, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, framesRefused, deliveryLag };
+    return { sockets, cometTransports: this.comet.size, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, framesRefused, deliveryLag };
   }
 }

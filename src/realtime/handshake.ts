@@ -1,12 +1,8 @@
-import type { IncomingMessage, Server } from 'node:http';
-import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import { ServiceError } from '../errors.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
-import { upgradedConnection } from '../http/connection-limit.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { Connection, type ConnectionIdentity } from './connection.js';
 import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey } from './connection-key.js';
@@ -15,6 +11,7 @@ import type { ConnectionContext } from './context.js';
 import { Action, encodeFrame, serviceError, toWireError, type WireError, type WireFormat } from './protocol.js';
 import type { Sessions } from './sessions.js';
 import type { RealtimeSettings } from './settings.js';
+import type { TransportSocket } from './transport.js';
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
 const isTokenError = (code: number): boolean => code >= 40140 && code < 40150;
@@ -29,71 +26,38 @@ export interface HandshakeDeps {
   settings: RealtimeSettings;
   clock: Clock;
   logger: Logger;
-  /** Whether the gateway is closing (upgrades are refused with 503). */
-  closing: () => boolean;
 }
 
 /**
- * Connecting (REALTIME-PROTOCOL.md §1, §6, §7): the WebSocket upgrade, the credentials of the
- * connect query, and the connection it makes or resumes (`resume` or `recover`: the key proves
- * the connection, made here or on another instance). Every refusal goes in-band.
+ * Connecting (REALTIME-PROTOCOL.md §1, §6, §7), whatever the transport (transport.ts: WebSocket;
+ * comet/: HTTP long polling): the credentials of the connect query, and the connection it makes or
+ * resumes (`resume` or `recover`: the key proves the connection, made here or on another instance,
+ * on this transport or another). Every refusal goes in-band.
  */
 export class Handshake {
-  private readonly wss: WebSocketServer;
+  constructor(private readonly deps: HandshakeDeps) {}
 
-  constructor(private readonly deps: HandshakeDeps) {
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: deps.settings.maxFrameBytes, perMessageDeflate: false, clientTracking: false });
-  }
-
-  /** Takes WebSocket upgrades on `server`. */
-  listen(server: Server): void {
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(server, req, socket, head));
-  }
-
-  close(): void {
-    this.wss.close();
-  }
-
-  private upgrade(server: Server, req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    socket.on('error', () => socket.destroy());
-    let url: URL;
-    try {
-      url = new URL(req.url ?? '/', 'http://localhost');
-    } catch {
-      url = new URL('http://localhost/invalid');
-    }
-    const closing = this.deps.closing();
-    if (url.pathname !== '/' || closing) {
-      // Destroyed once written, as ws's own refusals are: a client that never closes its end
-      // would otherwise hold the socket open.
-      socket.once('finish', () => socket.destroy());
-      socket.end(`HTTP/1.1 ${closing ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-      return;
-    }
-    this.wss.handleUpgrade(req, socket, head, (ws) => {
-      upgradedConnection(server, socket);
-      this.accept(ws, url.searchParams);
-    });
-  }
-
-  private accept(ws: WebSocket, params: URLSearchParams): void {
+  /**
+   * A transport's connect: the connection made or resumed on `socket`, CONNECTED sent on it; or
+   * undefined when refused (the refusal is sent on the socket, which then closes).
+   */
+  open(socket: TransportSocket, params: URLSearchParams): Connection | undefined {
     const { sessions, settings, logger } = this.deps;
     const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
-    ws.binaryType = 'nodebuffer';
-    ws.on('error', (err) => logger.debug({ err }, 'realtime socket error'));
-    const sockets = sessions.socketOpened(ws);
+    const sockets = sessions.socketOpened(socket);
     // Every refusal goes in-band: an upgrade refused with an HTTP status is only a network
     // failure to the SDK, which retries for ever (§1.1).
-    const refuse = (error: WireError, action: number = isTokenError(error.code) ? Action.DISCONNECTED : Action.ERROR): void => {
-      ws.send(encodeFrame({ action, error }, format));
-      ws.close(1000);
+    const refuse = (error: WireError, action: number = isTokenError(error.code) ? Action.DISCONNECTED : Action.ERROR): undefined => {
+      socket.send(encodeFrame({ action, error }, format));
+      socket.close(1000);
+      return undefined;
     };
     if (sockets > settings.maxConnections) {
       return refuse(serviceError('connectionsLimit', `this instance holds its maximum of ${settings.maxConnections} realtime connections; retry later`), Action.DISCONNECTED);
     }
     let identity: ConnectionIdentity;
     try {
-      const { credentials, clientId } = this.authenticate(params);
+      const { credentials, clientId } = this.credentialsOf(params);
       identity = { credentials, clientId, format, echo: params.get('echo') !== 'false' };
     } catch (err) {
       return refuse(toWireError(err));
@@ -114,30 +78,27 @@ export class Handshake {
       } else if (existing && existing.clientId !== clientId && existing.clientId !== undefined && existing.clientId !== '*') {
         error = serviceError('incompatibleCredentials', "the credentials' clientId does not match the connection's; a new connection was made");
       } else if (existing) {
-        sessions.resume(existing, ws, identity);
+        sessions.resume(existing, socket, identity);
         conn = existing;
       } else {
         // Resumed on another instance than the one that made it: the key proves it.
-        conn = new Connection(this.deps.context, id, resumeKey, identity, ws);
+        conn = new Connection(this.deps.context, id, resumeKey, identity, socket);
         sessions.add(conn, false);
       }
       if (conn) logger.debug({ connectionId: id, local: existing !== undefined }, 'realtime connection resumed');
     }
     if (!conn) {
       const id = newConnectionId();
-      conn = new Connection(this.deps.context, id, connectionKeyFor(secret, appId, id), identity, ws);
+      conn = new Connection(this.deps.context, id, connectionKeyFor(secret, appId, id), identity, socket);
       sessions.add(conn, true);
     }
-    const c = conn;
-    ws.on('message', (data: Buffer, isBinary: boolean) => c.receive(ws, data, isBinary));
-    ws.on('pong', () => c.heard(ws));
-    ws.once('close', () => c.socketClosed(ws));
     conn.sendConnected(error);
     this.deps.events.opened(appId, conn.id, conn.key === resumeKey);
+    return conn;
   }
 
   /** Credentials from the connect query: `key` or `access_token`, and the `clientId` asked for. */
-  private authenticate(params: URLSearchParams): { credentials: Credentials; clientId: string | undefined } {
+  credentialsOf(params: URLSearchParams): { credentials: Credentials; clientId: string | undefined } {
     const now = this.deps.clock.now();
     const key = params.get('key');
     const token = params.get('access_token') ?? params.get('accessToken');

@@ -81,6 +81,18 @@ export interface RealtimeSettings {
    * refused with 80008 instead of bringing it back. The newest are kept.
    */
   maxEndedConnections: number;
+  /**
+   * Comet (HTTP long polling) requests of one connection that may wait at once: recvs waiting for
+   * frames, and sends held while the connection is not read (the in-flight budget). Above: the
+   * request is refused, 429 42910. REALTIME_COMET_MAX_PENDING_REQUESTS
+   */
+  cometMaxPendingRequests: number;
+  /**
+   * Bytes of one comet send's body (an array of ProtocolMessages, each within maxFrameBytes). Above:
+   * 413 40009, and the connection fails as on a WebSocket frame over maxFrameBytes.
+   * REALTIME_COMET_MAX_SEND_BYTES
+   */
+  cometMaxSendBytes: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -111,6 +123,8 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxPresenceMembers: 1_000_000,
   maxPresenceMembersPerApp: 250_000,
   maxEndedConnections: 100_000,
+  cometMaxPendingRequests: 2,
+  cometMaxSendBytes: 2 * 1024 * 1024,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,

@@ -720,7 +720,7 @@ export function probeRealtime(url: string): Promise<string | undefined> {
 }
 
 /** The realtime section of the bench's markdown: method, tables, notes. results[0] is the baseline. */
-export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOptions, head: string, notes: string[]): string {
+export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOptions, head: string, notes: string[], extra: string[] = []): string {
   const problems = results.filter((r) => Object.keys(r.problems).length > 0).map((r) => `${r.setup}: the clients saw ${reasonsText(r.problems)}.`);
   const all = [...roundNotes(results), ...saturationNotes(results), ...problems, ...notes];
   return [
@@ -743,6 +743,7 @@ export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOpt
     '',
     memoryTable(results),
     ...(all.length > 0 ? ['', ...all.map((n) => `- ${n}`)] : []),
+    ...extra,
   ].join('\n');
 }
 

@@ -19,6 +19,7 @@ import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
 import { runSoak, soakMarkdown, soakTable } from './soak.js';
 import { fanoutTable, latencyTable, memoryTable, probeRealtime, realtimeBench, realtimeMarkdown, realtimeUrl, type RealtimeServerResult, type RealtimeTarget } from './realtime-bench.js';
+import { cometBench, cometMarkdown, COMET_SUBSCRIBERS, type CometRow } from './comet-bench.js';
 
 const options = benchOptions(process.env);
 const DATA = 'bench payload: the quick brown fox jumps over the lazy dog, then runs back the way it came 0123456789';
@@ -321,6 +322,8 @@ async function realtimeRows(head: string): Promise<{ section: string; failed: bo
   const bare = await startServer({ name: 'bare-ws', entry: 'test/bench/ws-bare-server.ts', env: {}, readyPath: '/', nodeArgs: ['--expose-gc'] });
   running.add(bare);
   let results: RealtimeServerResult[] = [];
+  let comet: CometRow[] = [];
+  let cometError: string | undefined;
   try {
     // MAX_CONNECTIONS (open HTTP connections, 10,000 by default) takes its share of the open-file
     // limit from the realtime connections: lowered here, so that the ramp finds the gateway's limit.
@@ -337,13 +340,23 @@ async function realtimeRows(head: string): Promise<{ section: string; failed: bo
         notes.push(`The service child runs with MAX_CONNECTIONS=${HTTP_CONNECTIONS_FOR_REALTIME}: the open-file limit less those HTTP connections and a reserve of 256 bounds REALTIME_MAX_CONNECTIONS.`);
       }
       results = await realtimeBench(targets, o, log);
+      // The comet row: the same service, its subscribers over WebSocket and over comet side by side.
+      if (!notThere) {
+        try {
+          comet = await cometBench(service.server.url, `key=${encodeURIComponent(service.key)}`, { subscribers: COMET_SUBSCRIBERS, rounds: o.rounds, roundS: o.roundS, latencyS: o.latencyS }, log);
+        } catch (err) {
+          cometError = (err as Error).message;
+          log(`comet: failed: ${cometError}`);
+        }
+      }
     });
   } finally {
     running.delete(bare);
     await bare.stop();
   }
-  console.log(`\n${fanoutTable(results)}\n\n${latencyTable(results)}\n\n${memoryTable(results)}\n`);
-  return { section: realtimeMarkdown(results, o, head, notes), failed: results.some((r) => r.failed) };
+  const cometSection = cometMarkdown(comet, o, cometError);
+  console.log(`\n${fanoutTable(results)}\n\n${latencyTable(results)}\n\n${memoryTable(results)}\n\n${cometSection}\n`);
+  return { section: realtimeMarkdown(results, o, head, notes, ['', cometSection]), failed: results.some((r) => r.failed) || cometError !== undefined || comet.some((r) => r.lost > 0) };
 }
 
 /** BENCH_ONLY=realtime: the realtime rows alone; their section of last-results.md replaced. */

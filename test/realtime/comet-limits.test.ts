@@ -1,0 +1,135 @@
+// The comet transport's limits, each with its error: a connection whose recvs stop is cut off at
+// REALTIME_MAX_BUFFERED_BYTES like a WebSocket client that stops reading (and may resume); a send
+// over REALTIME_COMET_MAX_SEND_BYTES is refused (413 40009) and fails the connection; recvs waiting
+// past REALTIME_COMET_MAX_PENDING_REQUESTS are refused (429 42910); a connection whose client stops
+// polling altogether is dropped, then ends after connectionStateTtl, its members leaving.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CometClient } from '../helpers/comet.js';
+import { within } from '../helpers/realtime.js';
+import { Actions } from '../helpers/raw-realtime.js';
+import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+const services: TestService[] = [];
+
+afterAll(async () => {
+  for (const ts of services) {
+    await ts.close();
+    removeDir(ts.dataDir);
+  }
+});
+
+async function start(env: Record<string, string>): Promise<{ ts: TestService; port: number }> {
+  const ts = await startTestService(env);
+  services.push(ts);
+  return { ts, port: await listening(ts) };
+}
+
+/** Resolves once `check` holds, polling; rejects after `ms` saying what was awaited. */
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
+  await within(
+    (async () => {
+      while (!(await check())) await new Promise((r) => setTimeout(r, 25));
+    })(),
+    ms,
+    what,
+  );
+}
+
+describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_SEND_BYTES 4 KiB)', () => {
+  let ts: TestService;
+  let port: number;
+  beforeAll(async () => {
+    ({ ts, port } = await start({ REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_COMET_MAX_SEND_BYTES: '4096' }));
+  });
+
+  const attached = async (channel: string): Promise<CometClient> => {
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    await client!.send([{ action: Actions.ATTACH, channel }]);
+    await client!.recvUntil((m) => m.action === Actions.ATTACHED);
+    return client!;
+  };
+
+  it('a connection that stops making recvs is cut off (DISCONNECTED 80020 behind what it did not read) and may resume', async () => {
+    const channel = uniqueChannel('comet-unread');
+    const client = await attached(channel);
+    const before = ts.service.gateway.metrics().slowConsumerDisconnects;
+    const data = 'x'.repeat(2000);
+    // 60 KB a publish: the second goes over the bound, nobody polling.
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, {
+        method: 'POST',
+        headers: { authorization: ts.auth, 'content-type': 'application/json' },
+        body: JSON.stringify(Array.from({ length: 30 }, (_, n) => ({ name: `m${i}-${n}`, data }))),
+      });
+      expect(res.status).toBe(201);
+    }
+    await until(() => ts.service.gateway.metrics().slowConsumerDisconnects > before, 'the comet connection to be cut off');
+    // What was queued, then why it ends; then the transport is gone.
+    const { messages } = await client.recv();
+    expect(messages.filter((m) => m.action === Actions.MESSAGE).length).toBeGreaterThan(0);
+    expect(messages.at(-1)).toMatchObject({ action: Actions.DISCONNECTED, error: { code: 80020, statusCode: 429 } });
+    const gone = await client.recv();
+    expect(gone.messages).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
+    // Dropped, not ended: the same connection resumes.
+    const { client: resumed } = await CometClient.connect(port, { key: ts.key, resume: client.key });
+    expect(resumed!.connected.connectionId).toBe(client.connected.connectionId);
+    expect(resumed!.connected.error).toBeUndefined();
+    await resumed!.close();
+  });
+
+  it('a send over REALTIME_COMET_MAX_SEND_BYTES is refused unread (413 40009) and the connection fails with that error', async () => {
+    const client = await attached(uniqueChannel('comet-huge'));
+    const huge = JSON.stringify([{ action: Actions.MESSAGE, channel: 'c', msgSerial: 0, messages: [{ data: 'y'.repeat(8000) }] }]);
+    const refused = await client.send(huge);
+    expect(refused.status).toBe(413);
+    expect(refused.error).toMatchObject({ code: 40009, statusCode: 413 });
+    expect(refused.error!.message).toMatch(/4096 bytes/);
+    const failed = await client.recvUntil((m) => m.action === Actions.ERROR);
+    expect(failed.find((m) => m.action === Actions.ERROR)?.error).toMatchObject({ code: 40009 });
+    const { client: again } = await CometClient.connect(port, { key: ts.key, resume: client.key });
+    expect(again!.connected.error).toMatchObject({ code: 80008 });
+    await again!.close();
+  });
+
+  it('recvs waiting past REALTIME_COMET_MAX_PENDING_REQUESTS (2) are refused (429 42910); those waiting go on', async () => {
+    const channel = uniqueChannel('comet-recvs');
+    const client = await attached(channel);
+    const first = client.recv();
+    const second = client.recv();
+    // Both are waiting once the connection counts two: a third is refused at once.
+    let third = await client.recv();
+    for (let i = 0; i < 50 && third.status !== 429; i++) third = await client.recv();
+    expect(third.status).toBe(429);
+    expect(third.error).toMatchObject({ code: 42910, statusCode: 429 });
+    // The waiting ones are answered as frames come: the first takes the message.
+    await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, {
+      method: 'POST',
+      headers: { authorization: ts.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'wake' }),
+    });
+    const answered = await first;
+    expect(answered.messages).toEqual([expect.objectContaining({ action: Actions.MESSAGE })]);
+    const closed = await client.close();
+    expect(closed.messages).toEqual([expect.objectContaining({ action: Actions.CLOSED })]);
+    expect((await second).messages).toEqual([]);
+  });
+});
+
+describe('an idle comet connection (REALTIME_MAX_IDLE_INTERVAL_MS 1 s, REALTIME_CONNECTION_STATE_TTL_MS 1 s)', () => {
+  it('whose client stops polling is dropped, then ends after connectionStateTtl: its members leave and a resume is refused (80008)', async () => {
+    const { ts, port } = await start({ REALTIME_MAX_IDLE_INTERVAL_MS: '1000', REALTIME_CONNECTION_STATE_TTL_MS: '1000', REALTIME_PRESENCE_DROP_MS: '0' });
+    const channel = uniqueChannel('comet-idle');
+    const { client } = await CometClient.connect(port, { key: ts.key, clientId: 'idler' });
+    await client!.send([{ action: Actions.ATTACH, channel }]);
+    await client!.send([{ action: Actions.PRESENCE, channel, msgSerial: 0, presence: [{ action: 2, data: 'here' }] }]);
+    await client!.recvUntil((m) => m.action === Actions.ACK);
+    const members = async (): Promise<unknown[]> => (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: { authorization: ts.auth } })).json()) as unknown[];
+    expect(await members()).toHaveLength(1);
+    // No recv from here on: silence past twice the idle interval (and 10 s) drops the transport.
+    await until(() => ts.service.gateway.comet.size === 0 && ts.service.gateway.metrics().connections === 0, 'the idle connection to end', 30_000);
+    await until(async () => (await members()).length === 0, 'its member to leave');
+    const { client: late } = await CometClient.connect(port, { key: ts.key, clientId: 'idler', resume: client!.key });
+    expect(late!.connected.error).toMatchObject({ code: 80008 });
+    await late!.close();
+  }, 45_000);
+});
