@@ -323,6 +323,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxPresenceMembers: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS', d.maxPresenceMembers, 1, 1_000_000_000),
     maxPresenceMembersPerApp: int(e, 'REALTIME_MAX_PRESENCE_MEMBERS_PER_APP', d.maxPresenceMembersPerApp, 1, 1_000_000_000),
     instanceAliveIntervalMs: int(e, 'REALTIME_INSTANCE_ALIVE_MS', d.instanceAliveIntervalMs, 100, 3600_000),
+    occupancyIntervalMs: int(e, 'REALTIME_OCCUPANCY_INTERVAL_MS', d.occupancyIntervalMs, 100, 600_000),
   };
 }
 
