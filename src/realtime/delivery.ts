@@ -228,7 +228,8 @@ export class Delivery {
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
-    if (attachment.channel !== out.event.channel) return this.sendVariant(attachment, out);
+    // base is the very string of channel for a plain name: a pointer comparison on the hot path.
+    if (attachment.channel !== attachment.base) return this.sendVariant(attachment, out);
     if (conn.sendFrame(out.frame(conn.format))) {
       this.messagesDelivered += out.event.messages.length;
       this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);

@@ -84,6 +84,25 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
     expect((await c.presence(name, [{ action: 2 }])).action).toBe(Actions.NACK);
   });
 
+  it('a [?params] name is its channel: its members come in SYNC under that name, again on a SYNC request, and its presence enters the channel', async () => {
+    const base = uniqueChannel('wire-qualified');
+    const name = `[?rewind=1]${base}`;
+    const member = await connect({ clientId: 'present' }, format);
+    expect((await member.presence(base, [{ action: 2, data: 'x' }])).action).toBe(Actions.ACK);
+    const c = await connect({ clientId: 'q' }, format);
+    const attached = await c.attach(name);
+    expect(attached.params).toEqual({ rewind: '1' });
+    const syncOf = (pm: { action: number; channel?: unknown; presence?: unknown }): boolean =>
+      pm.action === Actions.SYNC && pm.channel === name && (pm.presence as { clientId: string }[]).some((p) => p.clientId === 'present');
+    await c.next(syncOf);
+    const again = c.next(syncOf, 10_000, false);
+    c.send({ action: Actions.SYNC, channel: name });
+    await again;
+    expect((await c.presence(name, [{ action: 2, data: 'mine' }])).action).toBe(Actions.ACK);
+    const members = ts.service.presence.query({ appId: ts.service.registry.all()[0].appId, channel: base, limit: 10 }).members.map((m) => m.clientId).sort();
+    expect(members).toEqual(['present', 'q']);
+  });
+
   it('[meta]occupancy is a MESSAGE on the attached name with data {metrics}', async () => {
     const name = uniqueChannel('wire-occupancy');
     const c = await connect({}, format);
