@@ -12,6 +12,7 @@ import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
 import { channelIdOf, emptyMetrics, metricsOf, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
 import { lifecycleId, periodOfId } from './lifecycle-ids.js';
+import { OccupancyChanges } from './occupancy-changes.js';
 
 export interface ChannelsOptions {
   /** A channel stays active this long after its last use (CHANNEL_IDLE_MS). */
@@ -73,9 +74,8 @@ export class ChannelsProjection {
   private readonly byConnection = new Map<string, Set<string>>();
   /** Channels status requests activated here: not of the log (see above). */
   private readonly requested: StatusActivations;
-  /** Who hears of occupancy changes (in-band occupancy, src/realtime/occupancy.ts), and the channels changed in the batch being applied. */
-  private readonly occupancyListeners = new Set<(changed: { appId: string; channel: string }[]) => void>();
-  private occupancyChangedInBatch = new Map<string, { appId: string; channel: string }>();
+  /** Channels whose occupancy each batch changed, for in-band occupancy (occupancy-changes.ts). */
+  readonly occupancyChanges = new OccupancyChanges();
   /** What the projection has applied of each topic (reads wait on it: src/log/own-writes.ts). */
   readonly progress = new AppliedPositions();
   /** What the state includes, per topic and partition (restored with a snapshot, unlike progress). */
@@ -95,11 +95,7 @@ export class ChannelsProjection {
       if (this.canHandle(event)) this.evolve(event, r);
     }
     this.progress.advance(records);
-    if (this.occupancyChangedInBatch.size > 0) {
-      const changed = [...this.occupancyChangedInBatch.values()];
-      this.occupancyChangedInBatch = new Map();
-      for (const listener of this.occupancyListeners) listener(changed);
-    }
+    this.occupancyChanges.flush();
     const last = records[records.length - 1];
     if (last) {
       let applied = this.applied.get(last.topic);
@@ -271,13 +267,7 @@ export class ChannelsProjection {
   private occupancyChanged(s: ChannelState, record: LogRecord): void {
     s.occupancyCause = positionOf(record);
     s.occupancyChangedAt = record.timestamp;
-    if (this.occupancyListeners.size > 0) this.occupancyChangedInBatch.set(stateKey(s.appId, s.channel), { appId: s.appId, channel: s.channel });
-  }
-
-  /** Calls `listener` with the channels whose occupancy changed, after each batch applied; returns its removal. */
-  onOccupancyChanged(listener: (changed: { appId: string; channel: string }[]) => void): () => void {
-    this.occupancyListeners.add(listener);
-    return () => this.occupancyListeners.delete(listener);
+    this.occupancyChanges.changed(s);
   }
 
   private indexOf(appId: string): ChannelIndex {
