@@ -77,23 +77,38 @@ function truthy(v: JSONValue): boolean {
   return true;
 }
 
-/** Walks the syntax tree: its depth, size and constructs within bounds. */
+/** The fields an expression reads of a message. */
+const SUBJECT_FIELDS = new Set(['name', 'clientId', 'headers']);
+
+/**
+ * Walks the syntax tree: its depth, size and constructs within bounds, and every field it reads
+ * at the top one of the message's (`"foo"` is a field in JMESPath, not a string: a filter
+ * `name == "foo"` would match nothing, in silence).
+ */
 function checkTree(root: unknown): void {
   let nodes = 0;
-  const visit = (node: unknown, depth: number): void => {
+  const visit = (node: unknown, depth: number, top: boolean): void => {
     if (node === null || typeof node !== 'object') return;
     if (Array.isArray(node)) {
-      for (const child of node) visit(child, depth);
+      for (const child of node) visit(child, depth, top);
       return;
     }
-    const n = node as { type?: unknown; name?: unknown };
+    const n = node as { type?: unknown; name?: unknown; left?: unknown; right?: unknown };
     if (typeof n.type !== 'string') return;
     if (++nodes > MAX_FILTER_NODES) throw refused(`the filter expression has more than ${MAX_FILTER_NODES} terms`);
     if (depth > MAX_FILTER_DEPTH) throw refused(`the filter expression nests deeper than ${MAX_FILTER_DEPTH} levels`);
     if (!NODES.has(n.type)) throw refused(`the filter expression uses ${n.type}, which filters do not serve: compare name, clientId and headers with literals, and combine with && || !`);
     if (n.type === 'Function' && !FUNCTIONS.has(String(n.name))) throw refused(`the filter expression calls ${String(n.name)}(), which filters do not serve (they serve ${[...FUNCTIONS].join(', ')})`);
+    if (n.type === 'Field' && top && !SUBJECT_FIELDS.has(String(n.name))) {
+      throw refused(`the filter expression reads a field "${String(n.name)}": a filter reads name, clientId and headers; a string is written 'text' or \`"text"\``);
+    }
     if (n.type === 'Literal') return; // a literal's value is data, not syntax
-    for (const [key, child] of Object.entries(node)) if (key !== 'type' && key !== 'name') visit(child, depth + 1);
+    if (n.type === 'Subexpression' || n.type === 'IndexExpression') {
+      visit(n.left, depth + 1, top);
+      visit(n.right, depth + 1, false);
+      return;
+    }
+    for (const [key, child] of Object.entries(node)) if (key !== 'type' && key !== 'name') visit(child, depth + 1, top);
   };
-  visit(root, 1);
+  visit(root, 1, true);
 }

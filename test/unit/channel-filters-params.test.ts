@@ -101,5 +101,7 @@ describe('subscription filter expressions (JMESPath)', () => {
     expect(refusal(b64('headers.*'))).toMatch(/filters do not serve/);
     expect(refusal(b64('pad_left(name, `1000000000`)'))).toMatch(/pad_left/);
     expect(refusal(b64('   '))).toMatch(/empty/);
+    // "foo" is a field in JMESPath, not a string: refused rather than matching nothing in silence.
+    expect(refusal(b64('name == "foo"'))).toMatch(/reads a field "foo"/);
   });
 });
