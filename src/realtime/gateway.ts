@@ -264,7 +264,8 @@ export class Gateway {
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);
-    this.deps.events.detached(conn.appId, attachment.base, conn.id);
+    // The log knows one attachment per connection and channel: one by another name of it stays.
+    if (![...conn.attachments.values()].some((a) => a.base === attachment.base)) this.deps.events.detached(conn.appId, attachment.base, conn.id);
     this.delivery.remove(attachment);
     if (attachment.occupancy) this.occupancy.detached(attachment);
   }

@@ -103,6 +103,26 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
     expect(members).toEqual(['present', 'q']);
   });
 
+  it('a channel attached by two of its names counts once, and stays counted when one of them detaches', async () => {
+    const base = uniqueChannel('wire-two-names');
+    const appId = ts.service.registry.all()[0].appId;
+    const connections = (): number => ts.service.channels.metrics(appId, base).connections;
+    const c = await connect({}, format);
+    expect((await c.attach(base)).action).toBe(Actions.ATTACHED);
+    expect((await c.attach(`[?rewind=1]${base}`)).action).toBe(Actions.ATTACHED);
+    const detached = c.next((pm) => pm.action === Actions.DETACHED, 10_000, false);
+    c.send({ action: Actions.DETACH, channel: `[?rewind=1]${base}` });
+    await detached;
+    // Another connection's attach is appended after whatever the detach appended (same channel, same partition).
+    const other = await connect({}, format);
+    expect((await other.attach(base)).action).toBe(Actions.ATTACHED);
+    const deadline = Date.now() + 10_000;
+    while (connections() !== 2) {
+      if (Date.now() > deadline) throw new Error(`connections on the channel: ${connections()}, not 2`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  });
+
   it('[meta]occupancy is a MESSAGE on the attached name with data {metrics}', async () => {
     const name = uniqueChannel('wire-occupancy');
     const c = await connect({}, format);
