@@ -392,6 +392,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     consumerName: consumerName('delivery'),
     events: connectionEvents,
     ownWrites,
+    occupancy: { metrics: (appId, channel) => channels.metrics(appId, channel), onOccupancyChanged: (listener) => channels.occupancyChanges.subscribe(listener) },
   });
   await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);

@@ -12,6 +12,7 @@ import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
 import { channelIdOf, emptyMetrics, metricsOf, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
 import { lifecycleId, periodOfId } from './lifecycle-ids.js';
+import { OccupancyChanges } from './occupancy-changes.js';
 
 export interface ChannelsOptions {
   /** A channel stays active this long after its last use (CHANNEL_IDLE_MS). */
@@ -73,6 +74,8 @@ export class ChannelsProjection {
   private readonly byConnection = new Map<string, Set<string>>();
   /** Channels status requests activated here: not of the log (see above). */
   private readonly requested: StatusActivations;
+  /** Channels whose occupancy each batch changed, for in-band occupancy (occupancy-changes.ts). */
+  readonly occupancyChanges = new OccupancyChanges();
   /** What the projection has applied of each topic (reads wait on it: src/log/own-writes.ts). */
   readonly progress = new AppliedPositions();
   /** What the state includes, per topic and partition (restored with a snapshot, unlike progress). */
@@ -92,6 +95,7 @@ export class ChannelsProjection {
       if (this.canHandle(event)) this.evolve(event, r);
     }
     this.progress.advance(records);
+    this.occupancyChanges.flush();
     const last = records[records.length - 1];
     if (last) {
       let applied = this.applied.get(last.topic);
@@ -263,6 +267,7 @@ export class ChannelsProjection {
   private occupancyChanged(s: ChannelState, record: LogRecord): void {
     s.occupancyCause = positionOf(record);
     s.occupancyChangedAt = record.timestamp;
+    this.occupancyChanges.changed(s);
   }
 
   private indexOf(appId: string): ChannelIndex {

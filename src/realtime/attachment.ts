@@ -1,4 +1,6 @@
 import type { Frame, ProtocolMessage, WireFormat } from './protocol.js';
+import type { MessageFilter } from './message-filter.js';
+import type { OccupancyRequest } from './channel-params.js';
 
 /**
  * What delivery, backlog replay and presence SYNC need of a connection: who it is and how to send
@@ -27,11 +29,18 @@ export interface Subscriber {
 /** One connection's attachment to one channel. */
 export interface Attachment {
   conn: Subscriber;
+  /** The channel's name as the client attached it: frames to it carry this name. */
   channel: string;
-  /** The log key of the channel's events (appId:channel). */
+  /** The channel whose messages and presence it receives (`room` for `[?rewind=1]room` or `[filter=...]room`). */
+  base: string;
+  /** The log key of the base channel's events (appId:channel). */
   recordKey: string;
   partition: number;
   modes: number;
+  /** A derived channel's filter: only the messages it matches are sent. */
+  filter?: MessageFilter;
+  /** In-band occupancy asked (the `occupancy` param): `[meta]occupancy` messages as it changes. */
+  occupancy?: OccupancyRequest;
   /**
    * The client's own position in the channel's partition when it is ahead of this instance's
    * delivery (a resume on an instance whose consumer lags the one it came from): records before it

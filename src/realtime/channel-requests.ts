@@ -1,5 +1,4 @@
 import { ServiceError } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
 import { allowedOn } from '../auth/channel-access.js';
 import type { Capability } from '../auth/capability.js';
 import type { Limits } from '../limits.js';
@@ -7,43 +6,65 @@ import { parsePublishBody } from '../messages/message.js';
 import type { StoredMessage } from '../domain/message.js';
 import { MODES } from '../domain/modes.js';
 import { Flag, type ProtocolMessage } from './protocol.js';
-import { parseRewind, type Rewind } from './rewind.js';
+import type { Rewind } from './rewind.js';
+import { channelParamsOf, type ChannelParams } from './channel-params.js';
+import { qualifiedName, type QualifiedName } from './channel-qualifier.js';
+import { compileFilter, type MessageFilter } from './message-filter.js';
 
 // What a client's ATTACH and MESSAGE frames ask, checked: functions of the frame and the
 // credentials alone (the Connection acts on them).
 
-/** The channel a ProtocolMessage names, checked. */
-export function channelOf(pm: ProtocolMessage): string {
-  if (typeof pm.channel !== 'string') throw new ServiceError('invalidChannelName', 'the ProtocolMessage names no channel');
-  return checkChannelName(pm.channel);
-}
-
-/** Modes a capability allows on a channel, within the requested ones (all four when none asked). */
-export function modesFor(capability: Capability, channel: string, requested: number | undefined): number {
+/**
+ * Modes a capability allows on a channel, within the requested ones (all four when none asked).
+ * A derived (filtered) channel is subscribe-only, as the platform's.
+ */
+export function modesFor(capability: Capability, channel: string, requested: number | undefined, derived = false): number {
   let granted = 0;
   if (allowedOn(capability, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
   if (allowedOn(capability, channel, 'publish')) granted |= Flag.PUBLISH;
   if (allowedOn(capability, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
+  if (derived) granted &= Flag.SUBSCRIBE;
   const asked = requested === undefined ? MODES : requested & MODES;
   return granted & (asked === 0 ? MODES : asked);
 }
 
-/** What an ATTACH asks beside its channel and modes (§4). */
+/** What an ATTACH asks beside its modes (§4). */
 export interface AttachRequest {
-  params: Record<string, string> | undefined;
+  /** The channel's name as the client gave it, and what it refers to. */
+  channel: QualifiedName;
+  /** A derived channel's filter. */
+  filter: MessageFilter | undefined;
+  /** The params asked, checked; `granted` is what ATTACHED echoes. */
+  params: ChannelParams;
   /** The position to go on from (a resume). */
   serial: string | undefined;
   /** The `rewind` param, on a clean attach only: a re-attach (ATTACH_RESUME, or a channelSerial) is not rewound again. */
   rewind: Rewind | undefined;
 }
 
-/** An ATTACH's params, position and rewind; throws a ServiceError for a `rewind` that is not one. */
+/**
+ * An ATTACH's channel, filter, params, position and rewind; throws a ServiceError for a name,
+ * filter or param that is not one (the attach fails with it: §4.4).
+ */
 export function attachRequestOf(pm: ProtocolMessage): AttachRequest {
-  const params = pm.params && typeof pm.params === 'object' ? pm.params : undefined;
+  if (typeof pm.channel !== 'string') throw new ServiceError('invalidChannelName', 'the ProtocolMessage names no channel');
+  const channel = qualifiedName(pm.channel);
+  const filter = channel.filter === undefined ? undefined : compileFilter(channel.filter);
+  const params = channelParamsOf(pm.params, channel.params);
   const serial = typeof pm.channelSerial === 'string' ? pm.channelSerial : undefined;
-  const rewind = parseRewind(params && Object.hasOwn(params, 'rewind') ? (params as Record<string, unknown>).rewind : undefined);
   const clean = serial === undefined && !(typeof pm.flags === 'number' && pm.flags & Flag.ATTACH_RESUME);
-  return { params, serial, rewind: clean ? rewind : undefined };
+  return { channel, filter, params, serial, rewind: clean ? params.rewind : undefined };
+}
+
+/**
+ * The channel a MESSAGE or PRESENCE acts on: the one its name refers to. A derived channel takes
+ * neither (the platform's rule: derived channels are subscribe-only).
+ */
+export function targetChannelOf(pm: ProtocolMessage, what: 'publish' | 'enter presence'): string {
+  if (typeof pm.channel !== 'string') throw new ServiceError('invalidChannelName', 'the ProtocolMessage names no channel');
+  const channel = qualifiedName(pm.channel);
+  if (channel.filter !== undefined) throw new ServiceError('capabilityDenied', `cannot ${what} on a derived (filtered) channel: it is subscribe-only; use "${channel.base}"`);
+  return channel.base;
 }
 
 /**

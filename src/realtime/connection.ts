@@ -1,14 +1,15 @@
 import { ServiceError } from '../errors.js';
-import { checkAllowedOn } from '../auth/channel-access.js';
+import { allowedOn, checkAllowedOn } from '../auth/channel-access.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { ShapeLimits } from '../codec/value-shape.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
-import { Action, FrameRefused, decodeFrame, serviceError, toWireError, type ProtocolMessage, type WireError } from './protocol.js';
+import { Action, Flag, FrameRefused, decodeFrame, serviceError, toWireError, type ProtocolMessage, type WireError } from './protocol.js';
 import type { ConnectionContext, PeerSocket } from './context.js';
 import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-life.js';
 import { AckQueue, type AckResult } from './ack-queue.js';
 import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-changes.js';
-import { attachRequestOf, channelOf, modesFor, publishedMessages, type AttachRequest } from './channel-requests.js';
+import { attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
+import { qualifiedName } from './channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
 
 export type { ConnectionIdentity } from './connection-life.js';
@@ -167,30 +168,29 @@ export class Connection extends ConnectionLife {
   // ---- attach and detach (REALTIME-PROTOCOL.md §4)
 
   private async attach(pm: ProtocolMessage): Promise<void> {
-    let channel: string;
-    try {
-      channel = channelOf(pm);
-    } catch (err) {
-      return this.channelError(pm.channel, toWireError(err));
-    }
-    const { maxChannelsPerConnection } = this.ctx.settings;
-    if (!this.attachments.has(channel) && this.attachments.size >= maxChannelsPerConnection) {
-      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
-    }
-    const modes = modesFor(this.credentials.capability, channel, typeof pm.flags === 'number' ? pm.flags : undefined);
-    if (modes === 0) {
-      return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${channel}"`));
-    }
     let request: AttachRequest;
     try {
       request = attachRequestOf(pm);
     } catch (err) {
-      return this.channelError(channel, toWireError(err));
+      return this.channelError(pm.channel, toWireError(err));
     }
-    const { params, serial, rewind } = request;
+    const { name: channel, base } = request.channel;
+    const { maxChannelsPerConnection } = this.ctx.settings;
+    if (!this.attachments.has(channel) && this.attachments.size >= maxChannelsPerConnection) {
+      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
+    }
+    const capability = this.credentials.capability;
+    const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
+    if (modes === 0) {
+      const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
+      return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`));
+    }
+    if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
+      return this.channelError(channel, serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`));
+    }
     // A fresh attach starts where delivery is: after this instance's own messages, once it passed
     // them. A resume goes on from the client's position, which they do not move.
-    const delivered = serial === undefined ? this.ctx.ownMessagesDelivered(this.appId, channel) : undefined;
+    const delivered = request.serial === undefined ? this.ctx.ownMessagesDelivered(this.appId, base) : undefined;
     if (delivered) {
       const ticket = {};
       const epoch = this.epoch;
@@ -201,14 +201,38 @@ export class Connection extends ConnectionLife {
       this.attaching.delete(channel);
       if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery passed the messages this instance acknowledged: it lags');
     }
-    await this.ctx.attach(this, channel, modes, serial, params, rewind);
+    await this.ctx.attach(this, modes, request);
   }
 
   private detach(channel: string): void {
     this.attaching.delete(channel);
     this.ctx.detach(this, channel);
-    if (this.presenceChannels.delete(channel)) this.ctx.leave(this.appId, channel, this.id);
+    const base = this.attachedBase(channel);
+    // Its members leave unless the channel is still attached by another of its names.
+    const stillAttached = [...this.attachments.values()].some((a) => a.base === base);
+    if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
     this.send({ action: Action.DETACHED, channel });
+  }
+
+  /** The channel a name refers to (itself when it is not a valid qualified name). */
+  private attachedBase(channel: string): string {
+    try {
+      return qualifiedName(channel).base;
+    } catch {
+      return channel;
+    }
+  }
+
+  /**
+   * Whether the attachment of the channel a frame names, if any, was granted `mode`: an attach
+   * that asked for fewer modes (ATTACH flags) cannot publish or enter presence (§4.1). Publishing
+   * without attaching goes by the capability alone (RTL6c5).
+   */
+  private checkMode(pm: ProtocolMessage, mode: number, what: string): void {
+    const attachment = typeof pm.channel === 'string' ? this.attachments.get(pm.channel) : undefined;
+    if (attachment && !(attachment.modes & mode)) {
+      throw new ServiceError('capabilityDenied', `cannot ${what} on channel "${attachment.channel}": it was attached without the ${mode === Flag.PUBLISH ? 'publish' : 'presence'} mode`);
+    }
   }
 
   /** A client asks for the presence set again (§5.4): it gets the whole set. */
@@ -237,7 +261,7 @@ export class Connection extends ConnectionLife {
     this.identity = { ...this.identity, credentials, clientId: held === undefined || held === '*' ? (clientId ?? held) : held };
     // Channels the new capability no longer allows fail; the others stay attached (RTC8a1).
     for (const [channel, attachment] of [...this.attachments]) {
-      const modes = modesFor(this.credentials.capability, channel, undefined) & attachment.modes;
+      const modes = modesFor(this.credentials.capability, attachment.base, undefined) & attachment.modes;
       if (modes === 0) {
         this.ctx.detach(this, channel);
         this.channelError(channel, serviceError('capabilityDenied', `the new token allows no operation on channel "${channel}"`));
@@ -275,16 +299,18 @@ export class Connection extends ConnectionLife {
   }
 
   private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    const channel = channelOf(pm);
+    const channel = targetChannelOf(pm, 'publish');
     checkAllowedOn(this.credentials.capability, channel, 'publish');
+    this.checkMode(pm, Flag.PUBLISH, 'publish');
     const messages = publishedMessages(pm, this.id, msgSerial, this.clientId, this.ctx.limits);
     await this.ctx.publish(this.appId, channel, messages, this.credentials.keyName);
     return messages.map((m) => m.id);
   }
 
   private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    const channel = channelOf(pm);
+    const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
+    this.checkMode(pm, Flag.PRESENCE, 'enter presence');
     const limits = this.ctx.limits;
     const items = presenceItemsOf(pm, limits);
     const sender = { connectionId: this.id, instanceId: this.ctx.instanceId, msgSerial, clientId: this.clientId, method: this.credentials.method };

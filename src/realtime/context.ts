@@ -6,7 +6,7 @@ import type { StoredMessage } from '../domain/message.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
 import type { Attachment, Subscriber } from './attachment.js';
 import type { Frame } from './protocol.js';
-import type { Rewind } from './rewind.js';
+import type { AttachRequest } from './channel-requests.js';
 import type { RealtimeSettings } from './settings.js';
 
 /** What a connection uses of its socket: a `ws` WebSocket is one (unit tests use one of their own). */
@@ -61,7 +61,7 @@ export interface ConnectionContext {
   /** Undefined when delivery passed this instance's own messages on the channel; else resolves once it has (false: it gave up waiting). */
   ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined;
   /** Attaches (ATTACHED, SYNC, backlog): the attachment goes into `conn.attachments`. */
-  attach(conn: Subscriber, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void>;
+  attach(conn: Subscriber, modes: number, request: AttachRequest): Promise<void>;
   /** Takes the attachment off delivery and out of `conn.attachments`; nothing is sent. */
   detach(conn: Subscriber, channel: string): void;
   /** Sends the whole presence set again (a client's SYNC). */

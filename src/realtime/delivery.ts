@@ -63,10 +63,39 @@ class OutgoingMessages {
     return (this.bytes ??= sizeOf(this.event.messages));
   }
 
-  private build(format: WireFormat): Frame {
-    const e = this.event;
-    return encodeFrame({ action: Action.MESSAGE, channel: e.channel, channelSerial: this.channelSerial, messages: e.messages.map((m) => messageToWire(m, format)) }, format);
+  private build(format: WireFormat, channel = this.event.channel, messages = this.event.messages): Frame {
+    return encodeFrame({ action: Action.MESSAGE, channel, channelSerial: this.channelSerial, messages: messages.map((m) => messageToWire(m, format)) }, format);
   }
+
+  /**
+   * The record as a channel of another name receives it (`[?params]room`, `[filter=...]room`):
+   * under that name, with only the messages its filter matches (undefined when none does).
+   * Worked out once per name however many attachments share it.
+   */
+  variant(attachment: Attachment): Variant | undefined {
+    const name = attachment.channel;
+    let v = (this.variants ??= new Map()).get(name);
+    if (v === undefined) {
+      const filter = attachment.filter;
+      const messages = filter ? this.event.messages.filter((m) => filter.matches(m)) : this.event.messages;
+      v = messages.length === 0 ? null : { messages, frames: {}, bytes: messages === this.event.messages ? this.data : sizeOf(messages) };
+      this.variants.set(name, v);
+    }
+    return v ?? undefined;
+  }
+
+  variantFrame(v: Variant, channel: string, format: WireFormat): Frame {
+    return (v.frames[format] ??= this.build(format, channel, v.messages));
+  }
+
+  private variants?: Map<string, Variant | null>;
+}
+
+/** A record's messages under another channel name (OutgoingMessages.variant). */
+interface Variant {
+  messages: StoredMessage[];
+  frames: Partial<Record<WireFormat, Frame>>;
+  bytes: number;
 }
 
 /**
@@ -199,9 +228,22 @@ export class Delivery {
     const conn = attachment.conn;
     if (!(attachment.modes & Flag.SUBSCRIBE)) return;
     if (!conn.echo && out.connectionId === conn.id) return;
+    // base is the very string of channel for a plain name: a pointer comparison on the hot path.
+    if (attachment.channel !== attachment.base) return this.sendVariant(attachment, out);
     if (conn.sendFrame(out.frame(conn.format))) {
       this.messagesDelivered += out.event.messages.length;
       this.deps.usage?.realtimeOutbound(conn.appId, 'messages', out.event.messages.length, out.data);
+    }
+  }
+
+  /** A record to an attachment by another name of its channel (a qualified or derived name). */
+  private sendVariant(attachment: Attachment, out: OutgoingMessages): void {
+    const conn = attachment.conn;
+    const v = out.variant(attachment);
+    if (!v) return;
+    if (conn.sendFrame(out.variantFrame(v, attachment.channel, conn.format))) {
+      this.messagesDelivered += v.messages.length;
+      this.deps.usage?.realtimeOutbound(conn.appId, 'messages', v.messages.length, v.bytes);
     }
   }
 
@@ -231,6 +273,20 @@ export class Delivery {
       presence: items.map((e) => presenceToWire(e, conn.format)),
     });
     if (sent) this.deps.usage?.realtimeOutbound(conn.appId, 'presence', items.length, sizeOf(items));
+  }
+
+  /**
+   * A `[meta]occupancy` message (the `occupancy` channel param, REALTIME-PROTOCOL.md §9) to one
+   * attachment, at its position; held, it goes out behind the messages before it.
+   */
+  sendOccupancy(attachment: Attachment, message: StoredMessage, channelSerial = this.serialFor(attachment)): void {
+    if (attachment.held) {
+      if (attachment.held.length >= this.deps.settings.maxReplayRecords) attachment.overflowed = true;
+      else attachment.held.push(() => this.sendOccupancy(attachment, message, channelSerial));
+      return;
+    }
+    const conn = attachment.conn;
+    conn.send({ action: Action.MESSAGE, channel: attachment.channel, channelSerial, messages: [messageToWire(message, conn.format)] });
   }
 
   /** The attachment's position: never behind what its client already has. */

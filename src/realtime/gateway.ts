@@ -28,7 +28,8 @@ import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { PresenceSync } from './presence-sync.js';
 import { Action, Flag, type ProtocolMessage } from './protocol.js';
-import type { Rewind } from './rewind.js';
+import type { AttachRequest } from './channel-requests.js';
+import { InbandOccupancy, type OccupancySource } from './occupancy.js';
 import { Sessions } from './sessions.js';
 import type { RealtimeSettings } from './settings.js';
 
@@ -53,6 +54,8 @@ export interface GatewayDeps {
   events: ConnectionEvents;
   /** What this instance appended: an attach waits for delivery to pass it (README: Consistency of reads). */
   ownWrites?: Pick<OwnWrites, 'of'>;
+  /** Channel occupancy for the `occupancy` param (the channels projection). */
+  occupancy: OccupancySource;
 }
 
 /** How long a presence enter counts as reserved without the projection applying it (see PresenceReservations). */
@@ -80,6 +83,7 @@ export class Gateway {
   private readonly webSockets: WebSocketTransport;
   /** The comet transport, which the routes (src/routes/comet.ts) carry requests to. */
   readonly comet: CometTransport;
+  private readonly occupancy: InbandOccupancy;
   /** Presence members entered here that the presence projection has not applied yet. */
   private readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   private readonly unsubscribe: (() => void)[] = [];
@@ -90,6 +94,14 @@ export class Gateway {
     this.sessions = new Sessions({ settings, clock, logger, apps: deps.apps, events: deps.events, onTick: (now) => this.reservations.expire(now) });
     this.delivery = new Delivery({ log: deps.log, consumerName: deps.consumerName, clock, limits: deps.limits, settings, logger, usage, ownWrites: deps.ownWrites });
     this.backlog = new Backlog({ log: deps.log, history: deps.history, clock, settings, closing: () => this.closing });
+    this.occupancy = new InbandOccupancy({
+      source: deps.occupancy,
+      clock,
+      logger,
+      instanceId,
+      intervalMs: settings.occupancyIntervalMs,
+      send: (attachment, message) => this.delivery.sendOccupancy(attachment, message),
+    });
     this.presenceSync = new PresenceSync({ presence: deps.presence, presenceProducer: deps.presenceProducer, settings, instanceId, logger, usage });
     this.handshake = new Handshake({
       authenticator: deps.authenticator,
@@ -126,7 +138,7 @@ export class Gateway {
       },
       count: (counter) => sessions.counters[counter]++,
       ownMessagesDelivered: (appId, channel) => delivery.ownMessagesDelivered(appId, channel),
-      attach: (conn, channel, modes, serial, params, rewind) => this.attach(conn, channel, modes, serial, params, rewind),
+      attach: (conn, modes, request) => this.attach(conn, modes, request),
       detach: (conn, channel) => this.detach(conn, channel),
       sync: (attachment) => presenceSync.resend(attachment),
       publish: async (appId, channel, messages, keyName) => {
@@ -159,6 +171,7 @@ export class Gateway {
     // Reservations settle as the projection applies the changes; then the changes go to the attachments here.
     this.unsubscribe.push(presence.onApplied((appId, channel, entries) => this.reservations.settle(appId, channel, entries)));
     this.unsubscribe.push(presence.onApplied((appId, channel, entries) => this.delivery.deliverPresence(appId, channel, entries)));
+    this.occupancy.start();
     this.webSockets.listen(server);
     this.sessions.start();
   }
@@ -172,6 +185,7 @@ export class Gateway {
     this.sessions.close();
     this.comet.shutdown();
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
+    this.occupancy.close();
     await this.delivery.stop();
     await this.deps.events.close();
     this.webSockets.close();
@@ -184,9 +198,11 @@ export class Gateway {
    * taken in the same tick; ATTACHED with the position the client reads it at, then the SYNC, the
    * backlog (a resume's replay, or `rewind`) and what delivery held meanwhile, in log order.
    */
-  async attach(conn: Subscriber, channel: string, modes: number, serial: string | undefined, params: Record<string, string> | undefined, rewind?: Rewind): Promise<void> {
+  async attach(conn: Subscriber, modes: number, request: AttachRequest): Promise<void> {
     const { delivery } = this;
-    const recordKey = channelKey(conn.appId, channel);
+    const { serial, rewind, filter } = request;
+    const { name: channel, base } = request.channel;
+    const recordKey = channelKey(conn.appId, base);
     const partition = delivery.partitionOf(recordKey);
     const asked = serial === undefined ? undefined : parseChannelSerial(serial);
     let position = asked?.partition === partition ? asked.offset : undefined;
@@ -199,10 +215,10 @@ export class Gateway {
     const from = position;
     this.detach(conn, channel);
     const target = delivery.position(partition);
-    const attachment: Attachment = { conn, channel, recordKey, partition, modes, from: from ?? 0 };
+    const attachment: Attachment = { conn, channel, base, recordKey, partition, modes, filter, occupancy: request.params.occupancy, from: from ?? 0 };
     // The presence set and the registration in the same tick: every change after the snapshot
     // reaches the attachment, none before it (no gap, no duplicate).
-    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, channel) : [];
+    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : [];
     // Behind the client's position (it comes from an instance whose delivery is further on): live
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
@@ -210,7 +226,7 @@ export class Gateway {
     if (replay || rewind) attachment.held = [];
     delivery.add(attachment);
     conn.attachments.set(channel, attachment);
-    this.deps.events.attached(conn.appId, channel, conn.id, modes);
+    this.deps.events.attached(conn.appId, base, conn.id, modes);
 
     let backlog: BacklogRecord[] = [];
     let resumed = ahead || from === target;
@@ -224,7 +240,7 @@ export class Gateway {
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     } else if (rewind) {
       try {
-        backlog = await this.backlog.rewind(conn.appId, channel, partition, target, rewind);
+        backlog = await this.backlog.rewind(conn.appId, base, partition, target, rewind);
       } catch (err) {
         this.deps.logger.warn({ err, channel }, 'channel rewind not available; attaching without it');
       }
@@ -239,9 +255,10 @@ export class Gateway {
     // would skip them with RESUMED (issue 22: messages missed in silence).
     const attachedAt = resumed && from !== undefined ? from : target;
     const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
-    // The params served are echoed (RTL4k): `rewind`, which the connection checked; no others.
-    if (params && Object.keys(params).length > 0) attached.params = Object.hasOwn(params, 'rewind') ? { rewind: String(params.rewind) } : {};
+    // The params granted are echoed (RTL4k); the connection refused any other.
+    if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
     conn.send(attached);
+    if (attachment.occupancy) this.occupancy.attached(attachment);
     if (members.length > 0) this.presenceSync.send(attachment, members);
     // The held deliveries are taken off first: the backlog goes out before them, in log order
     // (sent while `held` was still set, it would have queued behind the live messages that came
@@ -257,8 +274,10 @@ export class Gateway {
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);
-    this.deps.events.detached(conn.appId, channel, conn.id);
+    // The log knows one attachment per connection and channel: one by another name of it stays.
+    if (![...conn.attachments.values()].some((a) => a.base === attachment.base)) this.deps.events.detached(conn.appId, attachment.base, conn.id);
     this.delivery.remove(attachment);
+    if (attachment.occupancy) this.occupancy.detached(attachment);
   }
 
   // ---- presence

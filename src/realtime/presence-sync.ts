@@ -50,7 +50,7 @@ export class PresenceSync {
   /** The whole presence set, again (a client's SYNC request). */
   resend(attachment: Attachment): void {
     if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) return;
-    this.send(attachment, this.members(attachment.conn.appId, attachment.channel));
+    this.send(attachment, this.members(attachment.conn.appId, attachment.base));
   }
 
   /**

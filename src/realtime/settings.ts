@@ -102,6 +102,11 @@ export interface RealtimeSettings {
    * for three intervals are removed by the others. REALTIME_INSTANCE_ALIVE_MS
    */
   instanceAliveIntervalMs: number;
+  /**
+   * In-band occupancy (the `occupancy` channel param): at most one `[meta]occupancy` message per
+   * channel this often. REALTIME_OCCUPANCY_INTERVAL_MS
+   */
+  occupancyIntervalMs: number;
 }
 
 export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
@@ -128,6 +133,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
+  occupancyIntervalMs: 1000,
 };
 
 /** File descriptors kept for everything but client sockets: log and store files, Kafka and ClickHouse. */
