@@ -37,6 +37,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40141: { title: 'Token revoked', what: 'The token was revoked: get a new one (the SDK does so with authCallback or authUrl).' },
   40142: { title: 'Token expired', what: 'The token has expired: get a new one (the SDK does so with authCallback or authUrl).' },
   40143: { title: 'Token not recognized', what: 'The token names a key this service does not know.' },
+  40144: { title: 'Invalid JWT', what: 'The JWT could not be read or verified: it must be HS256, its kid the key name (appId.keyId) whose secret signed it, with iat and exp, and x-ably-capability a JSON string within the key capability.' },
   40160: { title: 'Client lacks the required capability', what: "The key's or token's capability does not grant this operation on this channel." },
   40162: { title: 'Operation requires Basic authentication', what: 'This operation needs the key itself, not a token.' },
   40163: { title: 'Token revocation not enabled for API key', what: "The key's tokens are not revocable: give the key revocableTokens." },

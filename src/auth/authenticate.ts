@@ -18,7 +18,8 @@ const decodeBase64 = (value: string): string | undefined => {
 };
 
 /**
- * Authentication (spec: Authentication): `Basic base64(key)` or `Bearer base64(token)`.
+ * Authentication (spec: Authentication): `Basic base64(key)` or `Bearer base64(token)`, the token
+ * a native one (src/auth/tokens.ts) or a JWT (src/auth/jwt.ts).
  * No credentials: 40106; credentials that do not check out: 40101. Never a 4014x for a key,
  * because the SDKs answer those by requesting a token.
  */
@@ -35,6 +36,21 @@ export class Authenticator {
     private readonly tokens?: TokenVerifier,
     private readonly revocations?: RevocationRegistry,
   ) {}
+
+  /**
+   * For a bearer token whose check is asynchronous (a JWT not seen yet), a promise that settles
+   * once `authenticate` can answer for it; undefined, as for every other credential, when it can
+   * now. Never rejects. Callers await it, when there is one, before `authenticate`.
+   */
+  pending(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Promise<void> | undefined {
+    if (!this.tokens?.prepare || authorization === undefined || authorization.length < 8) return undefined;
+    if (authorization.charCodeAt(0) !== 66 && authorization.charCodeAt(0) !== 98) return undefined; // B, b
+    if (authorization.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
+    const hit = this.verified.get(`${authorization}\u0000${clientIdHeader ?? ''}`);
+    if (hit && hit.version === this.apps.version && hit.expires > now) return undefined;
+    const token = decodeBase64(authorization.slice(7).trim());
+    return token === undefined ? undefined : this.tokens.prepare(token, now);
+  }
 
   authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
     const cacheKey = authorization === undefined ? undefined : `${authorization}\u0000${clientIdHeader ?? ''}`;
