@@ -107,7 +107,10 @@ export class Gateway {
       clock: deps.clock,
       logger: deps.logger,
       instanceId: deps.instanceId,
-      authenticateToken: (token) => this.handshake.authenticateToken(token),
+      authenticateToken: (token) => {
+        const pending = this.handshake.tokenPending(token);
+        return pending ? pending.then(() => this.handshake.authenticateToken(token)) : this.handshake.authenticateToken(token);
+      },
       dropped: (id) => sessions.connectionDropped(id),
       ended: (id) => sessions.connectionEnded(id),
       holdInflight: (bytes) => sessions.holdInflight(bytes),

@@ -77,6 +77,14 @@ export class Handshake {
   }
 
   private accept(ws: WebSocket, params: URLSearchParams): void {
+    // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
+    const pending = params.get('key') ? undefined : this.tokenPending(params.get('access_token') ?? params.get('accessToken'));
+    if (pending) {
+      void pending.then(() => {
+        if (ws.readyState === ws.OPEN) this.accept(ws, params);
+      });
+      return;
+    }
     const { sessions, settings, logger } = this.deps;
     const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
     ws.binaryType = 'nodebuffer';
@@ -157,8 +165,14 @@ export class Handshake {
     throw new ServiceError('noAuthentication', 'no credentials: connect with key=<key> or access_token=<token>');
   }
 
-  /** Credentials of a token (the connect query's, or an AUTH's). */
+  /** Credentials of a token (the connect query's, or an AUTH's), once tokenPending has settled. */
   authenticateToken(token: string): Credentials {
     return this.deps.authenticator.authenticate(`Bearer ${b64(token)}`, undefined, this.deps.clock.now());
+  }
+
+  /** For a token whose check is asynchronous (a JWT not seen yet), a promise that settles once authenticateToken can answer; never rejects. */
+  tokenPending(token: string | null | undefined): Promise<void> | undefined {
+    if (!token) return undefined;
+    return this.deps.authenticator.pending(`Bearer ${b64(token)}`, undefined, this.deps.clock.now());
   }
 }
