@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
 import type { InjectOptions } from 'fastify';
-import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { basic, listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
 let t: TestService;
 let now = Date.now();
@@ -186,5 +187,42 @@ describe('credentials in the query (REST)', () => {
   it('the Authorization header wins over the query', async () => {
     const res = await inject({ url: `/channels/x/messages?key=${encodeURIComponent(t.key)}`, headers: { authorization: basic(`${keyName}:wrong`) } });
     expect(errorOf(res)).toMatchObject({ code: 40101 });
+  });
+});
+
+describe('JWT on the realtime handshake and in AUTH (wire level)', () => {
+  let port: number;
+  beforeAll(async () => {
+    port = await listening(t);
+  });
+
+  it('access_token=<JWT> connects with the claims clientId; a forged one gets DISCONNECTED 40144, an unknown app ERROR 40400', async () => {
+    const ok = await RawClient.connect(port, { access_token: await jwt({ claims: { 'x-ably-clientId': 'wire-jwt' } }), v: '6' });
+    try {
+      const connected = await ok.next((pm) => pm.action === Actions.CONNECTED);
+      expect((connected as { connectionDetails?: { clientId?: string } }).connectionDetails?.clientId).toBe('wire-jwt');
+    } finally {
+      ok.close();
+    }
+    const forged = await RawClient.open(port, { access_token: await jwt({ secret: 'forged' }), v: '6' });
+    expect(await forged.next((pm) => pm.action === Actions.DISCONNECTED || pm.action === Actions.ERROR)).toMatchObject({ action: Actions.DISCONNECTED, error: { code: 40144 } });
+    forged.close();
+    const stranger = await RawClient.open(port, { access_token: await jwt({ kid: 'noSuchApp.key' }), v: '6' });
+    expect(await stranger.next((pm) => pm.action === Actions.DISCONNECTED || pm.action === Actions.ERROR)).toMatchObject({ action: Actions.ERROR, error: { code: 40400 } });
+    stranger.close();
+  });
+
+  it('an AUTH with a new JWT is answered CONNECTED; one with a forged JWT fails the connection with 40144', async () => {
+    const client = await RawClient.connect(port, { access_token: await jwt(), v: '6' });
+    try {
+      const again = client.next((pm) => pm.action === Actions.CONNECTED, 10_000, false);
+      client.send({ action: Actions.AUTH, auth: { accessToken: await jwt({ claims: { 'x-ably-capability': '{"*":["subscribe"]}' } }) } });
+      await again;
+      const refused = client.next((pm) => pm.action === Actions.DISCONNECTED || pm.action === Actions.ERROR, 10_000, false);
+      client.send({ action: Actions.AUTH, auth: { accessToken: await jwt({ secret: 'forged' }) } });
+      expect(await refused).toMatchObject({ error: { code: 40144 } });
+    } finally {
+      client.close();
+    }
   });
 });
