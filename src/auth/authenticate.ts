@@ -101,7 +101,14 @@ export class Authenticator {
     const found = this.apps.key(keyName);
     // Compare even when the key is unknown, so the answer takes the same time.
     const ok = secretsEqual(secret, found?.key.keySecret ?? '\u0000no-such-key');
-    if (!found || !ok) throw new ServiceError('invalidCredentials', 'invalid key: unknown key name or wrong secret');
+    if (!found || !ok) {
+      // A key of an app this service does not have is 40400, as the platform answers it (the
+      // SDK's failure tests expect it, and go `failed` on it); a key the app does not have, or a
+      // wrong secret, 40101.
+      const appId = keyName.slice(0, Math.max(keyName.indexOf('.'), 0));
+      if (!found && !this.apps.app(appId)) throw new ServiceError('notFound', `invalid key: no app "${appId.slice(0, 64)}" on this service`);
+      throw new ServiceError('invalidCredentials', 'invalid key: unknown key name or wrong secret');
+    }
     if (found.key.revoked) throw new ServiceError('keyRevoked', 'this key has been revoked');
     let clientId: string | undefined;
     if (clientIdHeader !== undefined) {

@@ -142,14 +142,21 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       expect(err.code).toBe(40101);
     });
 
-    it('RTN14a: a key name the service does not know ends in the failed state with an invalid-credentials error', async () => {
+    it('RTN14a: a key name the app does not have ends in the failed state with 40101', async () => {
       const appId = ts.key.split('.')[0];
       const client = realtime({ key: `${appId}.no-such-key:secret` });
       await connectionState(client, 'failed').catch(() => undefined);
       expect(client.connection.state).toBe('failed');
-      // REST answers 40101 for both an unknown key and a wrong secret; 40400 (not found) is the other code Ably uses.
-      expect([40101, 40400]).toContain(client.connection.errorReason?.code);
-      expect([401, 404]).toContain(client.connection.errorReason?.statusCode);
+      expect(client.connection.errorReason).toMatchObject({ code: 40101, statusCode: 401 });
+    });
+
+    it('RTN14a: a key of an app the service does not have (the SDK suite\'s "this.is:wrong") ends failed with 40400, not disconnected', async () => {
+      const client = realtime({ key: 'this.is:wrong' });
+      const states = stateLog(client.connection);
+      await connectionState(client, 'failed').catch(() => undefined);
+      expect(client.connection.state).toBe('failed');
+      expect(client.connection.errorReason).toMatchObject({ code: 40400, statusCode: 404 });
+      expect(states.map((s) => s.current)).toEqual(['connecting', 'failed']);
     });
   });
 
