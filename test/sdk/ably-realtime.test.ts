@@ -448,9 +448,30 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($fo
       expect(arrivals.items.map((m) => m.name)).toEqual(['recent', 'live']);
     });
 
+    it('a rewind past what a channel holds for it (100 messages, 2 minutes) is capped there, not refused', async () => {
+      const name = uniqueChannel('rt-rewind-cap');
+      await rest().channels.get(name).publish(Array.from({ length: 105 }, (_, i) => ({ name: `old-${i}`, data: String(i) })));
+      const client = realtime();
+      const byCount = client.channels.get(name, { params: { rewind: '5000' } });
+      const counted = await collectMessages(byCount);
+      expect(byCount.state).toBe('attached');
+      await counted.count(100);
+      const byTime = realtime().channels.get(name, { params: { rewind: '1h' } });
+      const timed = await collectMessages(byTime);
+      expect(byTime.state).toBe('attached');
+      await timed.count(105);
+      await rest().channels.get(name).publish('live', 'x');
+      await counted.until((items) => items.some((m) => m.name === 'live'), "'live' after the capped rewind");
+      await timed.until((items) => items.some((m) => m.name === 'live'), "'live' after the capped rewind");
+      // By count, the last 100 of the 105; by time, those of the last 2 minutes (all 105); in order,
+      // then the live one, none twice.
+      expect(counted.items.map((m) => m.name)).toEqual([...Array.from({ length: 100 }, (_, i) => `old-${i + 5}`), 'live']);
+      expect(timed.items.map((m) => m.name)).toEqual([...Array.from({ length: 105 }, (_, i) => `old-${i}`), 'live']);
+    });
+
     it('an unusable rewind fails the attach with 40003', async () => {
       const client = realtime();
-      const channel = client.channels.get(uniqueChannel('rt-rewind-bad'), { params: { rewind: '1h' } });
+      const channel = client.channels.get(uniqueChannel('rt-rewind-bad'), { params: { rewind: 'soon' } });
       const err = await rejection(channel.attach());
       expect(err.code).toBe(40003);
       expect(channel.state).toBe('failed');
