@@ -74,8 +74,11 @@ describe.each([
     old.close();
     await connectionState(old, 'closed');
     const fresh = realtime({ key: ts.key, clientId: 'again' });
+    const own = await collectPresence(fresh.channels.get(name));
     await fresh.channels.get(name).presence.enter('new');
     await events.count(3);
+    // The new connection's SDK reads its own enter after its ACK: wait for it there too.
+    await own.until((items) => items.some((m) => m.action === 'enter' && m.connectionId === fresh.connection.id), 'its own enter');
     expect(summary(events.items)).toEqual([
       ['enter', 'again', oldId, 'old'],
       ['leave', 'again', oldId, 'old'],
