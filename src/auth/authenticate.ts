@@ -105,8 +105,9 @@ export class Authenticator {
       // A key of an app this service does not have is 40400, as the platform answers it (the
       // SDK's failure tests expect it, and go `failed` on it); a key the app does not have, or a
       // wrong secret, 40101.
+      // A key name without an appId (no dot) is 40101, as the platform answers it now.
       const appId = keyName.slice(0, Math.max(keyName.indexOf('.'), 0));
-      if (!found && !this.apps.app(appId)) throw new ServiceError('notFound', `invalid key: no app "${appId.slice(0, 64)}" on this service`);
+      if (!found && appId !== '' && !this.apps.app(appId)) throw new ServiceError('notFound', `invalid key: no app "${appId.slice(0, 64)}" on this service`);
       throw new ServiceError('invalidCredentials', 'invalid key: unknown key name or wrong secret');
     }
     if (found.key.revoked) throw new ServiceError('keyRevoked', 'this key has been revoked');
