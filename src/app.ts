@@ -114,12 +114,10 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.decorateRequest('ctx', undefined);
 
   const authenticate = (request: FastifyRequest): void => {
-    request.ctx!.credentials = deps.authenticator.authenticate(
-      headerOf(request, 'authorization'),
-      headerOf(request, 'x-ably-clientid'),
-      deps.clock.now(),
-    );
+    request.ctx!.credentials = deps.authenticator.authenticate(authorizationOf(request), headerOf(request, 'x-ably-clientid'), deps.clock.now());
   };
+  const pendingCredentials = (request: FastifyRequest): Promise<void> | undefined =>
+    deps.authenticator.pending(authorizationOf(request), headerOf(request, 'x-ably-clientid'), deps.clock.now());
 
   // Every API request counts in the stats of the app it was made for (spec: stats apiRequests),
   // with the status its reply is sent with (src/http/reply.ts).
@@ -151,10 +149,13 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     }
     const existing = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
     route.onRequest = [
-      syncHook((request) => {
-        resolveContext(request, counter);
-        if (needsAuth) authenticate(request);
-      }),
+      needsAuth
+        ? authenticatingHook(
+            (request) => resolveContext(request, counter),
+            pendingCredentials,
+            authenticate,
+          )
+        : syncHook((request) => resolveContext(request, counter)),
       ...existing,
     ];
   });
@@ -250,6 +251,20 @@ const corsForBrowsers: FastifyPluginCallback<FastifyCorsOptions> = (instance, op
 };
 (corsForBrowsers as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true;
 
+/**
+ * A request's credentials: its Authorization header or, without one, the platform's query forms
+ * `?key=<keyName:keySecret>` (as Basic) and `?access_token=<token>` (as Bearer).
+ */
+function authorizationOf(request: FastifyRequest): string | undefined {
+  const header = headerOf(request, 'authorization');
+  if (header !== undefined) return header;
+  const query = request.query as Record<string, unknown> | undefined;
+  if (query === undefined || query === null) return undefined;
+  if (typeof query.key === 'string' && query.key.length > 0) return `Basic ${Buffer.from(query.key).toString('base64')}`;
+  if (typeof query.access_token === 'string' && query.access_token.length > 0) return `Bearer ${Buffer.from(query.access_token).toString('base64')}`;
+  return undefined;
+}
+
 /** An onRequest hook from a synchronous step: what it throws becomes the request's error. */
 function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler {
   return (request, _reply, done) => {
@@ -260,6 +275,38 @@ function syncHook(step: (request: FastifyRequest) => void): onRequestHookHandler
       return;
     }
     done();
+  };
+}
+
+/**
+ * The onRequest hook of a route that needs credentials: synchronous, except while a credential
+ * whose check is asynchronous (a JWT seen for the first time: src/auth/jwt.ts) is checked.
+ */
+function authenticatingHook(
+  context: (request: FastifyRequest) => void,
+  pending: (request: FastifyRequest) => Promise<void> | undefined,
+  authenticate: (request: FastifyRequest) => void,
+): onRequestHookHandler {
+  const finish = (request: FastifyRequest, done: (err?: Error) => void): void => {
+    try {
+      authenticate(request);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
+  };
+  return (request, _reply, done) => {
+    try {
+      context(request);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    const wait = pending(request);
+    if (wait === undefined) return finish(request, done);
+    // pending never rejects: what the check found, authenticate throws.
+    void wait.then(() => finish(request, done));
   };
 }
 

@@ -31,6 +31,7 @@ export const ErrorCodes = {
   tokenRevoked: { code: 40141, statusCode: 401 },
   tokenExpired: { code: 40142, statusCode: 401 },
   tokenUnrecognized: { code: 40143, statusCode: 401 },
+  invalidJwt: { code: 40144, statusCode: 401 },
   capabilityDenied: { code: 40160, statusCode: 401 },
   basicAuthenticationRequired: { code: 40162, statusCode: 401 },
   keyTokensNotRevocable: { code: 40163, statusCode: 401 },

@@ -198,7 +198,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     consumerName: consumerName('connections'),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
-    // Its start ends every earlier run's attachments, as removeMembersHeldBy (below) their members.
+    // Its start ends every earlier run's attachments, as removeMembersOfPreviousRun (below) their members (once the resume window has passed).
     soleInstance: log.kind === 'embedded',
     attachmentEvents: { rate: config.realtime.attachmentEventsRate, burst: 2 * config.realtime.maxChannelsPerConnection },
   });
@@ -394,7 +394,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ownWrites,
     occupancy: { metrics: (appId, channel) => channels.metrics(appId, channel), onOccupancyChanged: (listener) => channels.occupancyChanges.subscribe(listener) },
   });
-  await gateway.removeMembersHeldBy((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
+  // The previous run's members stay for the resume window: those whose clients resume here keep them.
+  gateway.removeMembersOfPreviousRun((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);
   await gateway.start(app.server);
   const realtime = gateway;
   // Realtime connections on a revoked token: DISCONNECTED 40141 once the revocation applies (the

@@ -20,4 +20,9 @@ export interface Credentials {
 /** Verifies bearer tokens; the token issue plugs in here. */
 export interface TokenVerifier {
   verify(token: string, now: number): Credentials;
+  /**
+   * For a token whose check is asynchronous (a JWT: src/auth/jwt.ts), a promise that settles once
+   * `verify` can answer for it; undefined when it can now. Never rejects.
+   */
+  prepare?(token: string, now: number): Promise<void> | undefined;
 }

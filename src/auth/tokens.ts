@@ -6,6 +6,7 @@ import { secretsEqual } from './authenticate.js';
 import type { Credentials, TokenVerifier } from './credentials.js';
 import { NonceCache, type NonceLimits } from './nonce-cache.js';
 import { DEFAULT_LIMITS } from '../limits.js';
+import { DEFAULT_JWT_LIMITS, isJwt, JwtVerifier } from './jwt.js';
 
 export interface TokenPolicy {
   defaultTtlMs: number;
@@ -61,6 +62,8 @@ export function tokenRequestMac(secret: string, r: Partial<Record<'keyName' | 't
  */
 export class TokenService implements TokenVerifier {
   readonly nonces: NonceCache;
+  /** The platform's JWTs, signed by the app's own servers with a key's secret. */
+  readonly jwt: JwtVerifier;
 
   constructor(
     private readonly apps: AppRegistry,
@@ -68,6 +71,11 @@ export class TokenService implements TokenVerifier {
     limits: NonceLimits = DEFAULT_LIMITS,
   ) {
     this.nonces = new NonceCache(limits);
+    this.jwt = new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, maxTtlMs: policy.maxTtlMs });
+  }
+
+  prepare(token: string, now: number): Promise<void> | undefined {
+    return isJwt(token) ? this.jwt.prepare(token, now) : undefined;
   }
 
   issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string): TokenDetails {
@@ -83,6 +91,7 @@ export class TokenService implements TokenVerifier {
   }
 
   verify(token: string, now: number): Credentials {
+    if (isJwt(token)) return this.jwt.verify(token, now);
     const dot = token.lastIndexOf('.');
     let claims: TokenClaims;
     try {

@@ -95,7 +95,50 @@ export function encodingField(value: unknown, data: MessageData | undefined, whe
   return value;
 }
 
-/** `extras`: an object holding only a push object (spec: Message, extras). */
+/** Most headers one message's extras.headers may hold. */
+export const MAX_EXTRAS_HEADERS = 100;
+/** Longest header name, and longest extras.ref.type / extras.ref.timeserial, in characters. */
+export const MAX_EXTRAS_NAME_LENGTH = 256;
+
+const shortString = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= MAX_EXTRAS_NAME_LENGTH;
+
+/** `extras.headers`: a flat map of names to strings, finite numbers, booleans or null. */
+function headersExtras(value: unknown, where: string): void {
+  if (!isPlainObject(value)) {
+    throw new ServiceError('invalidExtras', `${where}: extras.headers must be a map of names to string, number, boolean or null values`);
+  }
+  let count = 0;
+  for (const [name, v] of Object.entries(value)) {
+    if (++count > MAX_EXTRAS_HEADERS) throw new ServiceError('invalidExtras', `${where}: extras.headers holds more than ${MAX_EXTRAS_HEADERS} headers`);
+    if (name.length === 0 || name.length > MAX_EXTRAS_NAME_LENGTH) {
+      throw new ServiceError('invalidExtras', `${where}: an extras.headers name must be 1 to ${MAX_EXTRAS_NAME_LENGTH} characters`);
+    }
+    const ok = v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+    if (!ok) {
+      throw new ServiceError('invalidExtras', `${where}: extras.headers["${name.slice(0, 64)}"] must be a string, a finite number, a boolean or null, not ${describe(v)}`);
+    }
+  }
+}
+
+/** `extras.ref`: a reference to another message, `{ type, timeserial }` (the SDK's refType / refTimeserial filters). */
+function refExtras(value: unknown, where: string): void {
+  if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `${where}: extras.ref must be an object { type, timeserial }`);
+  for (const key of Object.keys(value)) {
+    if (key !== 'type' && key !== 'timeserial') throw new ServiceError('invalidExtras', `${where}: extras.ref may hold only type and timeserial, not "${key.slice(0, 64)}"`);
+  }
+  if (!shortString(value.type)) throw new ServiceError('invalidExtras', `${where}: extras.ref.type must be a string of 1 to ${MAX_EXTRAS_NAME_LENGTH} characters (e.g. "com.ably.reply")`);
+  if (!shortString(value.timeserial)) {
+    throw new ServiceError('invalidExtras', `${where}: extras.ref.timeserial must be a string of 1 to ${MAX_EXTRAS_NAME_LENGTH} characters: the serial of the message referred to`);
+  }
+}
+
+const describe = (v: unknown): string => (v instanceof Uint8Array ? 'bytes' : Array.isArray(v) ? 'an array' : v === undefined ? 'undefined' : typeof v);
+
+/**
+ * `extras` (spec: Message, extras): an object of the fields the service knows, `push` (an object),
+ * `headers` (a flat map) and `ref` (a reference to another message), nested at most maxDataDepth
+ * levels; anything else is refused with 40032, as the platform does.
+ */
 export function extrasField(value: unknown, limits: Pick<Limits, 'maxDataDepth'>, where: string): Record<string, unknown> | undefined {
   if (value === undefined || value === null) return undefined;
   if (!isPlainObject(value)) throw new ServiceError('invalidExtras', `${where}: extras must be an object`);
@@ -103,8 +146,15 @@ export function extrasField(value: unknown, limits: Pick<Limits, 'maxDataDepth'>
     throw new ServiceError('invalidExtras', `${where}: extras nests deeper than ${limits.maxDataDepth} levels or holds values JSON cannot`);
   }
   for (const [key, v] of Object.entries(value)) {
-    if (key !== 'push') throw new ServiceError('invalidExtras', `${where}: extras may only hold a push object, not "${key}"`);
-    if (!isPlainObject(v)) throw new ServiceError('invalidExtras', `${where}: extras.push must be an object`);
+    if (key === 'push') {
+      if (!isPlainObject(v)) throw new ServiceError('invalidExtras', `${where}: extras.push must be an object`);
+    } else if (key === 'headers') {
+      headersExtras(v, where);
+    } else if (key === 'ref') {
+      refExtras(v, where);
+    } else {
+      throw new ServiceError('invalidExtras', `${where}: extras may hold only push, headers and ref, not "${key.slice(0, 64)}"`);
+    }
   }
   return value;
 }

@@ -245,13 +245,26 @@ export class Connection extends ConnectionLife {
 
   private reauthenticate(pm: ProtocolMessage): void {
     const token = pm.auth?.accessToken;
-    let credentials: Credentials;
+    let checked: Credentials | Promise<Credentials>;
     try {
       if (typeof token !== 'string' || token.length === 0) throw new ServiceError('invalidCredentials', 'AUTH carries no accessToken');
-      credentials = this.ctx.authenticateToken(token);
+      checked = this.ctx.authenticateToken(token);
     } catch (err) {
       return this.fail(toWireError(err));
     }
+    if (!(checked instanceof Promise)) return this.reauthenticated(checked);
+    // A JWT seen for the first time is checked asynchronously; the connection may have gone meanwhile.
+    checked.then(
+      (credentials) => {
+        if (this.state === 'open') this.reauthenticated(credentials);
+      },
+      (err: unknown) => {
+        if (this.state === 'open') this.fail(toWireError(err));
+      },
+    );
+  }
+
+  private reauthenticated(credentials: Credentials): void {
     if (credentials.app.appId !== this.appId) return this.fail(serviceError('incompatibleCredentials', 'the new token is for another app'));
     const clientId = credentials.clientId;
     const held = this.clientId;

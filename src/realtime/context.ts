@@ -37,8 +37,11 @@ export interface ConnectionContext {
   readonly logger: Logger;
   readonly instanceId: string;
 
-  /** Credentials of a token (an AUTH's); throws a ServiceError when it is not valid. */
-  authenticateToken(token: string): Credentials;
+  /**
+   * Credentials of a token (an AUTH's); throws (or rejects with) a ServiceError when it is not
+   * valid. A promise only for a token whose check is asynchronous (a JWT not seen yet).
+   */
+  authenticateToken(token: string): Credentials | Promise<Credentials>;
 
   // ---- the registry (sessions): told of each move of the connection's state
 

@@ -88,6 +88,8 @@ export class Gateway {
   private readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   private readonly unsubscribe: (() => void)[] = [];
   private closing = false;
+  /** The leave of the members of the previous run whose connections did not come back (removeMembersOfPreviousRun). */
+  private previousRunTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: GatewayDeps) {
     const { settings, clock, logger, instanceId, usage } = deps;
@@ -115,8 +117,9 @@ export class Gateway {
     });
     const open = this.handshake.open.bind(this.handshake);
     const closing = (): boolean => this.closing;
-    this.webSockets = new WebSocketTransport({ settings, logger, open, closing });
-    this.comet = new CometTransport({ settings, logger, open, closing, credentialsOf: (params) => this.handshake.credentialsOf(params).credentials });
+    const credentialsPending = (params: URLSearchParams): Promise<void> | undefined => this.handshake.credentialsPending(params);
+    this.webSockets = new WebSocketTransport({ settings, logger, open, credentialsPending, closing });
+    this.comet = new CometTransport({ settings, logger, open, credentialsPending, closing, credentialsOf: (params) => this.handshake.credentialsOf(params).credentials });
   }
 
   /** What a connection may ask (context.ts), answered by the gateway's parts. */
@@ -128,7 +131,10 @@ export class Gateway {
       clock: deps.clock,
       logger: deps.logger,
       instanceId: deps.instanceId,
-      authenticateToken: (token) => this.handshake.authenticateToken(token),
+      authenticateToken: (token) => {
+        const pending = this.handshake.tokenPending(token);
+        return pending ? pending.then(() => this.handshake.authenticateToken(token)) : this.handshake.authenticateToken(token);
+      },
       dropped: (id) => sessions.connectionDropped(id),
       ended: (id) => sessions.connectionEnded(id),
       holdInflight: (bytes) => sessions.holdInflight(bytes),
@@ -182,6 +188,7 @@ export class Gateway {
    */
   async close(): Promise<void> {
     this.closing = true;
+    clearTimeout(this.previousRunTimer);
     this.sessions.close();
     this.comet.shutdown();
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
@@ -327,6 +334,24 @@ export class Gateway {
    */
   removeMembersHeldBy(held: (instanceId: string) => boolean): Promise<void> {
     return this.presenceSync.removeMembersHeldBy(held);
+  }
+
+  /**
+   * After a restart, the members this instance's previous run held stay for the resume window
+   * (presenceDropMs), as a dropped connection's do: a client that resumes its connection here
+   * meanwhile keeps its members without a leave (its SDK enters them again on attach, which
+   * refreshes them). Then those of the connections that did not come back here leave, unless
+   * entered again elsewhere meanwhile (they are held by that instance now).
+   */
+  removeMembersOfPreviousRun(held: (instanceId: string) => boolean): void {
+    const previous = new Set(this.deps.presence.connectionsHeldBy(held).map((c) => c.connectionId));
+    if (previous.size === 0) return;
+    this.previousRunTimer = setTimeout(() => {
+      this.presenceSync
+        .removeMembersHeldBy(held, (connectionId) => !previous.has(connectionId) || this.sessions.get(connectionId) !== undefined)
+        .catch((err: unknown) => this.deps.logger.error({ err }, "the previous run's members could not be made to leave; they stay until the next restart"));
+    }, this.deps.settings.presenceDropMs);
+    this.previousRunTimer.unref();
   }
 
   // ---- what the service reads and asks

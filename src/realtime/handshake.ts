@@ -118,8 +118,22 @@ export class Handshake {
     throw new ServiceError('noAuthentication', 'no credentials: connect with key=<key> or access_token=<token>');
   }
 
-  /** Credentials of a token (the connect query's, or an AUTH's). */
+  /** Credentials of a token (the connect query's, or an AUTH's), once tokenPending has settled. */
   authenticateToken(token: string): Credentials {
     return this.deps.authenticator.authenticate(`Bearer ${b64(token)}`, undefined, this.deps.clock.now());
+  }
+
+  /**
+   * For a connect query whose credentials are checked asynchronously (a JWT not seen yet), a
+   * promise that settles once open() can answer; never rejects. A transport awaits it first.
+   */
+  credentialsPending(params: URLSearchParams): Promise<void> | undefined {
+    return params.get('key') ? undefined : this.tokenPending(params.get('access_token') ?? params.get('accessToken'));
+  }
+
+  /** For a token whose check is asynchronous (a JWT not seen yet), a promise that settles once authenticateToken can answer; never rejects. */
+  tokenPending(token: string | null | undefined): Promise<void> | undefined {
+    if (!token) return undefined;
+    return this.deps.authenticator.pending(`Bearer ${b64(token)}`, undefined, this.deps.clock.now());
   }
 }

@@ -99,8 +99,8 @@ export class PresenceSync {
    * The members of every connection held by an instance `held` matches leave: one that died, or
    * this one's previous run after a restart.
    */
-  async removeMembersHeldBy(held: (instanceId: string) => boolean): Promise<void> {
-    const found = this.deps.presence.connectionsHeldBy(held);
+  async removeMembersHeldBy(held: (instanceId: string) => boolean, keep: (connectionId: string) => boolean = () => false): Promise<void> {
+    const found = this.deps.presence.connectionsHeldBy(held).filter((c) => !keep(c.connectionId));
     if (found.length === 0) return;
     this.deps.logger.info({ connections: found.length, instances: [...new Set(found.map((c) => c.instanceId))] }, 'presence members of connections an instance lost leave');
     await Promise.all(found.map((c) => this.drop(c.appId, c.channel, c.connectionId, c.instanceId)));

@@ -23,6 +23,8 @@ export interface WebSocketTransportDeps {
   settings: RealtimeSettings;
   logger: Logger;
   open: OpenConnection;
+  /** Settles once the connect query's credentials can be checked (a JWT not seen yet is checked asynchronously). */
+  credentialsPending: (params: URLSearchParams) => Promise<void> | undefined;
   /** Whether the gateway is closing (upgrades are refused with 503). */
   closing: () => boolean;
 }
@@ -73,6 +75,18 @@ export class WebSocketTransport {
   private accept(ws: WebSocket, params: URLSearchParams): void {
     ws.binaryType = 'nodebuffer';
     ws.on('error', (err) => this.deps.logger.debug({ err }, 'realtime socket error'));
+    // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
+    const pending = this.deps.credentialsPending(params);
+    if (pending) {
+      void pending.then(() => {
+        if (ws.readyState === ws.OPEN) this.open(ws, params);
+      });
+    } else {
+      this.open(ws, params);
+    }
+  }
+
+  private open(ws: WebSocket, params: URLSearchParams): void {
     const conn = this.deps.open(ws, params);
     if (!conn) return;
     ws.on('message', (data: Buffer, isBinary: boolean) => conn.receive(ws, data, isBinary));

@@ -75,7 +75,9 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
           held = parseCapability(found.key.capability);
           secret = found.key.keySecret;
         } else {
-          const credentials = opts.authenticator.authenticate(headerOf(request, 'authorization'), headerOf(request, 'x-ably-clientid'), now);
+          const authorization = headerOf(request, 'authorization');
+          await opts.authenticator.pending(authorization, headerOf(request, 'x-ably-clientid'), now);
+          const credentials = opts.authenticator.authenticate(authorization, headerOf(request, 'x-ably-clientid'), now);
           if (credentials.keyName !== keyName) {
             throw new ServiceError('incompatibleCredentials', `the credentials belong to key "${credentials.keyName}", not "${keyName}"`);
           }

@@ -56,7 +56,7 @@ describe('APPS_FILE on a DATA_DIR used before', () => {
     const leftOut = log.lines.filter((l) => /not in APPS_FILE/.test(l.msg));
     expect(leftOut.map((l) => l.appId)).toEqual(['beta']);
     expect(leftOut[0].msg).toContain('app "beta" has data here');
-    expect((await publish('beta.k:beta-secret')).json().error.code).toBe(40101);
+    expect((await publish('beta.k:beta-secret')).json().error.code).toBe(40400); // an app this service no longer has
     expect((await publish(defaultKey)).statusCode).toBe(201);
   });
 });

@@ -29,13 +29,20 @@ describe('authentication (spec: Authentication)', () => {
     expect(res.json().error.code).toBe(40106);
   });
 
-  it('a wrong secret, an unknown key or a malformed value: 401 with 40101 (never 4014x for keys)', async () => {
+  it('a wrong secret, an unknown key of the app or a malformed value: 401 with 40101 (never 4014x for keys)', async () => {
     const [name] = keys[0].keyStr.split(':');
-    for (const authorization of [basic(`${name}:wrong`), basic('nobody.x:secret'), 'Basic !!!', basic('no-colon'), 'Digest abc']) {
+    const appId = name.split('.')[0];
+    for (const authorization of [basic(`${name}:wrong`), basic(`${appId}.nokey:secret`), 'Basic !!!', basic('no-colon'), 'Digest abc']) {
       const res = await request('GET', 'x', authorization);
       expect(res.statusCode, authorization).toBe(401);
       expect(res.json().error.code, authorization).toBe(40101);
     }
+  });
+
+  it('a key of an app the service does not have: 404 with 40400, as the platform answers it', async () => {
+    const res = await request('GET', 'x', basic('nobody.x:secret'));
+    expect(res.statusCode).toBe(404);
+    expect(res.json().error).toMatchObject({ code: 40400, statusCode: 404, message: expect.stringMatching(/no app "nobody"/) });
   });
 
   it('a key without the needed capability: 401 with 40160', async () => {

@@ -118,7 +118,7 @@ describe('routes whose bodies a form cannot express refuse forms (415)', () => {
   });
 
   it('the credentials are checked before the form is refused', async () => {
-    const res = await post('/messages', 'channels=a', FORM, basic('nope.nope:secret'));
+    const res = await post('/messages', 'channels=a', FORM, basic('nope:secret'));
     expect(res.status).toBe(401);
   });
 });

@@ -113,7 +113,7 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
       ['an empty body', () => publish(uniqueChannel(), '', { 'content-type': 'application/json' }), 400, 40001],
       ['malformed MessagePack', () => publish(uniqueChannel(), Buffer.from([0xc1]), { 'content-type': 'application/x-msgpack' }), 400, 40001],
       ['an unsupported Content-Type', () => publish(uniqueChannel(), 'x', { 'content-type': 'image/png' }), 415, 40001],
-      ['extras other than push', () => publish(uniqueChannel(), { extras: { ref: 1 } }), 400, 40032],
+      ['extras.ref that is not { type, timeserial }', () => publish(uniqueChannel(), { extras: { ref: 1 } }), 400, 40032],
       ['an unknown connectionKey', () => publish(uniqueChannel(), { data: 'x', connectionKey: 'k' }), 400, 40030],
       ['a publish to a metachannel', () => publish('[meta]channel.lifecycle', { data: 'x' }), 401, 40160],
     ];

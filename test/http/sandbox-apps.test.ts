@@ -48,7 +48,7 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     }
   });
 
-  it('DELETE /apps/<appId> with that app key removes it; its keys stop working', async () => {
+  it('DELETE /apps/<appId> with that app key removes it; its keys stop working (40400: no such app)', async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
     const auth = basic(created.keys[0].keyStr);
     const other = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: t.auth } });
@@ -56,7 +56,7 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } });
     expect(res.statusCode).toBe(204);
     const after = await t.service.app.inject({ url: '/channels/x/messages', headers: { authorization: auth } });
-    expect(after.json().error.code).toBe(40101);
+    expect(after.json().error.code).toBe(40400);
   });
 
   it('apps created this way survive a restart', async () => {
@@ -159,13 +159,13 @@ describe('POST /apps when the log fails part-way', () => {
     expect(attempted).toHaveLength(topic === 'apps' ? 1 : 0);
     for (const key of attempted) {
       const get = await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: basic(key) } });
-      expect(get.json().error.code).toBe(40101);
+      expect(get.json().error.code).toBe(40400); // no such app
     }
     failing = await failing.restart();
     expect(failing.service.registry.all().length).toBe(apps);
     for (const key of attempted) {
       const get = await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: basic(key) } });
-      expect(get.json().error.code).toBe(40101);
+      expect(get.json().error.code).toBe(40400); // no such app
     }
     // And the next creation succeeds whole.
     expect((await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).statusCode).toBe(201);

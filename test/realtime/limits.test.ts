@@ -432,9 +432,9 @@ describe('credentials', () => {
     await closedWithin(c, 5000);
   });
 
-  it('an unknown key name gets ERROR 40101 and the socket is closed', async () => {
+  it('a key of an unknown app gets ERROR 40400 and the socket is closed', async () => {
     const c = await open({ key: 'nosuchapp.nosuchkey:secret' });
-    expect(errorOf(await c.next(() => true))).toMatchObject({ code: 40101, statusCode: 401 });
+    expect(errorOf(await c.next(() => true))).toMatchObject({ code: 40400, statusCode: 404 });
     await closedWithin(c, 5000);
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parsePublishBody } from '../../src/messages/message.js';
+import { MAX_EXTRAS_HEADERS, MAX_EXTRAS_NAME_LENGTH, parsePublishBody } from '../../src/messages/message.js';
 
 const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10, maxPublishBytes: 4096, maxDataDepth: 8 };
 const parse = (body: unknown, clientId?: string) => parsePublishBody(body, limits, clientId);
@@ -46,11 +46,46 @@ describe('publish body (spec: Message)', () => {
     expect(parse({ data: 'opaque', encoding: 'json/utf-8/cipher+aes-128-cbc' })[0].encoding).toBe('json/utf-8/cipher+aes-128-cbc');
   });
 
-  it('extras may only hold a push object (40032)', () => {
-    expect(parse({ extras: { push: { notification: { title: 't' } } } })[0].extras).toBeDefined();
-    expect(code(() => parse({ extras: { headers: {} } }))).toBe(40032);
+  it('extras hold push, headers and ref; any other field is refused (40032)', () => {
+    const extras = { push: { notification: { title: 't' } }, headers: { s: 'v', n: 1.5, b: false, z: null }, ref: { type: 'com.ably.reply', timeserial: 'abc@1' } };
+    expect(parse({ extras })[0].extras).toEqual(extras);
+    expect(parse({ extras: { headers: {} } })[0].extras).toEqual({ headers: {} });
     expect(code(() => parse({ extras: { push: 'x' } }))).toBe(40032);
     expect(code(() => parse({ extras: [1] }))).toBe(40032);
+    expect(code(() => parse({ extras: { ephemeral: true } }))).toBe(40032);
+  });
+
+  it('extras.headers must be a flat map of strings, finite numbers, booleans and null (40032)', () => {
+    expect(code(() => parse({ extras: { headers: 'h' } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: ['a'] } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: { h: { nested: 1 } } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: { h: [1] } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: { h: new Uint8Array([1]) } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: { h: Number.NaN } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { headers: { '': 'v' } } }))).toBe(40032);
+  });
+
+  it('extras.headers holds at most MAX_EXTRAS_HEADERS headers, each name at most MAX_EXTRAS_NAME_LENGTH characters', () => {
+    const many = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`h${i}`, 1]));
+    const wide = { ...limits, maxMessageSize: 65_536 };
+    expect(parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS) } }, wide, undefined)).toHaveLength(1);
+    expect(code(() => parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS + 1) } }, wide, undefined))).toBe(40032);
+    expect(parse({ extras: { headers: { ['h'.repeat(MAX_EXTRAS_NAME_LENGTH)]: 1 } } })).toHaveLength(1);
+    expect(code(() => parse({ extras: { headers: { ['h'.repeat(MAX_EXTRAS_NAME_LENGTH + 1)]: 1 } } }))).toBe(40032);
+  });
+
+  it('extras.ref must be { type, timeserial }, both non-empty strings (40032)', () => {
+    expect(code(() => parse({ extras: { ref: 1 } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { type: 'com.ably.reply' } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { timeserial: 's' } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { type: '', timeserial: 's' } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { type: 't', timeserial: 7 } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { type: 't', timeserial: 's', other: 1 } } }))).toBe(40032);
+    expect(code(() => parse({ extras: { ref: { type: 't', timeserial: 's'.repeat(MAX_EXTRAS_NAME_LENGTH + 1) } } }))).toBe(40032);
+  });
+
+  it('counts extras in the message size (40009)', () => {
+    expect(code(() => parse({ extras: { headers: { h: 'x'.repeat(1020) } } }))).toBe(40009);
   });
 
   it('refuses messages over the size limit (40009)', () => {

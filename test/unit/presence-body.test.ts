@@ -30,7 +30,10 @@ const FIELDS: [string, Record<string, unknown>, number | undefined][] = [
   ['a json encoding over data that is not JSON', { data: '{bad', encoding: 'json' }, 40013],
   ['an encoding that is not a string', { data: 'x', encoding: 7 }, 40013],
   ['extras with a push object', { extras: { push: { notification: { title: 't' } } } }, undefined],
-  ['extras holding other than push', { extras: { headers: { h: 'v' } } }, 40032],
+  ['extras with headers and a ref', { extras: { headers: { h: 'v', n: 2, b: true }, ref: { type: 'com.ably.reply', timeserial: 's' } } }, undefined],
+  ['extras headers holding an object', { extras: { headers: { h: { o: 1 } } } }, 40032],
+  ['extras ref without a timeserial', { extras: { ref: { type: 'com.ably.reply' } } }, 40032],
+  ['extras holding a field the service does not know', { extras: { custom: 1 } }, 40032],
   ['extras that are an array', { extras: [1] }, 40032],
   ['an id of 256 characters', { id: 'i'.repeat(256) }, undefined],
   ['an id over 256 characters', { id: 'i'.repeat(257) }, 40031],
@@ -73,6 +76,6 @@ describe('sandbox presence fixtures (POST /apps) take the same rules', () => {
     expect(code(fixture({ data: 'x' }))).toBe(40001);
     expect(code(fixture({ clientId: 'a', data: 42 }))).toBe(40013);
     expect(code(fixture({ clientId: 'a', data: 'x', encoding: 'json' }))).toBe(40013);
-    expect(code(fixture({ clientId: 'a', extras: { headers: {} } }))).toBe(40032);
+    expect(code(fixture({ clientId: 'a', extras: { headers: { h: [1] } } }))).toBe(40032);
   });
 });

@@ -22,6 +22,8 @@ export interface CometTransportDeps {
   open: OpenConnection;
   /** Credentials of a request's query (`key` or `access_token`, as at connect); throws a ServiceError. */
   credentialsOf: (params: URLSearchParams) => Credentials;
+  /** Settles once the connect query's credentials can be checked (a JWT not seen yet is checked asynchronously). */
+  credentialsPending: (params: URLSearchParams) => Promise<void> | undefined;
   /** Whether the gateway is closing (requests are answered DISCONNECTED 80003: reconnect elsewhere). */
   closing: () => boolean;
 }
@@ -50,8 +52,10 @@ export class CometTransport {
   constructor(private readonly deps: CometTransportDeps) {}
 
   /** `GET /comet/connect`: the connection made or resumed, and its CONNECTED (or the refusal). */
-  connect(params: URLSearchParams): CometAnswer {
+  async connect(params: URLSearchParams): Promise<CometAnswer> {
     const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
+    // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
+    await this.deps.credentialsPending(params);
     if (this.deps.closing()) return { format, batch: frameOf({ action: Action.DISCONNECTED, error: serviceError('serviceShuttingDown', 'the service is restarting; reconnect') }, format) };
     const socket = new CometSocket(this.deps.settings.cometMaxPendingRequests);
     const conn = this.deps.open(socket, params);

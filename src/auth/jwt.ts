@@ -1,0 +1,179 @@
+import { decodeProtectedHeader, jwtVerify } from 'jose';
+import { ServiceError } from '../errors.js';
+import type { AppRegistry } from '../../projections/apps/app-registry.js';
+import { intersectCapabilities, parseCapability } from './capability.js';
+import type { Credentials } from './credentials.js';
+
+/**
+ * The platform's JWTs (its docs: "JSON Web Tokens"): a JWS signed HS256 with the secret of the key
+ * its header's `kid` names (`appId.keyId`), with the claims `iat` and `exp` (seconds),
+ * `x-ably-capability` (a capability as a JSON string; the key's when absent), `x-ably-clientId`,
+ * and, as this service's own, `x-ably-revocationKey` (a token revocation target, like a native
+ * token's revocationKey).
+ *
+ * jose checks them. Its checks are asynchronous (WebCrypto), while authentication answers
+ * synchronously on its fast path (src/app.ts: no promise per request); so a JWT is checked once,
+ * by `prepare`, and its outcome kept: `verify` then answers from it, with the time checks made
+ * against the time of use.
+ */
+
+/** A JWT is three base64url parts; a native token is two (src/auth/tokens.ts). */
+export const isJwt = (token: string): boolean => {
+  const first = token.indexOf('.');
+  if (first <= 0) return false;
+  const second = token.indexOf('.', first + 1);
+  return second > first + 1 && token.indexOf('.', second + 1) < 0;
+};
+
+export interface JwtLimits {
+  /** Longest JWT taken, in characters (the platform's fit an HTTP header: about 8 KB). */
+  maxJwtLength: number;
+  /** The longest a JWT may live (exp - iat), as native tokens (TokenPolicy.maxTtlMs): revocations are kept that long. */
+  maxTtlMs: number;
+  /** How far ahead of the service's time a JWT's iat may be (the signer's clock may be ahead). */
+  maxIssuedAheadMs: number;
+  /** JWT outcomes kept; the oldest goes first. */
+  cacheSize: number;
+}
+
+export const DEFAULT_JWT_LIMITS: JwtLimits = { maxJwtLength: 8192, maxTtlMs: 24 * 3600_000, maxIssuedAheadMs: 10 * 60_000, cacheSize: 10_000 };
+
+/** What checking a JWT found: its credentials (less the time checks), or the error to answer. */
+type Outcome = { version: number; credentials: Credentials } | { version: number; error: ServiceError };
+
+const invalid = (why: string): ServiceError => new ServiceError('invalidJwt', `invalid JWT: ${why}`);
+
+/** The platform's claim names. */
+const CAPABILITY_CLAIM = 'x-ably-capability';
+const CLIENT_ID_CLAIM = 'x-ably-clientId';
+const REVOCATION_KEY_CLAIM = 'x-ably-revocationKey';
+
+export class JwtVerifier {
+  private readonly outcomes = new Map<string, Outcome>();
+  private readonly inFlight = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly apps: AppRegistry,
+    private readonly limits: JwtLimits = DEFAULT_JWT_LIMITS,
+  ) {}
+
+  /**
+   * Checks a JWT not checked yet (or checked before the apps last changed): a promise that settles
+   * once `verify` can answer for it; undefined when it can now. Never rejects.
+   */
+  prepare(token: string, now: number): Promise<void> | undefined {
+    const known = this.outcomes.get(token);
+    if (known && known.version === this.apps.version) return undefined;
+    const running = this.inFlight.get(token);
+    if (running) return running;
+    const version = this.apps.version;
+    const done = this.check(token, now).then(
+      (credentials) => this.keep(token, { version, credentials }),
+      (err: unknown) => this.keep(token, { version, error: err instanceof ServiceError ? err : invalid('it could not be verified') }),
+    );
+    const settled = done.finally(() => this.inFlight.delete(token));
+    this.inFlight.set(token, settled);
+    return settled;
+  }
+
+  /** The credentials of a JWT `prepare` checked, if it is still valid at `now`; throws otherwise. */
+  verify(token: string, now: number): Credentials {
+    const known = this.outcomes.get(token);
+    if (!known || known.version !== this.apps.version) {
+      // Only when more JWTs than the cache holds arrived between prepare and verify.
+      throw new ServiceError('tokenError', 'the JWT could not be checked in time; retry');
+    }
+    if ('error' in known) throw known.error;
+    const { credentials } = known;
+    if (credentials.expires! <= now) throw new ServiceError('tokenExpired', 'JWT expired (exp has passed); request a new one');
+    return credentials;
+  }
+
+  private keep(token: string, outcome: Outcome): void {
+    if (this.outcomes.size >= this.limits.cacheSize && !this.outcomes.has(token)) {
+      this.outcomes.delete(this.outcomes.keys().next().value!);
+    }
+    this.outcomes.set(token, outcome);
+  }
+
+  private async check(token: string, now: number): Promise<Credentials> {
+    if (token.length > this.limits.maxJwtLength) throw invalid(`it is longer than ${this.limits.maxJwtLength} characters`);
+    let kid: unknown;
+    let alg: unknown;
+    try {
+      ({ kid, alg } = decodeProtectedHeader(token));
+    } catch {
+      throw invalid('its header is not base64url JSON');
+    }
+    if (alg !== 'HS256') throw invalid(`alg must be HS256, not ${JSON.stringify(alg)}`);
+    if (typeof kid !== 'string' || kid.length === 0) throw invalid('its header has no kid (the key name, appId.keyId, whose secret signed it)');
+    const found = this.apps.key(kid);
+    if (!found) {
+      const appId = kid.split('.')[0];
+      if (!this.apps.app(appId)) throw new ServiceError('notFound', `invalid JWT: no app "${appId}" (from the kid "${kid}")`);
+      throw new ServiceError('invalidCredentials', `invalid JWT: no key "${kid}" in app "${appId}"`);
+    }
+    let payload: Record<string, unknown>;
+    try {
+      ({ payload } = await jwtVerify(token, new TextEncoder().encode(found.key.keySecret), {
+        algorithms: ['HS256'],
+        requiredClaims: ['iat', 'exp'],
+        currentDate: new Date(now),
+      }));
+    } catch (err) {
+      throw this.joseError(err);
+    }
+    if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that signed this JWT has been revoked');
+    const iat = payload.iat as number;
+    const exp = payload.exp as number;
+    const issued = Math.round(iat * 1000);
+    const expires = Math.round(exp * 1000);
+    if (issued > now + this.limits.maxIssuedAheadMs) throw invalid('iat is in the future (check the clock of the signer: GET /time)');
+    if (expires <= issued) throw invalid('exp is not after iat');
+    if (expires - issued > this.limits.maxTtlMs) throw invalid(`exp is more than ${this.limits.maxTtlMs / 3600_000} hours after iat, the longest a token may live`);
+    const held = parseCapability(found.key.capability);
+    let capability = held;
+    const asked = payload[CAPABILITY_CLAIM];
+    if (asked !== undefined) {
+      if (typeof asked !== 'string') throw invalid(`${CAPABILITY_CLAIM} must be a capability as a JSON string`);
+      let parsed;
+      try {
+        parsed = parseCapability(asked);
+      } catch (err) {
+        throw invalid(`${CAPABILITY_CLAIM}: ${(err as Error).message}`);
+      }
+      capability = intersectCapabilities(held, parsed);
+      if (capability.size === 0) throw new ServiceError('capabilityDenied', `the JWT's ${CAPABILITY_CLAIM} is not within the capability of the key "${kid}"`);
+    }
+    const credentials: Credentials = { app: found.app, keyName: kid, capability, method: 'token', issued, expires };
+    const clientId = payload[CLIENT_ID_CLAIM];
+    if (clientId !== undefined && clientId !== null) {
+      if (typeof clientId !== 'string' || clientId.length === 0) throw invalid(`${CLIENT_ID_CLAIM} must be a non-empty string`);
+      credentials.clientId = clientId;
+    }
+    const revocationKey = payload[REVOCATION_KEY_CLAIM];
+    if (revocationKey !== undefined) {
+      if (typeof revocationKey !== 'string' || revocationKey.length === 0 || revocationKey.length > 256) {
+        throw invalid(`${REVOCATION_KEY_CLAIM} must be a string of 1 to 256 characters`);
+      }
+      credentials.revocationKey = revocationKey;
+    }
+    return credentials;
+  }
+
+  /** jose's refusals in the platform's codes: an expired JWT 40142, any other 40144. */
+  private joseError(err: unknown): ServiceError {
+    const code = (err as { code?: unknown }).code;
+    const message = (err as Error).message;
+    switch (code) {
+      case 'ERR_JWT_EXPIRED':
+        return new ServiceError('tokenExpired', 'JWT expired (exp has passed); request a new one');
+      case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+        return invalid('signature verification failed: sign it (HS256) with the secret of the key its kid names');
+      case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+        return invalid(`claim ${JSON.stringify((err as { claim?: string }).claim)}: ${message}`);
+      default:
+        return invalid(typeof message === 'string' ? message : 'it could not be verified');
+    }
+  }
+}

@@ -1,0 +1,81 @@
+// The JWT check (src/auth/jwt.ts) on its own: one asynchronous check per JWT, its outcome kept
+// within a bound and dropped when keys change, the time checks made at each use.
+import { describe, expect, it } from 'vitest';
+import { SignJWT } from 'jose';
+import { AppRegistry } from '../../projections/apps/app-registry.js';
+import { DEFAULT_JWT_LIMITS, isJwt, JwtVerifier } from '../../src/auth/jwt.js';
+import type { AppDefinition } from '../../src/domain/app.js';
+
+const NOW = 1_800_000_000_000;
+const app = (secret: string): AppDefinition => ({
+  appId: 'app1',
+  accountId: 'acc',
+  keys: [{ keyName: 'app1.k1', keySecret: secret, capability: '{"*":["*"]}' }],
+  namespaces: [],
+  source: 'file',
+  createdAt: 0,
+});
+const sign = (claims: Record<string, unknown> = {}, secret = 'secret-1'): Promise<string> =>
+  new SignJWT({ iat: NOW / 1000, exp: NOW / 1000 + 60, ...claims }).setProtectedHeader({ alg: 'HS256', kid: 'app1.k1' }).sign(new TextEncoder().encode(secret));
+const codeOf = (fn: () => unknown): number | undefined => {
+  try {
+    fn();
+  } catch (err) {
+    return (err as { code: number }).code;
+  }
+  return undefined;
+};
+
+function setup(cacheSize = DEFAULT_JWT_LIMITS.cacheSize) {
+  const apps = new AppRegistry();
+  apps.put(app('secret-1'));
+  return { apps, jwt: new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, cacheSize }) };
+}
+
+describe('JwtVerifier', () => {
+  it('tells a JWT (three parts) from a native token (two)', () => {
+    expect(isJwt('a.b.c')).toBe(true);
+    expect(isJwt('claims.signature')).toBe(false);
+    expect(isJwt('a..c')).toBe(false);
+    expect(isJwt('a.b.c.d')).toBe(false);
+  });
+
+  it('checks a JWT once: prepare settles, then verify answers without waiting, and prepare has nothing more to do', async () => {
+    const { jwt } = setup();
+    const token = await sign({ 'x-ably-clientId': 'amy' });
+    expect(codeOf(() => jwt.verify(token, NOW))).toBe(40140); // not checked yet
+    const first = jwt.prepare(token, NOW);
+    expect(jwt.prepare(token, NOW)).toBe(first); // one check for concurrent asks
+    await first;
+    expect(jwt.prepare(token, NOW)).toBeUndefined();
+    expect(jwt.verify(token, NOW)).toMatchObject({ keyName: 'app1.k1', clientId: 'amy', method: 'token', issued: NOW, expires: NOW + 60_000 });
+  });
+
+  it('makes the time check at each use: the same JWT is 40142 once exp has passed', async () => {
+    const { jwt } = setup();
+    const token = await sign();
+    await jwt.prepare(token, NOW);
+    expect(jwt.verify(token, NOW + 59_999).keyName).toBe('app1.k1');
+    expect(codeOf(() => jwt.verify(token, NOW + 60_000))).toBe(40142);
+  });
+
+  it('checks again after keys change: a JWT signed with a secret the key no longer has is refused (40144)', async () => {
+    const { apps, jwt } = setup();
+    const token = await sign();
+    await jwt.prepare(token, NOW);
+    expect(jwt.verify(token, NOW).keyName).toBe('app1.k1');
+    apps.put(app('secret-2'));
+    const again = jwt.prepare(token, NOW);
+    expect(again).toBeDefined();
+    await again;
+    expect(codeOf(() => jwt.verify(token, NOW))).toBe(40144);
+  });
+
+  it('keeps at most cacheSize outcomes, the oldest going first', async () => {
+    const { jwt } = setup(2);
+    const tokens = await Promise.all([1, 2, 3].map((n) => sign({ n })));
+    for (const token of tokens) await jwt.prepare(token, NOW);
+    expect(jwt.prepare(tokens[0], NOW)).toBeDefined(); // dropped: checked again when asked
+    expect(jwt.prepare(tokens[2], NOW)).toBeUndefined();
+  });
+});
