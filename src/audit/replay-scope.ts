@@ -97,7 +97,7 @@ function inScope(record: LogRecord, request: ScopeRequest): boolean {
 }
 
 /** The partitions of each topic the request reads: one for one channel (or the app's events), all of them otherwise. */
-export async function partitionsToRead(log: Log, request: ScopeRequest): Promise<{ topic: Topic; partition: number }[]> {
+export async function partitionsToRead(log: Pick<Log, 'partitions'>, request: ScopeRequest): Promise<{ topic: Topic; partition: number }[]> {
   const out: { topic: Topic; partition: number }[] = [];
   for (const topic of [Topics.messages, Topics.presence] as Topic[]) {
     if (!request.include.has(topic === Topics.messages ? 'messages' : 'presence')) continue;

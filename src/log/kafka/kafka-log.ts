@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { PartialAppendError, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
+import { PartialAppendError, Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
-import { KafkaTopicReader } from './kafka-reader.js';
+import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
+import { ProducerChains, type WriterHead } from './kafka-chain.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -47,6 +48,11 @@ export interface KafkaLogOptions {
    */
   producers?: number;
   logger?: LoggerLike;
+  /**
+   * Signed checkpoints of this writer's chains (kafka-chain.ts), appended to the `audit` topic every
+   * intervalMs when a head moved, and once more at close. Absent: none (a replay or rebuild reads).
+   */
+  checkpoints?: { sign: (heads: WriterHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
 }
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
@@ -109,6 +115,11 @@ export class KafkaLog implements Log {
   /** Per topic, each producer's records waiting for its request in flight to settle (see append). */
   private readonly lanes = new Map<string, Lane[]>();
   private closed = false;
+  /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
+  readonly chains = new ProducerChains();
+  private readonly checkpointTimer: NodeJS.Timeout | undefined;
+  private checkpointing: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
@@ -126,6 +137,26 @@ export class KafkaLog implements Log {
       brokers: options.brokers,
       ...kafkajsLogging(options.logger),
     });
+    const checkpoints = options.checkpoints;
+    if (checkpoints) {
+      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => checkpoints.onError?.(err)), checkpoints.intervalMs);
+      this.checkpointTimer.unref();
+    }
+  }
+
+  /** Appends a signed checkpoint of this writer's acknowledged chain heads to the `audit` topic, if any moved since the last. */
+  checkpoint(): Promise<void> {
+    // One at a time: a checkpoint waits for the one in flight (close's last one too).
+    const run = async (): Promise<void> => {
+      if (!this.options.checkpoints || this.closed) return;
+      const heads = this.chains.headsToSign(Topics.audit);
+      if (heads.length === 0) return;
+      await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.options.checkpoints.sign(heads) }]);
+      this.chains.markSigned(heads);
+    };
+    const next = (this.checkpointing ?? Promise.resolve()).then(run);
+    this.checkpointing = next.catch(() => undefined);
+    return next;
   }
 
   private kafkaTopic(topic: string): string {
@@ -344,24 +375,34 @@ export class KafkaLog implements Log {
   /** One produce request; resolves with each partition's base offset. */
   private async produce(kafkaTopic: string, lane: number, messages: { record: AppendRecord; partition: number }[]): Promise<Map<number, number>> {
     const producer = await this.connectedProducer(lane);
-    const results = await producer.send({
-      topic: kafkaTopic,
-      acks: -1,
-      messages: messages.map(({ record: r, partition }) => ({
-        key: r.key,
-        value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
-        timestamp: String(r.timestamp),
-        partition,
-      })),
-    });
+    const topic = kafkaTopic.slice(this.prefix.length);
     const counts = new Map<number, number>();
     for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
+    const { headers, heads } = this.chains.headersFor(topic, messages);
     const base = new Map<number, number>();
-    for (const r of results) if (r.topicName === kafkaTopic) base.set(r.partition, Number(r.baseOffset));
-    for (const partition of counts.keys()) {
-      const first = base.get(partition);
-      if (first === undefined || !(first >= 0)) throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
+    try {
+      const results = await producer.send({
+        topic: kafkaTopic,
+        acks: -1,
+        messages: messages.map(({ record: r, partition }, i) => ({
+          key: r.key,
+          value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
+          timestamp: String(r.timestamp),
+          partition,
+          headers: headers[i],
+        })),
+      });
+      for (const r of results) if (r.topicName === kafkaTopic) base.set(r.partition, Number(r.baseOffset));
+      for (const partition of counts.keys()) {
+        const first = base.get(partition);
+        if (first === undefined || !(first >= 0)) throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
+      }
+    } catch (err) {
+      // Written, in part, twice or not at all: these chains end here (kafka-chain.ts).
+      this.chains.failed(topic, counts.keys());
+      throw err;
     }
+    this.chains.acknowledged(topic, heads, new Map([...counts].map(([partition, n]) => [partition, base.get(partition)! + n - 1])));
     // Subscriptions of this process learn the new end offsets now rather than at their next fetch.
     for (const sub of this.subscriptions) {
       if (sub.kafkaTopic !== kafkaTopic) continue;
@@ -402,6 +443,17 @@ export class KafkaLog implements Log {
     return this.readerOf(topic).read(partition, from, end);
   }
 
+  /** Reads records with their chain headers (an audit's read: kafka-chain.ts). */
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<KafkaChainedRecord[]> {
+    return this.read(topic, partition, fromOffset, maxRecords);
+  }
+
+  /** The first offset each partition still holds (retention deletes the oldest records). */
+  async lowOffsets(topic: Topic): Promise<Map<number, number>> {
+    const offsets = await this.offsets(this.kafkaTopic(topic));
+    return new Map([...offsets].map(([p, { low }]) => [p, low]));
+  }
+
   async prepareReads(topic: Topic): Promise<void> {
     if (this.closed) throw new Error('log is closed');
     await this.readerOf(topic).prepare();
@@ -434,8 +486,14 @@ export class KafkaLog implements Log {
     return new Map([...offsets].map(([p, { high }]) => [p, high]));
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    return (this.closing ??= this.closeNow());
+  }
+
+  private async closeNow(): Promise<void> {
+    clearInterval(this.checkpointTimer);
+    // The last heads signed before the producers go (a failure leaves them unsigned, as between two checkpoints).
+    if (this.options.checkpoints) await this.checkpoint().catch((err) => this.options.checkpoints?.onError?.(err));
     this.closed = true;
     const quietly = (what: string) => (err: unknown) => this.logger?.warn({ err }, `closing the Kafka log: ${what} failed`);
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
