@@ -16,7 +16,7 @@ export interface ChainedLog extends Log {
   readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[];
 }
 
-export const hasChains = (log: Log): log is ChainedLog => typeof (log as Partial<ChainedLog>).readChained === 'function';
+export const hasChains = (log: Log): log is ChainedLog => log.kind === 'embedded' && typeof (log as Partial<ChainedLog>).readChained === 'function';
 
 export const EXPORT_VERSION = 1;
 
