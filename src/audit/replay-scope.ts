@@ -87,7 +87,7 @@ export function auditView(event: LogEvent): { event: Record<string, unknown>; cr
 }
 
 /** The app and channel a record of the messages or presence topic is about (its key is `appId:channel`). */
-function inScope(record: LogRecord, request: ScopeRequest): boolean {
+export function inScope(record: LogRecord, request: ScopeRequest): boolean {
   const key = record.key;
   const { appId, channels } = request;
   if (key.length <= appId.length || key.charCodeAt(appId.length) !== 58 /* : */ || !key.startsWith(appId)) return false;

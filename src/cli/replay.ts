@@ -23,7 +23,8 @@ import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/check
 import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog } from '../audit/proof.js';
 import type { ChainVerifier } from '../audit/verify.js';
 import { isKafkaChained, verifyKafkaLog } from '../audit/kafka-verify.js';
-import { appHasEvents, INCLUDES, replayScope, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
+import { replayNdjson } from '../audit/ndjson.js';
+import { appHasEvents, INCLUDES, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
 
 export interface ReplayRequest extends ScopeRequest {}
 
@@ -181,8 +182,8 @@ async function openLog(config: Config): Promise<Log> {
   return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
 }
 
-const write = (line: string): Promise<void> | undefined =>
-  process.stdout.write(line) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
+const write = (text: string | Uint8Array): Promise<void> | undefined =>
+  process.stdout.write(text) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
 /** The public keys to trust: the --trust-key files, else (`fallback`) the service's own. */
 function trustedKeys(files: string[], fallback: () => string[]): Set<string> {
@@ -297,7 +298,7 @@ async function main(): Promise<number> {
     if (parsed.withProof && hasChains(log)) {
       for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
     } else {
-      for await (const { line } of replayScope(log, request, show)) await write(`${JSON.stringify(line)}\n`);
+      for await (const chunk of replayNdjson(log, request, show)) await write(chunk);
     }
   } finally {
     await log.close();
