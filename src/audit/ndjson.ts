@@ -5,7 +5,7 @@
 // and no JSON.stringify of either; its strings are copied byte for byte when they need no escape.
 // Anything else (presence, the app's events, a publish of a shape this does not know) takes the
 // generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line).
-import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
+import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
 import { unpackValue } from '../codec/msgpack.js';
 import { inScope, lineOf, partitionsToRead, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 
@@ -26,6 +26,18 @@ const WIRE_ORDER = [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID];
 const WIRE_AFTER_DATA = [M_EXTRAS, M_ACTION];
 const KEY_TEXT = (list: Buffer[]): Buffer[] => list.map((n) => Buffer.from(`"${n.toString()}":`));
 const EVENT_KEY_TEXT = KEY_TEXT(EVENT_KEYS);
+// The line's frame around the event.
+const T_LINE = Buffer.from('{"topic":"messages","partition":');
+const T_OFFSET = Buffer.from(',"offset":');
+const T_TIME = Buffer.from(',"time":');
+const T_EVENT = Buffer.from(',"event":{');
+const T_END_EVENT = Buffer.from(']}');
+const T_CREDENTIAL = Buffer.from(',"credential":{');
+const T_END_LINE = Buffer.from('}\n');
+const T_BASE64 = Buffer.from('"base64"');
+const T_NULL = Buffer.from('null');
+const T_TRUE = Buffer.from('true');
+const T_FALSE = Buffer.from('false');
 const MESSAGE_KEY_TEXT = KEY_TEXT(MESSAGE_KEYS);
 
 /** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
@@ -74,12 +86,12 @@ export class NdjsonChunks {
    * One record's line, fast when it is a publish in event-codec's layout; true when it was in the
    * request's scope (written), false when not.
    */
-  record(record: LogRecord, request: ScopeRequest): boolean {
+  record(record: LogRecord, request: ScopeRequest, fast = true): boolean {
     if (record.timestamp < request.from || record.timestamp > request.to) return false;
-    if (record.topic === Topics.messages) {
+    if (fast && record.topic === Topics.messages) {
       if (!inScope(record, request)) return false;
       this.lineStart = this.pos;
-      if (this.publish(record)) {
+      if (this.publish(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp)) {
         this.lineStart = this.pos;
         this.fast++;
         return true;
@@ -93,30 +105,49 @@ export class NdjsonChunks {
     return true;
   }
 
+  /**
+   * A record the log visits in place (Log.scan: the embedded log's segments, no record object):
+   * its scope checked on its key's bytes, a publish transcoded where it lies. As record() otherwise.
+   */
+  visit(topic: Topic, partition: number, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number, key: RecordKeyBytes, scope: KeyScope, request: ScopeRequest): boolean {
+    if (timestamp < request.from || timestamp > request.to) return false;
+    if (key.text === undefined ? !scope.holds(topic, key.keyBytes, key.start, key.end) : !scope.holdsText(topic, key.text)) return false;
+    if (topic === Topics.messages) {
+      this.lineStart = this.pos;
+      if (this.publish(bytes, start, end, partition, offset, timestamp)) {
+        this.lineStart = this.pos;
+        this.fast++;
+        return true;
+      }
+      this.pos = this.lineStart;
+    }
+    const text = key.text ?? Buffer.from(key.keyBytes.buffer, key.keyBytes.byteOffset + key.start, key.end - key.start).toString('utf8');
+    return this.record({ topic, partition, offset, timestamp, key: text, value: bytes.subarray(start, end) }, request, false);
+  }
+
   // The transcoder: b is the value, positions into it; the output at this.pos.
 
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
-  private publish(record: LogRecord): boolean {
-    const b = record.value;
-    let p = 0;
+  private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
+    this.limit = end;
+    let p = start;
     let n: number;
     const h = b[p];
     if (h >= 0x80 && h <= 0x8f) {
       n = h & 0x0f;
-      p = 1;
+      p++;
     } else return NOT_FAST;
     // Each field's value span, by field number (-1: absent).
     const at = this.eventAt;
     at.fill(-1);
-    const order: number[] = this.eventOrder;
-    order.length = 0;
+    const order = this.eventOrder;
     for (let i = 0; i < n; i++) {
       const field = keyOf(b, p, EVENT_KEYS);
       if (field < 0 || at[field] >= 0) return NOT_FAST;
-      p = skip(b, p);
+      p = skip(b, p, end);
       at[field] = p;
-      order.push(field);
-      p = skip(b, p);
+      order[i] = field;
+      p = skip(b, p, end);
       if (p < 0) return NOT_FAST;
     }
     if (at[E_TYPE] < 0 || !strEquals(b, at[E_TYPE], EVENT_TYPE)) return NOT_FAST;
@@ -133,15 +164,16 @@ export class NdjsonChunks {
       m += 3;
     } else return NOT_FAST;
 
-    this.ascii('{"topic":"messages","partition":');
-    this.ascii(String(record.partition));
-    this.ascii(',"offset":');
-    this.ascii(String(record.offset));
-    this.ascii(',"time":');
-    this.ascii(String(record.timestamp));
-    this.ascii(',"event":{');
+    this.bytes(T_LINE);
+    this.int(partition);
+    this.bytes(T_OFFSET);
+    this.int(offset);
+    this.bytes(T_TIME);
+    this.int(timestamp);
+    this.bytes(T_EVENT);
     let first = true;
-    for (const field of order) {
+    for (let i = 0; i < n; i++) {
+      const field = order[i];
       if (field === E_MESSAGES) continue;
       if (!first) this.byte(0x2c);
       first = false;
@@ -166,9 +198,9 @@ export class NdjsonChunks {
       for (let f = 0; f < fields; f++) {
         const field = keyOf(b, m, MESSAGE_KEYS);
         if (field < 0 || ma[field] >= 0) return NOT_FAST;
-        m = skip(b, m);
+        m = skip(b, m, end);
         ma[field] = m;
-        m = skip(b, m);
+        m = skip(b, m, end);
         if (m < 0) return NOT_FAST;
       }
       if (i === 0) {
@@ -178,7 +210,8 @@ export class NdjsonChunks {
       if (i > 0) this.byte(0x2c);
       this.byte(0x7b);
       let any = false;
-      for (const field of WIRE_ORDER) {
+      for (let w = 0; w < WIRE_ORDER.length; w++) {
+        const field = WIRE_ORDER[w];
         if (ma[field] < 0) continue;
         if (any) this.byte(0x2c);
         any = true;
@@ -195,8 +228,8 @@ export class NdjsonChunks {
         any = true;
         this.bytes(MESSAGE_KEY_TEXT[M_DATA]);
         if (binary) {
-          const [s, e] = span(b, dataAt);
-          this.ascii(`"${Buffer.from(b.buffer, b.byteOffset + s, e - s).toString('base64')}"`);
+          const s = spanStart(b, dataAt);
+          this.ascii(`"${Buffer.from(b.buffer, b.byteOffset + s, spanLength(b, dataAt)).toString('base64')}"`);
         } else if (!this.value(b, dataAt)) return NOT_FAST;
       }
       if (encodingAt >= 0 || binary) {
@@ -205,13 +238,14 @@ export class NdjsonChunks {
         this.bytes(MESSAGE_KEY_TEXT[M_ENCODING]);
         if (binary) {
           // `${encoding}/base64`, or 'base64' (an empty encoding too, as messageToWire does)
-          if (encodingAt >= 0 && strLength(b, encodingAt) > 0) {
-            const [s, e] = span(b, encodingAt);
-            this.ascii(JSON.stringify(`${Buffer.from(b.buffer, b.byteOffset + s, e - s).toString('utf8')}/base64`));
-          } else this.ascii('"base64"');
+          if (encodingAt >= 0 && spanLength(b, encodingAt) > 0) {
+            const s = spanStart(b, encodingAt);
+            this.ascii(JSON.stringify(`${Buffer.from(b.buffer, b.byteOffset + s, spanLength(b, encodingAt)).toString('utf8')}/base64`));
+          } else this.bytes(T_BASE64);
         } else if (!this.value(b, encodingAt)) return NOT_FAST;
       }
-      for (const field of WIRE_AFTER_DATA) {
+      for (let w = 0; w < WIRE_AFTER_DATA.length; w++) {
+        const field = WIRE_AFTER_DATA[w];
         if (ma[field] < 0) continue;
         if (any) this.byte(0x2c);
         any = true;
@@ -220,30 +254,37 @@ export class NdjsonChunks {
       }
       this.byte(0x7d);
     }
-    this.ascii(']}');
+    this.bytes(T_END_EVENT);
     const keyNameAt = at[E_KEYNAME];
     if (keyNameAt >= 0 || clientIdAt >= 0 || connectionIdAt >= 0) {
-      this.ascii(',"credential":{');
+      this.bytes(T_CREDENTIAL);
       let any = false;
-      for (const [name, valueAt] of [
-        ['"keyName":', keyNameAt],
-        ['"clientId":', clientIdAt],
-        ['"connectionId":', connectionIdAt],
-      ] as const) {
-        if (valueAt < 0) continue;
+      if (keyNameAt >= 0) {
+        any = true;
+        this.bytes(EVENT_KEY_TEXT[E_KEYNAME]);
+        if (!this.value(b, keyNameAt)) return NOT_FAST;
+      }
+      if (clientIdAt >= 0) {
         if (any) this.byte(0x2c);
         any = true;
-        this.ascii(name);
-        if (!this.value(b, valueAt)) return NOT_FAST;
+        this.bytes(MESSAGE_KEY_TEXT[M_CLIENTID]);
+        if (!this.value(b, clientIdAt)) return NOT_FAST;
+      }
+      if (connectionIdAt >= 0) {
+        if (any) this.byte(0x2c);
+        this.bytes(MESSAGE_KEY_TEXT[M_CONNECTIONID]);
+        if (!this.value(b, connectionIdAt)) return NOT_FAST;
       }
       this.byte(0x7d);
     }
-    this.ascii('}\n');
+    this.bytes(T_END_LINE);
     return true;
   }
 
+  /** the end of the value being transcoded */
+  private limit = 0;
   private readonly eventAt = new Int32Array(EVENT_KEYS.length);
-  private readonly eventOrder: number[] = [];
+  private readonly eventOrder = new Int32Array(16);
   private readonly messageAt = new Int32Array(MESSAGE_KEYS.length);
 
   private byte(c: number): void {
@@ -252,11 +293,32 @@ export class NdjsonChunks {
   }
 
   private bytes(src: Buffer): void {
-    this.room(src.length);
-    src.copy(this.buf, this.pos);
-    this.pos += src.length;
+    const n = src.length;
+    this.room(n);
+    const out = this.buf;
+    let o = this.pos;
+    // A loop: quicker than a copy call for the few bytes of a key or a frame.
+    for (let i = 0; i < n; i++) out[o++] = src[i];
+    this.pos = o;
   }
 
+  /** A whole number (an offset, a partition, a time: never negative), its digits written directly. */
+  private int(n: number): void {
+    if (!(n >= 0 && n <= Number.MAX_SAFE_INTEGER && Math.floor(n) === n)) {
+      this.ascii(JSON.stringify(n));
+      return;
+    }
+    // V8's number to string is quicker than dividing here; the digits are ASCII.
+    const digits = `${n}`;
+    const length = digits.length;
+    this.room(length);
+    const out = this.buf;
+    let o = this.pos;
+    for (let i = 0; i < length; i++) out[o++] = digits.charCodeAt(i);
+    this.pos = o;
+  }
+
+  /** Text (JSON already): written as UTF-8. */
   private ascii(s: string): void {
     this.room(s.length * 3);
     this.pos += this.buf.write(s, this.pos, 'utf8');
@@ -266,7 +328,8 @@ export class NdjsonChunks {
   private value(b: Uint8Array, p: number): boolean {
     const h = b[p];
     if ((h >= 0xa0 && h <= 0xbf) || h === 0xd9 || h === 0xda || h === 0xdb) {
-      const [s, e] = span(b, p);
+      const s = spanStart(b, p);
+      const e = s + spanLength(b, p);
       this.room(e - s + 2);
       const out = this.buf;
       let o = this.pos;
@@ -284,12 +347,34 @@ export class NdjsonChunks {
       this.pos = o;
       return true;
     }
-    const simple = simpleJson(b, p);
-    if (simple !== undefined) {
-      this.ascii(simple);
+    if (h <= 0x7f) {
+      this.int(h);
       return true;
     }
-    const end = skip(b, p);
+    switch (h) {
+      case 0xcc:
+        this.int(b[p + 1]);
+        return true;
+      case 0xcd:
+        this.int((b[p + 1] << 8) | b[p + 2]);
+        return true;
+      case 0xce:
+        this.int(u32(b, p + 1));
+        return true;
+      case 0xcf:
+        this.int(u32(b, p + 1) * 0x1_0000_0000 + u32(b, p + 5));
+        return true;
+      case 0xc0:
+        this.bytes(T_NULL);
+        return true;
+      case 0xc2:
+        this.bytes(T_FALSE);
+        return true;
+      case 0xc3:
+        this.bytes(T_TRUE);
+        return true;
+    }
+    const end = skip(b, p, this.limit);
     if (end < 0) return false;
     const json = JSON.stringify(unpackValue(b.subarray(p, end)));
     if (json === undefined) return false;
@@ -298,52 +383,32 @@ export class NdjsonChunks {
   }
 }
 
-/** A positive integer, null or a boolean as JSON, or undefined for any other value. */
-function simpleJson(b: Uint8Array, p: number): string | undefined {
-  const h = b[p];
-  if (h <= 0x7f) return String(h);
-  switch (h) {
-    case 0xcc:
-      return String(b[p + 1]);
-    case 0xcd:
-      return String((b[p + 1] << 8) | b[p + 2]);
-    case 0xce:
-      return String(u32(b, p + 1));
-    case 0xcf:
-      return String(u32(b, p + 1) * 0x1_0000_0000 + u32(b, p + 5));
-    case 0xc0:
-      return 'null';
-    case 0xc2:
-      return 'false';
-    case 0xc3:
-      return 'true';
-    default:
-      return undefined;
-  }
-}
-
 const u32 = (b: Uint8Array, p: number): number => ((b[p] << 24) | (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3]) >>> 0;
 
 const isStr = (b: Uint8Array, p: number): boolean => (b[p] >= 0xa0 && b[p] <= 0xbf) || b[p] === 0xd9 || b[p] === 0xda || b[p] === 0xdb;
 
-/** The bytes [start, end) of a str or bin at p. */
-function span(b: Uint8Array, p: number): [number, number] {
+/** Where the bytes of the str or bin at p start. */
+function spanStart(b: Uint8Array, p: number): number {
   const h = b[p];
-  if (h >= 0xa0 && h <= 0xbf) return [p + 1, p + 1 + (h & 0x1f)];
-  if (h === 0xd9 || h === 0xc4) return [p + 2, p + 2 + b[p + 1]];
-  if (h === 0xda || h === 0xc5) return [p + 3, p + 3 + ((b[p + 1] << 8) | b[p + 2])];
-  return [p + 5, p + 5 + u32(b, p + 1)];
+  if (h >= 0xa0 && h <= 0xbf) return p + 1;
+  if (h === 0xd9 || h === 0xc4) return p + 2;
+  if (h === 0xda || h === 0xc5) return p + 3;
+  return p + 5;
 }
 
-const strLength = (b: Uint8Array, p: number): number => {
-  const [s, e] = span(b, p);
-  return e - s;
-};
+/** How many bytes the str or bin at p holds. */
+function spanLength(b: Uint8Array, p: number): number {
+  const h = b[p];
+  if (h >= 0xa0 && h <= 0xbf) return h & 0x1f;
+  if (h === 0xd9 || h === 0xc4) return b[p + 1];
+  if (h === 0xda || h === 0xc5) return (b[p + 1] << 8) | b[p + 2];
+  return u32(b, p + 1);
+}
 
 function strEquals(b: Uint8Array, p: number, want: Buffer): boolean {
   if (!isStr(b, p)) return false;
-  const [s, e] = span(b, p);
-  if (e - s !== want.length) return false;
+  const s = spanStart(b, p);
+  if (spanLength(b, p) !== want.length) return false;
   for (let i = 0; i < want.length; i++) if (b[s + i] !== want[i]) return false;
   return true;
 }
@@ -364,14 +429,14 @@ function keyOf(b: Uint8Array, p: number, keys: Buffer[]): number {
 }
 
 /** Where the MessagePack value at p ends, or -1 past the end (or a form the log never holds). */
-function skip(b: Uint8Array, p: number): number {
-  if (p < 0 || p >= b.length) return -1;
+function skip(b: Uint8Array, p: number, limit: number): number {
+  if (p < 0 || p >= limit) return -1;
   const h = b[p];
   let end: number;
   if (h <= 0x7f || h >= 0xe0 || h === 0xc0 || h === 0xc2 || h === 0xc3) end = p + 1;
   else if (h >= 0xa0 && h <= 0xbf) end = p + 1 + (h & 0x1f);
-  else if (h >= 0x80 && h <= 0x8f) return skipItems(b, p + 1, 2 * (h & 0x0f));
-  else if (h >= 0x90 && h <= 0x9f) return skipItems(b, p + 1, h & 0x0f);
+  else if (h >= 0x80 && h <= 0x8f) return skipItems(b, p + 1, 2 * (h & 0x0f), limit);
+  else if (h >= 0x90 && h <= 0x9f) return skipItems(b, p + 1, h & 0x0f, limit);
   else
     switch (h) {
       case 0xcc:
@@ -405,22 +470,57 @@ function skip(b: Uint8Array, p: number): number {
         end = p + 5 + u32(b, p + 1);
         break;
       case 0xdc:
-        return skipItems(b, p + 3, (b[p + 1] << 8) | b[p + 2]);
+        return skipItems(b, p + 3, (b[p + 1] << 8) | b[p + 2], limit);
       case 0xdd:
-        return skipItems(b, p + 5, u32(b, p + 1));
+        return skipItems(b, p + 5, u32(b, p + 1), limit);
       case 0xde:
-        return skipItems(b, p + 3, 2 * ((b[p + 1] << 8) | b[p + 2]));
+        return skipItems(b, p + 3, 2 * ((b[p + 1] << 8) | b[p + 2]), limit);
       case 0xdf:
-        return skipItems(b, p + 5, 2 * u32(b, p + 1));
+        return skipItems(b, p + 5, 2 * u32(b, p + 1), limit);
       default:
         return -1; // ext: never in an event
     }
-  return end <= b.length ? end : -1;
+  return end <= limit ? end : -1;
 }
 
-function skipItems(b: Uint8Array, p: number, n: number): number {
-  for (let i = 0; i < n && p >= 0; i++) p = skip(b, p);
+function skipItems(b: Uint8Array, p: number, n: number, limit: number): number {
+  for (let i = 0; i < n && p >= 0; i++) p = skip(b, p, limit);
   return p;
+}
+
+/** The request's scope as key bytes: `appId:channel` (or a prefix of it, or `appId:` alone), or the app id (the apps topic). */
+export class KeyScope {
+  private readonly app: Buffer;
+  /** `appId:channel` or `appId:prefix` as UTF-8 (undefined: every channel) */
+  private readonly want: Buffer | undefined;
+
+  constructor(private readonly request: ScopeRequest) {
+    this.app = Buffer.from(request.appId);
+    const { channels } = request;
+    this.want = channels.kind === 'channel' ? Buffer.from(`${request.appId}:${channels.name}`) : channels.kind === 'prefix' ? Buffer.from(`${request.appId}:${channels.prefix}`) : undefined;
+  }
+
+  /** As lineOf's scope (inScope; the apps topic: the app's own key), on the key's bytes b[s, e). */
+  holds(topic: string, b: Uint8Array, s: number, e: number): boolean {
+    const app = this.app;
+    const n = e - s;
+    if (topic === Topics.apps) return n === app.length && startsWith(b, s, app);
+    if (n <= app.length || b[s + app.length] !== 0x3a || !startsWith(b, s, app)) return false;
+    const want = this.want;
+    if (!want) return true;
+    if (this.request.channels.kind === 'channel' ? n !== want.length : n < want.length) return false;
+    return startsWith(b, s, want);
+  }
+
+  /** The same, for a key the log holds decoded. */
+  holdsText(topic: string, key: string): boolean {
+    return topic === Topics.apps ? key === this.request.appId : inScope({ key } as LogRecord, this.request);
+  }
+}
+
+function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
+  for (let i = 0; i < want.length; i++) if (b[s + i] !== want[i]) return false;
+  return true;
 }
 
 /**
@@ -437,6 +537,26 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
   }
   const progress: ScopeProgress = { read: 0, total, found: 0 };
   const out = new NdjsonChunks();
+  if (log.scan) {
+    // The embedded log: its segments read in place, no record object made (the raw read makes one a record).
+    const scope = new KeyScope(request);
+    for (const { topic, partition } of parts) {
+      const visit: RecordVisitor = (offset, timestamp, bytes, start, end, key) => {
+        if (out.visit(topic, partition, offset, timestamp, bytes, start, end, key, scope, request)) progress.found++;
+      };
+      const end = ends.get(topic)!.get(partition) ?? 0;
+      for (let from = 0; from < end; ) {
+        const scanned = await log.scan(topic, partition, from, Math.min(5000, end - from), visit);
+        if (scanned.count === 0) break;
+        from = scanned.next;
+        progress.read += scanned.count;
+        onProgress(progress);
+        if (out.full.length > 0) yield* out.full.splice(0);
+      }
+    }
+    yield* out.take();
+    return;
+  }
   for (const { topic, partition } of parts) {
     for await (const records of readPartition(log, topic, partition, ends.get(topic)!.get(partition) ?? 0)) {
       for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
