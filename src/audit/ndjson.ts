@@ -130,6 +130,11 @@ export class NdjsonChunks {
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
   private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
     this.limit = end;
+    // Room for the whole line, once: no byte of a value gives more than 8 of JSON (a key or a value
+    // written twice, the credential's), and the frame is under 1 KiB. byte(), bytes(), int() and a
+    // string's copy write within it unchecked; the other writers (ascii) keep it reserved past them.
+    this.reserve = 8 * (end - start) + 1024;
+    this.room(this.reserve);
     let p = start;
     let n: number;
     const h = b[p];
@@ -283,18 +288,18 @@ export class NdjsonChunks {
 
   /** the end of the value being transcoded */
   private limit = 0;
+  /** bytes kept free for the rest of the line being transcoded */
+  private reserve = 0;
   private readonly eventAt = new Int32Array(EVENT_KEYS.length);
   private readonly eventOrder = new Int32Array(16);
   private readonly messageAt = new Int32Array(MESSAGE_KEYS.length);
 
   private byte(c: number): void {
-    this.room(1);
     this.buf[this.pos++] = c;
   }
 
   private bytes(src: Buffer): void {
     const n = src.length;
-    this.room(n);
     const out = this.buf;
     let o = this.pos;
     // A loop: quicker than a copy call for the few bytes of a key or a frame.
@@ -311,7 +316,6 @@ export class NdjsonChunks {
     // V8's number to string is quicker than dividing here; the digits are ASCII.
     const digits = `${n}`;
     const length = digits.length;
-    this.room(length);
     const out = this.buf;
     let o = this.pos;
     for (let i = 0; i < length; i++) out[o++] = digits.charCodeAt(i);
@@ -320,7 +324,8 @@ export class NdjsonChunks {
 
   /** Text (JSON already): written as UTF-8. */
   private ascii(s: string): void {
-    this.room(s.length * 3);
+    // and the rest of the line's reservation (publish)
+    this.room(s.length * 3 + this.reserve);
     this.pos += this.buf.write(s, this.pos, 'utf8');
   }
 
@@ -330,7 +335,6 @@ export class NdjsonChunks {
     if ((h >= 0xa0 && h <= 0xbf) || h === 0xd9 || h === 0xda || h === 0xdb) {
       const s = spanStart(b, p);
       const e = s + spanLength(b, p);
-      this.room(e - s + 2);
       const out = this.buf;
       let o = this.pos;
       out[o++] = 0x22;
