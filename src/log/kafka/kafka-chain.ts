@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { IHeaders } from 'kafkajs';
 import { nextLink, recordDigest, LINK_BYTES } from '../embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../embedded/segment.js';
-import type { AppendRecord } from '../port.js';
+import { Topics, type AppendRecord } from '../port.js';
 
 export const CHAIN_HEADERS = { writer: 'cm-chain-writer', seq: 'cm-chain-seq', prev: 'cm-chain-prev', link: 'cm-chain-link' } as const;
 
@@ -144,3 +144,48 @@ export class ProducerChains {
 }
 
 const newWriterId = (): string => `w${randomBytes(6).toString('hex')}`;
+
+export interface CheckpointOptions {
+  sign: (heads: WriterHead[]) => Uint8Array;
+  intervalMs: number;
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * A writer's signed checkpoints: every intervalMs, when a head moved, its acknowledged heads
+ * signed (`sign`) and appended (`append`: to the `audit` topic), one at a time; once more at stop.
+ */
+export class ChainCheckpoints {
+  private readonly timer: NodeJS.Timeout;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly chains: ProducerChains,
+    private readonly options: CheckpointOptions,
+    private readonly append: (value: Uint8Array) => Promise<unknown>,
+  ) {
+    this.timer = setInterval(() => void this.checkpoint().catch((err) => options.onError?.(err)), options.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Appends a checkpoint of the heads not signed yet, if any, after the one in flight. */
+  checkpoint(): Promise<void> {
+    const next = this.running.then(async () => {
+      const heads = this.chains.headsToSign(Topics.audit);
+      if (heads.length === 0) return;
+      await this.append(this.options.sign(heads));
+      this.chains.markSigned(heads);
+    });
+    this.running = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The last checkpoint (a failure is reported to onError: those heads stay unsigned, as between two checkpoints). */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.checkpoint().catch((err) => this.options.onError?.(err));
+  }
+}

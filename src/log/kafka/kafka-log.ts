@@ -5,7 +5,7 @@ import { partitionFor } from '../partitioner.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
-import { ProducerChains, type WriterHead } from './kafka-chain.js';
+import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -52,7 +52,7 @@ export interface KafkaLogOptions {
    * Signed checkpoints of this writer's chains (kafka-chain.ts), appended to the `audit` topic every
    * intervalMs when a head moved, and once more at close. Absent: none (a replay or rebuild reads).
    */
-  checkpoints?: { sign: (heads: WriterHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
+  checkpoints?: CheckpointOptions;
 }
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
@@ -117,8 +117,7 @@ export class KafkaLog implements Log {
   private closed = false;
   /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
   readonly chains = new ProducerChains();
-  private readonly checkpointTimer: NodeJS.Timeout | undefined;
-  private checkpointing: Promise<void> | undefined;
+  private readonly checkpoints: ChainCheckpoints | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
@@ -137,26 +136,14 @@ export class KafkaLog implements Log {
       brokers: options.brokers,
       ...kafkajsLogging(options.logger),
     });
-    const checkpoints = options.checkpoints;
-    if (checkpoints) {
-      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => checkpoints.onError?.(err)), checkpoints.intervalMs);
-      this.checkpointTimer.unref();
+    if (options.checkpoints) {
+      this.checkpoints = new ChainCheckpoints(this.chains, options.checkpoints, (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]));
     }
   }
 
   /** Appends a signed checkpoint of this writer's acknowledged chain heads to the `audit` topic, if any moved since the last. */
-  checkpoint(): Promise<void> {
-    // One at a time: a checkpoint waits for the one in flight (close's last one too).
-    const run = async (): Promise<void> => {
-      if (!this.options.checkpoints || this.closed) return;
-      const heads = this.chains.headsToSign(Topics.audit);
-      if (heads.length === 0) return;
-      await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.options.checkpoints.sign(heads) }]);
-      this.chains.markSigned(heads);
-    };
-    const next = (this.checkpointing ?? Promise.resolve()).then(run);
-    this.checkpointing = next.catch(() => undefined);
-    return next;
+  async checkpoint(): Promise<void> {
+    if (!this.closed) await this.checkpoints?.checkpoint();
   }
 
   private kafkaTopic(topic: string): string {
@@ -491,9 +478,8 @@ export class KafkaLog implements Log {
   }
 
   private async closeNow(): Promise<void> {
-    clearInterval(this.checkpointTimer);
     // The last heads signed before the producers go (a failure leaves them unsigned, as between two checkpoints).
-    if (this.options.checkpoints) await this.checkpoint().catch((err) => this.options.checkpoints?.onError?.(err));
+    await this.checkpoints?.stop();
     this.closed = true;
     const quietly = (what: string) => (err: unknown) => this.logger?.warn({ err }, `closing the Kafka log: ${what} failed`);
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
