@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Adapters } from './adapters.js';
-import { KafkaLog } from './log/kafka/kafka-log.js';
+import { KafkaLog, type KafkaLogOptions } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
+import { CheckpointSigner } from './audit/checkpoint.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
 import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
@@ -61,6 +62,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       fetchMaxWaitMs: 100,
       appendTimeoutMs: config.limits.logAppendTimeoutMs,
       logger: logger.child({ component: 'kafka' }),
+      // Tamper evidence: this instance's chain heads signed with AUDIT_KEY_FILE (src/log/kafka/kafka-chain.ts).
+      checkpoints: kafkaCheckpoints(config, logger),
     }),
     historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix }),
     presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_` }),
@@ -68,6 +71,16 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     // Fewer, larger inserts: ClickHouse wants parts, not rows (recent history is served from memory).
     projectionFlushMs: 1000,
     close: () => client.close(),
+  };
+}
+
+/** The signed checkpoints of this instance's Kafka chains, with the key of AUDIT_KEY_FILE (made at first start). */
+function kafkaCheckpoints(config: Config, logger: Logger): KafkaLogOptions['checkpoints'] {
+  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
+  return {
+    sign: (heads) => signer.encode(heads),
+    intervalMs: config.auditCheckpointIntervalMs,
+    onError: (err) => logger.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
   };
 }
 

@@ -14,6 +14,9 @@ export interface CheckpointHead {
   offset: number;
   /** hex */
   link: string;
+  /** Kafka: the writer (a producing instance) whose chain this is, and the head's sequence in it (src/log/kafka/kafka-chain.ts) */
+  writer?: string;
+  seq?: number;
 }
 
 export interface AuditCheckpoint {
@@ -29,7 +32,7 @@ export interface AuditCheckpoint {
 
 /** The bytes signed: a line per head, so that no encoding's field order matters. */
 export const checkpointText = (at: number, heads: CheckpointHead[]): Buffer =>
-  Buffer.from(`channel-messaging audit checkpoint v1\n${at}\n${heads.map((h) => `${h.topic} ${h.partition} ${h.offset} ${h.link}`).join('\n')}\n`);
+  Buffer.from(`channel-messaging audit checkpoint v1\n${at}\n${heads.map((h) => `${h.topic} ${h.partition} ${h.offset} ${h.link}${h.writer !== undefined ? ` ${h.writer} ${h.seq}` : ''}`).join('\n')}\n`);
 
 /** A public key's fingerprint (SHA-256 of its DER, the first 16 bytes as hex pairs), as people compare them. */
 export const fingerprintOf = (publicKeyBase64: string): string =>
@@ -87,8 +90,19 @@ export class CheckpointSigner {
   }
 
   /** A checkpoint of the log's heads as the `audit` topic's record value. */
-  encode(heads: { topic: string; partition: number; offset: number; link: Uint8Array }[], at = Date.now()): Uint8Array {
-    return packValue(this.sign(at, heads.map((h) => ({ topic: h.topic, partition: h.partition, offset: h.offset, link: Buffer.from(h.link).toString('hex') }))));
+  encode(heads: { topic: string; partition: number; offset: number; link: Uint8Array; writer?: string; seq?: number }[], at = Date.now()): Uint8Array {
+    return packValue(
+      this.sign(
+        at,
+        heads.map((h) => ({
+          topic: h.topic,
+          partition: h.partition,
+          offset: h.offset,
+          link: Buffer.from(h.link).toString('hex'),
+          ...(h.writer !== undefined ? { writer: h.writer, seq: h.seq } : {}),
+        })),
+      ),
+    );
   }
 }
 

@@ -16,7 +16,7 @@ export interface ChainedLog extends Log {
   readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): ChainedRecord[];
 }
 
-export const hasChains = (log: Log): log is ChainedLog => typeof (log as Partial<ChainedLog>).readChained === 'function';
+export const hasChains = (log: Log): log is ChainedLog => log.kind === 'embedded' && typeof (log as Partial<ChainedLog>).readChained === 'function';
 
 export const EXPORT_VERSION = 1;
 
@@ -33,7 +33,7 @@ async function* chained(log: ChainedLog, topic: Topic, partition: number, end: n
 const entryOf = (r: ChainedRecord): ChainEntry => ({ topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev });
 
 /** The partitions a request's proof covers: its own, and the audit topic's (the checkpoints), first. */
-async function partitionsOf(log: Log, request: ScopeRequest): Promise<{ topic: Topic; partition: number; end: number }[]> {
+export async function partitionsOf(log: Pick<Log, 'partitions' | 'endOffsets'>, request: ScopeRequest): Promise<{ topic: Topic; partition: number; end: number }[]> {
   const out: { topic: Topic; partition: number; end: number }[] = [];
   const auditEnds = await log.endOffsets(Topics.audit);
   for (let p = 0; p < (await log.partitions(Topics.audit)); p++) out.push({ topic: Topics.audit, partition: p, end: auditEnds.get(p) ?? 0 });

@@ -87,7 +87,7 @@ export function auditView(event: LogEvent): { event: Record<string, unknown>; cr
 }
 
 /** The app and channel a record of the messages or presence topic is about (its key is `appId:channel`). */
-function inScope(record: LogRecord, request: ScopeRequest): boolean {
+export function inScope(record: LogRecord, request: ScopeRequest): boolean {
   const key = record.key;
   const { appId, channels } = request;
   if (key.length <= appId.length || key.charCodeAt(appId.length) !== 58 /* : */ || !key.startsWith(appId)) return false;
@@ -97,7 +97,7 @@ function inScope(record: LogRecord, request: ScopeRequest): boolean {
 }
 
 /** The partitions of each topic the request reads: one for one channel (or the app's events), all of them otherwise. */
-export async function partitionsToRead(log: Log, request: ScopeRequest): Promise<{ topic: Topic; partition: number }[]> {
+export async function partitionsToRead(log: Pick<Log, 'partitions'>, request: ScopeRequest): Promise<{ topic: Topic; partition: number }[]> {
   const out: { topic: Topic; partition: number }[] = [];
   for (const topic of [Topics.messages, Topics.presence] as Topic[]) {
     if (!request.include.has(topic === Topics.messages ? 'messages' : 'presence')) continue;

@@ -51,9 +51,9 @@ export class ChainVerifier {
   checkpoints = 0;
   /** checkpoint heads compared with the chain */
   headsMatched = 0;
-  private readonly partitions = new Map<string, PartitionState>();
-  /** per partition, offset → the heads checkpoints give it */
-  private readonly wanted = new Map<string, Map<number, { link: string; checkpoint: string }[]>>();
+  protected readonly partitions = new Map<string, PartitionState>();
+  /** per partition (Kafka: per writer's chain in a partition), offset (Kafka: sequence) → the heads checkpoints give it */
+  protected readonly wanted = new Map<string, Map<number, { link: string; checkpoint: string }[]>>();
 
   /** `trusted`: public keys (base64 DER) whose checkpoints are believed. */
   constructor(private readonly trusted: Set<string>) {}
@@ -84,12 +84,15 @@ export class ChainVerifier {
       return;
     }
     for (const h of cp.heads) {
-      const id = `${h.topic}/${h.partition}`;
+      // Kafka's heads are a writer's (src/log/kafka/kafka-chain.ts): its chain in the partition, at a sequence.
+      const kafka = h.writer !== undefined && typeof h.seq === 'number';
+      const id = kafka ? `${h.topic}/${h.partition}/${h.writer}` : `${h.topic}/${h.partition}`;
+      const at = kafka ? h.seq! : h.offset;
       let offsets = this.wanted.get(id);
       if (!offsets) this.wanted.set(id, (offsets = new Map()));
-      const list = offsets.get(h.offset) ?? [];
+      const list = offsets.get(at) ?? [];
       list.push({ link: h.link, checkpoint: name });
-      offsets.set(h.offset, list);
+      offsets.set(at, list);
     }
   }
 

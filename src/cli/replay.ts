@@ -20,9 +20,11 @@ import type { Log } from '../log/port.js';
 import { loadAppsFile } from '../apps/apps-file.js';
 import { loadDefaultApp } from '../apps/default-app.js';
 import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/checkpoint.js';
-import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog, type ChainedLog } from '../audit/proof.js';
+import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog } from '../audit/proof.js';
 import type { ChainVerifier } from '../audit/verify.js';
-import { appHasEvents, INCLUDES, replayScope, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
+import { isKafkaChained, verifyKafkaLog } from '../audit/kafka-verify.js';
+import { replayNdjson } from '../audit/ndjson.js';
+import { appHasEvents, INCLUDES, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
 
 export interface ReplayRequest extends ScopeRequest {}
 
@@ -63,7 +65,9 @@ Options:
 Tamper evidence (README: Replay for audits):
   --verify                   check the hash chains and signed checkpoints of every log partition
                              the scope reads (whole), instead of replaying; problems on stdout
-  --with-proof               the replay as an export a third party can verify alone: a header, the
+                             (embedded: a chain per partition; Kafka: a chain per writing
+                             instance and partition, in the records' headers)
+  --with-proof               (embedded log) the replay as an export a third party can verify alone: a header, the
                              records of the scope with their value and links, the partitions'
                              other records as digests, the signed checkpoints and public keys
   --verify-file <export>     check such an export, with no service and no log
@@ -178,8 +182,8 @@ async function openLog(config: Config): Promise<Log> {
   return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
 }
 
-const write = (line: string): Promise<void> | undefined =>
-  process.stdout.write(line) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
+const write = (text: string | Uint8Array): Promise<void> | undefined =>
+  process.stdout.write(text) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
 /** The public keys to trust: the --trust-key files, else (`fallback`) the service's own. */
 function trustedKeys(files: string[], fallback: () => string[]): Set<string> {
@@ -205,14 +209,21 @@ function report(verifier: ChainVerifier, what: string): number {
   return 0;
 }
 
-async function verifyWhereLogIs(log: ChainedLog, request: ReplayRequest, trustFiles: string[], config: Config, tty: boolean): Promise<number> {
+async function verifyWhereLogIs(log: Log, request: ReplayRequest, trustFiles: string[], config: Config, tty: boolean): Promise<number> {
   const trusted = trustedKeys(trustFiles, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : []));
   if (trusted.size === 0) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the service's public key with --trust-key`);
   let read = 0;
-  const verifier = await verifyLog(log, request, trusted, (n) => {
+  const onRecords = (n: number): void => {
     read += n;
     if (tty) process.stderr.write(`\rverifying: ${read} records`);
-  });
+  };
+  let verifier: ChainVerifier;
+  if (hasChains(log)) verifier = await verifyLog(log, request, trusted, onRecords);
+  else if (isKafkaChained(log)) {
+    const kafka = await verifyKafkaLog(log, request, trusted, onRecords);
+    if (tty) process.stderr.write('\n');
+    return report(kafka, `the kafka log's partitions of ${describeScope(request)} (${kafka.writerCount()} writers' chains)`);
+  } else throw new ConfigError(`the ${log.kind} log keeps no hash chain`);
   if (tty) process.stderr.write('\n');
   return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`);
 }
@@ -268,8 +279,8 @@ async function main(): Promise<number> {
   let last: ScopeProgress = { read: 0, total: 0, found: 0 };
   let shownAt = 0;
   try {
-    if ((parsed.mode === 'verify' || parsed.withProof) && !hasChains(log)) {
-      process.stderr.write(`replay: the ${log.kind} log keeps no hash chain: --verify and --with-proof need the embedded log (README: Replay for audits)\n`);
+    if (parsed.withProof && !hasChains(log)) {
+      process.stderr.write(`replay: --with-proof needs the embedded log; on Kafka, --verify checks the log where it is (README: Replay for audits)\n`);
       return 2;
     }
     if (!(await knownApp(config, log, request.appId))) {
@@ -283,11 +294,11 @@ async function main(): Promise<number> {
         process.stderr.write(progressLine(p));
       }
     };
-    if ((parsed.mode === 'verify' || parsed.withProof) && hasChains(log)) {
-      if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
+    if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
+    if (parsed.withProof && hasChains(log)) {
       for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
     } else {
-      for await (const { line } of replayScope(log, request, show)) await write(`${JSON.stringify(line)}\n`);
+      for await (const chunk of replayNdjson(log, request, show)) await write(chunk);
     }
   } finally {
     await log.close();

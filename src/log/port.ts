@@ -72,10 +72,21 @@ export interface Subscription {
 }
 
 /**
- * One record seen in place: its value is bytes[start, end) of a buffer the log owns, valid during
- * the call only (copy what is kept).
+ * One record seen in place: its value is bytes[start, end) of a buffer the log owns, and its key
+ * where `key` says, valid during the call only (copy what is kept).
  */
-export type RecordVisitor = (offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number) => void;
+export type RecordVisitor = (offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number, key: RecordKeyBytes) => void;
+
+/**
+ * A visited record's key: as UTF-8 in place, keyBytes[start, end), or already decoded (`text`,
+ * where the log holds records decoded); valid during the call only, like the value.
+ */
+export interface RecordKeyBytes {
+  keyBytes: Uint8Array;
+  start: number;
+  end: number;
+  text?: string;
+}
 
 export interface ScanResult {
   /** records visited (0: nothing from fromOffset on) */

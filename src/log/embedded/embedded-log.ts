@@ -15,7 +15,7 @@ import { partitionFor } from '../partitioner.js';
 import { unpackValue } from '../../codec/msgpack.js';
 import { pumpedSubscription } from './embedded-subscription.js';
 import { SqliteWriter } from './sqlite-writer.js';
-import { packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
+import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
 
@@ -419,7 +419,7 @@ export class EmbeddedLog implements Log {
       const to = Math.min(records.length, fromOffset - window.start + maxRecords);
       for (let i = fromOffset - window.start; i < to; i++) {
         const r = records[i];
-        visitRecord(visit, result, r.offset, r.timestamp, r.value, 0, r.value.length);
+        visitRecord(visit, result, r.offset, r.timestamp, r.value, 0, r.value.length, keyBytesOf(r.key));
       }
       return result;
     }

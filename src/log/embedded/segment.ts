@@ -1,5 +1,5 @@
 import { unpackValue } from '../../codec/msgpack.js';
-import type { AppendRecord, RecordVisitor, ScanResult } from '../port.js';
+import type { AppendRecord, RecordKeyBytes, RecordVisitor, ScanResult } from '../port.js';
 
 /** A row of log_segments, before its records are packed: the consecutive records of one append in one partition. */
 export interface Segment {
@@ -65,8 +65,8 @@ export function packSegment(records: AppendRecord[]): Uint8Array {
 }
 
 /** Hands `visit` the record at offset, its value bytes[start, end), and counts it in `result`. */
-export function visitRecord(visit: RecordVisitor, result: ScanResult, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number): void {
-  visit(offset, timestamp, bytes, start, end);
+export function visitRecord(visit: RecordVisitor, result: ScanResult, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number, key: RecordKeyBytes): void {
+  visit(offset, timestamp, bytes, start, end, key);
   result.count++;
   result.next = offset + 1;
   result.lastTimestamp = timestamp;
@@ -86,6 +86,8 @@ export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: numb
   const n = u32(1);
   let pos = 5;
   let visited = 0;
+  // One key object for the segment, moved from record to record (the visitor must not keep it).
+  const key: RecordKeyBytes = { keyBytes: b, start: 0, end: 0 };
   for (let i = 0; i < n; i++) {
     const offset = firstOffset + i;
     // array of 3, str 32 key, uint 64 timestamp, bin 32 value; -1 where the framing is another
@@ -93,9 +95,13 @@ export function scanSegment(b: Uint8Array, firstOffset: number, fromOffset: numb
     const start = keyEnd + 14;
     const end = keyEnd >= 0 && start <= b.length && b[keyEnd] === 0xcf && b[keyEnd + 9] === 0xc6 ? start + u32(keyEnd + 10) : -1;
     if (end < 0 || end > b.length) return scanDecoded(b, firstOffset, Math.max(offset, fromOffset), max - visited, visit, result);
+    const keyStart = pos + 6;
     pos = end;
     if (offset < fromOffset) continue;
-    visitRecord(visit, result, offset, u32(keyEnd + 1) * 0x1_0000_0000 + u32(keyEnd + 5), b, start, end);
+    key.keyBytes = b;
+    key.start = keyStart;
+    key.end = keyEnd;
+    visitRecord(visit, result, offset, u32(keyEnd + 1) * 0x1_0000_0000 + u32(keyEnd + 5), b, start, end, key);
     if (++visited === max) return true;
   }
   return false;
@@ -106,9 +112,14 @@ function scanDecoded(b: Uint8Array, firstOffset: number, from: number, max: numb
   const records = unpackValue(b) as SegmentRecords;
   let visited = 0;
   for (let i = Math.max(0, from - firstOffset); i < records.length; i++) {
-    const [, timestamp, value] = records[i];
-    visitRecord(visit, result, firstOffset + i, timestamp, value, 0, value.length);
+    const [key, timestamp, value] = records[i];
+    visitRecord(visit, result, firstOffset + i, timestamp, value, 0, value.length, keyBytesOf(key));
     if (++visited === max) return true;
   }
   return false;
 }
+
+const NO_BYTES = new Uint8Array(0);
+
+/** A key decoded (a segment in another form, the in-memory window), as a visitor is given it. */
+export const keyBytesOf = (text: string): RecordKeyBytes => ({ keyBytes: NO_BYTES, start: 0, end: 0, text });

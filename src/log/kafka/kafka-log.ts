@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { PartialAppendError, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
+import { PartialAppendError, Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
-import { KafkaTopicReader } from './kafka-reader.js';
+import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
+import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -47,6 +48,11 @@ export interface KafkaLogOptions {
    */
   producers?: number;
   logger?: LoggerLike;
+  /**
+   * Signed checkpoints of this writer's chains (kafka-chain.ts), appended to the `audit` topic every
+   * intervalMs when a head moved, and once more at close. Absent: none (a replay or rebuild reads).
+   */
+  checkpoints?: CheckpointOptions;
 }
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
@@ -109,6 +115,10 @@ export class KafkaLog implements Log {
   /** Per topic, each producer's records waiting for its request in flight to settle (see append). */
   private readonly lanes = new Map<string, Lane[]>();
   private closed = false;
+  /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
+  readonly chains = new ProducerChains();
+  private readonly checkpoints: ChainCheckpoints | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
@@ -126,6 +136,14 @@ export class KafkaLog implements Log {
       brokers: options.brokers,
       ...kafkajsLogging(options.logger),
     });
+    if (options.checkpoints) {
+      this.checkpoints = new ChainCheckpoints(this.chains, options.checkpoints, (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]));
+    }
+  }
+
+  /** Appends a signed checkpoint of this writer's acknowledged chain heads to the `audit` topic, if any moved since the last. */
+  async checkpoint(): Promise<void> {
+    if (!this.closed) await this.checkpoints?.checkpoint();
   }
 
   private kafkaTopic(topic: string): string {
@@ -344,24 +362,34 @@ export class KafkaLog implements Log {
   /** One produce request; resolves with each partition's base offset. */
   private async produce(kafkaTopic: string, lane: number, messages: { record: AppendRecord; partition: number }[]): Promise<Map<number, number>> {
     const producer = await this.connectedProducer(lane);
-    const results = await producer.send({
-      topic: kafkaTopic,
-      acks: -1,
-      messages: messages.map(({ record: r, partition }) => ({
-        key: r.key,
-        value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
-        timestamp: String(r.timestamp),
-        partition,
-      })),
-    });
+    const topic = kafkaTopic.slice(this.prefix.length);
     const counts = new Map<number, number>();
     for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
+    const { headers, heads } = this.chains.headersFor(topic, messages);
     const base = new Map<number, number>();
-    for (const r of results) if (r.topicName === kafkaTopic) base.set(r.partition, Number(r.baseOffset));
-    for (const partition of counts.keys()) {
-      const first = base.get(partition);
-      if (first === undefined || !(first >= 0)) throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
+    try {
+      const results = await producer.send({
+        topic: kafkaTopic,
+        acks: -1,
+        messages: messages.map(({ record: r, partition }, i) => ({
+          key: r.key,
+          value: Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength),
+          timestamp: String(r.timestamp),
+          partition,
+          headers: headers[i],
+        })),
+      });
+      for (const r of results) if (r.topicName === kafkaTopic) base.set(r.partition, Number(r.baseOffset));
+      for (const partition of counts.keys()) {
+        const first = base.get(partition);
+        if (first === undefined || !(first >= 0)) throw new Error(`Kafka returned no base offset for ${kafkaTopic}/${partition}`);
+      }
+    } catch (err) {
+      // Written, in part, twice or not at all: these chains end here (kafka-chain.ts).
+      this.chains.failed(topic, counts.keys());
+      throw err;
     }
+    this.chains.acknowledged(topic, heads, new Map([...counts].map(([partition, n]) => [partition, base.get(partition)! + n - 1])));
     // Subscriptions of this process learn the new end offsets now rather than at their next fetch.
     for (const sub of this.subscriptions) {
       if (sub.kafkaTopic !== kafkaTopic) continue;
@@ -402,6 +430,17 @@ export class KafkaLog implements Log {
     return this.readerOf(topic).read(partition, from, end);
   }
 
+  /** Reads records with their chain headers (an audit's read: kafka-chain.ts). */
+  readChained(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<KafkaChainedRecord[]> {
+    return this.read(topic, partition, fromOffset, maxRecords);
+  }
+
+  /** The first offset each partition still holds (retention deletes the oldest records). */
+  async lowOffsets(topic: Topic): Promise<Map<number, number>> {
+    const offsets = await this.offsets(this.kafkaTopic(topic));
+    return new Map([...offsets].map(([p, { low }]) => [p, low]));
+  }
+
   async prepareReads(topic: Topic): Promise<void> {
     if (this.closed) throw new Error('log is closed');
     await this.readerOf(topic).prepare();
@@ -434,8 +473,13 @@ export class KafkaLog implements Log {
     return new Map([...offsets].map(([p, { high }]) => [p, high]));
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    return (this.closing ??= this.closeNow());
+  }
+
+  private async closeNow(): Promise<void> {
+    // The last heads signed before the producers go (a failure leaves them unsigned, as between two checkpoints).
+    await this.checkpoints?.stop();
     this.closed = true;
     const quietly = (what: string) => (err: unknown) => this.logger?.warn({ err }, `closing the Kafka log: ${what} failed`);
     await Promise.all([...this.subscriptions].map((s) => s.stop()));

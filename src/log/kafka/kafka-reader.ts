@@ -2,6 +2,12 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import type { LogRecord } from '../port.js';
 import type { LoggerLike } from './kafka-logger.js';
 import { toLogRecord } from './kafka-subscription.js';
+import { chainOf, type ChainHeaders } from './kafka-chain.js';
+
+/** A record as read, with its place in its writer's hash chain when its headers carry one (kafka-chain.ts). */
+export interface KafkaChainedRecord extends LogRecord {
+  chain?: ChainHeaders | 'malformed';
+}
 
 export interface ReaderContext {
   kafka: Kafka;
@@ -150,7 +156,10 @@ export class KafkaTopicReader {
         this.ctx.logger?.warn({ topic: this.ctx.kafkaTopic, partition: current.partition, expected: current.next, got: offset }, 'kafka read skipped offsets');
       }
       if (offset >= current.end) break;
-      current.records.push(toLogRecord(this.ctx.topic, batch.partition, m));
+      const record: KafkaChainedRecord = toLogRecord(this.ctx.topic, batch.partition, m);
+      const chain = chainOf(m.headers);
+      if (chain) record.chain = chain;
+      current.records.push(record);
       current.next = offset + 1;
     }
     resolveOffset(String(current.next - 1));

@@ -1,0 +1,474 @@
+// The audit replay's output (`npm run replay`): NDJSON bytes, a chunk at a time, the same lines as
+// JSON.stringify(lineOf(record)) gives (replay-scope.ts), made faster for the record nearly every
+// log is made of: a publish (messages.published in event-codec.ts's layout) is transcoded from its
+// MessagePack to its JSON line in one pass over the bytes, with no event object, no wire message
+// and no JSON.stringify of either; its strings are copied byte for byte when they need no escape.
+// Anything else (presence, the app's events, a publish of a shape this does not know) takes the
+// generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line).
+import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
+import { unpackValue } from '../codec/msgpack.js';
+import { isStr, keyOf, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
+import { inScope, lineOf, partitionsToRead, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+
+const CHUNK_BYTES = 256 * 1024;
+
+/** Not in the layout the fast path reads: the generic path serves the record. */
+const NOT_FAST = false;
+
+const EVENT_TYPE = Buffer.from('messages.published');
+const names = (list: string[]): Buffer[] => list.map((n) => Buffer.from(n));
+// Field numbers: the index in these lists.
+const EVENT_KEYS = names(['type', 'appId', 'channel', 'transport', 'messages', 'clientIds', 'keyName']);
+const [E_TYPE, , , , E_MESSAGES, , E_KEYNAME] = [0, 1, 2, 3, 4, 5, 6];
+const MESSAGE_KEYS = names(['id', 'timestamp', 'name', 'clientId', 'connectionId', 'data', 'encoding', 'extras', 'action']);
+const [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, M_EXTRAS, M_ACTION] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
+/** messageToWire's key order (codec/message-wire.ts), data and encoding apart */
+const WIRE_ORDER = [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID];
+const WIRE_AFTER_DATA = [M_EXTRAS, M_ACTION];
+const KEY_TEXT = (list: Buffer[]): Buffer[] => list.map((n) => Buffer.from(`"${n.toString()}":`));
+const EVENT_KEY_TEXT = KEY_TEXT(EVENT_KEYS);
+// The line's frame around the event.
+const T_LINE = Buffer.from('{"topic":"messages","partition":');
+const T_OFFSET = Buffer.from(',"offset":');
+const T_TIME = Buffer.from(',"time":');
+const T_EVENT = Buffer.from(',"event":{');
+const T_END_EVENT = Buffer.from(']}');
+const T_CREDENTIAL = Buffer.from(',"credential":{');
+const T_END_LINE = Buffer.from('}\n');
+const T_BASE64 = Buffer.from('"base64"');
+const T_NULL = Buffer.from('null');
+const T_TRUE = Buffer.from('true');
+const T_FALSE = Buffer.from('false');
+const MESSAGE_KEY_TEXT = KEY_TEXT(MESSAGE_KEYS);
+
+/** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
+export class NdjsonChunks {
+  private buf = Buffer.allocUnsafe(CHUNK_BYTES);
+  private pos = 0;
+  /** chunks full, to hand out */
+  readonly full: Buffer[] = [];
+  /** lines written by the transcoder, and by the generic path */
+  fast = 0;
+  generic = 0;
+
+  /** where the line being written starts: a new buffer takes it along, so a line is never split (nor lost when undone) */
+  private lineStart = 0;
+
+  private room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const partial = this.pos - this.lineStart;
+    const next = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, 2 * (partial + n)));
+    this.buf.copy(next, 0, this.lineStart, this.pos);
+    if (this.lineStart > 0) this.full.push(this.buf.subarray(0, this.lineStart));
+    this.buf = next;
+    this.lineStart = 0;
+    this.pos = partial;
+  }
+
+  /** The chunks written so far (the last one however full), emptied. */
+  take(): Buffer[] {
+    if (this.pos > 0) {
+      this.full.push(this.buf.subarray(0, this.pos));
+      this.buf = Buffer.allocUnsafe(CHUNK_BYTES);
+      this.pos = 0;
+      this.lineStart = 0;
+    }
+    return this.full.splice(0);
+  }
+
+  private text(s: string): void {
+    this.lineStart = this.pos;
+    this.room(3 * s.length);
+    this.pos += this.buf.write(s, this.pos, 'utf8');
+    this.lineStart = this.pos;
+  }
+
+  /**
+   * One record's line, fast when it is a publish in event-codec's layout; true when it was in the
+   * request's scope (written), false when not.
+   */
+  record(record: LogRecord, request: ScopeRequest, fast = true): boolean {
+    if (record.timestamp < request.from || record.timestamp > request.to) return false;
+    if (fast && record.topic === Topics.messages) {
+      if (!inScope(record, request)) return false;
+      this.lineStart = this.pos;
+      if (this.publish(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp)) {
+        this.lineStart = this.pos;
+        this.fast++;
+        return true;
+      }
+      this.pos = this.lineStart;
+    }
+    const line = lineOf(record, request);
+    if (!line) return false;
+    this.generic++;
+    this.text(`${JSON.stringify(line)}\n`);
+    return true;
+  }
+
+  /**
+   * A record the log visits in place (Log.scan: the embedded log's segments, no record object):
+   * its scope checked on its key's bytes, a publish transcoded where it lies. As record() otherwise.
+   */
+  visit(topic: Topic, partition: number, offset: number, timestamp: number, bytes: Uint8Array, start: number, end: number, key: RecordKeyBytes, scope: KeyScope, request: ScopeRequest): boolean {
+    if (timestamp < request.from || timestamp > request.to) return false;
+    if (key.text === undefined ? !scope.holds(topic, key.keyBytes, key.start, key.end) : !scope.holdsText(topic, key.text)) return false;
+    if (topic === Topics.messages) {
+      this.lineStart = this.pos;
+      if (this.publish(bytes, start, end, partition, offset, timestamp)) {
+        this.lineStart = this.pos;
+        this.fast++;
+        return true;
+      }
+      this.pos = this.lineStart;
+    }
+    const text = key.text ?? Buffer.from(key.keyBytes.buffer, key.keyBytes.byteOffset + key.start, key.end - key.start).toString('utf8');
+    return this.record({ topic, partition, offset, timestamp, key: text, value: bytes.subarray(start, end) }, request, false);
+  }
+
+  // The transcoder: b is the value, positions into it; the output at this.pos.
+
+  /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
+  private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
+    this.limit = end;
+    // Room for the whole line, once: no byte of a value gives more than 8 of JSON (a key or a value
+    // written twice, the credential's), and the frame is under 1 KiB. byte(), bytes(), int() and a
+    // string's copy write within it unchecked; the other writers (ascii) keep it reserved past them.
+    this.reserve = 8 * (end - start) + 1024;
+    this.room(this.reserve);
+    let p = start;
+    let n: number;
+    const h = b[p];
+    if (h >= 0x80 && h <= 0x8f) {
+      n = h & 0x0f;
+      p++;
+    } else return NOT_FAST;
+    // Each field's value span, by field number (-1: absent).
+    const at = this.eventAt;
+    at.fill(-1);
+    const order = this.eventOrder;
+    for (let i = 0; i < n; i++) {
+      const field = keyOf(b, p, EVENT_KEYS);
+      if (field < 0 || at[field] >= 0) return NOT_FAST;
+      p = skip(b, p, end);
+      at[field] = p;
+      order[i] = field;
+      p = skip(b, p, end);
+      if (p < 0) return NOT_FAST;
+    }
+    if (at[E_TYPE] < 0 || !strEquals(b, at[E_TYPE], EVENT_TYPE)) return NOT_FAST;
+    const messagesAt = at[E_MESSAGES];
+    if (messagesAt < 0) return NOT_FAST;
+    let count: number;
+    let m = messagesAt;
+    const ah = b[m];
+    if (ah >= 0x90 && ah <= 0x9f) {
+      count = ah & 0x0f;
+      m++;
+    } else if (ah === 0xdc) {
+      count = (b[m + 1] << 8) | b[m + 2];
+      m += 3;
+    } else return NOT_FAST;
+
+    this.bytes(T_LINE);
+    this.int(partition);
+    this.bytes(T_OFFSET);
+    this.int(offset);
+    this.bytes(T_TIME);
+    this.int(timestamp);
+    this.bytes(T_EVENT);
+    let first = true;
+    for (let i = 0; i < n; i++) {
+      const field = order[i];
+      if (field === E_MESSAGES) continue;
+      if (!first) this.byte(0x2c);
+      first = false;
+      this.bytes(EVENT_KEY_TEXT[field]);
+      if (!this.value(b, at[field])) return NOT_FAST;
+    }
+    if (!first) this.byte(0x2c);
+    this.bytes(EVENT_KEY_TEXT[E_MESSAGES]);
+    this.byte(0x5b);
+    // The first message's clientId and connectionId: the credential.
+    let clientIdAt = -1;
+    let connectionIdAt = -1;
+    const ma = this.messageAt;
+    for (let i = 0; i < count; i++) {
+      const mh = b[m];
+      let fields: number;
+      if (mh >= 0x80 && mh <= 0x8f) {
+        fields = mh & 0x0f;
+        m++;
+      } else return NOT_FAST;
+      ma.fill(-1);
+      for (let f = 0; f < fields; f++) {
+        const field = keyOf(b, m, MESSAGE_KEYS);
+        if (field < 0 || ma[field] >= 0) return NOT_FAST;
+        m = skip(b, m, end);
+        ma[field] = m;
+        m = skip(b, m, end);
+        if (m < 0) return NOT_FAST;
+      }
+      if (i === 0) {
+        clientIdAt = ma[M_CLIENTID];
+        connectionIdAt = ma[M_CONNECTIONID];
+      }
+      if (i > 0) this.byte(0x2c);
+      this.byte(0x7b);
+      let any = false;
+      for (let w = 0; w < WIRE_ORDER.length; w++) {
+        const field = WIRE_ORDER[w];
+        if (ma[field] < 0) continue;
+        if (any) this.byte(0x2c);
+        any = true;
+        this.bytes(MESSAGE_KEY_TEXT[field]);
+        if (!this.value(b, ma[field])) return NOT_FAST;
+      }
+      // data: binary as base64, its encoding saying so (messageToWire's 'json' format)
+      const dataAt = ma[M_DATA];
+      const encodingAt = ma[M_ENCODING];
+      const binary = dataAt >= 0 && (b[dataAt] === 0xc4 || b[dataAt] === 0xc5 || b[dataAt] === 0xc6);
+      if (binary && encodingAt >= 0 && !isStr(b, encodingAt)) return NOT_FAST;
+      if (dataAt >= 0) {
+        if (any) this.byte(0x2c);
+        any = true;
+        this.bytes(MESSAGE_KEY_TEXT[M_DATA]);
+        if (binary) {
+          const s = spanStart(b, dataAt);
+          this.ascii(`"${Buffer.from(b.buffer, b.byteOffset + s, spanLength(b, dataAt)).toString('base64')}"`);
+        } else if (!this.value(b, dataAt)) return NOT_FAST;
+      }
+      if (encodingAt >= 0 || binary) {
+        if (any) this.byte(0x2c);
+        any = true;
+        this.bytes(MESSAGE_KEY_TEXT[M_ENCODING]);
+        if (binary) {
+          // `${encoding}/base64`, or 'base64' (an empty encoding too, as messageToWire does)
+          if (encodingAt >= 0 && spanLength(b, encodingAt) > 0) {
+            const s = spanStart(b, encodingAt);
+            this.ascii(JSON.stringify(`${Buffer.from(b.buffer, b.byteOffset + s, spanLength(b, encodingAt)).toString('utf8')}/base64`));
+          } else this.bytes(T_BASE64);
+        } else if (!this.value(b, encodingAt)) return NOT_FAST;
+      }
+      for (let w = 0; w < WIRE_AFTER_DATA.length; w++) {
+        const field = WIRE_AFTER_DATA[w];
+        if (ma[field] < 0) continue;
+        if (any) this.byte(0x2c);
+        any = true;
+        this.bytes(MESSAGE_KEY_TEXT[field]);
+        if (!this.value(b, ma[field])) return NOT_FAST;
+      }
+      this.byte(0x7d);
+    }
+    this.bytes(T_END_EVENT);
+    const keyNameAt = at[E_KEYNAME];
+    if (keyNameAt >= 0 || clientIdAt >= 0 || connectionIdAt >= 0) {
+      this.bytes(T_CREDENTIAL);
+      let any = false;
+      if (keyNameAt >= 0) {
+        any = true;
+        this.bytes(EVENT_KEY_TEXT[E_KEYNAME]);
+        if (!this.value(b, keyNameAt)) return NOT_FAST;
+      }
+      if (clientIdAt >= 0) {
+        if (any) this.byte(0x2c);
+        any = true;
+        this.bytes(MESSAGE_KEY_TEXT[M_CLIENTID]);
+        if (!this.value(b, clientIdAt)) return NOT_FAST;
+      }
+      if (connectionIdAt >= 0) {
+        if (any) this.byte(0x2c);
+        this.bytes(MESSAGE_KEY_TEXT[M_CONNECTIONID]);
+        if (!this.value(b, connectionIdAt)) return NOT_FAST;
+      }
+      this.byte(0x7d);
+    }
+    this.bytes(T_END_LINE);
+    return true;
+  }
+
+  /** the end of the value being transcoded */
+  private limit = 0;
+  /** bytes kept free for the rest of the line being transcoded */
+  private reserve = 0;
+  private readonly eventAt = new Int32Array(EVENT_KEYS.length);
+  private readonly eventOrder = new Int32Array(16);
+  private readonly messageAt = new Int32Array(MESSAGE_KEYS.length);
+
+  private byte(c: number): void {
+    this.buf[this.pos++] = c;
+  }
+
+  private bytes(src: Buffer): void {
+    const n = src.length;
+    const out = this.buf;
+    let o = this.pos;
+    // A loop: quicker than a copy call for the few bytes of a key or a frame.
+    for (let i = 0; i < n; i++) out[o++] = src[i];
+    this.pos = o;
+  }
+
+  /** A whole number (an offset, a partition, a time: never negative), its digits written directly. */
+  private int(n: number): void {
+    if (!(n >= 0 && n <= Number.MAX_SAFE_INTEGER && Math.floor(n) === n)) {
+      this.ascii(JSON.stringify(n));
+      return;
+    }
+    // V8's number to string is quicker than dividing here; the digits are ASCII.
+    const digits = `${n}`;
+    const length = digits.length;
+    const out = this.buf;
+    let o = this.pos;
+    for (let i = 0; i < length; i++) out[o++] = digits.charCodeAt(i);
+    this.pos = o;
+  }
+
+  /** Text (JSON already): written as UTF-8. */
+  private ascii(s: string): void {
+    // and the rest of the line's reservation (publish)
+    this.room(s.length * 3 + this.reserve);
+    this.pos += this.buf.write(s, this.pos, 'utf8');
+  }
+
+  /** A value as JSON.stringify writes what the decoder gives: strings and numbers here, anything else decoded and stringified. */
+  private value(b: Uint8Array, p: number): boolean {
+    const h = b[p];
+    if ((h >= 0xa0 && h <= 0xbf) || h === 0xd9 || h === 0xda || h === 0xdb) {
+      const s = spanStart(b, p);
+      const e = s + spanLength(b, p);
+      const out = this.buf;
+      let o = this.pos;
+      out[o++] = 0x22;
+      for (let i = s; i < e; i++) {
+        const c = b[i];
+        if (PLAIN[c] === 0) {
+          // Escapes, or UTF-8 to check: as JSON.stringify writes the string the decoder gives.
+          this.ascii(JSON.stringify(Buffer.from(b.buffer, b.byteOffset + s, e - s).toString('utf8')));
+          return true;
+        }
+        out[o++] = c;
+      }
+      out[o++] = 0x22;
+      this.pos = o;
+      return true;
+    }
+    if (h <= 0x7f) {
+      this.int(h);
+      return true;
+    }
+    switch (h) {
+      case 0xcc:
+        this.int(b[p + 1]);
+        return true;
+      case 0xcd:
+        this.int((b[p + 1] << 8) | b[p + 2]);
+        return true;
+      case 0xce:
+        this.int(u32(b, p + 1));
+        return true;
+      case 0xcf:
+        this.int(u32(b, p + 1) * 0x1_0000_0000 + u32(b, p + 5));
+        return true;
+      case 0xc0:
+        this.bytes(T_NULL);
+        return true;
+      case 0xc2:
+        this.bytes(T_FALSE);
+        return true;
+      case 0xc3:
+        this.bytes(T_TRUE);
+        return true;
+    }
+    const end = skip(b, p, this.limit);
+    if (end < 0) return false;
+    const json = JSON.stringify(unpackValue(b.subarray(p, end)));
+    if (json === undefined) return false;
+    this.ascii(json);
+    return true;
+  }
+}
+
+/** 1 for a byte JSON.stringify writes as it is (printable ASCII but the quote and the backslash) */
+const PLAIN = new Uint8Array(256);
+for (let c = 0x20; c < 0x80; c++) PLAIN[c] = c === 0x22 || c === 0x5c ? 0 : 1;
+
+
+/** The request's scope as key bytes: `appId:channel` (or a prefix of it, or `appId:` alone), or the app id (the apps topic). */
+export class KeyScope {
+  private readonly app: Buffer;
+  /** `appId:channel` or `appId:prefix` as UTF-8 (undefined: every channel) */
+  private readonly want: Buffer | undefined;
+
+  constructor(private readonly request: ScopeRequest) {
+    this.app = Buffer.from(request.appId);
+    const { channels } = request;
+    this.want = channels.kind === 'channel' ? Buffer.from(`${request.appId}:${channels.name}`) : channels.kind === 'prefix' ? Buffer.from(`${request.appId}:${channels.prefix}`) : undefined;
+  }
+
+  /** As lineOf's scope (inScope; the apps topic: the app's own key), on the key's bytes b[s, e). */
+  holds(topic: string, b: Uint8Array, s: number, e: number): boolean {
+    const app = this.app;
+    const n = e - s;
+    if (topic === Topics.apps) return n === app.length && startsWith(b, s, app);
+    if (n <= app.length || b[s + app.length] !== 0x3a || !startsWith(b, s, app)) return false;
+    const want = this.want;
+    if (!want) return true;
+    if (this.request.channels.kind === 'channel' ? n !== want.length : n < want.length) return false;
+    return startsWith(b, s, want);
+  }
+
+  /** The same, for a key the log holds decoded. */
+  holdsText(topic: string, key: string): boolean {
+    return topic === Topics.apps ? key === this.request.appId : inScope({ key } as LogRecord, this.request);
+  }
+}
+
+function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
+  for (let i = 0; i < want.length; i++) if (b[s + i] !== want[i]) return false;
+  return true;
+}
+
+/**
+ * The request's NDJSON, a chunk at a time (partition by partition, so each channel's in log
+ * order), with the progress of the reading.
+ */
+export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<Buffer> {
+  const parts = await partitionsToRead(log, request);
+  const ends = new Map<Topic, Map<number, number>>();
+  let total = 0;
+  for (const { topic, partition } of parts) {
+    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
+    total += ends.get(topic)!.get(partition) ?? 0;
+  }
+  const progress: ScopeProgress = { read: 0, total, found: 0 };
+  const out = new NdjsonChunks();
+  if (log.scan) {
+    // The embedded log: its segments read in place, no record object made (the raw read makes one a record).
+    const scope = new KeyScope(request);
+    for (const { topic, partition } of parts) {
+      const visit: RecordVisitor = (offset, timestamp, bytes, start, end, key) => {
+        if (out.visit(topic, partition, offset, timestamp, bytes, start, end, key, scope, request)) progress.found++;
+      };
+      const end = ends.get(topic)!.get(partition) ?? 0;
+      for (let from = 0; from < end; ) {
+        const scanned = await log.scan(topic, partition, from, Math.min(5000, end - from), visit);
+        if (scanned.count === 0) break;
+        from = scanned.next;
+        progress.read += scanned.count;
+        onProgress(progress);
+        if (out.full.length > 0) yield* out.full.splice(0);
+      }
+    }
+    yield* out.take();
+    return;
+  }
+  for (const { topic, partition } of parts) {
+    for await (const records of readPartition(log, topic, partition, ends.get(topic)!.get(partition) ?? 0)) {
+      for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
+      progress.read += records.length;
+      onProgress(progress);
+      if (out.full.length > 0) yield* out.full.splice(0);
+    }
+  }
+  yield* out.take();
+}

@@ -1,0 +1,159 @@
+// The replay's NDJSON (src/audit/ndjson.ts) transcodes a publish's MessagePack to its line in one
+// pass; its lines must be, byte for byte, what JSON.stringify(lineOf(record)) gives (the generic
+// path, replay-scope.ts), for every shape a publish may take, and the other events' lines too.
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NdjsonChunks, replayNdjson } from '../../src/audit/ndjson.js';
+import { lineOf, replayScope, type ScopeRequest } from '../../src/audit/replay-scope.js';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import { packValue } from '../../src/codec/msgpack.js';
+import { Topics, type LogRecord } from '../../src/log/port.js';
+import type { LogEvent } from '../../src/domain/events.js';
+import type { StoredMessage } from '../../src/domain/message.js';
+
+const request: ScopeRequest = { appId: 'app1', channels: { kind: 'prefix', prefix: 'ch' }, include: new Set(['messages', 'presence', 'app-events']), from: 10, to: 10_000_000_000_000 };
+
+let offset = 0;
+const record = (topic: string, key: string, value: Uint8Array, timestamp = 1_000): LogRecord => ({ topic, partition: 2, offset: offset++, key, timestamp, value });
+const publish = (messages: StoredMessage[], extra: Record<string, unknown> = {}, channel = 'ch-1'): LogRecord =>
+  // A copy of the bytes: values read from the log carry no decoded event (encodeEvent keeps one on its bytes).
+  record(Topics.messages, `app1:${channel}`, new Uint8Array(encodeEvent({ type: 'messages.published', appId: 'app1', channel, transport: 'rest', messages, ...extra } as LogEvent)));
+
+/** The generic path's output for the records: JSON.stringify of each line in scope. */
+const expected = (records: LogRecord[]): string =>
+  records
+    .map((r) => lineOf(r, request))
+    .filter((l) => l !== undefined)
+    .map((l) => `${JSON.stringify(l)}\n`)
+    .join('');
+
+function transcoded(records: LogRecord[]): { text: string; written: number; fast: number } {
+  const out = new NdjsonChunks();
+  let written = 0;
+  for (const r of records) if (out.record(r, request)) written++;
+  return { text: Buffer.concat(out.take()).toString('utf8'), written, fast: out.fast };
+}
+
+describe('replay NDJSON: the transcoded lines are the generic path\'s, byte for byte', () => {
+  // name, records, how many of them the transcoder writes (the others: the generic path, or out of scope)
+  const cases: [string, LogRecord[], number][] = [
+    ['a publish as the REST route makes it (string data, clientId, key name)', [publish([{ id: 'm1:0', timestamp: 1_500, name: 'event', data: '{"n":1,"text":"xx"}', clientId: 'bench' }], { keyName: 'app1.k1' })], 1],
+    [
+      'binary data, with and without an encoding (base64, and the encoding saying so)',
+      [
+        publish([{ id: 'b:0', timestamp: 2_000, data: new Uint8Array([0, 1, 2, 250, 255]) }]),
+        publish([{ id: 'b:1', timestamp: 2_000, data: new Uint8Array([9, 8, 7]), encoding: 'json/utf-8' }]),
+        publish([{ id: 'b:2', timestamp: 2_000, data: new Uint8Array(0), encoding: '' }]),
+      ],
+      3,
+    ],
+    [
+      'strings to escape, non-ASCII and control characters, in names, data and client ids',
+      [publish([{ id: 'e:0', timestamp: 3_000, name: 'quote " back \\ slash', data: 'line\nbreak\ttab \u0001 é ✓ 😀 \u2028', clientId: 'cl"ient', connectionId: 'conn-é' }], { keyName: 'app1.k"2' })],
+      1,
+    ],
+    [
+      'extras, action, several messages with different fields, clientIds',
+      [
+        publish(
+          [
+            { id: 'x:0', timestamp: 4_000, name: 'a', data: 'one', extras: { headers: { k: 'v', n: 1 }, ref: { type: 'com.example', timeserial: 's' } }, action: 1 } as StoredMessage,
+            { id: 'x:1', timestamp: 4_001, data: 'two', clientId: 'second' },
+            { id: 'x:2', timestamp: 4_002 },
+          ],
+          { clientIds: ['ann', 'bob'], keyName: 'app1.k1' },
+        ),
+      ],
+      1,
+    ],
+    ['no key name and no client: no credential', [publish([{ id: 'n:0', timestamp: 5_000, data: 'x' }])], 1],
+    ['a long string (str 16 and str 32) and a timestamp past 2^32', [publish([{ id: 'l:0', timestamp: 2 ** 41 + 17, data: 'y'.repeat(70_000), name: 'z'.repeat(300) }])], 1],
+    [
+      'data that is neither string nor binary (number, null, an object)',
+      [publish([{ id: 'd:0', timestamp: 6_000, data: 42 as unknown as string }]), publish([{ id: 'd:1', timestamp: 6_000, data: { deep: [1, 'two', null] } as unknown as string }])],
+      2,
+    ],
+    [
+      'a publish in another field order (packValue), and an event of the messages topic that is not a publish',
+      [
+        record(Topics.messages, 'app1:ch-2', packValue({ channel: 'ch-2', messages: [{ timestamp: 7_000, data: 'late', id: 'o:0' }], type: 'messages.published', transport: 'realtime', appId: 'app1' })),
+        record(Topics.messages, 'app1:ch-2', packValue({ type: 'messages.something', appId: 'app1', channel: 'ch-2' })),
+      ],
+      1,
+    ],
+    [
+      'presence and the app\'s events (the generic path)',
+      [
+        record(Topics.presence, 'app1:ch-1', new Uint8Array(encodeEvent({ type: 'presence.changed', appId: 'app1', channel: 'ch-1', event: { action: 'enter', id: 'p:0', timestamp: 8_000, clientId: 'ann', connectionId: 'c1', data: 'here' } } as LogEvent))),
+        record(Topics.apps, 'app1', new Uint8Array(encodeEvent({ type: 'key.revoked', appId: 'app1', keyName: 'app1.k0', modified: 8_000 } as LogEvent))),
+      ],
+      0,
+    ],
+    [
+      'records out of scope: another app, another prefix, before --from',
+      [publish([{ id: 's:0', timestamp: 9_000, data: 'x' }], {}, 'other'), record(Topics.messages, 'app2:ch-1', encodeEvent({ type: 'messages.published', appId: 'app2', channel: 'ch-1', transport: 'rest', messages: [] } as LogEvent)), { ...publish([{ id: 's:1', timestamp: 1, data: 'x' }]), timestamp: 1 }],
+      0,
+    ],
+  ];
+  for (const [name, records, fast] of cases) {
+    it(name, () => {
+      const want = expected(records);
+      const got = transcoded(records);
+      expect(got.text).toBe(want);
+      expect(got.written).toBe(want === '' ? 0 : want.split('\n').length - 1);
+      expect(got.fast).toBe(fast);
+    });
+  }
+
+  it('from the embedded log, read in place (its segments, and its in-memory window), the same lines as the generic replay, for one channel, a prefix and every channel', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cm-ndjson-'));
+    try {
+      const path = join(dir, 'log.db');
+      const writer = new EmbeddedLog({ path, partitions: 4 });
+      const all = cases.flatMap(([, records]) => records);
+      for (const topic of [Topics.messages, Topics.presence, Topics.apps]) {
+        const records = all.filter((r) => r.topic === topic).map(({ key, timestamp, value }) => ({ key, timestamp, value }));
+        await writer.append(topic, records);
+      }
+      const requests: ScopeRequest[] = [
+        request,
+        { ...request, channels: { kind: 'channel', name: 'ch-1' } },
+        { ...request, channels: { kind: 'all' }, include: new Set(['messages']) },
+        { ...request, appId: 'app2', channels: { kind: 'all' } },
+      ];
+      const compare = async (log: EmbeddedLog): Promise<void> => {
+        for (const r of requests) {
+          let want = '';
+          for await (const { line } of replayScope(log, r)) want += `${JSON.stringify(line)}\n`;
+          const chunks: Buffer[] = [];
+          for await (const chunk of replayNdjson(log, r)) chunks.push(chunk);
+          expect(Buffer.concat(chunks).toString('utf8'), JSON.stringify(r.channels)).toBe(want);
+          expect(want.length).toBeGreaterThan(0);
+        }
+      };
+      await compare(writer); // the records still in its in-memory window: keys decoded
+      await writer.close();
+      const reader = new EmbeddedLog({ path, partitions: 4 });
+      try {
+        await compare(reader); // from SQLite: segments in place
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('lines across many chunks (more than one buffer of output) come out whole and in order', () => {
+    const records = Array.from({ length: 3000 }, (_, i) => publish([{ id: `c:${i}`, timestamp: 10_000 + i, data: `${i}`.padEnd(200, '.'), clientId: 'c' }], { keyName: 'app1.k1' }));
+    const out = new NdjsonChunks();
+    for (const r of records) out.record(r, request);
+    const chunks = out.take();
+    expect(chunks.length).toBeGreaterThan(1);
+    for (const chunk of chunks) expect(chunk[chunk.length - 1]).toBe(0x0a);
+    expect(Buffer.concat(chunks).toString('utf8')).toBe(expected(records));
+  });
+});
