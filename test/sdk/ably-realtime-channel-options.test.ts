@@ -130,6 +130,26 @@ describe.each(FORMATS)('ably-js v2 channel options ($format)', ({ useBinaryProto
       expect(kept.items.map((m) => [m.name, m.data])).toEqual([['keep', '1'], ['also.this', '3'], ['keep', '5']]);
     });
 
+    it('a filter on extras.headers: numbers, strings and booleans compare as the publisher sent them', async () => {
+      const name = uniqueChannel('filter-headers');
+      const derived = realtime().channels.getDerived(name, { filter: "headers.cost < `50` && headers.kind == 'ice-cream' && headers.vegan == `true`" });
+      const kept = await collectMessages(derived);
+      const all = await collectMessages(realtime().channels.get(name));
+      const channel = rest().channels.get(name);
+      await channel.publish([
+        { name: 'cheap', data: '1', extras: { headers: { cost: 20, kind: 'ice-cream', vegan: true } } },
+        { name: 'dear', data: '2', extras: { headers: { cost: 80, kind: 'ice-cream', vegan: true } } },
+        { name: 'other', data: '3', extras: { headers: { cost: 20, kind: 'cake', vegan: true } } },
+        { name: 'none', data: '4' },
+        { name: 'dairy', data: '5', extras: { headers: { cost: 20, kind: 'ice-cream', vegan: false } } },
+        { name: 'cheap-too', data: '6', extras: { headers: { cost: 49.5, kind: 'ice-cream', vegan: true } } },
+      ]);
+      await all.count(6);
+      await kept.until((items) => items.some((m) => m.data === '6'), 'the last matching message');
+      expect(kept.items.map((m) => m.data)).toEqual(['1', '6']);
+      expect((kept.items[0].extras as { headers: unknown }).headers).toEqual({ cost: 20, kind: 'ice-cream', vegan: true });
+    });
+
     it('a filter on clientId', async () => {
       const name = uniqueChannel('filter-client');
       const derived = realtime().channels.getDerived(name, { filter: "clientId == 'alice'" });
