@@ -83,6 +83,19 @@ describe.each(FORMATS)('ably-js v2 with JWTs and message extras ($format)', ({ f
       expect((await arrivals.count(1)).map((m) => [m.data, m.clientId])).toEqual([['over a JWT', clientId]]);
     });
 
+    it('connects over comet (the long-poll fallback) with a JWT seen for the first time: checked before the connection is made', async () => {
+      const clientId = `jwt-comet-${format}`;
+      const client = realtime({ transports: ['comet'], authCallback: (_params, callback) => void jwt({ 'x-ably-clientId': clientId }).then((t) => callback(null, t), (e: Error) => callback(e.message, null)) });
+      await connectionState(client, 'connected');
+      const manager = (client.connection as unknown as { connectionManager: { activeProtocol?: { transport?: { shortName?: string } } } }).connectionManager;
+      expect(manager.activeProtocol?.transport?.shortName).toBe('comet');
+      expect(client.auth.clientId).toBe(clientId);
+      const channel = client.channels.get(uniqueChannel('jwt-comet'));
+      const arrivals = await collectMessages(channel);
+      await channel.publish('n', 'over comet and a JWT');
+      expect((await arrivals.count(1)).map((m) => [m.data, m.clientId])).toEqual([['over comet and a JWT', clientId]]);
+    });
+
     it('x-ably-capability: attaching outside it fails the channel with 40160; the connection stays', async () => {
       const client = realtime({ token: await jwt({ 'x-ably-capability': JSON.stringify({ 'rt-allowed:*': ['subscribe'] }) }) });
       await connectionState(client, 'connected');
