@@ -37,13 +37,15 @@ function jwt(claims: Record<string, unknown> = {}, options: { ttlSeconds?: numbe
     .sign(new TextEncoder().encode(options.secret ?? secret));
 }
 
-const FORMATS = [
+// The SDK's comet transport (the long-poll fallback) speaks JSON whatever useBinaryProtocol says.
+const FORMATS: { format: string; useBinaryProtocol: boolean; transports?: Ably.Transport[] }[] = [
   { format: 'json', useBinaryProtocol: false },
   { format: 'msgpack', useBinaryProtocol: true },
+  { format: 'json over comet', useBinaryProtocol: false, transports: ['comet'] },
 ];
 
-describe.each(FORMATS)('ably-js v2 with JWTs and message extras ($format)', ({ format, useBinaryProtocol }) => {
-  const realtime = (options: Ably.ClientOptions): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, options));
+describe.each(FORMATS)('ably-js v2 with JWTs and message extras ($format)', ({ format, useBinaryProtocol, transports }) => {
+  const realtime = (options: Ably.ClientOptions): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, transports ? { transports, ...options } : options));
   const rest = (options: Ably.ClientOptions = { key: ts.key }): Ably.Rest => new Ably.Rest({ endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...options });
 
   describe('JWT over REST', () => {

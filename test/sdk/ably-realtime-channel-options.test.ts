@@ -23,15 +23,17 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-const FORMATS = [
+// The SDK's comet transport (the long-poll fallback) speaks JSON whatever useBinaryProtocol says.
+const FORMATS: { format: string; useBinaryProtocol: boolean; transports?: Ably.Transport[] }[] = [
   { format: 'json', useBinaryProtocol: false },
   { format: 'msgpack', useBinaryProtocol: true },
+  { format: 'json over comet', useBinaryProtocol: false, transports: ['comet'] },
 ];
 
 type Metrics = { connections: number; publishers: number; subscribers: number; presenceConnections: number; presenceMembers: number; presenceSubscribers: number };
 
-describe.each(FORMATS)('ably-js v2 channel options ($format)', ({ useBinaryProtocol }) => {
-  const realtime = (options: Ably.ClientOptions = { key: ts.key }): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, options));
+describe.each(FORMATS)('ably-js v2 channel options ($format)', ({ useBinaryProtocol, transports }) => {
+  const realtime = (options: Ably.ClientOptions = { key: ts.key }): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, transports ? { transports, ...options } : options));
   const rest = (): Ably.Rest => new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
   /**
    * Resolves once everything the gateway sent `client` before now has reached it: a ping's answer
