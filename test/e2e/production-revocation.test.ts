@@ -7,7 +7,7 @@ import { afterAll, expect, it } from 'vitest';
 import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
 import { until as untilShared } from '../faults/publish-load.js';
-import { findProductionInfra, startProductionInstance } from '../helpers/production.js';
+import { findProductionInfra, startProductionInstance, statsWritersFormed } from '../helpers/production.js';
 
 const infra = await findProductionInfra();
 const services: Service[] = [];
@@ -24,7 +24,7 @@ describeWithInfra('production mode: token revocation is an event on the Kafka lo
   it('a token revoked through one instance is refused with 40141 by another, and by an instance started afterwards; stats fixtures read right after POST /stats', async () => {
     const isolation = { topicPrefix: `rev-${randomBytes(4).toString('hex')}-`, tablePrefix: `rev_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<Service> => {
-      const { service } = await startProductionInstance(found, { appId: 'revapp', key: 'revapp.k1:rev-secret-rev-secret', instanceId, isolation, env: { SANDBOX: '1' } });
+      const { service } = await startProductionInstance(found, { appId: 'revapp', key: 'revapp.k1:rev-secret-rev-secret', instanceId, isolation, env: { SANDBOX: '1', KAFKA_SESSION_TIMEOUT_MS: '6000' } });
       services.push(service);
       return service;
     };
@@ -68,7 +68,9 @@ describeWithInfra('production mode: token revocation is an event on the Kafka lo
     expect((await read(b, bearer(revoked))).json().error).toMatchObject({ code: 40141, statusCode: 401 });
     expect((await read(b, bearer(kept))).statusCode).toBe(200);
 
-    // Sandbox stats fixtures are readable when POST /stats returns (read-your-writes through Kafka and ClickHouse).
+    // Sandbox stats fixtures are readable when POST /stats returns (read-your-writes through Kafka and
+    // ClickHouse), once the stats writers' groups hold the partitions (a rebalance writes nothing).
+    await statsWritersFormed([a, b]);
     const posted = await a.app.inject({
       method: 'POST',
       url: '/stats',

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { parseConfig, type Config } from '../../src/config.js';
 import { startService, type Service } from '../../src/service.js';
+import { STATS_TOPICS } from '../../projections/projection-set.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { afterAll } from 'vitest';
 import { until as untilShared } from '../faults/publish-load.js';
@@ -89,4 +90,29 @@ export function productionTeardown(): {
     for (const s of services.splice(0)) await s.close().catch(() => undefined);
   });
   return { opened, services, until: (what, check, timeoutMs = 30_000) => untilShared(what, check, timeoutMs, 100) };
+}
+
+/**
+ * Resolves once the stats writers of `services` share every partition of the stats topics (each
+ * topic's writers are one consumer group: projections/projection-set.ts). Until then a read that
+ * waits for its own writes' rows (POST /stats fixtures, GET /stats) waits for the group. On the
+ * mock broker a group's rebalance ends only when the session timeout has passed (real Kafka: as
+ * soon as the members rejoined), so instances of such tests start with KAFKA_SESSION_TIMEOUT_MS 6000.
+ */
+export async function statsWritersFormed(services: Service[], timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const formed = async (): Promise<boolean> => {
+    for (const topic of STATS_TOPICS) {
+      const held = services.map((s) => s.runner.partitionsOf(`stats-writer-${topic}`));
+      if (held.some((p) => p.length === 0)) return false;
+      const all = held.flat().sort((x, y) => x - y);
+      const count = await services[0].log.partitions(topic);
+      if (all.length !== count || all.some((p, i) => p !== i)) return false;
+    }
+    return true;
+  };
+  while (!(await formed())) {
+    if (Date.now() > deadline) throw new Error(`the stats writers' groups did not form within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
