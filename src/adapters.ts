@@ -4,26 +4,14 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { modeOf, type Config } from './config.js';
 import { ensureDir } from './startup.js';
-import type { Log } from './log/port.js';
+import type { Adapters } from './adapter-port.js';
 import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
 import { CheckpointSigner } from './audit/checkpoint.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
-import type { HistoryStore } from '../projections/history/history-store.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
-import type { StatsStore } from '../projections/stats/stats-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
 
-/** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
-export interface Adapters {
-  log: Log;
-  historyStore: HistoryStore;
-  presenceHistoryStore: HistoryStore;
-  statsStore: StatsStore;
-  /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
-  projectionFlushMs?: number;
-  /** Releases what the adapters share (a ClickHouse client). */
-  close?: () => Promise<void>;
-}
+export type { Adapters } from './adapter-port.js';
 
 /**
  * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
-import type { Adapters } from './adapters.js';
+import type { Adapters } from './adapter-port.js';
 import { KafkaLog, type KafkaLogOptions } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
 import { CheckpointSigner } from './audit/checkpoint.js';
