@@ -12,77 +12,22 @@
   var MAX_FILLED = 200000;
   var STORAGE_KEY = 'channel-messaging.dashboard.credential';
 
-  var sum = 'sum';
+  var FIGURES = window.DASHBOARD_FIGURES;
+  var CHARTS = FIGURES.charts;
   var max = 'max';
-  /**
-   * The charts and their series: `field` is the stats record's flat entry (version 2 and later),
-   * `how` how the range's total is made from the intervals' values (none for means: a mean of
-   * the range is not made from the intervals' means, so the table leaves them out).
-   */
-  var CHARTS = [
-    {
-      id: 'messages',
-      title: 'Messages',
-      format: 'count',
-      series: [
-        { label: 'all', field: 'messages.all.all.count', how: sum, color: '#1f5fbf' },
-        { label: 'inbound', field: 'messages.inbound.all.all.count', how: sum, color: '#2a9d4b' },
-        { label: 'outbound', field: 'messages.outbound.all.all.count', how: sum, color: '#d9822b' },
-        { label: 'persisted', field: 'messages.persisted.all.count', how: sum, color: '#8e44ad' },
-      ],
-    },
-    {
-      id: 'data',
-      title: 'Data volume',
-      format: 'bytes',
-      series: [
-        { label: 'all', field: 'messages.all.all.data', how: sum, color: '#1f5fbf' },
-        { label: 'inbound', field: 'messages.inbound.all.all.data', how: sum, color: '#2a9d4b' },
-        { label: 'outbound', field: 'messages.outbound.all.all.data', how: sum, color: '#d9822b' },
-        { label: 'persisted', field: 'messages.persisted.all.data', how: sum, color: '#8e44ad' },
-      ],
-    },
-    {
-      id: 'api',
-      title: 'API requests',
-      format: 'count',
-      series: [
-        { label: 'succeeded', field: 'apiRequests.all.succeeded', how: sum, color: '#2a9d4b' },
-        { label: 'refused', field: 'apiRequests.all.refused', how: sum, color: '#d9822b' },
-        { label: 'failed', field: 'apiRequests.all.failed', how: sum, color: '#c0392b' },
-      ],
-    },
-    {
-      id: 'tokens',
-      title: 'Token requests',
-      format: 'count',
-      series: [
-        { label: 'succeeded', field: 'apiRequests.tokenRequests.succeeded', how: sum, color: '#2a9d4b' },
-        { label: 'refused', field: 'apiRequests.tokenRequests.refused', how: sum, color: '#d9822b' },
-        { label: 'failed', field: 'apiRequests.tokenRequests.failed', how: sum, color: '#c0392b' },
-      ],
-    },
-    {
-      id: 'channels',
-      title: 'Channels',
-      format: 'count',
-      series: [
-        { label: 'peak', field: 'channels.peak', how: max, color: '#1f5fbf' },
-        { label: 'mean', field: 'channels.mean', how: null, color: '#7f8c8d' },
-        { label: 'opened', field: 'channels.opened', how: sum, color: '#2a9d4b' },
-      ],
-    },
-    {
-      id: 'connections',
-      title: 'Realtime connections',
-      format: 'count',
-      series: [
-        { label: 'peak', field: 'connections.all.peak', how: max, color: '#1f5fbf' },
-        { label: 'mean', field: 'connections.all.mean', how: null, color: '#7f8c8d' },
-        { label: 'opened', field: 'connections.all.opened', how: sum, color: '#2a9d4b' },
-      ],
-    },
-  ];
+  /** Auto-refresh choices (seconds); the stats advance in 6-second samples. */
+  var REFRESH_DEFAULT = 30;
+
+  /** A series' value in one record: its stats field, or what it is derived from. */
+  function valueOf(record, s) {
+    var e = record && record.entries;
+    if (s.derive) return s.derive(e || {});
+    return e && typeof e[s.field] === 'number' ? e[s.field] : 0;
+  }
+  /** "1 interval", "2 intervals". */
+  function plural(n, word) {
+    return n + ' ' + word + (n === 1 ? '' : 's');
+  }
 
   var UNIT_MS = { minute: 60000, hour: 3600000, day: 86400000 };
 
@@ -103,6 +48,10 @@
   var chartsEl = $('charts');
   var totalsSection = $('totals-section');
   var totalsBody = $('totals').querySelector('tbody');
+  var refreshInput = $('refresh');
+  var csvButton = $('csv');
+
+  $('intro').textContent = FIGURES.intro;
 
   var plots = [];
   var loading = 0;
@@ -205,20 +154,80 @@
         return Date.now();
       });
   }
-  /** Fills the range inputs from the preset, ending now (service time). */
+  /** The preset chosen, as its option says: a span (ms) and unit, or the app's data (`data`). */
+  function preset() {
+    var option = presetInput.selectedOptions[0];
+    return { name: presetInput.value, span: Number(option.dataset.span), unit: option.dataset.unit };
+  }
+  /** Fills the range inputs from a preset with a fixed span, ending now (service time). */
   function applyPreset() {
-    if (presetInput.value === 'custom') return Promise.resolve();
-    var span = Number(presetInput.value);
-    var unit = presetInput.selectedOptions[0].dataset.unit;
-    if (unit) unitInput.value = unit;
-    var preset = presetInput.value;
+    var p = preset();
+    if (p.name === 'custom' || p.name === 'data') return Promise.resolve();
+    if (p.unit) unitInput.value = p.unit;
     return serviceNow().then(function (now) {
       // The user may have picked another preset, or typed a range, while the time was asked.
-      if (presetInput.value !== preset) return now;
+      if (presetInput.value !== p.name) return now;
       endInput.value = toInputValue(now);
-      startInput.value = toInputValue(now - span);
+      startInput.value = toInputValue(now - p.span);
       return now;
     });
+  }
+
+  /**
+   * The start of the app's oldest stats (ms), or undefined if it has none: the first month with
+   * data, then the first day of it, its first hour and minute (four pages of one record, each
+   * bounded by the bucket above it, so none reads more than one bucket's rows).
+   */
+  async function firstData(auth, now) {
+    var start = 0;
+    var end = now;
+    var units = ['month', 'day', 'hour', 'minute'];
+    for (var i = 0; i < units.length; i++) {
+      var page = await fetchPage(new URL('/stats?' + new URLSearchParams({ unit: units[i], start: String(start), end: String(end), direction: 'forwards', limit: '1' }).toString(), location.href), auth);
+      var t = page.records.length ? parseIntervalId(page.records[0].intervalId) : NaN;
+      if (Number.isNaN(t)) return undefined;
+      start = t;
+      end = Math.min(now, nextBucket(t, units[i]) - 1);
+    }
+    return start;
+  }
+
+  /** The unit that draws a span as a line of a few hundred points at most. */
+  function unitFor(span) {
+    if (span <= 6 * UNIT_MS.hour) return 'minute';
+    if (span <= 31 * UNIT_MS.day) return 'hour';
+    if (span <= 3 * 366 * UNIT_MS.day) return 'day';
+    return 'month';
+  }
+
+  /**
+   * The range to show: the inputs for a custom range; else ending now (service time), from the
+   * preset's span, or for `data` from the app's first stats (a new app fills the chart instead of
+   * being a dot at the right edge of a day). An app without stats gets the last hour.
+   */
+  async function resolveRange(auth) {
+    var p = preset();
+    if (p.name !== 'custom') {
+      var now = await serviceNow();
+      var from;
+      if (p.name === 'data') {
+        var first = await firstData(auth, now);
+        from = first === undefined ? now - UNIT_MS.hour : Math.min(first, now - UNIT_MS.minute);
+        unitInput.value = unitFor(now - from);
+      } else {
+        from = now - p.span;
+        if (p.unit) unitInput.value = p.unit;
+      }
+      startInput.value = toInputValue(from);
+      endInput.value = toInputValue(now);
+    }
+    var start = fromInputValue(startInput.value);
+    var to = fromInputValue(endInput.value);
+    if (Number.isNaN(start) || Number.isNaN(to)) throw new Error('Give both ends of the range.');
+    // "To" names a whole minute: the range ends at that minute's last millisecond.
+    var end = to + 59999;
+    if (start > end) throw new Error('The range starts after it ends.');
+    return { start: start, to: to, end: end, unit: unitInput.value };
   }
 
   function bucketStart(ms, unit) {
@@ -265,31 +274,37 @@
     return err;
   }
 
+  /** One page of `GET /stats`: its records and the URL of the next page, if any. */
+  async function fetchPage(url, auth) {
+    var res = await fetch(url, {
+      credentials: 'omit',
+      cache: 'no-store',
+      headers: { Authorization: auth, Accept: 'application/json', 'X-Service-Version': '2' },
+    });
+    var body;
+    try {
+      body = await res.json();
+    } catch (e) {
+      body = undefined;
+    }
+    if (!res.ok) throw serviceError(res, body);
+    if (!Array.isArray(body)) throw new Error('GET /stats did not answer with an array of stats records');
+    var next = parseLinks(res.headers.get('Link')).next;
+    return { records: body, next: next ? new URL(next, url) : null };
+  }
+
   /** Every record of the range, oldest first, following `next` links (spec: Pagination). */
-  async function fetchAll(query, auth) {
+  async function fetchAll(query, auth, quiet) {
     var url = new URL('/stats?' + new URLSearchParams(query).toString(), location.href);
     var records = [];
     var pages = 0;
     while (url) {
       if (pages >= MAX_PAGES) return { records: records, pages: pages, truncated: true };
-      setStatus('loading', 'Loading page ' + (pages + 1) + '… (' + records.length + ' intervals so far)');
-      var res = await fetch(url, {
-        credentials: 'omit',
-        cache: 'no-store',
-        headers: { Authorization: auth, Accept: 'application/json', 'X-Service-Version': '2' },
-      });
+      if (!quiet) setStatus('loading', 'Loading page ' + (pages + 1) + '… (' + plural(records.length, 'interval') + ' so far)');
+      var page = await fetchPage(url, auth);
       pages++;
-      var body;
-      try {
-        body = await res.json();
-      } catch (e) {
-        body = undefined;
-      }
-      if (!res.ok) throw serviceError(res, body);
-      if (!Array.isArray(body)) throw new Error('GET /stats did not answer with an array of stats records');
-      for (var i = 0; i < body.length; i++) records.push(body[i]);
-      var next = parseLinks(res.headers.get('Link')).next;
-      url = next ? new URL(next, url) : null;
+      for (var i = 0; i < page.records.length; i++) records.push(page.records[i]);
+      url = page.next;
     }
     return { records: records, pages: pages, truncated: false };
   }
@@ -303,7 +318,7 @@
         if (!s.how) return;
         var total = 0;
         records.forEach(function (r) {
-          var v = r.entries && typeof r.entries[s.field] === 'number' ? r.entries[s.field] : 0;
+          var v = valueOf(r, s);
           total = s.how === max ? Math.max(total, v) : total + v;
         });
         totals[s.field] = total;
@@ -312,32 +327,66 @@
     return totals;
   }
 
+  /** The table's rows as shown (header first), values as numbers: what the CSV export holds. */
+  var tableRows = [];
+
   function renderTotals(totals) {
     totalsBody.textContent = '';
+    tableRows = [['chart', 'series', 'what it counts', 'stats field', 'how', 'value']];
     CHARTS.forEach(function (chart) {
       chart.series
         .filter(function (s) {
           return s.how;
         })
         .forEach(function (s, i) {
-        var tr = document.createElement('tr');
-        var cells = [i === 0 ? chart.title : '', s.label, s.field, s.how === max ? 'highest' : 'total'];
-        cells.forEach(function (text, j) {
-          var td = document.createElement('td');
-          td.textContent = text;
-          if (j === 2) td.className = 'field';
-          tr.appendChild(td);
+          var tr = document.createElement('tr');
+          var field = s.derive ? 'derived: ' + s.field.replace(/^derived\./, '') : s.field;
+          var cells = [i === 0 ? chart.title : '', s.label, s.def, field, s.how === max ? 'highest' : 'total'];
+          cells.forEach(function (text, j) {
+            var td = document.createElement('td');
+            td.textContent = text;
+            if (j === 2) td.className = 'def';
+            if (j === 3) td.className = 'field';
+            tr.appendChild(td);
+          });
+          var value = document.createElement('td');
+          value.className = 'num';
+          value.dataset.field = s.field;
+          value.dataset.value = String(totals[s.field]);
+          value.textContent = formatValue(chart.format, totals[s.field]);
+          tr.appendChild(value);
+          totalsBody.appendChild(tr);
+          tableRows.push([chart.title, s.label, s.def, field, s.how === max ? 'highest' : 'total', totals[s.field]]);
         });
-        var value = document.createElement('td');
-        value.className = 'num';
-        value.dataset.field = s.field;
-        value.dataset.value = String(totals[s.field]);
-        value.textContent = formatValue(chart.format, totals[s.field]);
-        tr.appendChild(value);
-        totalsBody.appendChild(tr);
-      });
     });
     totalsSection.hidden = false;
+  }
+
+  /** RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled. */
+  function csvField(v) {
+    var text = String(v);
+    return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+  function csvOf(rows) {
+    return rows
+      .map(function (row) {
+        return row.map(csvField).join(',');
+      })
+      .join('\r\n') + '\r\n';
+  }
+  /** Saves the shown table as a CSV file (a download of a blob made in the page: nothing is sent). */
+  function exportCsv() {
+    if (!shown) return;
+    var blob = new Blob([csvOf(tableRows)], { type: 'text/csv;charset=utf-8' });
+    var link = document.createElement('a');
+    link.href = URL.createObjectURL(blob);
+    link.download = 'stats-' + toInputValue(shown.start).replace(':', '') + '-' + toInputValue(shown.to).replace(':', '') + '-' + shown.unit + '.csv';
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(function () {
+      URL.revokeObjectURL(link.href);
+    }, 10000);
   }
 
   /** x (seconds, as uPlot takes them) and one array per field, zeros where an interval had no data. */
@@ -367,7 +416,7 @@
       chart.series.forEach(function (s) {
         data[s.field] = xs.map(function (t4) {
           var r = byStart.get(t4);
-          return r && r.entries && typeof r.entries[s.field] === 'number' ? r.entries[s.field] : 0;
+          return r ? valueOf(r, s) : 0;
         });
       });
     });
@@ -384,11 +433,37 @@
       p.destroy();
     });
     plots = [];
+    plotted = null;
     chartsEl.textContent = '';
   }
 
+  /** The series a chart draws (some, like `persisted`, are in the table only). */
+  function drawn(chart) {
+    return chart.series.filter(function (s) {
+      return s.chart !== false;
+    });
+  }
+  function chartColumns(chart, data) {
+    return [data.x].concat(
+      drawn(chart).map(function (s) {
+        return data[s.field];
+      }),
+    );
+  }
+
+  /** The unit the charts are drawn per, while they are. */
+  var plotted = null;
+
   function renderCharts(data, unit) {
+    if (plotted === unit && plots.length === CHARTS.length) {
+      // A refresh: new data in the same charts (the cursor and the page stay where they are).
+      CHARTS.forEach(function (chart, i) {
+        plots[i].setData(chartColumns(chart, data));
+      });
+      return;
+    }
     destroyPlots();
+    plotted = unit;
     var utc = function (ts) {
       return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC');
     };
@@ -410,10 +485,22 @@
       });
     };
     CHARTS.forEach(function (chart) {
+      var outer = document.createElement('div');
+      outer.className = 'chart';
+      outer.id = 'chart-' + chart.id;
       var box = document.createElement('div');
-      box.className = 'chart';
-      box.id = 'chart-' + chart.id;
-      chartsEl.appendChild(box);
+      var note = document.createElement('p');
+      note.className = 'note';
+      note.textContent = chart.note;
+      outer.appendChild(box);
+      outer.appendChild(note);
+      chartsEl.appendChild(outer);
+      /** Without a cursor on the chart, the legend shows the newest interval (never a blank "–"). */
+      var newest = function (u, v, sidx, idx) {
+        if (idx !== null && idx !== undefined) return v;
+        var xs = u.data[0];
+        return xs.length ? u.data[sidx][xs.length - 1] : null;
+      };
       var opts = {
         title: chart.title + ' per ' + unit,
         width: chartWidth(box),
@@ -425,19 +512,21 @@
         series: [
           {
             label: 'UTC',
-            value: function (_u, v) {
-              return v === null || v === undefined ? '–' : timeFormat(utc(v));
+            value: function (u, v, sidx, idx) {
+              var t = newest(u, v, sidx, idx);
+              if (t === null || t === undefined) return '–';
+              return (idx === null || idx === undefined ? 'newest ' : '') + timeFormat(utc(t));
             },
           },
         ].concat(
-          chart.series.map(function (s) {
+          drawn(chart).map(function (s) {
             return {
               label: s.label,
               stroke: s.color,
               width: 2,
               points: { show: data.x.length <= 120 },
-              value: function (_u, v) {
-                return formatValue(chart.format, v);
+              value: function (u, v, sidx, idx) {
+                return formatValue(chart.format, newest(u, v, sidx, idx));
               },
             };
           }),
@@ -456,20 +545,71 @@
           },
         ],
       };
-      var columnsOfChart = [data.x].concat(
-        chart.series.map(function (s) {
-          return data[s.field];
-        }),
-      );
-      plots.push(new uPlot(opts, columnsOfChart, box));
+      plots.push(new uPlot(opts, chartColumns(chart, data), box));
     });
   }
 
   // --- one load -----------------------------------------------------------------------------
 
-  async function load() {
+  /** The range on show (for the CSV's name), once a load has succeeded. */
+  var shown = null;
+  var refreshTimer;
+  var loads = 0;
+
+  /** Keeps what is shown in the page's URL (replacing the entry: a reload or a link shows the same). */
+  function writeUrl() {
+    var params = new URLSearchParams(location.search);
+    ['range', 'start', 'end', 'unit', 'refresh'].forEach(function (k) {
+      params.delete(k);
+    });
+    if (presetInput.value === 'custom') {
+      params.set('start', startInput.value);
+      params.set('end', endInput.value);
+      params.set('unit', unitInput.value);
+    } else {
+      params.set('range', presetInput.value);
+    }
+    params.set('refresh', refreshInput.value);
+    history.replaceState(null, '', location.pathname + '?' + params.toString());
+  }
+  /** The range and refresh the URL names, where they are valid; the defaults otherwise. */
+  function readUrl() {
+    var params = new URLSearchParams(location.search);
+    var has = function (select, value) {
+      return Array.prototype.some.call(select.options, function (o) {
+        return o.value === value;
+      });
+    };
+    var range = params.get('range');
+    var start = params.get('start');
+    var end = params.get('end');
+    if (start && end && !Number.isNaN(fromInputValue(start)) && !Number.isNaN(fromInputValue(end))) {
+      presetInput.value = 'custom';
+      startInput.value = toInputValue(fromInputValue(start));
+      endInput.value = toInputValue(fromInputValue(end));
+      if (has(unitInput, params.get('unit'))) unitInput.value = params.get('unit');
+    } else if (range && range !== 'custom' && has(presetInput, range)) {
+      presetInput.value = range;
+    }
+    var refresh = params.get('refresh');
+    if (refresh !== null && has(refreshInput, refresh)) refreshInput.value = refresh;
+  }
+
+  /** The next refresh, if one is chosen and the last load succeeded (a hidden tab waits for its turn). */
+  function scheduleRefresh() {
+    clearTimeout(refreshTimer);
+    var seconds = Number(refreshInput.value);
+    if (!seconds || !shown) return;
+    refreshTimer = setTimeout(function () {
+      if (document.hidden || loadButton.disabled) scheduleRefresh();
+      else load(true);
+    }, seconds * 1000);
+  }
+
+  /** Shows the range's stats; `quiet` for a refresh (no "loading" line, the charts kept). */
+  async function load(quiet) {
     var auth = authorization();
-    showError('');
+    if (!quiet) showError('');
     if (!auth) {
       setStatus('error', 'Enter a key or token first.');
       showError('No credentials: enter an API key (appId.keyId:secret) or a token.');
@@ -478,43 +618,48 @@
     remember();
     var mine = ++loading;
     loadButton.disabled = true;
+    clearTimeout(refreshTimer);
     try {
-      if (presetInput.value !== 'custom') await applyPreset();
-      var start = fromInputValue(startInput.value);
-      var to = fromInputValue(endInput.value);
-      if (Number.isNaN(start) || Number.isNaN(to)) throw new Error('Give both ends of the range.');
-      // "To" names a whole minute: the range ends at that minute's last millisecond.
-      var end = to + 59999;
-      if (start > end) throw new Error('The range starts after it ends.');
-      var unit = unitInput.value;
+      if (!quiet) setStatus('loading', 'Finding the range…');
+      var range = await resolveRange(auth);
+      writeUrl();
+      var unit = range.unit;
       var limit = Number(new URLSearchParams(location.search).get('limit')) || 1000;
-      var query = { unit: unit, start: String(start), end: String(end), direction: 'forwards', limit: String(Math.max(1, Math.min(1000, limit))) };
-      var result = await fetchAll(query, auth);
+      var query = { unit: unit, start: String(range.start), end: String(range.end), direction: 'forwards', limit: String(Math.max(1, Math.min(1000, limit))) };
+      var result = await fetchAll(query, auth, quiet);
       if (mine !== loading) return;
       var records = result.records;
       renderTotals(totalsOf(records));
-      var range = utcText(start) + ' to ' + utcText(to) + ' UTC';
+      shown = range;
+      showError('');
+      var text = utcText(range.start) + ' to ' + utcText(range.to) + ' UTC';
+      statusEl.dataset.pages = String(result.pages);
+      statusEl.dataset.intervals = String(records.length);
+      statusEl.dataset.start = String(range.start);
+      statusEl.dataset.end = String(range.end);
+      statusEl.dataset.unit = unit;
+      statusEl.dataset.loads = String(++loads);
+      var refreshed = Number(refreshInput.value) ? ' Refreshed every ' + refreshInput.selectedOptions[0].textContent + '.' : '';
       if (records.length === 0) {
         destroyPlots();
         var empty = document.createElement('p');
         empty.className = 'empty';
         empty.id = 'empty';
-        empty.textContent = 'No stats in this range (' + range + '). Usage is counted in 6-second samples, so the last seconds may not show yet.';
+        empty.textContent = 'No stats in this range (' + text + '). Usage is counted in 6-second samples, so the last seconds may not show yet.';
         chartsEl.appendChild(empty);
-        setStatus('empty', 'No stats from ' + range + '.');
+        setStatus('empty', 'No stats from ' + text + '.' + refreshed);
         return;
       }
-      renderCharts(columns(records, unit, start, end), unit);
-      var text = records.length + ' intervals (per ' + unit + ') from ' + range + ', in ' + result.pages + (result.pages === 1 ? ' page' : ' pages') + '.';
+      renderCharts(columns(records, unit, range.start, range.end), unit);
+      var line = plural(records.length, 'interval') + ' with data (per ' + unit + ') from ' + text + ', in ' + plural(result.pages, 'page') + '.' + refreshed;
       if (result.truncated) {
-        text += ' Stopped after ' + MAX_PAGES + ' pages: pick a shorter range or a larger unit to see all of it.';
-        showError(text);
+        line += ' Stopped after ' + MAX_PAGES + ' pages: pick a shorter range or a larger unit to see all of it.';
+        showError(line);
       }
-      statusEl.dataset.pages = String(result.pages);
-      statusEl.dataset.intervals = String(records.length);
-      setStatus(result.truncated ? 'truncated' : 'done', text);
+      setStatus(result.truncated ? 'truncated' : 'done', line);
     } catch (err) {
       if (mine !== loading) return;
+      shown = null;
       destroyPlots();
       totalsSection.hidden = true;
       var message = err && err.message ? err.message : String(err);
@@ -522,7 +667,10 @@
       showError(message);
       setStatus('error', 'Failed to load the stats.');
     } finally {
-      if (mine === loading) loadButton.disabled = false;
+      if (mine === loading) {
+        loadButton.disabled = false;
+        scheduleRefresh();
+      }
     }
   }
 
@@ -543,6 +691,11 @@
   presetInput.addEventListener('change', function () {
     applyPreset();
   });
+  refreshInput.addEventListener('change', function () {
+    if (shown) writeUrl();
+    scheduleRefresh();
+  });
+  csvButton.addEventListener('click', exportCsv);
   [startInput, endInput].forEach(function (input) {
     input.addEventListener('input', function () {
       presetInput.value = 'custom';
@@ -559,6 +712,9 @@
   });
 
   restore();
+  readUrl();
   applyPreset();
   document.body.dataset.ready = 'true';
+  // A remembered credential: show what the URL names at once (a reload keeps the view).
+  if (credentialInput.value.trim() !== '') load();
 })();
