@@ -8,28 +8,32 @@
 (function () {
   /** Pages of `GET /stats` one load follows at most (a page holds up to `limit` intervals). */
   var MAX_PAGES = 200;
-  /** Intervals without data are drawn as zeros while the range has at most this many intervals. */
-  var MAX_FILLED = 200000;
   var STORAGE_KEY = 'channel-messaging.dashboard.credential';
 
+  var S = window.DashboardStats;
+  var plural = S.plural;
+  var UNIT_MS = S.UNIT_MS;
+  var toInputValue = S.toInputValue;
+  var fromInputValue = S.fromInputValue;
+  var utcText = S.utcText;
+  var serviceNow = S.serviceNow;
+  var firstData = S.firstData;
+  var unitFor = S.unitFor;
+  var bucketStart = S.bucketStart;
+  var nextBucket = S.nextBucket;
+  var parseIntervalId = S.parseIntervalId;
+  var parseLinks = S.parseLinks;
+  var serviceError = S.serviceError;
+  var fetchPage = S.fetchPage;
+  var csvOf = S.csvOf;
   var FIGURES = window.DASHBOARD_FIGURES;
+  var charts = window.DashboardCharts(document.getElementById('charts'), FIGURES.charts);
+  var valueOf = charts.valueOf;
+  var formatValue = charts.formatValue;
+  var destroyPlots = charts.destroy;
   var CHARTS = FIGURES.charts;
   var max = 'max';
-  /** Auto-refresh choices (seconds); the stats advance in 6-second samples. */
-  var REFRESH_DEFAULT = 30;
 
-  /** A series' value in one record: its stats field, or what it is derived from. */
-  function valueOf(record, s) {
-    var e = record && record.entries;
-    if (s.derive) return s.derive(e || {});
-    return e && typeof e[s.field] === 'number' ? e[s.field] : 0;
-  }
-  /** "1 interval", "2 intervals". */
-  function plural(n, word) {
-    return n + ' ' + word + (n === 1 ? '' : 's');
-  }
-
-  var UNIT_MS = { minute: 60000, hour: 3600000, day: 86400000 };
 
   var $ = function (id) {
     return document.getElementById(id);
@@ -53,38 +57,10 @@
 
   $('intro').textContent = FIGURES.intro;
 
-  var plots = [];
   var loading = 0;
 
   // --- formatting ---------------------------------------------------------------------------
 
-  var pad = function (n) {
-    return String(n).padStart(2, '0');
-  };
-  /** `YYYY-MM-DDTHH:MM` in UTC, as a datetime-local input holds it. */
-  function toInputValue(ms) {
-    var d = new Date(ms);
-    return d.getUTCFullYear() + '-' + pad(d.getUTCMonth() + 1) + '-' + pad(d.getUTCDate()) + 'T' + pad(d.getUTCHours()) + ':' + pad(d.getUTCMinutes());
-  }
-  /** A datetime-local input's value read as UTC (ms), or NaN. */
-  function fromInputValue(value) {
-    return value ? Date.parse(value.slice(0, 16) + ':00Z') : NaN;
-  }
-  function utcText(ms) {
-    return toInputValue(ms).replace('T', ' ');
-  }
-  var numberFormat = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
-  function formatValue(format, v) {
-    if (v === null || v === undefined) return '–';
-    if (format !== 'bytes') return numberFormat.format(v);
-    var units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-    var i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) {
-      v /= 1024;
-      i++;
-    }
-    return (i === 0 ? numberFormat.format(v) : v.toFixed(1)) + ' ' + units[i];
-  }
 
   // --- state shown to the user --------------------------------------------------------------
 
@@ -141,19 +117,6 @@
 
   // --- time range ---------------------------------------------------------------------------
 
-  /** The service's clock (GET /time, no credentials), so ranges agree with the stats' times. */
-  function serviceNow() {
-    return fetch('/time', { credentials: 'omit', cache: 'no-store', headers: { Accept: 'application/json' } })
-      .then(function (res) {
-        return res.ok ? res.json() : Promise.reject(new Error('GET /time answered ' + res.status));
-      })
-      .then(function (body) {
-        return Array.isArray(body) && typeof body[0] === 'number' ? body[0] : Date.now();
-      })
-      .catch(function () {
-        return Date.now();
-      });
-  }
   /** The preset chosen, as its option says: a span (ms) and unit, or the app's data (`data`). */
   function preset() {
     var option = presetInput.selectedOptions[0];
@@ -171,33 +134,6 @@
       startInput.value = toInputValue(now - p.span);
       return now;
     });
-  }
-
-  /**
-   * The start of the app's oldest stats (ms), or undefined if it has none: the first month with
-   * data, then the first day of it, its first hour and minute (four pages of one record, each
-   * bounded by the bucket above it, so none reads more than one bucket's rows).
-   */
-  async function firstData(auth, now) {
-    var start = 0;
-    var end = now;
-    var units = ['month', 'day', 'hour', 'minute'];
-    for (var i = 0; i < units.length; i++) {
-      var page = await fetchPage(new URL('/stats?' + new URLSearchParams({ unit: units[i], start: String(start), end: String(end), direction: 'forwards', limit: '1' }).toString(), location.href), auth);
-      var t = page.records.length ? parseIntervalId(page.records[0].intervalId) : NaN;
-      if (Number.isNaN(t)) return undefined;
-      start = t;
-      end = Math.min(now, nextBucket(t, units[i]) - 1);
-    }
-    return start;
-  }
-
-  /** The unit that draws a span as a line of a few hundred points at most. */
-  function unitFor(span) {
-    if (span <= 6 * UNIT_MS.hour) return 'minute';
-    if (span <= 31 * UNIT_MS.day) return 'hour';
-    if (span <= 3 * 366 * UNIT_MS.day) return 'day';
-    return 'month';
   }
 
   /**
@@ -230,68 +166,7 @@
     return { start: start, to: to, end: end, unit: unitInput.value };
   }
 
-  function bucketStart(ms, unit) {
-    if (unit === 'month') {
-      var d = new Date(ms);
-      return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
-    }
-    return ms - (((ms % UNIT_MS[unit]) + UNIT_MS[unit]) % UNIT_MS[unit]);
-  }
-  function nextBucket(ms, unit) {
-    if (unit === 'month') {
-      var d = new Date(ms);
-      return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-    }
-    return ms + UNIT_MS[unit];
-  }
-  /** An interval id (yyyy-mm-dd:hh:mm, yyyy-mm-dd:hh, yyyy-mm-dd, yyyy-mm) as UTC ms. */
-  function parseIntervalId(id) {
-    var m = /^(\d{4})-(\d{2})(?:-(\d{2})(?::(\d{2})(?::(\d{2}))?)?)?/.exec(String(id));
-    if (!m) return NaN;
-    return Date.UTC(+m[1], +m[2] - 1, m[3] ? +m[3] : 1, m[4] ? +m[4] : 0, m[5] ? +m[5] : 0);
-  }
-
   // --- GET /stats, every page ---------------------------------------------------------------
-
-  /** `Link` header relations (RFC 5988: `<url>; rel="next", ...`). */
-  function parseLinks(header) {
-    var links = {};
-    if (!header) return links;
-    var re = /<([^>]*)>\s*;\s*rel="?([^";,]+)"?/g;
-    var m;
-    while ((m = re.exec(header))) links[m[2]] = m[1];
-    return links;
-  }
-
-  /** An error as the service tells it (spec: Errors), from its body or its headers. */
-  function serviceError(res, body) {
-    var e = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : {};
-    var message = typeof e.message === 'string' ? e.message : res.headers.get('X-Service-ErrorMessage') || res.statusText || 'request failed';
-    var code = e.code !== undefined ? e.code : res.headers.get('X-Service-ErrorCode');
-    var status = e.statusCode !== undefined ? e.statusCode : res.status;
-    var err = new Error(message + (code ? ' (code ' + code + ', status ' + status + ')' : ' (status ' + status + ')'));
-    err.service = { code: code, statusCode: status, message: message };
-    return err;
-  }
-
-  /** One page of `GET /stats`: its records and the URL of the next page, if any. */
-  async function fetchPage(url, auth) {
-    var res = await fetch(url, {
-      credentials: 'omit',
-      cache: 'no-store',
-      headers: { Authorization: auth, Accept: 'application/json', 'X-Service-Version': '2' },
-    });
-    var body;
-    try {
-      body = await res.json();
-    } catch (e) {
-      body = undefined;
-    }
-    if (!res.ok) throw serviceError(res, body);
-    if (!Array.isArray(body)) throw new Error('GET /stats did not answer with an array of stats records');
-    var next = parseLinks(res.headers.get('Link')).next;
-    return { records: body, next: next ? new URL(next, url) : null };
-  }
 
   /** Every record of the range, oldest first, following `next` links (spec: Pagination). */
   async function fetchAll(query, auth, quiet) {
@@ -362,18 +237,6 @@
     totalsSection.hidden = false;
   }
 
-  /** RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled. */
-  function csvField(v) {
-    var text = String(v);
-    return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
-  }
-  function csvOf(rows) {
-    return rows
-      .map(function (row) {
-        return row.map(csvField).join(',');
-      })
-      .join('\r\n') + '\r\n';
-  }
   /** Saves the shown table as a CSV file (a download of a blob made in the page: nothing is sent). */
   function exportCsv() {
     if (!shown) return;
@@ -387,166 +250,6 @@
     setTimeout(function () {
       URL.revokeObjectURL(link.href);
     }, 10000);
-  }
-
-  /** x (seconds, as uPlot takes them) and one array per field, zeros where an interval had no data. */
-  function columns(records, unit, start, end) {
-    var byStart = new Map();
-    records.forEach(function (r) {
-      var t = parseIntervalId(r.intervalId);
-      if (!Number.isNaN(t)) byStart.set(t, r);
-    });
-    var xs = [];
-    var first = bucketStart(start, unit);
-    var last = bucketStart(end, unit);
-    var count = unit === 'month' ? 0 : Math.floor((last - first) / UNIT_MS[unit]) + 1;
-    if (unit === 'month' || count <= MAX_FILLED) {
-      for (var t = first; t <= last; t = nextBucket(t, unit)) xs.push(t);
-      byStart.forEach(function (_r, t2) {
-        if (t2 < first || t2 > last) xs.push(t2);
-      });
-    } else {
-      xs = Array.from(byStart.keys());
-    }
-    xs.sort(function (a, b) {
-      return a - b;
-    });
-    var data = { x: xs.map(function (t3) { return t3 / 1000; }) };
-    CHARTS.forEach(function (chart) {
-      chart.series.forEach(function (s) {
-        data[s.field] = xs.map(function (t4) {
-          var r = byStart.get(t4);
-          return r ? valueOf(r, s) : 0;
-        });
-      });
-    });
-    return data;
-  }
-
-  /** The width of a chart's grid cell. */
-  function chartWidth(box) {
-    return Math.max(300, (box.clientWidth || 560) - 2);
-  }
-
-  function destroyPlots() {
-    plots.forEach(function (p) {
-      p.destroy();
-    });
-    plots = [];
-    plotted = null;
-    chartsEl.textContent = '';
-  }
-
-  /** The series a chart draws (some, like `persisted`, are in the table only). */
-  function drawn(chart) {
-    return chart.series.filter(function (s) {
-      return s.chart !== false;
-    });
-  }
-  function chartColumns(chart, data) {
-    return [data.x].concat(
-      drawn(chart).map(function (s) {
-        return data[s.field];
-      }),
-    );
-  }
-
-  /** The unit the charts are drawn per, while they are. */
-  var plotted = null;
-
-  function renderCharts(data, unit) {
-    if (plotted === unit && plots.length === CHARTS.length) {
-      // A refresh: new data in the same charts (the cursor and the page stay where they are).
-      CHARTS.forEach(function (chart, i) {
-        plots[i].setData(chartColumns(chart, data));
-      });
-      return;
-    }
-    destroyPlots();
-    plotted = unit;
-    var utc = function (ts) {
-      return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC');
-    };
-    var timeLabel = { minute: '{YYYY}-{MM}-{DD} {HH}:{mm}', hour: '{YYYY}-{MM}-{DD} {HH}:00', day: '{YYYY}-{MM}-{DD}', month: '{YYYY}-{MM}' }[unit];
-    var timeFormat = uPlot.fmtDate(timeLabel);
-    var tickFormats = { time: uPlot.fmtDate('{HH}:{mm}'), dayTime: uPlot.fmtDate('{MM}-{DD} {HH}:{mm}'), day: uPlot.fmtDate('{YYYY}-{MM}-{DD}'), month: uPlot.fmtDate('{YYYY}-{MM}') };
-    /** 24-hour UTC tick labels; the date where it changes, as the hover legend shows it. */
-    var timeTicks = function (_u, splits) {
-      var step = splits.length > 1 ? splits[1] - splits[0] : 86400;
-      var lastDay = '';
-      return splits.map(function (s) {
-        var d = utc(s);
-        if (step >= 28 * 86400) return tickFormats.month(d);
-        if (step >= 86400) return tickFormats.day(d);
-        var day = tickFormats.day(d);
-        var label = day !== lastDay ? tickFormats.dayTime(d) : tickFormats.time(d);
-        lastDay = day;
-        return label;
-      });
-    };
-    CHARTS.forEach(function (chart) {
-      var outer = document.createElement('div');
-      outer.className = 'chart';
-      outer.id = 'chart-' + chart.id;
-      var box = document.createElement('div');
-      var note = document.createElement('p');
-      note.className = 'note';
-      note.textContent = chart.note;
-      outer.appendChild(box);
-      outer.appendChild(note);
-      chartsEl.appendChild(outer);
-      /** Without a cursor on the chart, the legend shows the newest interval (never a blank "–"). */
-      var newest = function (u, v, sidx, idx) {
-        if (idx !== null && idx !== undefined) return v;
-        var xs = u.data[0];
-        return xs.length ? u.data[sidx][xs.length - 1] : null;
-      };
-      var opts = {
-        title: chart.title + ' per ' + unit,
-        width: chartWidth(box),
-        height: 220,
-        tzDate: utc,
-        cursor: { sync: { key: 'stats' }, points: { size: 7 } },
-        legend: { live: true },
-        scales: { x: { time: true }, y: { range: function (_u, _min, dataMax) { return [0, dataMax > 0 ? dataMax * 1.1 : 1]; } } },
-        series: [
-          {
-            label: 'UTC',
-            value: function (u, v, sidx, idx) {
-              var t = newest(u, v, sidx, idx);
-              if (t === null || t === undefined) return '–';
-              return (idx === null || idx === undefined ? 'newest ' : '') + timeFormat(utc(t));
-            },
-          },
-        ].concat(
-          drawn(chart).map(function (s) {
-            return {
-              label: s.label,
-              stroke: s.color,
-              width: 2,
-              points: { show: data.x.length <= 120 },
-              value: function (u, v, sidx, idx) {
-                return formatValue(chart.format, newest(u, v, sidx, idx));
-              },
-            };
-          }),
-        ),
-        axes: [
-          { stroke: '#444', grid: { stroke: '#e5e5e5' }, values: timeTicks },
-          {
-            stroke: '#444',
-            grid: { stroke: '#e5e5e5' },
-            size: 70,
-            values: function (_u, vals) {
-              return vals.map(function (v) {
-                return formatValue(chart.format, v);
-              });
-            },
-          },
-        ],
-      };
-      plots.push(new uPlot(opts, chartColumns(chart, data), box));
-    });
   }
 
   // --- one load -----------------------------------------------------------------------------
@@ -650,7 +353,7 @@
         setStatus('empty', 'No stats from ' + text + '.' + refreshed);
         return;
       }
-      renderCharts(columns(records, unit, range.start, range.end), unit);
+      charts.render(charts.columns(records, unit, range.start, range.end), unit);
       var line = plural(records.length, 'interval') + ' with data (per ' + unit + ') from ' + text + ', in ' + plural(result.pages, 'page') + '.' + refreshed;
       if (result.truncated) {
         line += ' Stopped after ' + MAX_PAGES + ' pages: pick a shorter range or a larger unit to see all of it.';
@@ -700,15 +403,6 @@
     input.addEventListener('input', function () {
       presetInput.value = 'custom';
     });
-  });
-  var resizeTimer;
-  window.addEventListener('resize', function () {
-    clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(function () {
-      plots.forEach(function (p) {
-        p.setSize({ width: chartWidth(p.root.parentNode), height: 220 });
-      });
-    }, 100);
   });
 
   restore();
