@@ -141,13 +141,17 @@
    * preset's span, or for `data` from the app's first stats (a new app fills the chart instead of
    * being a dot at the right edge of a day). An app without stats gets the last hour.
    */
+  var firstKnown = null;
   async function resolveRange(auth) {
     var p = preset();
     if (p.name !== 'custom') {
       var now = await serviceNow();
       var from;
       if (p.name === 'data') {
-        var first = await firstData(auth, now);
+        // The first stats of an app stay where they are: found once per credential (each
+        // request to /stats counts in the app's API requests).
+        var first = firstKnown && firstKnown.auth === auth ? firstKnown.start : await firstData(auth, now);
+        if (first !== undefined) firstKnown = { auth: auth, start: first };
         from = first === undefined ? now - UNIT_MS.hour : Math.min(first, now - UNIT_MS.minute);
         unitInput.value = unitFor(now - from);
       } else {
@@ -302,7 +306,8 @@
   function scheduleRefresh() {
     clearTimeout(refreshTimer);
     var seconds = Number(refreshInput.value);
-    if (!seconds || !shown) return;
+    // A custom range stays put: only the ranges that end now move on.
+    if (!seconds || !shown || presetInput.value === 'custom') return;
     refreshTimer = setTimeout(function () {
       if (document.hidden || loadButton.disabled) scheduleRefresh();
       else load(true);
@@ -342,7 +347,7 @@
       statusEl.dataset.end = String(range.end);
       statusEl.dataset.unit = unit;
       statusEl.dataset.loads = String(++loads);
-      var refreshed = Number(refreshInput.value) ? ' Refreshed every ' + refreshInput.selectedOptions[0].textContent + '.' : '';
+      var refreshed = Number(refreshInput.value) && presetInput.value !== 'custom' ? ' Refreshed every ' + refreshInput.selectedOptions[0].textContent + '.' : '';
       if (records.length === 0) {
         destroyPlots();
         var empty = document.createElement('p');

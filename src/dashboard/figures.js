@@ -106,7 +106,7 @@
         id: 'api',
         title: 'API requests',
         format: 'count',
-        note: 'REST requests made with the app’s key or tokens (token requests included).',
+        note: 'REST requests made with the app’s key or tokens (token requests included). This page’s own requests to /stats count here too.',
         series: [
           { label: 'succeeded', field: 'apiRequests.all.succeeded', how: sum, color: '#2a9d4b', def: 'Answered 2xx or 3xx.' },
           { label: 'refused', field: 'apiRequests.all.refused', how: sum, color: '#d9822b', def: 'Refused: 401, 403 or 429.' },

@@ -441,8 +441,13 @@ if (!haveChromium) {
       await settled(page);
       expect(await page.getAttribute('#status', 'data-state')).toBe('done');
       const shown = await shownTotals(page);
-      const rest = totalsOf(await restRecords({ unit: 'minute', start: String(start), end: String(to + 59_999) }), Object.keys(shown));
+      const records = await restRecords({ unit: 'minute', start: String(start), end: String(to + 59_999) });
+      const rest = totalsOf(records, Object.keys(shown));
       expect(shown).toEqual(rest);
+      const n = records.length;
+      expect(await page.textContent('#status')).toBe(
+        `${n} ${n === 1 ? 'interval' : 'intervals'} with data (per minute) from ${inputValue(start).replace('T', ' ')} to ${inputValue(to).replace('T', ' ')} UTC, in 1 page.`,
+      );
       // The figures the page is asked to chart, each with traffic in it (so the comparison is not of zeros).
       for (const f of ['messages.inbound.all.presence.count', 'messages.outbound.all.presence.count', 'connections.all.opened', 'connections.all.peak', 'channels.peak', 'apiRequests.all.succeeded', 'derived.stored.count', 'derived.historyReads.count']) {
         expect(shown[f], f).toBeGreaterThan(0);
