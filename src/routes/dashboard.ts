@@ -61,6 +61,7 @@ export function loadDashboard(): { page: Buffer; assets: Map<string, Asset> } {
   const files: { name: string; body: Buffer; type: string }[] = [
     { name: 'uplot', body: readFileSync(join(uplot.dir, 'uPlot.iife.min.js')), type: 'application/javascript; charset=utf-8' },
     { name: 'uplot-css', body: readFileSync(join(uplot.dir, 'uPlot.min.css')), type: 'text/css; charset=utf-8' },
+    ...['stats-client', 'figures', 'charts'].map((name) => ({ name, body: readFileSync(join(dir, `${name}.js`)), type: 'application/javascript; charset=utf-8' })),
     { name: 'dashboard', body: readFileSync(join(dir, 'dashboard.js')), type: 'application/javascript; charset=utf-8' },
     { name: 'dashboard-css', body: readFileSync(join(dir, 'dashboard.css')), type: 'text/css; charset=utf-8' },
   ];

@@ -34,7 +34,7 @@ describe('GET /dashboard (README: Dashboard)', () => {
   it('serves uPlot from its npm package and the page assets by content hash, cached for a year', async () => {
     const html = (await get('/dashboard')).body;
     const urls = [...html.matchAll(/(?:src|href)="(\/dashboard\/assets\/[^"]+)"/g)].map((m) => m[1]);
-    expect(urls).toHaveLength(4);
+    expect(urls).toHaveLength(7);
     const pkg = dirname(createRequire(import.meta.url).resolve('uplot/package.json'));
     const uplotUrl = urls.find((u) => /\/uplot\.[0-9a-f]{12}\.js$/.test(u))!;
     for (const url of urls) {
