@@ -46,6 +46,8 @@ if (!haveChromium) {
     const sdkClients: Ably.Realtime[] = [];
     /** Console errors, CSP reports, page errors and requests to another origin, of every page. */
     const problems: string[] = [];
+    /** The WebSocket URLs pages opened: realtime goes over the WebSocket, not the SDK's fallback. */
+    const websockets: string[] = [];
 
     beforeAll(async () => {
       t = await startTestService();
@@ -78,6 +80,7 @@ if (!haveChromium) {
         if (url.host !== `127.0.0.1:${port}` && url.protocol !== 'data:') problems.push(`request to another origin: ${r.url()}`);
       });
       page.on('websocket', (ws) => {
+        websockets.push(ws.url());
         if (new URL(ws.url()).host !== `127.0.0.1:${port}`) problems.push(`websocket to another origin: ${ws.url()}`);
       });
       return page;
@@ -146,6 +149,8 @@ if (!haveChromium) {
         '',
         expect.any(String),
       ]);
+
+      expect(websockets.filter((u) => u.startsWith(`ws://127.0.0.1:${port}/?`)).length).toBeGreaterThanOrEqual(2);
 
       // A bad JSON data is refused in the page, before any request.
       await publisher.fill('#pub-data', '{not json');
@@ -232,6 +237,9 @@ if (!haveChromium) {
       expect(seen).toEqual(Array.from({ length: 25 }, (_, i) => `m${24 - i}`));
       expect(await page.isVisible('#history-next')).toBe(false);
       expect(await page.textContent('#history-state')).toBe('Page 3: 5 messages, newest first; no older ones.');
+      await page.click('#history-first');
+      await page.waitForSelector('#history-state[data-state="done"][data-page="1"]');
+      expect(await names()).toEqual(seen.slice(0, 10));
 
       // The URL keeps the channel and the range; a reload (credentials remembered in the tab) restores them.
       const hash = new URLSearchParams(new URL(page.url()).hash.slice(1));
@@ -260,6 +268,36 @@ if (!haveChromium) {
       await page.click('#history-load');
       await page.waitForSelector('#history-state[data-state="done"]');
       expect(await page.textContent('#history-state')).toBe('No messages in this range.');
+      expect(problems).toEqual([]);
+    }, 120_000);
+
+    it('works with a token instead of a key: connects, publishes, reads history and lists channels', async () => {
+      const keyName = t.key.slice(0, t.key.indexOf(':'));
+      const issued = await t.service.app.inject({
+        method: 'POST',
+        url: `/keys/${keyName}/requestToken`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { keyName, timestamp: Date.now() },
+      });
+      expect(issued.statusCode).toBe(200);
+      const channel = uniqueChannel('console-token');
+      const page = await newPage();
+      await page.goto(`${base}/console`);
+      await page.waitForSelector('body[data-ready="true"]');
+      await page.selectOption('#auth-kind', 'token');
+      await page.fill('#credential', issued.json().token as string);
+      await page.click('#connect');
+      await page.waitForSelector('#connection[data-state="connected"]');
+      await openChannel(page, channel);
+      await page.fill('#pub-name', 'by-token');
+      await page.fill('#pub-data', 'plain text');
+      await page.click('#publish');
+      await page.locator('#log li[data-name="by-token"]').waitFor();
+      await page.click('#history-load');
+      await page.waitForSelector('#history-state[data-state="done"][data-count="1"]');
+      expect(await page.textContent('#history tbody td[data-label="data"]')).toBe('plain text');
+      await page.click('#list-channels');
+      await page.waitForSelector(`#channels tbody tr[data-channel="${channel}"]`);
       expect(problems).toEqual([]);
     }, 120_000);
 
