@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +10,7 @@ import { buildStaticPage, findDir, staticPageRoutes, type StaticPage } from '../
  * with the key or token the user types in. It speaks only the service's public interfaces: REST
  * from the page's own `fetch` (`GET /channels`, `GET /channels/<id>`, history), realtime through
  * the SDK's browser build (`ably/build/ably.min.js`, Apache-2.0, its licence header kept), served
- * here from the installed package so the page needs no CDN and works offline. The SDK rather than
+ * by the service itself so the page needs no CDN and works offline. The SDK rather than
  * a hand-written client: it already holds the protocol's state machines (connection, resume,
  * attach, presence SYNC, message decoding), and it is the client this service is tested against.
  */
@@ -30,8 +30,17 @@ export const CONSOLE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-/** The SDK's browser build (UMD: `window.Ably`) and its version, from the installed package. */
-export function ablyBrowserBuild(): { version: string; file: string } {
+/**
+ * The SDK's browser build (UMD: `window.Ably`) and its version: in a build, the copy
+ * infra/build.mjs put beside the page (src/console/vendor/, so a production install needs no
+ * ably package); from the sources, the installed package (a dev dependency).
+ */
+export function ablyBrowserBuild(consoleDir = consoleFilesDir()): { version: string; file: string } {
+  const vendor = join(consoleDir, 'vendor');
+  if (existsSync(join(vendor, 'ably.json'))) {
+    const copy = JSON.parse(readFileSync(join(vendor, 'ably.json'), 'utf8')) as { version: string; file: string };
+    return { version: copy.version, file: join(vendor, copy.file) };
+  }
   // The package exports no ./package.json: its node entry (build/ably-node.js) finds the build directory.
   const build = dirname(createRequire(import.meta.url).resolve('ably'));
   const pkg = JSON.parse(readFileSync(join(build, '..', 'package.json'), 'utf8')) as { name: string; version: string };
@@ -39,11 +48,16 @@ export function ablyBrowserBuild(): { version: string; file: string } {
   return { version: pkg.version, file: join(build, 'ably.min.js') };
 }
 
+/** src/console/, or its copy beside a build in dist/ (tsc does not copy the page). */
+function consoleFilesDir(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  return findDir([join(here, '../console'), join(here, '../../../src/console')], 'index.html', "the console's files");
+}
+
 /** The page and its assets, read from disk once (src/console/, or its copy beside a build in dist/). */
 export function loadConsole(): StaticPage {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const dir = findDir([join(here, '../console'), join(here, '../../../src/console')], 'index.html', "the console's files");
-  const ably = ablyBrowserBuild();
+  const dir = consoleFilesDir();
+  const ably = ablyBrowserBuild(dir);
   const js = 'application/javascript; charset=utf-8' as const;
   return buildStaticPage(
     readFileSync(join(dir, 'index.html'), 'utf8'),
