@@ -11,7 +11,12 @@
   var Rest = window.ConsoleRest;
   /** Live entries kept on the page; older ones are dropped (the page must not grow without end). */
   var MAX_LOG = 300;
+  /** Channel rows "More channels" adds up to; past it, a prefix narrows the list. */
+  var MAX_CHANNEL_ROWS = 1000;
   var STORAGE_KEY = 'channel-messaging.console.credential';
+  /** Channels per `GET /channels` page: `?limit=N` on the page's URL (1 to 1000), 100 otherwise. */
+  var askedPage = Number(new URLSearchParams(location.search).get('limit'));
+  var CHANNELS_PAGE = Number.isInteger(askedPage) && askedPage >= 1 && askedPage <= 1000 ? askedPage : 100;
 
   var $ = function (id) {
     return document.getElementById(id);
@@ -222,13 +227,18 @@
     }
     setState(el.channelsState, 'loading', 'Loading…');
     try {
-      var page = more && channelsNext ? await Rest.get(channelsNext, auth) : await Rest.listChannels(auth, el.prefix.value.trim());
+      var page = more && channelsNext ? await Rest.get(channelsNext, auth) : await Rest.listChannels(auth, el.prefix.value.trim(), CHANNELS_PAGE);
       if (!more) el.channelsBody.textContent = '';
       page.body.forEach(renderChannelRow);
-      channelsNext = page.links.next || null;
-      el.channelsMore.hidden = !channelsNext;
       var n = el.channelsBody.children.length;
-      setState(el.channelsState, 'done', n === 0 ? 'No active channels.' : n + ' active channel' + (n === 1 ? '' : 's') + (channelsNext ? ' so far' : '') + '.');
+      var full = n >= MAX_CHANNEL_ROWS;
+      channelsNext = full ? null : page.links.next || null;
+      el.channelsMore.hidden = !channelsNext;
+      setState(
+        el.channelsState,
+        'done',
+        n === 0 ? 'No active channels.' : n + ' active channel' + (n === 1 ? '' : 's') + (full && page.links.next ? ' shown, the most this page lists: narrow them with a prefix.' : channelsNext ? ' so far.' : '.'),
+      );
     } catch (e) {
       setState(el.channelsState, 'error', errorText(e));
     }
@@ -458,14 +468,10 @@
     openChannel(name);
   });
   onSubmit(el.publishForm, publish);
-  el.channelsMore.addEventListener('click', function () {
-    listChannels(true);
-  });
+  el.channelsMore.addEventListener('click', () => listChannels(true));
   el.detach.addEventListener('click', closeChannel);
   el.statusRefresh.addEventListener('click', refreshStatus);
-  el.logClear.addEventListener('click', function () {
-    el.log.textContent = '';
-  });
+  el.logClear.addEventListener('click', () => (el.log.textContent = ''));
   el.kind.addEventListener('change', function () {
     el.credential.placeholder = el.kind.value === 'token' ? 'token string' : 'appId.keyId:secret';
     remember();

@@ -86,9 +86,9 @@ if (!haveChromium) {
       return page;
     }
 
-    /** Opens the console (with a fragment), enters the key and waits for the connection. */
-    async function connected(page: Page, opts: { key?: string; fragment?: string; remember?: boolean } = {}): Promise<void> {
-      await page.goto(`${base}/console${opts.fragment ? `#${opts.fragment}` : ''}`);
+    /** Opens the console (at `path`, /console by default), enters the key and waits for the connection. */
+    async function connected(page: Page, opts: { key?: string; path?: string; remember?: boolean } = {}): Promise<void> {
+      await page.goto(`${base}${opts.path ?? '/console'}`);
       await page.waitForSelector('body[data-ready="true"]');
       await page.fill('#credential', opts.key ?? t.key);
       if (opts.remember) await page.check('#remember');
@@ -201,6 +201,22 @@ if (!haveChromium) {
       const row = page.locator(`#channels tbody tr[data-channel="${channel}"]`);
       expect(await row.locator('td[data-metric="presenceMembers"]').textContent()).toBe('1');
       expect(await row.locator('td[data-metric="connections"]').textContent()).toBe('1');
+
+      // Two a page (`?limit=2` on the page's URL): "More channels" follows the next Link.
+      const paged = await newPage();
+      const others = [uniqueChannel('console-list'), uniqueChannel('console-list')];
+      for (const other of others) await restPublish(other, { data: 'active' });
+      await connected(paged, { path: '/console?limit=2' });
+      await paged.fill('#prefix', 'console-list');
+      await paged.click('#list-channels');
+      await paged.waitForSelector('#channels-state[data-state="done"]');
+      expect(await paged.locator('#channels tbody tr').count()).toBe(2);
+      expect(await paged.textContent('#channels-state')).toBe('2 active channels so far.');
+      await paged.click('#channels-more');
+      await paged.waitForSelector('#channels-state[data-state="done"]');
+      expect(await paged.locator('#channels tbody tr').count()).toBe(3);
+      expect(await paged.isVisible('#channels-more')).toBe(false);
+      expect((await paged.$$eval('#channels tbody tr', (rows) => rows.map((r) => (r as HTMLElement).dataset.channel))).sort()).toEqual([channel, ...others].sort());
 
       await row.locator('button').click();
       await page.waitForSelector('#channel-state[data-state="attached"]');
