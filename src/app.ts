@@ -32,6 +32,7 @@ import { statsRoutes } from './routes/stats.js';
 import type { StatsReader } from './stats/stats-read.js';
 import type { StatsFixtureWriter } from './stats/stats-fixture.js';
 import { dashboardRoutes } from './routes/dashboard.js';
+import { consoleRoutes } from './routes/console.js';
 import { homeRoutes } from './routes/home.js';
 import type { UsageMeter } from './stats/usage-meter.js';
 import type { AppRegistry } from '../projections/apps/app-registry.js';
@@ -219,6 +220,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   });
   app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
   app.register(dashboardRoutes);
+  app.register(consoleRoutes);
   app.register(homeRoutes);
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });

@@ -6,8 +6,8 @@ import { sendResult } from '../http/reply.js';
 import { resource } from './route-table.js';
 
 /**
- * GET /: what this service is and where to go next (the dashboard, the operations routes, the
- * error list), so that a newcomer who opens the service's address sees more than a 404.
+ * GET /: what this service is and where to go next (the dashboard, the console, the operations
+ * routes, the error list), so that a newcomer who opens the service's address sees more than a 404.
  * GET /errors: every error code with what it means (src/error-list.ts); each error's `href`
  * points at its entry, `/errors#error-<code>`. Both open, in any of the spec's formats; in a
  * browser (HTML) the error list is a page with an anchor per code.
@@ -25,6 +25,7 @@ export async function homeRoutes(app: FastifyInstance): Promise<void> {
           what: 'A self-hostable, event-sourced channel messaging service with the REST and realtime interface of a commercial pub/sub platform: its SDKs (npm ably) work against it unmodified.',
           links: {
             dashboard: '/dashboard',
+            console: '/console',
             errors: '/errors',
             time: '/time',
             health: '/health',

@@ -34,6 +34,10 @@ describe('npm run build: a dist/ that runs with plain node', () => {
   it('holds the compiled service, the writer thread worker and an ES-module package.json, and nothing of the tests', () => {
     expect(readdirSync(join(dist, 'src/log/embedded'))).toContain('sqlite-writer.worker.mjs');
     expect(readdirSync(join(dist, 'src/dashboard')).sort()).toEqual(['dashboard.css', 'dashboard.js', 'index.html']);
+    expect(readdirSync(join(dist, 'src/console')).sort()).toEqual(['console-history.js', 'console-rest.js', 'console.css', 'console.js', 'index.html', 'vendor']);
+    // The SDK's browser build the console serves, copied from the ably package with its licence.
+    expect(readdirSync(join(dist, 'src/console/vendor')).sort()).toEqual(['ably.LICENSE', 'ably.json', 'ably.min.js']);
+    expect(readFileSync(join(dist, 'src/console/vendor/ably.min.js')).equals(readFileSync(join(ROOT, 'node_modules/ably/build/ably.min.js')))).toBe(true);
     expect(JSON.parse(readFileSync(join(dist, 'package.json'), 'utf8'))).toEqual({ type: 'module' });
     expect(readdirSync(dist).sort()).toEqual(['package.json', 'projections', 'src']);
     expect(readFileSync(join(dist, 'src/main.js'), 'utf8').startsWith('#!/usr/bin/env node')).toBe(true);
@@ -48,6 +52,10 @@ describe('npm run build: a dist/ that runs with plain node', () => {
       expect((await fetch(await s.url('/ready'))).status).toBe(200);
       // The dashboard's page, from the build's own copy (this dist/ has no src/ beside it).
       expect((await fetch(await s.url('/dashboard'))).status).toBe(200);
+      // The console's page, and the SDK's browser build it serves from the installed ably package.
+      const consolePage = await (await fetch(await s.url('/console'))).text();
+      const sdk = /\/console\/assets\/ably\.[0-9a-f]+\.js/.exec(consolePage)?.[0];
+      expect((await fetch(await s.url(sdk ?? '/console/assets/missing'))).status).toBe(200);
 
       const app = JSON.parse(readFileSync(join(dataDir, 'default-app.json'), 'utf8')) as { appId: string; keys: { keyName: string; keySecret: string }[] };
       const key = `${app.keys[0].keyName}:${app.keys[0].keySecret}`;

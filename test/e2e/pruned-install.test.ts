@@ -123,6 +123,11 @@ describe('an install without dev dependencies runs every command the README name
         void exited.then((code) => reject(new Error(`exited (${code}) before listening: ${err}`)));
       });
       expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+      // The console serves the SDK's browser build from the build's copy (no ably package here).
+      const consolePage = await (await fetch(`http://127.0.0.1:${port}/console`)).text();
+      const sdk = /\/console\/assets\/ably\.[0-9a-f]+\.js/.exec(consolePage)?.[0];
+      expect(sdk).toBeDefined();
+      expect((await fetch(`http://127.0.0.1:${port}${sdk}`)).status).toBe(200);
       const app = JSON.parse(readFileSync(join(dataDir, 'default-app.json'), 'utf8')) as { appId: string; keys: { keyName: string; keySecret: string }[] };
       const auth = `Basic ${Buffer.from(`${app.keys[0].keyName}:${app.keys[0].keySecret}`).toString('base64')}`;
       const res = await fetch(`http://127.0.0.1:${port}/channels/persisted:installed/messages`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'pruned', data: 'runs' }) });

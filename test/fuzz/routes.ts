@@ -119,7 +119,7 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
     channelPath('/presence'),
     channelPath('/presence/history'),
     channelPath(''),
-    fc.constantFrom('/channels', '/messages', '/presence', '/stats', '/time', '/dashboard', '/apps', `/keys/${c.keyName}/requestToken`, `/keys/${c.keyName}/revokeTokens`, `/apps/${deletableAppId}-not`),
+    fc.constantFrom('/channels', '/messages', '/presence', '/stats', '/time', '/dashboard', '/console', '/apps', `/keys/${c.keyName}/requestToken`, `/keys/${c.keyName}/revokeTokens`, `/apps/${deletableAppId}-not`),
   );
   const wrongMethod = fc
     .tuple(knownPaths, fc.constantFrom('PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), queryString, headers, messageBodies)
@@ -162,6 +162,8 @@ export function fuzzRoutes(c: Credentials, now: number, deletableAppId: string):
     { label: 'GET /time', request: req('GET', fc.constant('/time')) },
     { label: 'GET /dashboard', request: req('GET', fc.constant('/dashboard')) },
     { label: 'GET /dashboard/assets/:file', request: req('GET', segment.map((f) => `/dashboard/assets/${f}`)) },
+    { label: 'GET /console', request: req('GET', fc.constant('/console')) },
+    { label: 'GET /console/assets/:file', request: req('GET', segment.map((f) => `/console/assets/${f}`)) },
     {
       label: 'POST /apps (sandbox)',
       request: req('POST', fc.constant('/apps'), bodiesOf(appSetup, [{ wrap: (n) => `{"channels":[{"name":"c","presence":[{"clientId":"a","data":${n}}]}]}` }, { wrap: (n) => `{"keys":[{"capability":${n}}]}` }, { wrap: (n) => `{"namespaces":${n}}` }])),
