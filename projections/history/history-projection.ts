@@ -165,6 +165,7 @@ export class HistoryProjection {
    */
   apply(records: LogRecord[]): void {
     if (this.pending.length >= this.maxUnstoredRows) {
+      const unstored = this.pending.length;
       // Write now, not at the next tick: the refused batch comes back in a moment.
       if (!this.flushing) {
         void this.flush().catch((err) => {
@@ -173,7 +174,7 @@ export class HistoryProjection {
         });
       }
       this.setBehind(true);
-      throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
+      throw new Error(`the history store is ${unstored} rows behind; the batch waits for it`);
     }
     this.setBehind(false);
     // One instant for the batch: which of its messages are too old for the in-memory window.
@@ -210,6 +211,11 @@ export class HistoryProjection {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, record.timestamp);
     }
     this.progress.advance(records);
+  }
+
+  /** Whether apply() refuses batches now (its store is maxUnstoredRows behind). */
+  get refusing(): boolean {
+    return this.behind;
   }
 
   private setBehind(behind: boolean): void {
