@@ -87,13 +87,15 @@ export class ProjectionSet {
       }
     };
     const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
+    // A start reads a partition with no mark older than the window from its offset of that time, not from 0.
+    const offsetAt = (partition: number, timestamp: number): Promise<number> => runner.offsetAt(Topics.messages, partition, timestamp);
     const shareWrites = options.shareWrites ?? false;
     // Shared writes: the reader writes nothing, so it is never behind its store; the writer's
     // batches wait in the log while the store is down.
     const history = shareWrites
-      ? new HistoryProjection({ ...common, store: stores.history, writes: false })
-      : new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
-    const writer = shareWrites ? new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
+      ? new HistoryProjection({ ...common, offsetAt, store: stores.history, writes: false })
+      : new HistoryProjection({ ...common, offsetAt, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    const writer = shareWrites ? new HistoryProjection({ ...common, offsetAt, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
     // The member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
     // While presence history's store is too far behind, the member set goes on and its history
     // follows the log with a consumer of its own (one at a time, from where history stands).
