@@ -16,6 +16,11 @@ import { Topics, type Checkpoint, type LogRecord } from '../../src/log/port.js';
 import type { PresenceChanged } from '../../src/domain/events.js';
 import { PresenceProjection, type PresenceMember } from '../../projections/presence/presence-projection.js';
 import { SqliteHistoryStore } from '../../projections/history/sqlite-history-store.js';
+import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
+import { ProjectionRunner } from '../../projections/runner.js';
+import { ProjectionSet } from '../../projections/projection-set.js';
+import { parseConfig } from '../../src/config.js';
+import pino from 'pino';
 import type { PersistedEntry, LogMark } from '../../projections/history/history-store.js';
 
 const NOW = 1_900_000_000_000;
@@ -135,5 +140,44 @@ describe('the presence member set while presence history is behind its store', (
     const written = await rows(failing);
     expect(written.length).toBeGreaterThan(EVENTS / 2);
     expect(written).toEqual(await rows(referenceStore));
+  });
+
+  it('embedded: the service\'s projections keep the member set current past MAX_UNSTORED_ROWS, and presence history catches up on its own consumer once the store takes writes', async () => {
+    const config = parseConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', MAX_UNSTORED_ROWS: '1000' });
+    const reference = new PresenceProjection({ store: store('reference'), clock, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000 });
+    await reference.start();
+    for (let p = 0; p < PARTITIONS; p++) for (const batch of await batches(p)) reference.apply(batch);
+    await reference.close();
+
+    const presenceStore = store('failing');
+    presenceStore.down = true;
+    const historyStore = new SqliteHistoryStore(join(dir, 'history.db'));
+    const statsStore = new SqliteStatsStore(join(dir, 'stats.db'));
+    const runner = new ProjectionRunner({ log, logger: pino({ level: 'silent' }) });
+    // The log holds 1,200 presence changes on persisted channels: more rows than MAX_UNSTORED_ROWS.
+    const set = await ProjectionSet.start({
+      config: { ...config, historyTailMs: 120_000 },
+      logger: pino({ level: 'silent' }),
+      clock,
+      runner,
+      stores: { history: historyStore, presenceHistory: presenceStore, stats: statsStore },
+      retentionOf: () => 24,
+      flushIntervalMs: 50,
+    });
+    try {
+      expect(members(set.presence)).toEqual(members(reference));
+      expect(set.presence.historyBehindOn.length).toBeGreaterThan(0);
+      presenceStore.down = false;
+      const deadline = Date.now() + 30_000;
+      while (set.presence.historyBehindOn.length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(set.presence.historyBehindOn).toEqual([]);
+      await set.presence.history.flush();
+      expect(await rows(presenceStore)).toEqual(await rows(stores[0]));
+    } finally {
+      await runner.stop();
+      await set.close();
+      await historyStore.close();
+      await statsStore.close();
+    }
   });
 });
