@@ -102,10 +102,16 @@ export class ProjectionSet {
     let presenceHistoryFollower: Promise<Follower | undefined> = Promise.resolve(undefined);
     const followPresenceHistory = (from: Checkpoint | undefined): void => {
       if (from) logger.warn({ maxUnstoredRows }, 'presence history store behind; the member set goes on, its history follows the log on its own');
-      presenceHistoryFollower = presenceHistoryFollower.then(async (previous) => {
-        await previous?.stop().catch((err) => logger.warn({ err }, 'presence history follower did not stop cleanly'));
-        return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records));
-      });
+      presenceHistoryFollower = presenceHistoryFollower
+        .then(async (previous) => {
+          await previous?.stop().catch((err) => logger.warn({ err }, 'presence history follower did not stop cleanly'));
+          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records));
+        })
+        .catch((err: unknown) => {
+          // A log closed meanwhile (a stop): nothing follows; the next start reads from the store's checkpoint.
+          logger.warn({ err }, 'presence history follower did not start');
+          return undefined;
+        });
     };
     const presence = new PresenceProjection({
       ...common,
