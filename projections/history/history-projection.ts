@@ -127,8 +127,9 @@ export class HistoryProjection {
       const stored = this.storedCheckpoint.get(partition) ?? 0;
       const older = this.marks.filter((m) => m.partition === partition && m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
       // No mark older than the window (none written yet, a store whose marks were lost): the
-      // partition's first offset in the window, found in the log, else its first record.
-      const start = older[0]?.offset ?? (stored > 0 && this.options.offsetAt ? await this.options.offsetAt(partition, horizon - OFFSET_AT_SLACK_MS) : 0);
+      // partition's first offset in the window, found in the log; else (or if the search fails:
+      // the log is read at start anyway, and reading it whole is correct) its first record.
+      const start = older[0]?.offset ?? (stored > 0 && this.options.offsetAt ? await this.options.offsetAt(partition, horizon - OFFSET_AT_SLACK_MS).catch(() => 0) : 0);
       from.set(partition, Math.min(stored, start));
     }
     return from;
