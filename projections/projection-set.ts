@@ -87,15 +87,39 @@ export class ProjectionSet {
       }
     };
     const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
+    // A start reads a partition with no mark older than the window from its offset of that time, not from 0.
+    const offsetAt = (partition: number, timestamp: number): Promise<number> => runner.offsetAt(Topics.messages, partition, timestamp);
     const shareWrites = options.shareWrites ?? false;
     // Shared writes: the reader writes nothing, so it is never behind its store; the writer's
     // batches wait in the log while the store is down.
     const history = shareWrites
-      ? new HistoryProjection({ ...common, store: stores.history, writes: false })
-      : new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
-    const writer = shareWrites ? new HistoryProjection({ ...common, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
+      ? new HistoryProjection({ ...common, offsetAt, store: stores.history, writes: false })
+      : new HistoryProjection({ ...common, offsetAt, store: stores.history, onFlushError: runner.storeWriteFailed('history'), onBehind: followTail });
+    const writer = shareWrites ? new HistoryProjection({ ...common, offsetAt, store: stores.history, onFlushError: runner.storeWriteFailed('history') }) : history;
     // The member set is restored from its snapshot, or rebuilt from the whole presence topic; its history like messages'.
-    const presence = new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence'), writes: !shareWrites });
+    // While presence history's store is too far behind, the member set goes on and its history
+    // follows the log with a consumer of its own (one at a time, from where history stands).
+    let presenceHistoryFollower: Promise<Follower | undefined> = Promise.resolve(undefined);
+    const followPresenceHistory = (from: Checkpoint | undefined): void => {
+      if (from) logger.warn({ maxUnstoredRows }, 'presence history store behind; the member set goes on, its history follows the log on its own');
+      presenceHistoryFollower = presenceHistoryFollower
+        .then(async (previous) => {
+          await previous?.stop().catch((err) => logger.warn({ err }, 'presence history follower did not stop cleanly'));
+          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records));
+        })
+        .catch((err: unknown) => {
+          // A log closed meanwhile (a stop): nothing follows; the next start reads from the store's checkpoint.
+          logger.warn({ err }, 'presence history follower did not start');
+          return undefined;
+        });
+    };
+    const presence = new PresenceProjection({
+      ...common,
+      store: stores.presenceHistory,
+      onFlushError: runner.storeWriteFailed('presence'),
+      writes: !shareWrites,
+      ...(shareWrites ? {} : { onHistoryBehind: followPresenceHistory }),
+    });
     const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
     const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });

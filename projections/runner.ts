@@ -5,6 +5,7 @@
 // retried), and stops them all. service.ts says which projections run; this says how.
 import type { Logger } from 'pino';
 import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
+import { offsetAtTime } from '../src/log/offset-at-time.js';
 
 export interface ProjectionWiring {
   /** Its name in logs and metrics; a consumer of several topics is `<name>-<topic>`. */
@@ -95,6 +96,11 @@ export class ProjectionRunner {
   /** The partitions consumer `name` holds (all of them but for a shared consumer), in order. */
   partitionsOf(name: string): number[] {
     return [...this.consumer(name).positions().keys()].sort((a, b) => a - b);
+  }
+
+  /** The first offset of a partition of `topic` at or after `timestamp` (src/log/offset-at-time.ts). */
+  offsetAt(topic: Topic, partition: number, timestamp: number): Promise<number> {
+    return offsetAtTime(this.options.log, topic, partition, timestamp);
   }
 
   /** How many partitions `topic` has (where a key's records go: src/log/partitioner.ts). */

@@ -43,7 +43,15 @@ export interface HistoryOptions {
    * the instances share the writing, projections/projection-set.ts).
    */
   writes?: boolean;
+  /**
+   * The first offset of a partition at or after a time (src/log/offset-at-time.ts): where a start
+   * reads a partition with no mark older than the window from, rather than from its first record.
+   */
+  offsetAt?: (partition: number, timestamp: number) => Promise<number>;
 }
+
+/** How much earlier than the window a start without a mark reads: clock differences between the instances that appended. */
+export const OFFSET_AT_SLACK_MS = 30_000;
 
 export interface ChannelEntries {
   appId: string;
@@ -112,14 +120,17 @@ export class HistoryProjection {
     return this.startOf(this.storedCheckpoint.keys());
   }
 
-  private startOf(partitions: Iterable<number>): Checkpoint {
+  private async startOf(partitions: Iterable<number>): Promise<Checkpoint> {
     const from: Checkpoint = new Map();
     const horizon = this.tail.horizon(this.clock.now());
     for (const partition of partitions) {
       const stored = this.storedCheckpoint.get(partition) ?? 0;
       const older = this.marks.filter((m) => m.partition === partition && m.timestamp < horizon).sort((a, b) => b.offset - a.offset);
-      // With no mark older than the window, the log itself is younger than it: start from 0.
-      from.set(partition, Math.min(stored, older[0]?.offset ?? 0));
+      // No mark older than the window (none written yet, a store whose marks were lost): the
+      // partition's first offset in the window, found in the log; else (or if the search fails:
+      // the log is read at start anyway, and reading it whole is correct) its first record.
+      const start = older[0]?.offset ?? (stored > 0 && this.options.offsetAt ? await this.options.offsetAt(partition, horizon - OFFSET_AT_SLACK_MS).catch(() => 0) : 0);
+      from.set(partition, Math.min(stored, start));
     }
     return from;
   }
@@ -165,6 +176,7 @@ export class HistoryProjection {
    */
   apply(records: LogRecord[]): void {
     if (this.pending.length >= this.maxUnstoredRows) {
+      const unstored = this.pending.length;
       // Write now, not at the next tick: the refused batch comes back in a moment.
       if (!this.flushing) {
         void this.flush().catch((err) => {
@@ -173,7 +185,7 @@ export class HistoryProjection {
         });
       }
       this.setBehind(true);
-      throw new Error(`the history store is ${this.pending.length} rows behind; the batch waits for it`);
+      throw new Error(`the history store is ${unstored} rows behind; the batch waits for it`);
     }
     this.setBehind(false);
     // One instant for the batch: which of its messages are too old for the in-memory window.
@@ -210,6 +222,11 @@ export class HistoryProjection {
       this.lastAppliedTs = Math.max(this.lastAppliedTs, record.timestamp);
     }
     this.progress.advance(records);
+  }
+
+  /** Whether apply() refuses batches now (its store is maxUnstoredRows behind). */
+  get refusing(): boolean {
+    return this.behind;
   }
 
   private setBehind(behind: boolean): void {

@@ -7,6 +7,7 @@ import { HistoryProjection, type ChannelEntries, type HistoryOptions } from '../
 import type { HistoryEntry, HistoryQuery } from '../history/history-entry.js';
 import type { AppliedPositions } from '../../src/log/applied-positions.js';
 import { Topics } from '../../src/log/port.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
 
 /** Presence action codes (spec: PresenceMessage). */
@@ -45,6 +46,20 @@ export interface MembersQuery {
 /** Told of a change as it is applied, with the presence messages it makes. */
 export type PresenceApplied = (appId: string, channel: string, messages: StoredMessage[]) => void;
 
+export interface PresenceOptions extends Omit<HistoryOptions, 'entriesOf'> {
+  /**
+   * Told when presence history falls behind the member set (its store maxUnstoredRows rows
+   * behind): with where history stands, for a consumer of its own to feed applyHistory() from
+   * there (a consumer started before is replaced); then with undefined once it caught up. Given,
+   * apply() never refuses a batch for its history, so the member set does not wait for the store;
+   * absent, it does (a writer's member set serves only its rows).
+   */
+  onHistoryBehind?: (from: Checkpoint | undefined) => void;
+}
+
+/** A channel's members as presence history last saw them (null: none). */
+type MembersThen = Map<string, PresenceMember> | null;
+
 const memberKey = (m: { clientId?: string; connectionId: string }): string => `${m.clientId ?? ''}\u0000${m.connectionId}`;
 
 /**
@@ -69,8 +84,16 @@ export class PresenceProjection {
   /** The channels of each partition (a channel's events are all on one), and the batch's partition. */
   private readonly channelsIn = new Map<number, Set<string>>();
   private partition = -1;
+  /**
+   * Partitions whose history is behind the member set (onHistoryBehind), each with its channels'
+   * members where history stands, for the channels the member set changed since (copied before
+   * the change): a history row depends on the members as they were (a leave's last data).
+   */
+  private readonly historyBehind = new Map<number, Map<string, MembersThen>>();
+  /** Whether evolve() applies to history's view of the members (applyHistory), not the member set. */
+  private historyOnly = false;
 
-  constructor(private readonly options: Omit<HistoryOptions, 'entriesOf'>) {
+  constructor(private readonly options: PresenceOptions) {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
   }
 
@@ -120,13 +143,64 @@ export class PresenceProjection {
   }
 
   apply(records: LogRecord[]): void {
-    if (records.length > 0) this.partition = records[0].partition;
-    this.history.apply(records);
+    if (records.length === 0) return;
+    const p = (this.partition = records[0].partition);
+    if (this.historyBehind.has(p)) {
+      this.applyMembers(records);
+    } else {
+      try {
+        this.history.apply(records);
+      } catch (err) {
+        // Its store is behind: the member set goes on, its history follows on its own (applyHistory).
+        if (!this.options.onHistoryBehind || !this.history.refusing) throw err;
+        this.historyBehind.set(p, new Map());
+        this.applyMembers(records);
+        this.options.onHistoryBehind(new Map(this.history.applied()));
+      }
+    }
     const last = records[records.length - 1];
     if (last) {
       this.applied.set(last.partition, last.offset + 1);
       this.newest = Math.max(this.newest, last.timestamp);
     }
+  }
+
+  /** The member set alone (its history is behind): each record's event, in order. */
+  private applyMembers(records: LogRecord[]): void {
+    for (const record of records) this.evolve(decodeEvent(record.value));
+  }
+
+  /**
+   * Presence history behind the member set, fed by a consumer of its own (onHistoryBehind): the
+   * records the member set applied and history not yet, on history's view of the members. Throws,
+   * applying nothing, while its store is still behind (the consumer delivers the batch again).
+   * Once a partition's history reaches the member set, apply() feeds both again.
+   */
+  applyHistory(records: LogRecord[]): void {
+    if (records.length === 0) return;
+    const p = records[0].partition;
+    if (!this.historyBehind.has(p)) return;
+    const from = this.history.applied().get(p) ?? 0;
+    const until = this.applied.get(p) ?? 0;
+    const taken = records.filter((r) => r.offset >= from && r.offset < until);
+    // A consumer replaced meanwhile may deliver past where history stands: its successor reads from there.
+    if (taken.length > 0 && taken[0].offset === from) {
+      this.partition = p;
+      this.historyOnly = true;
+      try {
+        this.history.apply(taken);
+      } finally {
+        this.historyOnly = false;
+      }
+    }
+    if ((this.history.applied().get(p) ?? 0) < until) return;
+    this.historyBehind.delete(p);
+    if (this.historyBehind.size === 0) this.options.onHistoryBehind?.(undefined);
+  }
+
+  /** Partitions whose presence history is behind the member set (GET /metrics; tests). */
+  get historyBehindOn(): number[] {
+    return [...this.historyBehind.keys()];
   }
 
   static readonly snapshotName = 'presence';
@@ -199,6 +273,7 @@ export class PresenceProjection {
 
   private dropMembers(partitions: number[]): void {
     for (const p of partitions) {
+      this.historyBehind.delete(p);
       for (const key of this.channelsIn.get(p) ?? []) {
         const gone = this.members.get(key)?.size ?? 0;
         this.members.delete(key);
@@ -212,13 +287,29 @@ export class PresenceProjection {
   private evolve(event: LogEvent): ChannelEntries | undefined {
     if (!this.canHandle(event)) return undefined;
     const key = channelKey(event.appId, event.channel);
-    let members = this.members.get(key);
-    if (!members) {
-      this.members.set(key, (members = new Map()));
-      let channels = this.channelsIn.get(this.partition);
-      if (!channels) this.channelsIn.set(this.partition, (channels = new Set()));
-      channels.add(key);
+    // History behind the member set: its view of the channel, taken from the member set before either changes it.
+    const then = this.historyBehind.get(this.partition);
+    if (then && !then.has(key)) {
+      const now = this.members.get(key);
+      then.set(key, now ? new Map(now) : null);
     }
+    const live = !this.historyOnly;
+    let members: Map<string, PresenceMember> | undefined;
+    if (!live) {
+      members = then!.get(key) ?? undefined;
+      if (!members) then!.set(key, (members = new Map()));
+    } else {
+      members = this.members.get(key);
+      if (!members) {
+        this.members.set(key, (members = new Map()));
+        let channels = this.channelsIn.get(this.partition);
+        if (!channels) this.channelsIn.set(this.partition, (channels = new Set()));
+        channels.add(key);
+      }
+    }
+    const count = (delta: number): void => {
+      if (live) this.count(event.appId, delta);
+    };
     const e = event.event;
     const entry = (ev: PresenceEvent | PresenceMember, action: number, id = ev.id): StoredMessage => ({
       id,
@@ -237,14 +328,14 @@ export class PresenceProjection {
         const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
         if (e.instanceId !== undefined) member.instanceId = e.instanceId;
         const key = memberKey(member);
-        if (!members.has(key)) this.count(event.appId, 1);
+        if (!members.has(key)) count(1);
         members.set(key, member);
         messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
         break;
       }
       case 'leave': {
         const existed = members.get(memberKey(e));
-        if (existed) this.count(event.appId, -1);
+        if (existed) count(-1);
         members.delete(memberKey(e));
         // A leave carries the member's last data when it sends none of its own.
         messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
@@ -254,13 +345,14 @@ export class PresenceProjection {
         // An abrupt disconnect not resumed within the resume window: each of its members leaves.
         const gone = [...members.values()].filter((m) => m.connectionId === e.connectionId);
         for (const m of gone) members.delete(memberKey(m));
-        this.count(event.appId, -gone.length);
+        count(-gone.length);
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
         break;
       }
       default:
         return undefined;
     }
+    if (!live) return { appId: event.appId, channel: event.channel, messages };
     if (members.size === 0) {
       this.members.delete(key);
       this.channelsIn.get(this.partition)?.delete(key);

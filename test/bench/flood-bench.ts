@@ -8,14 +8,18 @@
 // subscriber on another, each message carrying its send time. "lost" counts ACKed messages the
 // subscriber never received (it waits 3 s after the window); "refused" those NACKed.
 //
-// `npm run bench:flood` (FLOOD_SECONDS, default 10; FLOOD_VICTIM_RATE, default 100; FLOOD_KINDS, a subset).
+// `npm run bench:flood` (FLOOD_SECONDS, default 10; FLOOD_VICTIM_RATE, default 100; FLOOD_KINDS, a subset;
+// BENCH_CPU_PROF=1: the service runs with --cpu-prof, and its hot spots are printed at the end).
 // Each flood window follows a baseline window of its own, and its ratio is to that one. Figures: test/bench/README.md, the realtime door under floods.
 import { fork } from 'node:child_process';
-import { setPriority } from 'node:os';
+import { mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { setPriority, tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { startServiceChild } from './service-child.js';
 import { FLOOD_KINDS, floodFrames, type FloodKind } from '../helpers/flood-frames.js';
+import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 
 const SECONDS = Number(process.env.FLOOD_SECONDS ?? 10);
 /** Victim messages a second (FLOOD_VICTIM_RATE): at 100 and 10 s a window, a p99 is the 10th slowest of 1,000. */
@@ -31,6 +35,7 @@ if (process.argv[2] === 'flooder') {
   setPriority(19);
   const [, , , url, key, kind] = process.argv;
   const { format, frames } = floodFrames(kind as FloodKind);
+  const FLOOD_TURN = 20_000;
   let sent = 0;
   let connections = 0;
   let stop = false;
@@ -45,8 +50,11 @@ if (process.argv[2] === 'flooder') {
       ws.once('close', () => resolve());
       ws.once('message', () => {
         // CONNECTED: flood while the socket takes it, without waiting for answers.
+        // At most FLOOD_TURN frames a turn: a socket the service destroyed takes writes without
+        // buffering them until its close is seen, which a loop that never yields never sees (the
+        // flooder then spun, unstoppable, growing to gigabytes).
         const pump = (): void => {
-          while (!stop && ws.readyState === ws.OPEN && ws.bufferedAmount < 4 * 1024 * 1024) {
+          for (let n = 0; n < FLOOD_TURN && !stop && ws.readyState === ws.OPEN && ws.bufferedAmount < 4 * 1024 * 1024; n++) {
             ws.send(frames[sent++ % frames.length]);
           }
           if (!stop && ws.readyState === ws.OPEN) setTimeout(pump, 1);
@@ -56,7 +64,8 @@ if (process.argv[2] === 'flooder') {
       });
     });
   }
-  process.send?.({ sent, connections });
+  const cpu = process.cpuUsage();
+  process.send?.({ sent, connections, cpuMs: (cpu.user + cpu.system) / 1000 });
   process.exit(0);
 }
 
@@ -116,7 +125,8 @@ async function victims(url: string, key: string, seconds: number): Promise<Sampl
   return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99), max: sorted[sorted.length - 1] ?? NaN, received: seen.size, lost: [...acked].filter((i) => !seen.has(i)).length, refused };
 }
 
-const service = await startServiceChild('flood', {});
+const profileDir = process.env.BENCH_CPU_PROF === '1' ? mkdtempSync(join(tmpdir(), 'cm-flood-prof-')) : undefined;
+const service = await startServiceChild('flood', {}, profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []);
 const url = service.server.url;
 const rows: string[][] = [];
 const f = (ms: number): string => ms.toFixed(1);
@@ -127,7 +137,7 @@ const baseline = async (): Promise<{ sample: Sample; cpu: number }> => {
   return { sample, cpu: ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30) };
 };
 const baselineRow = (label: string, { sample: b, cpu }: { sample: Sample; cpu: number }): string[] =>
-  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', `${cpu.toFixed(0)}%`];
+  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', `${cpu.toFixed(0)}%`, ''];
 try {
   // Each flood window follows a baseline window of its own: on a shared machine the victims'
   // p99 with no flood moves by the minute, and a ratio against a baseline measured minutes
@@ -138,17 +148,25 @@ try {
     rows.push(baselineRow(`(none: baseline before ${kind})`, base));
     process.stderr.write(`[flood] ${kind}: ${SECONDS} s\n`);
     const flooder = fork(fileURLToPath(import.meta.url), ['flooder', url, service.key, kind], { execArgv: ['--import', 'tsx'] });
-    const outcome = new Promise<{ sent: number; connections: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number })));
+    const outcome = new Promise<{ sent: number; connections: number; cpuMs: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number; cpuMs: number })));
     await new Promise((r) => setTimeout(r, 500));
     const cpu0 = service.server.cpuMs() ?? NaN;
     const s = await victims(url, service.key, SECONDS);
     const cpu = ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30);
     flooder.send('stop');
-    const { sent, connections } = await outcome;
-    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(connections), `${cpu.toFixed(0)}%`]);
+    const { sent, connections, cpuMs } = await outcome;
+    // The flooder's own CPU over its life (the window, 0.5 s before it and its 3 s of waiting), as a share of a core.
+    const flooderCpu = cpuMs / ((SECONDS + 3.5) * 10);
+    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(connections), `${cpu.toFixed(0)}%`, `${flooderCpu.toFixed(0)}%`]);
   }
 } finally {
   await service.stop();
 }
-const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'connections', 'service CPU (of a core)'];
+const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'connections', 'service CPU (of a core)', 'flooder CPU'];
 console.log(`| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}`);
+const profile = profileDir && mainThreadProfile(profileDir);
+if (profile) {
+  const summary = summarizeProfile(profile, join(fileURLToPath(import.meta.url), '../../..') + '/', 25);
+  console.log(`\nservice CPU profile ${profile} (${(summary.busyMs / 1000).toFixed(1)} s busy)`);
+  for (const h of [...summary.functions, ...summary.places]) console.log(`${h.selfMs.toFixed(0).padStart(7)} ms ${(h.share * 100).toFixed(1).padStart(5)}%  ${h.name}`);
+}

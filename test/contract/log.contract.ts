@@ -3,6 +3,7 @@
 // (a fresh SQLite file, or Kafka topics with a unique prefix).
 import { afterEach, describe, expect, it } from 'vitest';
 import { Topics, type AppendRecord, type Checkpoint, type Log, type LogPosition, type LogRecord, type Subscription } from '../../src/log/port.js';
+import { offsetAtTime } from '../../src/log/offset-at-time.js';
 
 export interface LogHarness {
   log: Log;
@@ -223,6 +224,18 @@ export function logContract(name: string, makeLog: () => Promise<LogHarness>, op
       expect(await log.read(topic, partition, base + 30, 10)).toEqual([]);
       // the reader can go back
       expect((await log.read(topic, partition, base, 2)).map((r) => dec.decode(r.value))).toEqual(['r0', 'r1']);
+    });
+
+    it('offsetAtTime() finds a partition\'s first offset at or after a time with reads alone (a start without a mark: issue 22)', async () => {
+      const log = await open();
+      const t0 = 1_900_000_000_000;
+      const positions = await log.append(topic, Array.from({ length: 60 }, (_, i) => rec('one-channel', `t${i}`, t0 + i * 1000)));
+      const partition = positions[0].partition;
+      const base = positions[0].offset;
+      expect(await offsetAtTime(log, topic, partition, t0 + 41_500)).toBe(base + 42);
+      expect(await offsetAtTime(log, topic, partition, t0 + 42_000)).toBe(base + 42);
+      expect(await offsetAtTime(log, topic, partition, 0)).toBe(base);
+      expect(await offsetAtTime(log, topic, partition, t0 + 3_600_000)).toBe(base + 60);
     });
 
     it('partitions() and endOffsets() describe the topic', async () => {

@@ -1,7 +1,13 @@
 // Issue 22, item 6 (ARCHITECTURE, Retention: two minutes of every channel's history in memory): a
 // start rebuilds the in-memory tail from the log, reading back from a mark just older than the
 // window in every partition, not from the start of a partition.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { offsetAtTime } from '../../src/log/offset-at-time.js';
+import { Topics, type Topic } from '../../src/log/port.js';
 import type { Checkpoint, LogRecord } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
@@ -84,5 +90,43 @@ describe('history projection: the in-memory tail after a restart', () => {
       expect(held.length, channel).toBe(end - horizon);
     }
     await second.close();
+  });
+
+  it('reads a partition with no mark from its offset of the window\'s start (less a slack), found in the log, not from 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tail-no-mark-'));
+    const log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 1 });
+    try {
+      // Ten minutes of one channel, a message every 500 ms; the store holds them all (a
+      // checkpoint at the end) but lost its marks.
+      const minutes = 10;
+      const count = minutes * 120;
+      for (let i = 0; i < count; i++) {
+        const r = record(0, i, T0 + i * 500, 'pf-a');
+        await log.append(Topics.messages, [{ key: r.key, timestamp: r.timestamp, value: r.value }]);
+      }
+      const store = new MemoryStore();
+      store.checkpoint = new Map([[0, count]]);
+      const now = T0 + minutes * 60_000;
+      let reads = 0;
+      const counted = { read: (...a: Parameters<EmbeddedLog['read']>) => (reads++, log.read(...a)), endOffsets: (t: Topic) => log.endOffsets(t) };
+      const history = new HistoryProjection({
+        store,
+        clock: { now: () => now },
+        tailMs: TAIL_MS,
+        retentionOf: () => undefined,
+        flushIntervalMs: 60_000,
+        offsetAt: (partition, timestamp) => offsetAtTime(counted, Topics.messages, partition, timestamp),
+      });
+      const from = await history.start();
+      // The window starts 2 minutes back, the read 30 s before that: at 7.5 minutes, offset 900.
+      expect(from.get(0)).toBe((minutes * 60_000 - TAIL_MS - 30_000) / 500);
+      expect(reads).toBeLessThan(2 * Math.log2(count) + 2);
+      history.apply(await log.read(Topics.messages, 0, from.get(0)!, count));
+      const kept = history.tail.query({ appId: 'app', channel: 'pf-a', start: 0, end: Number.MAX_SAFE_INTEGER, limit: 10_000, direction: 'forwards' });
+      expect(kept.filter((e) => e.message.timestamp >= now - TAIL_MS)).toHaveLength(TAIL_MS / 500);
+    } finally {
+      await log.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
