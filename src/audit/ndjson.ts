@@ -9,7 +9,7 @@ import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisit
 import { isUtf8 } from 'node:buffer';
 import { unpackValue } from '../codec/msgpack.js';
 import { isStr, keyOf, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
-import { inScope, lineOf, partitionsToRead, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 
 const CHUNK_BYTES = 256 * 1024;
 
@@ -486,23 +486,15 @@ function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
  * order), with the progress of the reading.
  */
 export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<Buffer> {
-  const parts = await partitionsToRead(log, request);
-  const ends = new Map<Topic, Map<number, number>>();
-  let total = 0;
-  for (const { topic, partition } of parts) {
-    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
-    total += ends.get(topic)!.get(partition) ?? 0;
-  }
-  const progress: ScopeProgress = { read: 0, total, found: 0 };
+  const { parts, progress } = await readingPlan(log, request);
   const out = new NdjsonChunks();
   if (log.scan) {
     // The embedded log: its segments read in place, no record object made (the raw read makes one a record).
     const scope = new KeyScope(request);
-    for (const { topic, partition } of parts) {
-      const visit: RecordVisitor = (offset, timestamp, bytes, start, end, key) => {
-        if (out.visit(topic, partition, offset, timestamp, bytes, start, end, key, scope, request)) progress.found++;
+    for (const { topic, partition, end } of parts) {
+      const visit: RecordVisitor = (offset, timestamp, bytes, start, stop, key) => {
+        if (out.visit(topic, partition, offset, timestamp, bytes, start, stop, key, scope, request)) progress.found++;
       };
-      const end = ends.get(topic)!.get(partition) ?? 0;
       for (let from = 0; from < end; ) {
         const scanned = await log.scan(topic, partition, from, Math.min(5000, end - from), visit);
         if (scanned.count === 0) break;
@@ -515,8 +507,8 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
     yield* out.take();
     return;
   }
-  for (const { topic, partition } of parts) {
-    for await (const records of readPartition(log, topic, partition, ends.get(topic)!.get(partition) ?? 0)) {
+  for (const { topic, partition, end } of parts) {
+    for await (const records of readPartition(log, topic, partition, end)) {
       for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
       progress.read += records.length;
       onProgress(progress);

@@ -10,7 +10,7 @@ import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { auditView, lineOf, partitionsToRead, type ScopeRequest } from './replay-scope.js';
+import { auditView, lineOf, readingPlan, type ScopeRequest } from './replay-scope.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
 /** A log whose records can be read with their links (the embedded log). */
@@ -39,11 +39,7 @@ export async function partitionsOf(log: Pick<Log, 'partitions' | 'endOffsets'>, 
   const out: { topic: Topic; partition: number; end: number }[] = [];
   const auditEnds = await log.endOffsets(Topics.audit);
   for (let p = 0; p < (await log.partitions(Topics.audit)); p++) out.push({ topic: Topics.audit, partition: p, end: auditEnds.get(p) ?? 0 });
-  const ends = new Map<Topic, Map<number, number>>();
-  for (const { topic, partition } of await partitionsToRead(log, request)) {
-    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
-    out.push({ topic, partition, end: ends.get(topic)!.get(partition) ?? 0 });
-  }
+  out.push(...(await readingPlan(log, request)).parts);
   return out;
 }
 
