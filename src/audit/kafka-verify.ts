@@ -40,7 +40,8 @@ export class KafkaChainVerifier extends ChainVerifier {
     this.kafkaPartitions.set(`${topic}/${partition}`, { trimmed: low > 0, chained: false });
   }
 
-  record(r: KafkaChainedRecord): void {
+  /** A record in offset order; `given`: its chain digest, where an export holds the digest instead of the record. */
+  record(r: KafkaChainedRecord, given?: Buffer): void {
     this.records++;
     const pid = `${r.topic}/${r.partition}`;
     let p = this.kafkaPartitions.get(pid);
@@ -58,7 +59,7 @@ export class KafkaChainVerifier extends ChainVerifier {
     p.chained = true;
     const { writer, seq, prev, link } = r.chain;
     const wid = `${pid}/${writer}`;
-    const digest = chainDigest(seq, r);
+    const digest = given ?? chainDigest(seq, r);
     const own = nextLink(prev, digest);
     if (!own.equals(link)) this.report(`record changed: ${place} (writer ${writer} seq ${seq}) does not give the link its headers carry (its key, time or value was altered)`);
     let w = this.writers.get(wid);
@@ -148,7 +149,7 @@ export interface KafkaChainedLog {
 
 export const isKafkaChained = (log: { kind: string }): log is KafkaChainedLog => log.kind === 'kafka' && typeof (log as Partial<KafkaChainedLog>).readChained === 'function';
 
-async function* kafkaChained(log: KafkaChainedLog, topic: Topic, partition: number, low: number, end: number, batch = 5000): AsyncGenerator<KafkaChainedRecord[]> {
+export async function* kafkaChained(log: KafkaChainedLog, topic: Topic, partition: number, low: number, end: number, batch = 5000): AsyncGenerator<KafkaChainedRecord[]> {
   for (let offset = low; offset < end; ) {
     const records = await log.readChained(topic, partition, offset, Math.min(batch, end - offset));
     if (records.length === 0) break;

@@ -6,9 +6,11 @@
 // Anything else (presence, the app's events, a publish of a shape this does not know) takes the
 // generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line).
 import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
+import { isUtf8 } from 'node:buffer';
 import { unpackValue } from '../codec/msgpack.js';
 import { isStr, keyOf, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
-import { inScope, lineOf, partitionsToRead, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
+import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 
 const CHUNK_BYTES = 256 * 1024;
 
@@ -131,10 +133,10 @@ export class NdjsonChunks {
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
   private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
     this.limit = end;
-    // Room for the whole line, once: no byte of a value gives more than 8 of JSON (a key or a value
-    // written twice, the credential's), and the frame is under 1 KiB. byte(), bytes(), int() and a
+    // Room for the whole line, once: no byte of a value gives more than 12 of JSON (an escape's 6,
+    // written twice for the credential's), and the frame is under 1 KiB. byte(), bytes(), int() and a
     // string's copy write within it unchecked; the other writers (ascii) keep it reserved past them.
-    this.reserve = 8 * (end - start) + 1024;
+    this.reserve = 12 * (end - start) + 1024;
     this.room(this.reserve);
     let p = start;
     let n: number;
@@ -314,12 +316,16 @@ export class NdjsonChunks {
       this.ascii(JSON.stringify(n));
       return;
     }
-    // V8's number to string is quicker than dividing here; the digits are ASCII.
-    const digits = `${n}`;
-    const length = digits.length;
+    // Digits by 32-bit division, 8 at a time (no string made: a 13-digit time, four a line, made
+    // strings that cost more than this and their collection).
     const out = this.buf;
     let o = this.pos;
-    for (let i = 0; i < length; i++) out[o++] = digits.charCodeAt(i);
+    if (n < 1e8) o = digits(out, o, n);
+    else {
+      // below 2^53, hi is below 10^8
+      const hi = Math.floor(n / 1e8);
+      o = eightDigits(out, digits(out, o, hi), n - hi * 1e8);
+    }
     this.pos = o;
   }
 
@@ -339,14 +345,36 @@ export class NdjsonChunks {
       const out = this.buf;
       let o = this.pos;
       out[o++] = 0x22;
+      let checked = false;
       for (let i = s; i < e; i++) {
         const c = b[i];
-        if (PLAIN[c] === 0) {
-          // Escapes, or UTF-8 to check: as JSON.stringify writes the string the decoder gives.
-          this.ascii(JSON.stringify(Buffer.from(b.buffer, b.byteOffset + s, e - s).toString('utf8')));
-          return true;
+        const plain = PLAIN[c];
+        if (plain === 1) {
+          out[o++] = c;
+          continue;
         }
-        out[o++] = c;
+        if (plain === 2) {
+          // Non-ASCII: as it is when the string is well-formed UTF-8 (JSON.stringify writes it so),
+          // checked once; otherwise as the decoder reads it (its own way with bad bytes), decoded.
+          if (!checked && !isUtf8(b.subarray(s, e))) {
+            this.ascii(JSON.stringify(unpackValue(b.subarray(p, e))));
+            return true;
+          }
+          checked = true;
+          out[o++] = c;
+          continue;
+        }
+        // An escape as JSON.stringify writes it: \" \\ \b \f \n \r \t, else \u00xx.
+        out[o++] = 0x5c;
+        const short = SHORT_ESCAPE[c];
+        if (short !== 0) out[o++] = short;
+        else {
+          out[o++] = 0x75;
+          out[o++] = 0x30;
+          out[o++] = 0x30;
+          out[o++] = HEX[c >> 4];
+          out[o++] = HEX[c & 0x0f];
+        }
       }
       out[o++] = 0x22;
       this.pos = o;
@@ -388,11 +416,6 @@ export class NdjsonChunks {
   }
 }
 
-/** 1 for a byte JSON.stringify writes as it is (printable ASCII but the quote and the backslash) */
-const PLAIN = new Uint8Array(256);
-for (let c = 0x20; c < 0x80; c++) PLAIN[c] = c === 0x22 || c === 0x5c ? 0 : 1;
-
-
 /** The request's scope as key bytes: `appId:channel` (or a prefix of it, or `appId:` alone), or the app id (the apps topic). */
 export class KeyScope {
   private readonly app: Buffer;
@@ -433,23 +456,15 @@ function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
  * order), with the progress of the reading.
  */
 export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<Buffer> {
-  const parts = await partitionsToRead(log, request);
-  const ends = new Map<Topic, Map<number, number>>();
-  let total = 0;
-  for (const { topic, partition } of parts) {
-    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
-    total += ends.get(topic)!.get(partition) ?? 0;
-  }
-  const progress: ScopeProgress = { read: 0, total, found: 0 };
+  const { parts, progress } = await readingPlan(log, request);
   const out = new NdjsonChunks();
   if (log.scan) {
     // The embedded log: its segments read in place, no record object made (the raw read makes one a record).
     const scope = new KeyScope(request);
-    for (const { topic, partition } of parts) {
-      const visit: RecordVisitor = (offset, timestamp, bytes, start, end, key) => {
-        if (out.visit(topic, partition, offset, timestamp, bytes, start, end, key, scope, request)) progress.found++;
+    for (const { topic, partition, end } of parts) {
+      const visit: RecordVisitor = (offset, timestamp, bytes, start, stop, key) => {
+        if (out.visit(topic, partition, offset, timestamp, bytes, start, stop, key, scope, request)) progress.found++;
       };
-      const end = ends.get(topic)!.get(partition) ?? 0;
       for (let from = 0; from < end; ) {
         const scanned = await log.scan(topic, partition, from, Math.min(5000, end - from), visit);
         if (scanned.count === 0) break;
@@ -462,8 +477,8 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
     yield* out.take();
     return;
   }
-  for (const { topic, partition } of parts) {
-    for await (const records of readPartition(log, topic, partition, ends.get(topic)!.get(partition) ?? 0)) {
+  for (const { topic, partition, end } of parts) {
+    for await (const records of readPartition(log, topic, partition, end)) {
       for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
       progress.read += records.length;
       onProgress(progress);

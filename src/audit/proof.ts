@@ -2,6 +2,7 @@
 // checkpoints where the log is; `replay --with-proof` writes an export that carries them (every
 // record's link, the records of the scope in full, the others as digests, the checkpoints and
 // their public keys); `replay --verify-file` checks such an export with no service and no log.
+// The embedded log's here; Kafka's (its writers' chains, in record headers) in kafka-proof.ts.
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Topics, type Log, type Topic } from '../log/port.js';
@@ -9,7 +10,8 @@ import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { auditView, lineOf, partitionsToRead, type ScopeRequest } from './replay-scope.js';
+import { auditView, lineOf, readingPlan, type ScopeRequest } from './replay-scope.js';
+import { KafkaExportVerifier } from './kafka-proof.js';
 
 /** A log whose records can be read with their links (the embedded log). */
 export interface ChainedLog extends Log {
@@ -37,11 +39,7 @@ export async function partitionsOf(log: Pick<Log, 'partitions' | 'endOffsets'>, 
   const out: { topic: Topic; partition: number; end: number }[] = [];
   const auditEnds = await log.endOffsets(Topics.audit);
   for (let p = 0; p < (await log.partitions(Topics.audit)); p++) out.push({ topic: Topics.audit, partition: p, end: auditEnds.get(p) ?? 0 });
-  const ends = new Map<Topic, Map<number, number>>();
-  for (const { topic, partition } of await partitionsToRead(log, request)) {
-    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
-    out.push({ topic, partition, end: ends.get(topic)!.get(partition) ?? 0 });
-  }
+  out.push(...(await readingPlan(log, request)).parts);
   return out;
 }
 
@@ -119,8 +117,9 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
   }
 }
 
-interface ExportLine {
-  export?: { version: number; publicKeys: string[]; partitions: { topic: string; partition: number; end: number }[] };
+export interface ExportLine {
+  /** `log`: "kafka" for a Kafka export (kafka-proof.ts), whose partitions say their first offset (`low`) */
+  export?: { version: number; log?: string; publicKeys: string[]; partitions: { topic: string; partition: number; end: number; low?: number }[] };
   topic?: string;
   partition?: number;
   offset?: number;
@@ -133,6 +132,17 @@ interface ExportLine {
   digest?: string;
   link?: string;
   prev?: string;
+  /** a Kafka record's chain headers (kafka-chain.ts), or chain: "malformed" */
+  writer?: unknown;
+  seq?: unknown;
+  chain?: unknown;
+}
+
+/** Whether a record line's event and credential, as printed, are what its value holds. */
+export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
+  const view = auditView(decodeEvent(value));
+  const credential = view.credential && Object.keys(view.credential).length > 0 ? view.credential : undefined;
+  return JSON.stringify(view.event) === JSON.stringify(line.event) && JSON.stringify(credential) === JSON.stringify(line.credential);
 }
 
 export class ExportFormatError extends Error {}
@@ -150,6 +160,7 @@ export async function verifyFile(path: string, trusted?: Set<string>): Promise<{
   let declared: { topic: string; partition: number; end: number }[] = [];
   const pendingEntries: ChainEntry[] = [];
   let checkpointsDone = false;
+  let kafka: KafkaExportVerifier | undefined;
   for await (const text of lines) {
     n++;
     if (text.trim() === '') continue;
@@ -163,7 +174,12 @@ export async function verifyFile(path: string, trusted?: Set<string>): Promise<{
       if (!line.export || line.export.version !== EXPORT_VERSION) throw new ExportFormatError(`${path}: not an export of replay --with-proof (its first line has no "export" header of version ${EXPORT_VERSION})`);
       publicKeys = line.export.publicKeys ?? [];
       declared = line.export.partitions ?? [];
-      verifier = new ChainVerifier(trusted ?? new Set(publicKeys));
+      if (line.export.log === 'kafka') kafka = new KafkaExportVerifier(path, line.export, trusted ?? new Set(publicKeys));
+      else verifier = new ChainVerifier(trusted ?? new Set(publicKeys));
+      continue;
+    }
+    if (kafka) {
+      kafka.line(line, n);
       continue;
     }
     const v = verifier!;
@@ -182,13 +198,9 @@ export async function verifyFile(path: string, trusted?: Set<string>): Promise<{
           if (checkpointsDone) throw new ExportFormatError(`${path}:${n}: checkpoints must come before the other records`);
           v.checkpoint(cp, place);
         }
-      } else {
-        const view = auditView(decodeEvent(value));
-        const credential = view.credential && Object.keys(view.credential).length > 0 ? view.credential : undefined;
-        if (JSON.stringify(view.event) !== JSON.stringify(line.event) || JSON.stringify(credential) !== JSON.stringify(line.credential)) {
-          // Counted as a change: what the auditor reads is not what the chain proves.
-          v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
-        }
+      } else if (!printedMatches(line, value)) {
+        // Counted as a change: what the auditor reads is not what the chain proves.
+        v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
       }
     } else if (typeof line.digest === 'string') {
       digest = Buffer.from(line.digest, 'hex');
@@ -203,6 +215,7 @@ export async function verifyFile(path: string, trusted?: Set<string>): Promise<{
       v.entry(entry);
     }
   }
+  if (kafka) return { verifier: kafka.finish(), publicKeys };
   if (!verifier) throw new ExportFormatError(`${path}: empty`);
   if (!checkpointsDone) for (const e of pendingEntries) verifier.entry(e);
   const seen = new Map(verifier.seen().map((s) => [`${s.topic}/${s.partition}`, s.end]));

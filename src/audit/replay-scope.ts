@@ -139,18 +139,31 @@ export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | u
   return line;
 }
 
+/** What a replay reads: the partitions, each to its end as it was when the plan was made, and the progress of the reading. */
+export interface ReadingPlan {
+  parts: { topic: Topic; partition: number; end: number }[];
+  progress: ScopeProgress;
+}
+
+/** The request's reading plan (replayScope's and replayNdjson's): partitionsToRead, with their ends now. */
+export async function readingPlan(log: Pick<Log, 'partitions' | 'endOffsets'>, request: ScopeRequest): Promise<ReadingPlan> {
+  const ends = new Map<Topic, Map<number, number>>();
+  const parts: ReadingPlan['parts'] = [];
+  let total = 0;
+  for (const { topic, partition } of await partitionsToRead(log, request)) {
+    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
+    const end = ends.get(topic)!.get(partition) ?? 0;
+    parts.push({ topic, partition, end });
+    total += end;
+  }
+  return { parts, progress: { read: 0, total, found: 0 } };
+}
+
 /** The request's records, partition by partition (so each channel's in log order). */
 export async function* replayScope(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<ScopedRecord> {
-  const parts = await partitionsToRead(log, request);
-  const ends = new Map<Topic, Map<number, number>>();
-  let total = 0;
-  for (const { topic, partition } of parts) {
-    if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
-    total += ends.get(topic)!.get(partition) ?? 0;
-  }
-  const progress: ScopeProgress = { read: 0, total, found: 0 };
-  for (const { topic, partition } of parts) {
-    for await (const records of readPartition(log, topic, partition, ends.get(topic)!.get(partition) ?? 0)) {
+  const { parts, progress } = await readingPlan(log, request);
+  for (const { topic, partition, end } of parts) {
+    for await (const records of readPartition(log, topic, partition, end)) {
       for (const record of records) {
         const line = lineOf(record, request);
         if (!line) continue;

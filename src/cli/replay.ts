@@ -22,7 +22,8 @@ import { loadDefaultApp } from '../apps/default-app.js';
 import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/checkpoint.js';
 import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog } from '../audit/proof.js';
 import type { ChainVerifier } from '../audit/verify.js';
-import { isKafkaChained, verifyKafkaLog } from '../audit/kafka-verify.js';
+import { isKafkaChained, verifyKafkaLog, type KafkaChainedLog } from '../audit/kafka-verify.js';
+import { exportKafkaWithProof } from '../audit/kafka-proof.js';
 import { replayNdjson } from '../audit/ndjson.js';
 import { appHasEvents, INCLUDES, type ChannelScope, type Include, type ScopeProgress, type ScopeRequest } from '../audit/replay-scope.js';
 
@@ -67,9 +68,10 @@ Tamper evidence (README: Replay for audits):
                              the scope reads (whole), instead of replaying; problems on stdout
                              (embedded: a chain per partition; Kafka: a chain per writing
                              instance and partition, in the records' headers)
-  --with-proof               (embedded log) the replay as an export a third party can verify alone: a header, the
-                             records of the scope with their value and links, the partitions'
-                             other records as digests, the signed checkpoints and public keys
+  --with-proof               the replay as an export a third party can verify alone: a header, the
+                             records of the scope with their value and links (Kafka: their chain
+                             headers), the partitions' other records as digests, the signed
+                             checkpoints and public keys
   --verify-file <export>     check such an export, with no service and no log
   --trust-key <file>         a public key (PEM) whose checkpoints are believed, repeatable; default
                              --verify: the key of AUDIT_KEY_FILE; --verify-file: the export's own
@@ -279,10 +281,7 @@ async function main(): Promise<number> {
   let last: ScopeProgress = { read: 0, total: 0, found: 0 };
   let shownAt = 0;
   try {
-    if (parsed.withProof && !hasChains(log)) {
-      process.stderr.write(`replay: --with-proof needs the embedded log; on Kafka, --verify checks the log where it is (README: Replay for audits)\n`);
-      return 2;
-    }
+    if (parsed.withProof && !hasChains(log) && !isKafkaChained(log)) throw new ConfigError(`the ${log.kind} log keeps no hash chain: no export with proof`);
     if (!(await knownApp(config, log, request.appId))) {
       process.stderr.write(`replay: unknown app "${request.appId}": neither the configuration (APPS_FILE, DATA_DIR's default app) nor the ${modeOf(config)} log's apps topic names it\n`);
       return 3;
@@ -295,8 +294,10 @@ async function main(): Promise<number> {
       }
     };
     if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
-    if (parsed.withProof && hasChains(log)) {
-      for await (const text of exportWithProof(log, request, () => last.found++)) await write(text);
+    if (parsed.withProof) {
+      const found = (): void => void last.found++;
+      const lines = hasChains(log) ? exportWithProof(log, request, found) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, found);
+      for await (const text of lines) await write(text);
     } else {
       for await (const chunk of replayNdjson(log, request, show)) await write(chunk);
     }

@@ -22,6 +22,14 @@ const publish = (messages: StoredMessage[], extra: Record<string, unknown> = {},
   // A copy of the bytes: values read from the log carry no decoded event (encodeEvent keeps one on its bytes).
   record(Topics.messages, `app1:${channel}`, new Uint8Array(encodeEvent({ type: 'messages.published', appId: 'app1', channel, transport: 'rest', messages, ...extra } as LogEvent)));
 
+/** A publish whose data's bytes (`marker`, 4 ASCII bytes in its MessagePack) are replaced by `bytes`: not UTF-8. */
+function notUtf8(marker: string, bytes: number[]): LogRecord {
+  const r = publish([{ id: `u:${marker}`, timestamp: 6_600, data: marker, clientId: marker }]);
+  const value = Buffer.from(r.value);
+  for (let at = value.indexOf(marker); at >= 0; at = value.indexOf(marker, at + 4)) value.set(bytes, at);
+  return { ...r, value: new Uint8Array(value) };
+}
+
 /** The generic path's output for the records: JSON.stringify of each line in scope. */
 const expected = (records: LogRecord[]): string =>
   records
@@ -83,6 +91,15 @@ describe('replay NDJSON: the transcoded lines are the generic path\'s, byte for 
         record(Topics.messages, 'app1:ch-2', packValue({ type: 'messages.something', appId: 'app1', channel: 'ch-2' })),
       ],
       1,
+    ],
+    [
+      'every control character, DEL, and strings whose bytes are not well-formed UTF-8 (a stray byte, an encoded surrogate)',
+      [
+        publish([{ id: 'c:0', timestamp: 6_500, name: Array.from({ length: 32 }, (_, c) => String.fromCharCode(c)).join('') + '\u007f"\\', data: 'ok' }]),
+        notUtf8('QQQQ', [0xff, 0x41, 0xc3, 0x28]),
+        notUtf8('RRRR', [0xe9, 0xed, 0xa0, 0x80]),
+      ],
+      3,
     ],
     [
       'presence and the app\'s events (the generic path)',
