@@ -54,20 +54,24 @@ describe('replay CLI', () => {
   });
 
   it('refuses unknown options, a missing --app or scope, two scopes and an unknown --include (exit 2)', async () => {
-    expect((await replay('--app', 'a', '--channel', 'c', '--form', '1')).stderr).toContain('unknown option --form (see --help)');
-    const r = await replay('--channel', 'c');
+    // Five processes started at once: one after another they outlast the timeout on a loaded machine.
+    const [form, r, noScope, two, kind] = await Promise.all([
+      replay('--app', 'a', '--channel', 'c', '--form', '1'),
+      replay('--channel', 'c'),
+      replay('--app', 'a'),
+      replay('--app', 'a', '--channel', 'c', '--prefix', 'p'),
+      replay('--app', 'a', '--all-channels', '--include', 'messages,stats'),
+    ]);
+    expect(form.stderr).toContain('unknown option --form (see --help)');
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--app is required');
-    const noScope = await replay('--app', 'a');
     expect(noScope.code).toBe(2);
     expect(noScope.stderr).toContain('--app and --channel are required (or --prefix, or --all-channels');
-    const two = await replay('--app', 'a', '--channel', 'c', '--prefix', 'p');
     expect(two.code).toBe(2);
     expect(two.stderr).toContain('--channel, --prefix and --all-channels are one scope');
-    const kind = await replay('--app', 'a', '--all-channels', '--include', 'messages,stats');
     expect(kind.code).toBe(2);
     expect(kind.stderr.trim()).toBe('replay: --include takes messages, presence, app-events (comma-separated), not "stats"');
-  });
+  }, 60_000);
 
   it('never creates a missing data directory (exit 1, one line)', async () => {
     const parent = mkdtempSync(join(tmpdir(), 'cm-replay-'));
