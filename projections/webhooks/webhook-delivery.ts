@@ -61,6 +61,13 @@ export interface WebhookDeliveryOptions {
   send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
 }
 
+/** A channel's lane (FNV-1a of its name): the same lane for all its items. */
+function laneOf(channel: string, lanes: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % lanes;
+}
+
 export class WebhookDelivery {
   private readonly rules = new Map<string, RunningRule>();
   private timer: NodeJS.Timeout | undefined;
@@ -209,10 +216,20 @@ export class WebhookDelivery {
     }
   }
 
-  /** One partition's batch: its items posted in order, request after request; the checkpoint moves once all were answered. */
+  /**
+   * One partition's batch. Its channels are spread over WEBHOOK_MAX_IN_FLIGHT lanes posted at
+   * once; a lane posts its items in log order, request after request, so each channel's items
+   * arrive in order. The checkpoint moves once every lane was answered.
+   */
   private async deliverBatch(running: RunningRule, records: LogRecord[]): Promise<void> {
     const items = records.flatMap((r) => itemsOf(r, running.matcher));
-    for (const chunk of this.chunks(running.matcher.rule, items)) await this.deliverChunk(running, chunk);
+    const lanes: WebhookItem[][] = Array.from({ length: this.options.settings.maxInFlight }, () => []);
+    for (const item of items) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
+    await Promise.all(
+      lanes.filter((lane) => lane.length > 0).map(async (lane) => {
+        for (const chunk of this.chunks(running.matcher.rule, lane)) await this.deliverChunk(running, chunk);
+      }),
+    );
     const last = records[records.length - 1];
     running.unsaved.set(last.partition, last.offset + 1);
   }

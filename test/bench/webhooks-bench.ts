@@ -22,6 +22,11 @@ async function main(): Promise<void> {
     const added = await fetch(`http://127.0.0.1:${port}/apps/${appId}/rules`, { method: 'POST', headers: { authorization: ts.auth, 'content-type': 'application/json' }, body: JSON.stringify(rule) });
     if (added.status !== 201) throw new Error(`rule not added: ${added.status} ${await added.text()}`);
     const delivered = (): number => receiver.items.reduce((n, i) => n + (i.data.messages?.length ?? 0), 0);
+    // Timed once the rule delivers (on Kafka, once its consumer group has formed): one message first.
+    await fetch(`http://127.0.0.1:${port}/channels/wb-warm/messages`, { method: 'POST', headers: { authorization: ts.auth, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'm', data: 'warm' }) });
+    await until('the warm-up message', () => delivered() >= 1, 120_000);
+    receiver.items.length = 0;
+    receiver.requests = 0;
     const perChannel = Math.ceil(total / CHANNELS);
     const started = performance.now();
     await Promise.all(

@@ -22,6 +22,9 @@ export interface Receiver {
   /** Requests whose X-Ably-Signature did not verify under the secret of the key X-Ably-Key named. */
   badSignatures: number;
   signedRequests: number;
+  /** Requests being answered now, and the most at once. */
+  concurrent: number;
+  maxConcurrent: number;
   /** Answers each request after this many ms (a slow target). */
   delayMs: number;
   /** Answers this status instead of 200 while set (a failing target). */
@@ -43,6 +46,8 @@ export async function startReceiver(secrets: Record<string, string> = {}, port =
     badSignatures: 0,
     signedRequests: 0,
     delayMs: 0,
+    concurrent: 0,
+    maxConcurrent: 0,
     messagesByChannel() {
       const seen = new Set<string>();
       const byChannel = new Map<string, string[]>();
@@ -63,7 +68,12 @@ export async function startReceiver(secrets: Record<string, string> = {}, port =
   };
   const handle = async (req: IncomingMessage, body: Buffer): Promise<number> => {
     receiver.requests++;
-    if (receiver.delayMs > 0) await new Promise((r) => setTimeout(r, receiver.delayMs));
+    receiver.maxConcurrent = Math.max(receiver.maxConcurrent, ++receiver.concurrent);
+    try {
+      if (receiver.delayMs > 0) await new Promise((r) => setTimeout(r, receiver.delayMs));
+    } finally {
+      receiver.concurrent--;
+    }
     if (receiver.failWith) return receiver.failWith;
     const keyName = req.headers['x-ably-key'];
     if (typeof keyName === 'string') {

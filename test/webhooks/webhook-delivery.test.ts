@@ -175,6 +175,19 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(JSON.stringify(bad.body)).toMatch(/http or https/);
   });
 
+  it('posts at most WEBHOOK_MAX_IN_FLIGHT requests to a target at once, its channels spread over them, each still in order', { timeout: 120_000 }, async () => {
+    const ts = await service({ ...FAST_RETRIES, WEBHOOK_MAX_IN_FLIGHT: '3', WEBHOOK_BATCH_SIZE: '2' });
+    const r = await receiver();
+    r.delayMs = 20;
+    expect((await addRule(ts, httpRule(r.url, { channelFilter: '^lanes-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    const sent = await publishMany(ts, 'lanes', 12, 600, 1);
+    await until('all 600 messages', deliveredAll(r, sent), 100_000);
+    expect(r.messagesByChannel()).toEqual(sent);
+    expect(r.maxConcurrent).toBeLessThanOrEqual(3);
+    expect(r.maxConcurrent).toBeGreaterThan(1);
+  });
+
   it('delivers presence changes to a channel.presence rule', async () => {
     const ts = await service();
     const r = await receiver();
