@@ -57,11 +57,23 @@ export function itemsOf(record: LogRecord, m: RuleMatcher): WebhookItem[] {
   // channel.lifecycle: the announcements on the lifecycle metachannel, one item each, filtered by the channel they tell of.
   if (event.channel !== LIFECYCLE_CHANNEL) return [];
   return event.messages.flatMap((msg, i) => {
-    const data = (typeof msg.data === 'object' && msg.data !== null && !(msg.data instanceof Uint8Array) ? msg.data : {}) as Record<string, unknown>;
+    const data = detailsOf(msg.data, msg.encoding);
     const channelId = typeof data.channelId === 'string' ? data.channelId : typeof data.name === 'string' ? data.name : '';
     if (!m.filter.test(channelId)) return [];
     return [{ ...base, id: event.messages.length > 1 ? `${base.id}:${i}` : base.id, name: msg.name ?? 'channel.lifecycle', timestamp: msg.timestamp, data: { ...data, channelId } }];
   });
+}
+
+/** A lifecycle announcement's ChannelDetails: stored as JSON text (encoding `json`) or as an object. */
+function detailsOf(data: unknown, encoding: string | undefined): Record<string, unknown> {
+  if (typeof data === 'string' && encoding === 'json') {
+    try {
+      data = JSON.parse(data);
+    } catch {
+      return {};
+    }
+  }
+  return typeof data === 'object' && data !== null && !(data instanceof Uint8Array) && !Array.isArray(data) ? (data as Record<string, unknown>) : {};
 }
 
 /** A request's body: the envelope, or for a rule with `enveloped: false` the item's data alone (single) or the data of each (batch). */

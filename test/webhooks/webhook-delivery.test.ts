@@ -188,6 +188,18 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(r.maxConcurrent).toBeGreaterThan(1);
   });
 
+  it('delivers channel lifecycle events to a channel.lifecycle rule, filtered by the channel they tell of', async () => {
+    const ts = await service();
+    const r = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { type: 'channel.lifecycle', channelFilter: '^life-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    await publish(ts, 'other-1', ['x']);
+    await publish(ts, 'life-1', ['x']);
+    await until('the lifecycle item', () => r.items.length > 0, 30_000);
+    expect(r.items[0]).toMatchObject({ source: 'channel.lifecycle', name: 'channel.opened', data: { channelId: 'life-1' } });
+    expect(r.items.some((i) => i.data.channelId === 'other-1')).toBe(false);
+  });
+
   it('delivers presence changes to a channel.presence rule', async () => {
     const ts = await service();
     const r = await receiver();
