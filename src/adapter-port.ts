@@ -4,6 +4,7 @@
 import type { Log } from './log/port.js';
 import type { HistoryStore } from '../projections/history/history-store.js';
 import type { StatsStore } from '../projections/stats/stats-store.js';
+import type { WebhookCheckpointStore } from '../projections/webhooks/webhook-checkpoints.js';
 
 /** The adapters a service runs on; main.ts picks them from the configuration, tests may pass their own. */
 export interface Adapters {
@@ -11,6 +12,8 @@ export interface Adapters {
   historyStore: HistoryStore;
   presenceHistoryStore: HistoryStore;
   statsStore: StatsStore;
+  /** Where webhook delivery resumes (production: ClickHouse); absent: DATA_DIR/webhooks.db. */
+  webhookCheckpoints?: WebhookCheckpointStore;
   /** How often projections write to their stores (default: 100 ms history, 250 ms stats). */
   projectionFlushMs?: number;
   /** Releases what the adapters share (a ClickHouse client). */

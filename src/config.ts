@@ -1,3 +1,4 @@
+import { parseWebhookSettings, type WebhookSettings } from './webhooks/settings.js';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -66,6 +67,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** How often the in-memory projections save a snapshot (and at close); 0: none. SNAPSHOT_INTERVAL_MS */
   snapshotIntervalMs: number;
+  /** Webhook delivery's bounds (src/webhooks/settings.ts). */
+  webhooks: WebhookSettings;
   // Faults of the production parts (prod-faults).
 }
 
@@ -248,6 +251,9 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     sandbox: bool(e, 'SANDBOX', false),
     logLevel,
     limits: parseLimits(e),
+    webhooks: parseWebhookSettings(e, (message) => {
+      throw new ConfigError(message);
+    }),
     historyTailMs: int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000),
     persistedRetentionHours: int(e, 'PERSISTED_RETENTION_HOURS', 24, 24, 72),
     kafkaProducers: int(e, 'KAFKA_PRODUCERS', 1, 1, 16),

@@ -7,6 +7,7 @@ import { CheckpointSigner } from './audit/checkpoint.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
 import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
+import { ClickHouseWebhookCheckpoints } from '../projections/webhooks/webhook-checkpoints.js';
 
 export interface Isolation {
   /** Prepended to Kafka topic names (tests and tenants use their own topics). */
@@ -68,6 +69,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix }),
     presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_` }),
     statsStore: new ClickHouseStatsStore({ client, tablePrefix: prefix }),
+    webhookCheckpoints: new ClickHouseWebhookCheckpoints({ client, tablePrefix: prefix }),
     // Fewer, larger inserts: ClickHouse wants parts, not rows (recent history is served from memory).
     projectionFlushMs: 1000,
     close: () => client.close(),

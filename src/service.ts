@@ -8,8 +8,7 @@ import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
 import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
-import type { Log } from './log/port.js';
-import { Topics } from './log/port.js';
+import { Topics, type Log } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
@@ -42,6 +41,7 @@ import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
 import { StatsWritersBehind } from '../projections/stats/stats-reader.js';
 import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
+import { startWebhookDelivery } from '../projections/webhooks/webhook-delivery.js';
 import { packageVersion } from './build-info.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
@@ -77,7 +77,6 @@ export interface Service {
   close(): Promise<void>;
 }
 
-
 /**
  * Starts everything but the listener: replays the apps topic, restarts the history projection
  * from its checkpoint, and builds the HTTP app. Read routes are ready when this resolves.
@@ -90,7 +89,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const configured = configuredApps({ appsFile: config.appsFile, dataDir: config.dataDir, now: clock.now() });
   for (const app of configured.apps) registry.put(app);
   for (const { message, fields } of configured.warnings) logger.warn(fields, message);
-  const createdDefaultKey = configured.createdDefaultKey;
 
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
@@ -227,6 +225,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     },
   };
 
+  // Webhooks: each rule a consumer of the log from its own checkpoint (README: Webhooks).
+  const webhooks = await startWebhookDelivery({ log, logger: logger.child({ component: 'webhooks' }), registry, settings: config.webhooks, checkpoints: adapters.webhookCheckpoints, dataDir: config.dataDir });
   let gateway: Gateway | undefined;
   const consumerLag = (): Map<string, number> => {
     const lags = runner.lag();
@@ -248,6 +248,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         ok: lagging.length === 0,
         detail: lagging.length === 0 ? `every consumer within ${config.readyMaxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', '),
       },
+      webhooks.readiness(),
     ];
   };
 
@@ -261,6 +262,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (!(await appsApplied.until(Topics.apps, positionsAfter(positions), config.limits.keyChangeVisibleMs))) {
         throw new ServiceError('timeout', `the key change is on the log but this instance did not apply it within ${config.limits.keyChangeVisibleMs} ms; it holds once applied`);
       }
+      if (event.type === 'rule.created' || event.type === 'rule.deleted') await webhooks.reconcileNow();
     },
   });
 
@@ -418,6 +420,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     openConnections: () => new Promise((resolve) => app.server.getConnections((err, n) => resolve(err ? 0 : n))),
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
+    webhooks: () => webhooks.targets(),
     unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 
@@ -450,14 +453,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     // (fastify closes the idle ones once, when closing starts; the rest become idle later).
     ['http', async () => {
       const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
-      try {
-        await app.close();
-      } finally {
-        clearInterval(sweep);
-      }
+      await app.close().finally(() => clearInterval(sweep));
     }],
     ['usage', () => usage.close()],
     ['lifecycle announcer', () => announcer.close()],
+    ['webhooks', () => webhooks.close()],
     ['consumers', () => runner.stop()],
     ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
     ['projections', () => projections.close()],
@@ -482,7 +482,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey, close };
+  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
 }
 
 /**

@@ -1,9 +1,9 @@
 import type { AppDefinition, KeyDefinition, NamespaceRule } from '../../src/domain/app.js';
 import { namespaceOf } from '../../src/domain/channel.js';
-import type { AppCreated, AppDeleted, KeyEvent, LogEvent } from '../../src/domain/events.js';
+import type { AppCreated, AppDeleted, KeyEvent, LogEvent, RuleEvent } from '../../src/domain/events.js';
 
 /** What the apps topic says of apps and keys (the events AppRegistry handles). */
-export type AppEvent = AppCreated | AppDeleted | KeyEvent;
+export type AppEvent = AppCreated | AppDeleted | KeyEvent | RuleEvent;
 const appIdOf = (event: AppEvent): string => (event.type === 'app.created' ? event.app.appId : event.appId);
 const keyNameOf = (event: AppEvent): string | undefined =>
   event.type === 'key.created' ? event.key.keyName : event.type === 'key.updated' || event.type === 'key.revoked' ? event.keyName : undefined;
@@ -28,7 +28,7 @@ export class AppRegistry {
    */
   private readonly topicEvents = new Map<string, AppEvent[]>();
 
-  static readonly handles = ['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked'] as const;
+  static readonly handles = ['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked', 'rule.created', 'rule.deleted'] as const;
 
   canHandle(event: LogEvent): boolean {
     return (AppRegistry.handles as readonly string[]).includes(event.type);
@@ -39,6 +39,18 @@ export class AppRegistry {
     if (event.type === 'app.created') this.put(event.app);
     else if (event.type === 'app.deleted') this.remove(event.appId);
     else if (event.type === 'key.created' || event.type === 'key.updated' || event.type === 'key.revoked') this.evolveKey(event);
+    else if (event.type === 'rule.created' || event.type === 'rule.deleted') this.evolveRule(event);
+  }
+
+  /** A rule added replaces the app's rule of the same id; removing a rule it has not changes nothing. */
+  private evolveRule(event: RuleEvent): void {
+    const app = this.apps.get(event.appId);
+    if (!app) return;
+    const id = event.type === 'rule.created' ? event.rule.id : event.ruleId;
+    const rules = (app.rules ?? []).filter((r) => r.id !== id);
+    if (event.type === 'rule.created') rules.push(event.rule);
+    else if (rules.length === (app.rules ?? []).length) return;
+    this.put({ ...app, rules });
   }
 
   /**

@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { DEFAULT_KEY_CAPABILITY, type AppDefinition, type KeyDefinition, type NamespaceRule } from '../domain/app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
+import { MAX_RULES_PER_APP, parseRule } from '../webhooks/rules.js';
 
 /**
  * Reads APPS_FILE:
  * { "apps": [ { "appId": "myapp", "keys": [ { "key": "myapp.k1:secret", "capability": {"*":["*"]}, "revocableTokens": true, "management": true, "name": "ops" } ],
- *               "namespaces": [ { "id": "persisted", "persisted": true, "retentionHours": 48 } ] } ] }
+ *               "namespaces": [ { "id": "persisted", "persisted": true, "retentionHours": 48 } ],
+ *               "rules": [ { "ruleType": "http", "requestMode": "batch", "source": { "type": "channel.message", "channelFilter": "^orders" },
+ *                            "target": { "url": "https://example.com/hook", "signingKeyId": "myapp.k1", "enveloped": true, "format": "json" } } ] } ] }
  * Errors name the file and what to fix.
  */
 export function loadAppsFile(path: string, now: number): AppDefinition[] {
@@ -19,7 +22,7 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
   if (!Array.isArray(apps) || apps.length === 0) throw new Error(`APPS_FILE ${path}: expected {"apps": [ ... ]} with at least one app`);
   return apps.map((raw, i) => {
     const where = `APPS_FILE ${path}: apps[${i}]`;
-    const app = raw as { appId?: unknown; keys?: unknown; namespaces?: unknown; accountId?: unknown };
+    const app = raw as { appId?: unknown; keys?: unknown; namespaces?: unknown; accountId?: unknown; rules?: unknown };
     if (typeof app.appId !== 'string' || !/^[A-Za-z0-9_-]+$/.test(app.appId)) {
       throw new Error(`${where}.appId must be letters, digits, "_" or "-"`);
     }
@@ -55,8 +58,12 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
         throw new Error(`${where}.namespaces[${j}].retentionHours must be a whole number from 24 to 72`);
       }
     }
+    if (app.rules !== undefined && (!Array.isArray(app.rules) || app.rules.length > MAX_RULES_PER_APP)) throw new Error(`${where}.rules must be a list of at most ${MAX_RULES_PER_APP} webhook rules`);
+    const rules = ((app.rules ?? []) as unknown[]).map((r, j) => parseRule(r, `${where}.rules[${j}]`));
+    if (new Set(rules.map((r) => r.id)).size < rules.length) throw new Error(`${where}.rules: two rules have the same id`);
     return {
       appId,
+      ...(rules.length > 0 ? { rules } : {}),
       accountId: typeof app.accountId === 'string' ? app.accountId : appId,
       keys,
       namespaces,

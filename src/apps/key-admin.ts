@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
 import type { Clock } from '../clock.js';
-import type { KeyEvent } from '../domain/events.js';
+import type { KeyEvent, RuleEvent } from '../domain/events.js';
+import { MAX_RULES_PER_APP, parseRule, type WebhookRule } from '../webhooks/rules.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
 import { DEFAULT_KEY_CAPABILITY, keyString, type AppDefinition, type KeyDefinition } from '../domain/app.js';
@@ -80,7 +81,7 @@ export class KeyAdmin {
   constructor(
     private readonly deps: {
       registry: AppRegistry;
-      append: (event: KeyEvent) => Promise<void>;
+      append: (event: KeyEvent | RuleEvent) => Promise<void>;
       clock: Clock;
       limits: KeyLimits;
     },
@@ -148,6 +149,33 @@ export class KeyAdmin {
     this.keepAManager(appId, key, 'revoke');
     await this.deps.append({ type: 'key.revoked', appId, keyName: key.keyName, modified: this.deps.clock.now() });
     return this.key(appId, key.keyName);
+  }
+
+  /** The app's webhook rules (src/webhooks/rules.ts). */
+  rules(appId: string): WebhookRule[] {
+    return this.app(appId).rules ?? [];
+  }
+
+  /** Adds a rule (the platform's rule JSON); one with the id of a rule the app has replaces it. */
+  async addRule(appId: string, body: unknown): Promise<WebhookRule> {
+    let rule: WebhookRule;
+    try {
+      rule = parseRule(body);
+    } catch (err) {
+      throw new ServiceError('invalidRequestBody', (err as Error).message);
+    }
+    const held = this.rules(appId);
+    if (!held.some((r) => r.id === rule.id) && held.length >= MAX_RULES_PER_APP) {
+      throw new ServiceError('invalidParameterValue', `app "${appId}" has ${held.length} webhook rules, the most it may have; remove one first`);
+    }
+    if (rule.target.signingKeyId !== undefined) this.key(appId, rule.target.signingKeyId);
+    await this.deps.append({ type: 'rule.created', appId, rule });
+    return rule;
+  }
+
+  async removeRule(appId: string, ruleId: string): Promise<void> {
+    if (!this.rules(appId).some((r) => r.id === ruleId)) throw new ServiceError('notFound', `app "${appId}" has no webhook rule "${ruleId}"`);
+    await this.deps.append({ type: 'rule.deleted', appId, ruleId });
   }
 
   /** The last key that may manage an app's keys stays: without it only the offline CLI could. */

@@ -53,7 +53,7 @@ export interface ScopedRecord {
   line: ReplayLine;
 }
 
-const APP_EVENTS = new Set<LogEvent['type']>(['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked', 'tokens.revoked']);
+const APP_EVENTS = new Set<LogEvent['type']>(['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked', 'tokens.revoked', 'rule.created', 'rule.deleted']);
 
 /** The event as an auditor reads it: binary data as base64 (as the REST API's JSON), never a key's secret. */
 export function auditView(event: LogEvent): { event: Record<string, unknown>; credential?: Credential } {
@@ -76,6 +76,11 @@ export function auditView(event: LogEvent): { event: Record<string, unknown>; cr
     case 'key.created': {
       const { keySecret: _secret, ...key } = event.key;
       return { event: { ...event, key } };
+    }
+    case 'rule.created': {
+      // A target's header values may be credentials (an Authorization header): their names only.
+      const headers = event.rule.target.headers?.map((h) => ({ name: h.name, value: '(not shown)' }));
+      return { event: { ...event, rule: { ...event.rule, target: { ...event.rule.target, ...(headers ? { headers } : {}) } } } };
     }
     case 'app.created': {
       const keys = event.app.keys.map(({ keySecret: _secret, ...key }) => key);

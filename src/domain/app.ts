@@ -1,9 +1,13 @@
+import type { WebhookRule } from '../webhooks/rules.js';
+
 /** An application: its keys and its channel rules. Stored as events on the `apps` topic. */
 export interface AppDefinition {
   appId: string;
   accountId: string;
   keys: KeyDefinition[];
   namespaces: NamespaceRule[];
+  /** Webhook rules (src/webhooks/rules.ts): APPS_FILE's, then those added and removed on the apps topic. */
+  rules?: WebhookRule[];
   /** Where the app came from: the apps file, the generated default, or the sandbox route. */
   source: 'file' | 'default' | 'sandbox';
   createdAt: number;

@@ -1,6 +1,7 @@
 import type { StoredMessage } from './message.js';
 import type { PresenceEvent } from './presence-event.js';
 import type { AppDefinition, KeyDefinition } from './app.js';
+import type { WebhookRule } from '../webhooks/rules.js';
 
 // The log's event catalog: every record on the log is one of these (src/log/event-codec.ts writes
 // and reads them as MessagePack).
@@ -71,6 +72,25 @@ export interface KeyRevoked {
 }
 
 export type KeyEvent = KeyCreated | KeyUpdated | KeyRevoked;
+
+/**
+ * A webhook rule added to an app or removed from it (/apps/<appId>/rules), on the `apps` topic
+ * like key management: every instance learns it, a restart replays it. A rule added with the id
+ * of one the app has replaces it.
+ */
+export interface RuleCreated {
+  type: 'rule.created';
+  appId: string;
+  rule: WebhookRule;
+}
+
+export interface RuleDeleted {
+  type: 'rule.deleted';
+  appId: string;
+  ruleId: string;
+}
+
+export type RuleEvent = RuleCreated | RuleDeleted;
 
 /**
  * Tokens revoked (POST /keys/<keyName>/revokeTokens), on the `apps` topic: every instance replays
@@ -201,4 +221,4 @@ export interface InstanceGone {
 
 export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | KeyEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
+export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | KeyEvent | RuleEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;

@@ -1,3 +1,4 @@
+import type { WebhookTargetState } from '../../projections/webhooks/webhook-delivery.js';
 // Prometheus metrics (GET /metrics, prom-client). The hot paths count in plain numbers (a route's
 // counters, a histogram's bucket array); prom-client reads them only when /metrics is scraped, so
 // a publish pays a few additions, never a label lookup or an object.
@@ -146,6 +147,8 @@ export interface MetricSources {
   statsCache?: () => { rows: number; hits: number; misses: number };
   /** Persisted rows each projection holds that its store (ClickHouse, SQLite) has not taken yet. */
   unstoredRows?: () => Map<string, number>;
+  /** Each webhook rule's target (projections/webhooks/webhook-delivery.ts). */
+  webhooks?: () => WebhookTargetState[];
 }
 
 
@@ -229,6 +232,15 @@ export class Metrics {
     add('cm_store_unstored_rows', 'Persisted rows a projection holds that its store has not taken yet (above MAX_UNSTORED_ROWS it stops consuming)', 'gauge', () =>
       [...(this.sources?.unstoredRows?.() ?? [])].map(([projection, value]) => ({ labels: { projection }, value })),
     );
+    // Summed over the rules, not labelled by app or rule (the apps are not bounded); GET /ready names paused targets.
+    const webhooks = (pick: (t: WebhookTargetState) => number) => (): Value[] => [
+      { labels: {}, value: (this.sources?.webhooks?.() ?? []).reduce((n, t) => n + pick(t), 0) },
+    ];
+    add('cm_webhook_rules', 'Webhook rules delivering on this instance', 'gauge', webhooks(() => 1));
+    add('cm_webhook_targets_paused', 'Webhook targets paused: each failed WEBHOOK_PAUSE_AFTER_FAILURES requests in a row and is retried every WEBHOOK_RETRY_MAX_MS (GET /ready names them)', 'gauge', webhooks((t) => (t.paused ? 1 : 0)));
+    add('cm_webhook_items_delivered_total', 'Webhook items targets answered 2xx to (at least once: a repeat after a restart counts again)', 'counter', webhooks((t) => t.itemsDelivered));
+    add('cm_webhook_requests_failed_total', 'Webhook requests that failed (no answer, an error status, a redirect, a refused address) and are retried', 'counter', webhooks((t) => t.requestsFailed));
+    add('cm_webhook_lag_records', 'Log records webhook rules have yet to deliver, summed', 'gauge', webhooks((t) => t.lag));
     add('cm_log_writable', '1 when the last log append succeeded', 'gauge', () => [{ labels: {}, value: this.appends.lastOk ? 1 : 0 }]);
     add('cm_consumer_lag_records', 'Log records a consumer (projection) has yet to apply', 'gauge', () =>
       [...(this.sources?.consumerLag() ?? [])].map(([consumer, value]) => ({ labels: { consumer }, value })),

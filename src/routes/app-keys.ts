@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
+import { ruleView } from '../webhooks/rules.js';
 import { keyView, parseKeyChanges, type KeyAdmin, type KeyLimits } from '../apps/key-admin.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { resource } from './route-table.js';
@@ -12,6 +13,9 @@ import { resource } from './route-table.js';
  *   POST   /apps/<appId>/keys                 a new key {name, capability, revocableTokens, management}: 201, with its secret once
  *   PATCH  /apps/<appId>/keys/<keyId>         changes a key's name, capability, revocableTokens or management
  *   POST   /apps/<appId>/keys/<keyId>/revoke  revokes it for good
+ *   GET    /apps/<appId>/rules                the app's webhook rules (src/webhooks/rules.ts)
+ *   POST   /apps/<appId>/rules                adds a rule, in the platform's rule JSON: 201
+ *   DELETE /apps/<appId>/rules/<ruleId>       removes it: 204
  * Basic credentials of one of the app's own keys with the management right (a key attribute:
  * src/domain/app.ts): a token 40162, any other key 40160. Changes are events on the apps topic.
  */
@@ -70,6 +74,31 @@ export async function appKeysRoutes(app: FastifyInstance, opts: { keys: KeyAdmin
         const { keyId } = request.params as { keyId: string };
         const key = await applied(() => opts.keys.revoke(appId, keyId));
         return sendResult(request, reply, 200, keyView(appId, key));
+      },
+    },
+  });
+  resource(app, '/apps/:appId/rules', {
+    GET: {
+      handler: async (request, reply) => {
+        const appId = manager(request);
+        return sendResult(request, reply, 200, opts.keys.rules(appId).map((r) => ruleView(appId, r)));
+      },
+    },
+    POST: {
+      handler: async (request, reply) => {
+        const appId = manager(request);
+        const rule = await applied(() => opts.keys.addRule(appId, request.body));
+        return sendResult(request, reply, 201, ruleView(appId, rule));
+      },
+    },
+  });
+  resource(app, '/apps/:appId/rules/:ruleId', {
+    DELETE: {
+      handler: async (request, reply) => {
+        const appId = manager(request);
+        const { ruleId } = request.params as { ruleId: string };
+        await applied(() => opts.keys.removeRule(appId, ruleId));
+        return reply.code(204).send();
       },
     },
   });

@@ -43,7 +43,7 @@ describe('GET /health and GET /ready', () => {
     expect(res.statusCode).toBe(200);
     const body = res.json() as { status: string; checks: { name: string; ok: boolean }[] };
     expect(body.status).toBe('ready');
-    expect(body.checks.map((c) => c.name)).toEqual(['shutdown', 'log', 'consumers']);
+    expect(body.checks.map((c) => c.name)).toEqual(['shutdown', 'log', 'consumers', 'webhooks']);
     expect(body.checks.every((c) => c.ok)).toBe(true);
   });
 

@@ -1,0 +1,95 @@
+import Database from '../../src/stores/sqlite/driver.mjs';
+import type { ClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { ClickHouseSession } from '../../src/stores/clickhouse/client.js';
+import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
+import type { Checkpoint } from '../../src/log/port.js';
+
+/**
+ * Where each webhook rule's delivery resumes: per consumer (a rule, `<appId>/<ruleId>`), topic and
+ * partition, the next offset to deliver. Saved only once what comes before it was delivered (at
+ * least once). Embedded: SQLite in DATA_DIR; production: ClickHouse, shared by the instances,
+ * since whichever holds a partition in the rule's consumer group resumes where the last left it.
+ */
+export interface WebhookCheckpointStore {
+  readonly kind: string;
+  init(): Promise<void>;
+  /** Absent when the consumer never saved one (a rule new to this store). */
+  load(consumer: string, topic: string): Promise<Checkpoint | undefined>;
+  save(consumer: string, topic: string, positions: Checkpoint): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class SqliteWebhookCheckpoints implements WebhookCheckpointStore {
+  readonly kind = 'sqlite';
+  private readonly db: InstanceType<typeof Database>;
+
+  constructor(path: string) {
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+  }
+
+  async init(): Promise<void> {
+    this.db.exec(`CREATE TABLE IF NOT EXISTS webhook_checkpoints (
+      consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+      PRIMARY KEY (consumer, topic, partition))`);
+  }
+
+  async load(consumer: string, topic: string): Promise<Checkpoint | undefined> {
+    const rows = this.db.prepare('SELECT partition, next_offset FROM webhook_checkpoints WHERE consumer = ? AND topic = ?').all(consumer, topic) as { partition: number; next_offset: number }[];
+    return rows.length === 0 ? undefined : new Map(rows.map((r) => [r.partition, r.next_offset]));
+  }
+
+  async save(consumer: string, topic: string, positions: Checkpoint): Promise<void> {
+    const put = this.db.prepare('INSERT INTO webhook_checkpoints (consumer, topic, partition, next_offset) VALUES (?, ?, ?, ?) ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = max(next_offset, excluded.next_offset)');
+    this.db.transaction(() => {
+      for (const [partition, next] of positions) put.run(consumer, topic, partition, next);
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}
+
+/** The ClickHouse store: a row per save, the furthest offset per partition wins (a repeat or a stale save never moves it back). */
+export class ClickHouseWebhookCheckpoints implements WebhookCheckpointStore {
+  readonly kind = 'clickhouse';
+  private readonly ch: ClickHouseSession;
+  private readonly tableName: string;
+
+  constructor(options: { client: ClickHouseClient; tablePrefix?: string }) {
+    this.ch = new ClickHouseSession({ client: options.client }, 'ClickHouseWebhookCheckpoints');
+    this.tableName = `${options.tablePrefix ?? ''}webhook_checkpoints`;
+  }
+
+  private get table() {
+    return sqlTable('default', this.tableName);
+  }
+
+  async init(): Promise<void> {
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.table} (
+        consumer String, topic String, partition UInt32, next_offset UInt64
+      ) ENGINE = ReplacingMergeTree(next_offset)
+      ORDER BY (consumer, topic, partition)`);
+  }
+
+  async load(consumer: string, topic: string): Promise<Checkpoint | undefined> {
+    const rows = await this.ch.select<{ partition: number; next: string }>(
+      sql`SELECT partition, toString(max(next_offset)) AS next FROM ${this.table} WHERE consumer = ${consumer} AND topic = ${topic} GROUP BY partition`,
+    );
+    return rows.length === 0 ? undefined : new Map(rows.map((r) => [Number(r.partition), Number(r.next)]));
+  }
+
+  async save(consumer: string, topic: string, positions: Checkpoint): Promise<void> {
+    if (positions.size === 0) return;
+    await this.ch.client.insert({
+      table: this.table.text,
+      format: 'JSONEachRow',
+      values: [...positions].map(([partition, next]) => ({ consumer, topic, partition, next_offset: next })),
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.ch.close();
+  }
+}

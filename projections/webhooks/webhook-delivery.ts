@@ -1,0 +1,335 @@
+// Webhook delivery, a projection of the log: each webhook rule is a consumer of the topic its
+// source reads (messages, or presence), resuming from its own checkpoint (webhook-checkpoints.ts),
+// that posts the items of each batch to the rule's target in log order and saves its checkpoint
+// only once they were answered 2xx: at least once, in order per channel (a channel's records are
+// in one partition). A rule's consumer waits on its own target only: a slow or failing target
+// holds back its own rule, never another's. In production the instances share each rule's
+// partitions (a consumer group per rule), so each item is delivered by one of them.
+import type { Logger } from 'pino';
+import type { Checkpoint, Log, LogRecord, Subscription, Topic } from '../../src/log/port.js';
+import { Topics } from '../../src/log/port.js';
+import type { AppRegistry } from '../apps/app-registry.js';
+import type { WebhookRule } from '../../src/webhooks/rules.js';
+import type { WebhookSettings } from '../../src/webhooks/settings.js';
+import { bodyOf, itemsOf, matcherOf, type RuleMatcher, type WebhookItem } from '../../src/webhooks/envelope.js';
+import { KEY_HEADER, SIGNATURE_HEADER, signBody } from '../../src/webhooks/signing.js';
+import { sendWebhook, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js';
+import { join } from 'node:path';
+import { SqliteWebhookCheckpoints, type WebhookCheckpointStore } from './webhook-checkpoints.js';
+
+/** What GET /metrics and GET /ready say of one rule's target. */
+export interface WebhookTargetState {
+  appId: string;
+  ruleId: string;
+  url: string;
+  /** Failing for pauseAfterFailures requests in a row: retried every WEBHOOK_RETRY_MAX_MS until it answers. */
+  paused: boolean;
+  failuresInARow: number;
+  lastError?: string;
+  itemsDelivered: number;
+  requestsFailed: number;
+  /** Records of the rule's topic not delivered yet (this instance's partitions). */
+  lag: number;
+}
+
+interface RunningRule {
+  key: string;
+  json: string;
+  matcher: RuleMatcher;
+  topic: Topic;
+  state: WebhookTargetState;
+  subscription?: Subscription;
+  /** Ends the retries' waits at stop. */
+  abort: AbortController;
+  inFlight: number;
+  waiting: (() => void)[];
+  /** Positions delivered, saved at the next flush. */
+  unsaved: Checkpoint;
+}
+
+export interface WebhookDeliveryOptions {
+  log: Log;
+  logger: Logger;
+  registry: AppRegistry;
+  checkpoints: WebhookCheckpointStore;
+  settings: WebhookSettings;
+  /** Production: the instances share each rule's partitions (a consumer group named after the rule). */
+  shared: boolean;
+  /** How often rule changes on the apps topic are picked up, and delivered positions saved. */
+  intervalMs?: number;
+  /** The HTTP sender (tests of the bounds may count requests); default: sendWebhook. */
+  send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
+}
+
+/** A channel's lane (FNV-1a of its name): the same lane for all its items. */
+function laneOf(channel: string, lanes: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % lanes;
+}
+
+export class WebhookDelivery {
+  private readonly rules = new Map<string, RunningRule>();
+  private timer: NodeJS.Timeout | undefined;
+  private seenVersion = -1;
+  private reconciling: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: WebhookDeliveryOptions) {}
+
+  async start(): Promise<void> {
+    await this.options.checkpoints.init();
+    await this.reconcile();
+    this.timer = setInterval(() => {
+      this.reconciling = this.reconciling.then(() => this.reconcile()).catch((err) => this.options.logger.error({ err }, 'webhook rules not reconciled; tried again'));
+      void this.flush().catch((err) => this.options.logger.warn({ err }, 'webhook checkpoints not saved; tried again'));
+    }, this.options.intervalMs ?? 500);
+    this.timer.unref();
+  }
+
+  /**
+   * Starts and stops rules for what the registry holds now; resolves once done, so that a rule
+   * added through the API delivers what is published after its answer.
+   */
+  reconcileNow(): Promise<void> {
+    this.reconciling = this.reconciling.then(() => this.reconcile());
+    return this.reconciling;
+  }
+
+  /** Each rule's target: whether it is paused, its failures and deliveries (GET /metrics, GET /ready). */
+  targets(): WebhookTargetState[] {
+    return [...this.rules.values()].map((r) => {
+      let lag = 0;
+      if (r.subscription) {
+        const at = r.subscription.positions();
+        for (const [p, end] of r.subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+      }
+      return { ...r.state, lag };
+    });
+  }
+
+  /** GET /ready's detail: never failing the instance (it serves), naming paused targets. */
+  readiness(): { name: string; ok: boolean; detail: string } {
+    const paused = this.targets().filter((t) => t.paused);
+    const detail = paused.length === 0
+      ? `${this.rules.size} webhook rule${this.rules.size === 1 ? '' : 's'} delivering`
+      : `paused: ${paused.map((t) => `${t.appId}/${t.ruleId} (${t.url}: ${t.lastError ?? 'failing'})`).join(', ')}`;
+    return { name: 'webhooks', ok: true, detail };
+  }
+
+  async close(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.reconciling.catch(() => undefined);
+    await Promise.allSettled([...this.rules.values()].map((r) => this.stopRule(r)));
+    await this.flush();
+    await this.options.checkpoints.close();
+  }
+
+  /** Starts the consumers of rules new (or changed) on the apps topic, stops those of rules gone. */
+  private async reconcile(): Promise<void> {
+    const { registry } = this.options;
+    if (this.stopped || registry.version === this.seenVersion) return;
+    this.seenVersion = registry.version;
+    const wanted = new Map<string, { appId: string; rule: WebhookRule }>();
+    for (const app of registry.all()) for (const rule of app.rules ?? []) wanted.set(`${app.appId}/${rule.id}`, { appId: app.appId, rule });
+    for (const running of [...this.rules.values()]) {
+      const want = wanted.get(running.key);
+      if (!want || JSON.stringify(want.rule) !== running.json) {
+        await this.stopRule(running);
+        await this.flush();
+        this.rules.delete(running.key);
+      }
+    }
+    for (const [key, { appId, rule }] of wanted) {
+      if (this.rules.has(key)) continue;
+      await this.startRule(key, appId, rule);
+    }
+  }
+
+  private async startRule(key: string, appId: string, rule: WebhookRule): Promise<void> {
+    const { log, checkpoints, logger } = this.options;
+    const topic: Topic = rule.source.type === 'channel.presence' ? Topics.presence : Topics.messages;
+    const consumer = `webhook-${appId}-${rule.id}`;
+    const running: RunningRule = {
+      key,
+      json: JSON.stringify(rule),
+      matcher: matcherOf(appId, rule),
+      topic,
+      state: { appId, ruleId: rule.id, url: rule.target.url, paused: false, failuresInARow: 0, itemsDelivered: 0, requestsFailed: 0, lag: 0 },
+      abort: new AbortController(),
+      inFlight: 0,
+      waiting: [],
+      unsaved: new Map(),
+    };
+    this.rules.set(key, running);
+    // A rule new to the store starts at the log's end as it is now (saved at once, so a restart
+    // does not skip what was published meanwhile): it delivers what happens from its creation on.
+    let from = await checkpoints.load(consumer, topic);
+    if (!from) {
+      from = await log.endOffsets(topic);
+      await checkpoints.save(consumer, topic, from);
+    }
+    const start = from;
+    running.subscription = log.consume({
+      topic,
+      consumer,
+      from: start,
+      handle: (records) => this.deliverBatch(running, records),
+      onError: (err) => logger.warn({ err, rule: key }, 'webhook batch not delivered; retrying'),
+      ...(this.options.shared
+        ? {
+            shared: {
+              // Whichever instance is given a partition resumes where the rule's store says.
+              from: async (partitions: number[]) => {
+                const saved = (await checkpoints.load(consumer, topic)) ?? start;
+                return new Map(partitions.map((p) => [p, saved.get(p) ?? start.get(p) ?? 0]));
+              },
+              revoked: (partitions: number[]) => {
+                for (const p of partitions) running.unsaved.delete(p);
+              },
+            },
+          }
+        : {}),
+    });
+    logger.info({ rule: key, url: rule.target.url, topic, from: Object.fromEntries(start) }, 'webhook rule delivering');
+  }
+
+  private async stopRule(running: RunningRule): Promise<void> {
+    running.abort.abort();
+    for (const wake of running.waiting.splice(0)) wake();
+    await running.subscription?.stop();
+  }
+
+  private async flush(): Promise<void> {
+    for (const running of this.rules.values()) {
+      if (running.unsaved.size === 0) continue;
+      const positions = running.unsaved;
+      running.unsaved = new Map();
+      const consumer = `webhook-${running.state.appId}-${running.state.ruleId}`;
+      try {
+        await this.options.checkpoints.save(consumer, running.topic, positions);
+      } catch (err) {
+        for (const [p, next] of positions) if ((running.unsaved.get(p) ?? -1) < next) running.unsaved.set(p, next);
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * One partition's batch. Its channels are spread over WEBHOOK_MAX_IN_FLIGHT lanes posted at
+   * once; a lane posts its items in log order, request after request, so each channel's items
+   * arrive in order. The checkpoint moves once every lane was answered.
+   */
+  private async deliverBatch(running: RunningRule, records: LogRecord[]): Promise<void> {
+    const items = records.flatMap((r) => itemsOf(r, running.matcher));
+    const lanes: WebhookItem[][] = Array.from({ length: this.options.settings.maxInFlight }, () => []);
+    for (const item of items) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
+    await Promise.all(
+      lanes.filter((lane) => lane.length > 0).map(async (lane) => {
+        for (const chunk of this.chunks(running.matcher.rule, lane)) await this.deliverChunk(running, chunk);
+      }),
+    );
+    const last = records[records.length - 1];
+    running.unsaved.set(last.partition, last.offset + 1);
+  }
+
+  /** Requests of at most WEBHOOK_BATCH_SIZE items and WEBHOOK_MAX_BODY_BYTES (an item over it alone); one item each for a single rule. */
+  private *chunks(rule: WebhookRule, items: WebhookItem[]): Generator<WebhookItem[]> {
+    const { batchSize, maxBodyBytes } = this.options.settings;
+    if (rule.requestMode === 'single') {
+      for (const item of items) yield [item];
+      return;
+    }
+    let chunk: WebhookItem[] = [];
+    let bytes = 12;
+    for (const item of items) {
+      const size = Buffer.byteLength(JSON.stringify(item)) + 1;
+      if (chunk.length > 0 && (chunk.length >= batchSize || bytes + size > maxBodyBytes)) {
+        yield chunk;
+        chunk = [];
+        bytes = 12;
+      }
+      chunk.push(item);
+      bytes += size;
+    }
+    if (chunk.length > 0) yield chunk;
+  }
+
+  /** Posts until the target answers 2xx, with backoff; throws only when the rule stops (the batch is then not done). */
+  private async deliverChunk(running: RunningRule, items: WebhookItem[]): Promise<void> {
+    const { settings, registry, logger } = this.options;
+    const rule = running.matcher.rule;
+    const body = bodyOf(rule, items);
+    const send = this.options.send ?? sendWebhook;
+    for (;;) {
+      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+      const headers: Record<string, string> = {};
+      for (const h of rule.target.headers ?? []) headers[h.name] = h.value;
+      // The signing key as it is now (a key revoked since: the request goes unsigned, and says so).
+      const signingKey = rule.target.signingKeyId === undefined ? undefined : registry.key(rule.target.signingKeyId.includes('.') ? rule.target.signingKeyId : `${running.state.appId}.${rule.target.signingKeyId}`);
+      if (signingKey && !signingKey.key.revoked && signingKey.app.appId === running.state.appId) {
+        headers[KEY_HEADER] = signingKey.key.keyName;
+        headers[SIGNATURE_HEADER] = signBody(body, signingKey.key.keySecret);
+      }
+      await this.slot(running);
+      let result: SendResult;
+      try {
+        result = await send({ url: rule.target.url, body, headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
+      } finally {
+        this.release(running);
+      }
+      const state = running.state;
+      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+      if (result.ok) {
+        if (state.paused) logger.info({ rule: running.key, url: state.url }, 'webhook target answers again; delivery resumed');
+        state.failuresInARow = 0;
+        state.paused = false;
+        state.itemsDelivered += items.length;
+        return;
+      }
+      state.requestsFailed++;
+      state.failuresInARow++;
+      state.lastError = result.error;
+      if (!state.paused && state.failuresInARow >= settings.pauseAfterFailures) {
+        state.paused = true;
+        logger.warn({ rule: running.key, url: state.url, error: result.error, failures: state.failuresInARow }, 'webhook target paused: it keeps failing; retried every WEBHOOK_RETRY_MAX_MS');
+      }
+      const pause = Math.min(settings.retryMaxMs, settings.retryMs * 2 ** Math.min(20, state.failuresInARow - 1));
+      await new Promise<void>((resolve) => {
+        const signal = running.abort.signal;
+        const wake = (): void => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, pause);
+        signal.addEventListener('abort', wake);
+      });
+    }
+  }
+
+  /** At most WEBHOOK_MAX_IN_FLIGHT requests to a rule's target at once. */
+  private async slot(running: RunningRule): Promise<void> {
+    while (running.inFlight >= this.options.settings.maxInFlight && !running.abort.signal.aborted) {
+      await new Promise<void>((resolve) => running.waiting.push(resolve));
+    }
+    running.inFlight++;
+  }
+
+  private release(running: RunningRule): void {
+    running.inFlight--;
+    running.waiting.shift()?.();
+  }
+}
+
+/**
+ * Webhook delivery as the service runs it: checkpoints in the adapters' store (ClickHouse in
+ * production) or in DATA_DIR/webhooks.db, and shared by the instances on Kafka.
+ */
+export async function startWebhookDelivery(options: Omit<WebhookDeliveryOptions, 'checkpoints' | 'shared'> & { checkpoints?: WebhookCheckpointStore; dataDir: string }): Promise<WebhookDelivery> {
+  const checkpoints = options.checkpoints ?? new SqliteWebhookCheckpoints(join(options.dataDir, 'webhooks.db'));
+  const delivery = new WebhookDelivery({ ...options, checkpoints, shared: options.log.kind === 'kafka' });
+  await delivery.start();
+  return delivery;
+}

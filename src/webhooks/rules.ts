@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * An integration rule in the platform's shape (its Control API `/apps/<appId>/rules`), so rule JSON
+ * written for it works here: `ruleType` "http", `requestMode` single or batch, a `source` (what is
+ * sent: messages, presence or channel lifecycle, of channels matching `channelFilter`) and a
+ * `target` (where, signed with which key).
+ */
+export interface WebhookRule {
+  /** Given by the service when absent (6 characters of base64url), as the platform does. */
+  id: string;
+  ruleType: 'http';
+  requestMode: 'single' | 'batch';
+  source: { type: WebhookSourceType; channelFilter: string };
+  target: {
+    url: string;
+    /** The key (`appId.keyId`, or its keyId) whose secret signs each request; none: unsigned. */
+    signingKeyId?: string;
+    headers?: { name: string; value: string }[];
+    enveloped: boolean;
+    format: 'json';
+  };
+}
+
+export const SOURCE_TYPES = ['channel.message', 'channel.presence', 'channel.lifecycle'] as const;
+export type WebhookSourceType = (typeof SOURCE_TYPES)[number];
+
+/** At most this many rules per app (each runs a consumer of the log). */
+export const MAX_RULES_PER_APP = 16;
+const MAX_URL_LENGTH = 2048;
+const MAX_FILTER_LENGTH = 256;
+const MAX_HEADERS = 16;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Reads a rule from JSON (APPS_FILE, POST /apps/<appId>/rules); throws an Error whose message
+ * names the field and what to give (`where` prefixes it).
+ */
+export function parseRule(raw: unknown, where = 'rule'): WebhookRule {
+  if (!isObject(raw)) throw new Error(`${where} must be an object with ruleType, requestMode, source and target`);
+  if (raw.ruleType !== 'http') throw new Error(`${where}.ruleType must be "http" (the only rule type this service runs)`);
+  const requestMode = raw.requestMode ?? 'single';
+  if (requestMode !== 'single' && requestMode !== 'batch') throw new Error(`${where}.requestMode must be "single" or "batch"`);
+  const source = raw.source;
+  if (!isObject(source) || !(SOURCE_TYPES as readonly unknown[]).includes(source.type)) {
+    throw new Error(`${where}.source.type must be one of ${SOURCE_TYPES.join(', ')}`);
+  }
+  const channelFilter = source.channelFilter ?? '';
+  if (typeof channelFilter !== 'string' || channelFilter.length > MAX_FILTER_LENGTH) {
+    throw new Error(`${where}.source.channelFilter must be a regular expression of at most ${MAX_FILTER_LENGTH} characters`);
+  }
+  try {
+    new RegExp(channelFilter);
+  } catch (err) {
+    throw new Error(`${where}.source.channelFilter is not a regular expression: ${(err as Error).message}`);
+  }
+  const target = raw.target;
+  if (!isObject(target) || typeof target.url !== 'string' || target.url.length > MAX_URL_LENGTH) {
+    throw new Error(`${where}.target.url must be an http(s) URL of at most ${MAX_URL_LENGTH} characters`);
+  }
+  let url: URL;
+  try {
+    url = new URL(target.url);
+  } catch {
+    throw new Error(`${where}.target.url "${target.url.slice(0, 100)}" is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`${where}.target.url must be http or https, not ${url.protocol}`);
+  if (url.username || url.password) throw new Error(`${where}.target.url must not hold credentials; use target.headers`);
+  if (target.signingKeyId !== undefined && typeof target.signingKeyId !== 'string') throw new Error(`${where}.target.signingKeyId must be a key name`);
+  if (target.enveloped !== undefined && typeof target.enveloped !== 'boolean') throw new Error(`${where}.target.enveloped must be true or false`);
+  if (target.format !== undefined && target.format !== 'json') throw new Error(`${where}.target.format must be "json" (msgpack targets are not supported)`);
+  const headers = target.headers ?? [];
+  if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[\r\n]/.test(h.value))) {
+    throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line)`);
+  }
+  if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
+  return {
+    id: typeof raw.id === 'string' ? raw.id : randomBytes(5).toString('base64url').slice(0, 6),
+    ruleType: 'http',
+    requestMode,
+    source: { type: source.type as WebhookSourceType, channelFilter },
+    target: {
+      url: url.toString(),
+      ...(typeof target.signingKeyId === 'string' ? { signingKeyId: target.signingKeyId } : {}),
+      ...(headers.length > 0 ? { headers: headers as { name: string; value: string }[] } : {}),
+      enveloped: target.enveloped !== false,
+      format: 'json',
+    },
+  };
+}
+
+/** The rule as the rules route shows it (the platform's shape, with the app). */
+export const ruleView = (appId: string, rule: WebhookRule): Record<string, unknown> => ({ appId, ...rule });

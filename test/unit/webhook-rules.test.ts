@@ -1,0 +1,86 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseRule } from '../../src/webhooks/rules.js';
+import { isPrivateAddress } from '../../src/webhooks/target-address.js';
+import { loadAppsFile } from '../../src/apps/apps-file.js';
+import { signBody, verifySignature } from '../../src/webhooks/signing.js';
+import { sendWebhook } from '../../src/webhooks/sender.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
+
+const rule = { ruleType: 'http', requestMode: 'batch', source: { type: 'channel.message', channelFilter: '^a' }, target: { url: 'https://example.com/h', enveloped: true, format: 'json' } };
+
+describe('webhook rules in the platform shape', () => {
+  it('reads the platform rule JSON and gives it an id', () => {
+    const parsed = parseRule(rule);
+    expect(parsed).toMatchObject({ ruleType: 'http', requestMode: 'batch', source: { type: 'channel.message', channelFilter: '^a' }, target: { url: 'https://example.com/h', enveloped: true, format: 'json' } });
+    expect(parsed.id).toMatch(/^[A-Za-z0-9_-]{6}$/);
+  });
+
+  it.each([
+    [{ ...rule, ruleType: 'amqp' }, /ruleType must be "http"/],
+    [{ ...rule, source: { type: 'channel.occupancy' } }, /source.type must be one of/],
+    [{ ...rule, source: { type: 'channel.message', channelFilter: '(' } }, /not a regular expression/],
+    [{ ...rule, target: { url: 'file:///etc/passwd' } }, /http or https/],
+    [{ ...rule, target: { url: 'https://u:p@example.com/' } }, /credentials/],
+    [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'a\r\nb' }] } }, /headers/],
+  ])('refuses %j naming the field', (raw, message) => {
+    expect(() => parseRule(raw)).toThrow(message);
+  });
+
+  it('APPS_FILE holds rules per app, and a bad one names its place in the file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cm-rules-'));
+    const file = join(dir, 'apps.json');
+    writeFileSync(file, JSON.stringify({ apps: [{ appId: 'a1', keys: [{ key: 'a1.k:s' }], rules: [{ ...rule, id: 'r1' }] }] }));
+    expect(loadAppsFile(file, 0)[0].rules).toEqual([expect.objectContaining({ id: 'r1', requestMode: 'batch' })]);
+    writeFileSync(file, JSON.stringify({ apps: [{ appId: 'a1', keys: [{ key: 'a1.k:s' }], rules: [{ ...rule, target: { url: 'gopher://x' } }] }] }));
+    expect(() => loadAppsFile(file, 0)).toThrow(/apps\[0\]\.rules\[0\]\.target\.url must be http or https/);
+  });
+});
+
+describe('webhook target addresses', () => {
+  it.each(['127.0.0.1', '10.1.2.3', '172.20.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', 'fd00::1', 'fe80::1', '::ffff:127.0.0.1', 'not-an-ip'])('%s is refused', (a) => {
+    expect(isPrivateAddress(a)).toBe(true);
+  });
+  it.each(['93.184.216.34', '8.8.8.8', '2606:4700::1111', '::ffff:8.8.8.8'])('%s is allowed', (a) => {
+    expect(isPrivateAddress(a)).toBe(false);
+  });
+
+  it('a loopback target is refused before any request, by literal and by name; allowed with the operator flag', async () => {
+    const receiver = await startReceiver();
+    try {
+      const body = JSON.stringify({ items: [] });
+      for (const url of [receiver.url, `http://localhost:${receiver.port}/hook`]) {
+        const result = await sendWebhook({ url, body, headers: {} }, { timeoutMs: 2000, allowPrivate: false });
+        expect(result).toMatchObject({ ok: false, refused: true });
+      }
+      expect(receiver.requests).toBe(0);
+      expect(await sendWebhook({ url: receiver.url, body, headers: {} }, { timeoutMs: 2000, allowPrivate: true })).toMatchObject({ ok: true, status: 200 });
+    } finally {
+      await receiver.stop();
+    }
+  });
+
+  it('a redirect is not followed: it fails the request', async () => {
+    const { createServer } = await import('node:http');
+    const server = createServer((_req, res) => res.writeHead(302, { location: 'http://169.254.169.254/' }).end());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const result = await sendWebhook({ url: `http://127.0.0.1:${port}/`, body: '{}', headers: {} }, { timeoutMs: 2000, allowPrivate: true });
+      expect(result).toMatchObject({ ok: false, status: 302 });
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('webhook signatures', () => {
+  it('verify with the secret that signed the body and fail with another, or another body', () => {
+    const signature = signBody('{"items":[]}', 'secret');
+    expect(verifySignature('{"items":[]}', 'secret', signature)).toBe(true);
+    expect(verifySignature('{"items":[]}', 'other', signature)).toBe(false);
+    expect(verifySignature('{"items":[1]}', 'secret', signature)).toBe(false);
+  });
+});
