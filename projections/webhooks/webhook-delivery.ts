@@ -6,6 +6,7 @@
 // holds back its own rule, never another's. In production the instances share each rule's
 // partitions (a consumer group per rule), so each item is delivered by one of them.
 import type { Logger } from 'pino';
+import type { WebhookTargetState } from '../../src/metrics/metrics.js';
 import type { Checkpoint, Log, LogRecord, Subscription, Topic } from '../../src/log/port.js';
 import { Topics } from '../../src/log/port.js';
 import type { AppRegistry } from '../apps/app-registry.js';
@@ -17,20 +18,6 @@ import { sendWebhook, type SendResult, type WebhookRequest } from '../../src/web
 import { join } from 'node:path';
 import { SqliteWebhookCheckpoints, type WebhookCheckpointStore } from './webhook-checkpoints.js';
 
-/** What GET /metrics and GET /ready say of one rule's target. */
-export interface WebhookTargetState {
-  appId: string;
-  ruleId: string;
-  url: string;
-  /** Failing for pauseAfterFailures requests in a row: retried every WEBHOOK_RETRY_MAX_MS until it answers. */
-  paused: boolean;
-  failuresInARow: number;
-  lastError?: string;
-  itemsDelivered: number;
-  requestsFailed: number;
-  /** Records of the rule's topic not delivered yet (this instance's partitions). */
-  lag: number;
-}
 
 interface RunningRule {
   key: string;

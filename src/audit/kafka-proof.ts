@@ -9,7 +9,7 @@ import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { kafkaChained, KafkaChainVerifier, type KafkaChainedLog } from './kafka-verify.js';
-import { EXPORT_VERSION, ExportFormatError, partitionsOf, printedMatches, type ExportLine } from './proof.js';
+import { EXPORT_VERSION, ExportFormatError, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
 
 /** A record's chain headers as an export line carries them (hex), or `chain: "malformed"`; nothing when it has none. */

@@ -9,7 +9,7 @@ import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
 import { ChainVerifier } from './verify.js';
 import { decodeCheckpoint } from './checkpoint.js';
-import { partitionsOf } from './proof.js';
+import { partitionsOf } from './export-format.js';
 import type { ScopeRequest } from './replay-scope.js';
 
 interface WriterState {

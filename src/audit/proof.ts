@@ -10,8 +10,11 @@ import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { auditView, lineOf, readingPlan, type ScopeRequest } from './replay-scope.js';
+import { lineOf, type ScopeRequest } from './replay-scope.js';
+import { EXPORT_VERSION, ExportFormatError, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
+
+export { ExportFormatError };
 
 /** A log whose records can be read with their links (the embedded log). */
 export interface ChainedLog extends Log {
@@ -20,7 +23,6 @@ export interface ChainedLog extends Log {
 
 export const hasChains = (log: Log): log is ChainedLog => log.kind === 'embedded' && typeof (log as Partial<ChainedLog>).readChained === 'function';
 
-export const EXPORT_VERSION = 1;
 
 async function* chained(log: ChainedLog, topic: Topic, partition: number, end: number, batch = 5000): AsyncGenerator<ChainedRecord[]> {
   // From the first record the log still holds (retention deletes the oldest rows).
@@ -34,14 +36,6 @@ async function* chained(log: ChainedLog, topic: Topic, partition: number, end: n
 
 const entryOf = (r: ChainedRecord): ChainEntry => ({ topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev });
 
-/** The partitions a request's proof covers: its own, and the audit topic's (the checkpoints), first. */
-export async function partitionsOf(log: Pick<Log, 'partitions' | 'endOffsets'>, request: ScopeRequest): Promise<{ topic: Topic; partition: number; end: number }[]> {
-  const out: { topic: Topic; partition: number; end: number }[] = [];
-  const auditEnds = await log.endOffsets(Topics.audit);
-  for (let p = 0; p < (await log.partitions(Topics.audit)); p++) out.push({ topic: Topics.audit, partition: p, end: auditEnds.get(p) ?? 0 });
-  out.push(...(await readingPlan(log, request)).parts);
-  return out;
-}
 
 /** The checkpoints of the audit topic, in log order. */
 async function checkpointsOf(log: ChainedLog, parts: { topic: Topic; partition: number; end: number }[]): Promise<{ cp: AuditCheckpoint; record: ChainedRecord }[]> {
@@ -117,35 +111,8 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
   }
 }
 
-export interface ExportLine {
-  /** `log`: "kafka" for a Kafka export (kafka-proof.ts), whose partitions say their first offset (`low`) */
-  export?: { version: number; log?: string; publicKeys: string[]; partitions: { topic: string; partition: number; end: number; low?: number }[] };
-  topic?: string;
-  partition?: number;
-  offset?: number;
-  time?: number;
-  event?: unknown;
-  credential?: unknown;
-  checkpoint?: AuditCheckpoint;
-  key?: string;
-  value?: string;
-  digest?: string;
-  link?: string;
-  prev?: string;
-  /** a Kafka record's chain headers (kafka-chain.ts), or chain: "malformed" */
-  writer?: unknown;
-  seq?: unknown;
-  chain?: unknown;
-}
 
-/** Whether a record line's event and credential, as printed, are what its value holds. */
-export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
-  const view = auditView(decodeEvent(value));
-  const credential = view.credential && Object.keys(view.credential).length > 0 ? view.credential : undefined;
-  return JSON.stringify(view.event) === JSON.stringify(line.event) && JSON.stringify(credential) === JSON.stringify(line.credential);
-}
 
-export class ExportFormatError extends Error {}
 
 /**
  * Verifies an export (exportWithProof) alone: every record's digest (from its key, time and value,

@@ -1,4 +1,4 @@
-import type { WebhookRule } from '../webhooks/rules.js';
+import type { WebhookRule } from './webhook-rule.js';
 
 /** An application: its keys and its channel rules. Stored as events on the `apps` topic. */
 export interface AppDefinition {

@@ -1,7 +1,7 @@
 import type { StoredMessage } from './message.js';
 import type { PresenceEvent } from './presence-event.js';
 import type { AppDefinition, KeyDefinition } from './app.js';
-import type { WebhookRule } from '../webhooks/rules.js';
+import type { WebhookRule } from './webhook-rule.js';
 
 // The log's event catalog: every record on the log is one of these (src/log/event-codec.ts writes
 // and reads them as MessagePack).

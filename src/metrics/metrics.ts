@@ -1,4 +1,3 @@
-import type { WebhookTargetState } from '../../projections/webhooks/webhook-delivery.js';
 // Prometheus metrics (GET /metrics, prom-client). The hot paths count in plain numbers (a route's
 // counters, a histogram's bucket array); prom-client reads them only when /metrics is scraped, so
 // a publish pays a few additions, never a label lookup or an object.
@@ -12,6 +11,21 @@ interface Value {
   metricName?: string;
 }
 type Kind = 'counter' | 'gauge' | 'histogram';
+
+/** One webhook rule's target, as GET /metrics and GET /ready report it (projections/webhooks/webhook-delivery.ts). */
+export interface WebhookTargetState {
+  appId: string;
+  ruleId: string;
+  url: string;
+  /** Failing for pauseAfterFailures requests in a row: retried every WEBHOOK_RETRY_MAX_MS until it answers. */
+  paused: boolean;
+  failuresInARow: number;
+  lastError?: string;
+  itemsDelivered: number;
+  requestsFailed: number;
+  /** Records of the rule's topic not delivered yet (this instance's partitions). */
+  lag: number;
+}
 
 /** Seconds: from a quarter millisecond (a publish on the embedded log) to ten seconds (a timeout). */
 export const LATENCY_BUCKETS = [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

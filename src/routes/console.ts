@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { buildStaticPage, findDir, staticPageRoutes, type StaticPage } from '../http/static-page.js';
+import { buildStaticPage, findDir, staticPageRoutes, type StaticPage } from './static-page.js';
 
 /**
  * The developer console (README: Console): a static page to watch and poke one app's channels

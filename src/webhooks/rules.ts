@@ -1,29 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
 
-/**
- * An integration rule in the platform's shape (its Control API `/apps/<appId>/rules`), so rule JSON
- * written for it works here: `ruleType` "http", `requestMode` single or batch, a `source` (what is
- * sent: messages, presence or channel lifecycle, of channels matching `channelFilter`) and a
- * `target` (where, signed with which key).
- */
-export interface WebhookRule {
-  /** Given by the service when absent (6 characters of base64url), as the platform does. */
-  id: string;
-  ruleType: 'http';
-  requestMode: 'single' | 'batch';
-  source: { type: WebhookSourceType; channelFilter: string };
-  target: {
-    url: string;
-    /** The key (`appId.keyId`, or its keyId) whose secret signs each request; none: unsigned. */
-    signingKeyId?: string;
-    headers?: { name: string; value: string }[];
-    enveloped: boolean;
-    format: 'json';
-  };
-}
-
-export const SOURCE_TYPES = ['channel.message', 'channel.presence', 'channel.lifecycle'] as const;
-export type WebhookSourceType = (typeof SOURCE_TYPES)[number];
+export { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
 
 /** At most this many rules per app (each runs a consumer of the log). */
 export const MAX_RULES_PER_APP = 16;

@@ -105,7 +105,7 @@ export function roomOf(file: string): string {
 export const LAYERS: string[][] = [
   ['src/domain'],
   ['src/errors', 'src/error-list', 'src/limits', 'src/clock', 'src/build-info', 'src/startup', 'src/codec'],
-  ['src/log', 'src/stores', 'src/metrics'],
+  ['src/log', 'src/stores', 'src/metrics', 'src/webhooks'],
   ['projections/*'],
   ['src/messages', 'src/presence', 'src/apps', 'src/auth', 'src/channels', 'src/stats', 'src/recent-keys', 'src/audit'],
   ['src/realtime', 'src/routes', 'src/http', 'src/dashboard'],

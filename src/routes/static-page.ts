@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { resource } from '../routes/route-table.js';
+import { resource } from './route-table.js';
 
 /**
  * A page the service serves to browsers (the console; the dashboard has the same shape in
