@@ -35,6 +35,15 @@ export interface RunnerOptions {
    * for a shared consumer: its name is the same on every instance (it names their group).
    */
   consumerName?: (name: string) => string;
+  /**
+   * One consumer per topic for the projections of a start() that read every partition of it (not
+   * the shared ones): it reads from the earliest of their checkpoints, and each projection is given
+   * the records from its own on (see TopicFeed). On Kafka, where each consumer fetches and decodes
+   * every record itself, this is one fetch and one decoding of a record instead of one per
+   * projection (README, Benchmarks: production publish). A projection's failed batch holds the
+   * others of its topic back while it is retried, as it held its own consumer back.
+   */
+  shareConsumers?: boolean;
   /** Counts a failed batch of a consumer (GET /metrics). */
   onBatchFailed?: (consumer: string) => void;
   /** Counts a failed store write of a projection (GET /metrics). */
@@ -63,15 +72,55 @@ export class ProjectionRunner {
     for (const projection of projections) {
       for (const topic of projection.topics) planned.push([projection, topic, new Map(await projection.from?.(topic))]);
     }
+    const nameOf = (projection: ProjectionWiring, topic: Topic): string => (projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`);
+    const feeds = new Map<Topic, TopicFeed>();
+    if (this.options.shareConsumers) {
+      const byTopic = new Map<Topic, [string, Checkpoint, ProjectionWiring['handle']][]>();
+      for (const [projection, topic, from] of planned) {
+        if (projection.shared) continue;
+        let readers = byTopic.get(topic);
+        if (!readers) byTopic.set(topic, (readers = []));
+        readers.push([nameOf(projection, topic), from, projection.handle]);
+      }
+      for (const [topic, readers] of byTopic) if (readers.length > 1) feeds.set(topic, this.feed(topic, readers));
+    }
     const caughtUp = planned.map(([projection, topic, from]) => {
-      const name = projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`;
+      const name = nameOf(projection, topic);
       const startedAt = Date.now();
-      const reported = this.consume(name, topic, from, projection.handle, projection.shared).caughtUp.then(() =>
+      const feed = projection.shared ? undefined : feeds.get(topic);
+      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
+      if (feed) this.consumers.set(name, subscription);
+      const reported = subscription.caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
       return projection.shared ? undefined : reported;
     });
     await Promise.all(caughtUp);
+  }
+
+  /** One consumer of `topic` for several projections (RunnerOptions.shareConsumers). */
+  private feed(topic: Topic, readers: [string, Checkpoint, ProjectionWiring['handle']][]): TopicFeed {
+    const names = readers.map(([name]) => name);
+    for (const name of names) if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
+    const feed = new TopicFeed(readers, (name, err) => {
+      this.options.onBatchFailed?.(name);
+      this.options.logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');
+    });
+    const { log } = this.options;
+    const feedName = `${topic}-feed`;
+    feed.subscription = log.consume({
+      topic,
+      consumer: this.options.consumerName?.(feedName) ?? feedName,
+      from: feed.from(),
+      handle: (records) => feed.handle(records),
+      // Failures are reported under the projection's name by the feed (above); others (the consumer's own) here.
+      onError: (err) => {
+        if (feed.reported(err)) return;
+        this.options.onBatchFailed?.(feedName);
+        this.options.logger.error({ err, consumer: feedName, topic }, 'consumer failed; retrying');
+      },
+    });
+    return feed;
   }
 
   /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
@@ -147,5 +196,82 @@ export class ProjectionRunner {
     });
     this.consumers.set(name, subscription);
     return subscription;
+  }
+}
+
+type Reader = { name: string; next: Map<number, number>; handle: ProjectionWiring['handle'] };
+
+/**
+ * One consumer's records handed to several projections, each from its own checkpoint on: the
+ * consumer starts at the earliest of them, and a projection is given only the records of a batch
+ * at or after its own position. A batch is retried until every projection has applied it; one that
+ * applied it already is not given it again.
+ */
+class TopicFeed {
+  subscription!: Subscription;
+  private readonly readers: Reader[];
+  private readonly failures = new WeakSet<object>();
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readers: [string, Checkpoint, ProjectionWiring['handle']][],
+    private readonly onFailed: (name: string, err: unknown) => void,
+  ) {
+    this.readers = readers.map(([name, from, handle]) => ({ name, next: new Map(from), handle }));
+  }
+
+  /** Per partition, the earliest position of the projections (a partition one of them lacks: from 0). */
+  from(): Checkpoint {
+    const [first, ...rest] = this.readers;
+    const from = new Map<number, number>();
+    for (const [p, offset] of first.next) {
+      let min = offset;
+      for (const r of rest) {
+        const o = r.next.get(p);
+        if (o === undefined) {
+          min = -1;
+          break;
+        }
+        min = Math.min(min, o);
+      }
+      if (min >= 0) from.set(p, min);
+    }
+    return from;
+  }
+
+  async handle(records: LogRecord[]): Promise<void> {
+    const partition = records[0].partition;
+    for (const reader of this.readers) {
+      const at = reader.next.get(partition) ?? 0;
+      const own = records[0].offset >= at ? records : records.filter((r) => r.offset >= at);
+      if (own.length === 0) continue;
+      try {
+        await reader.handle(own);
+      } catch (err) {
+        this.onFailed(reader.name, err);
+        if (typeof err === 'object' && err !== null) this.failures.add(err);
+        throw err;
+      }
+      reader.next.set(partition, own[own.length - 1].offset + 1);
+    }
+  }
+
+  /** Whether the feed reported this failure already (under a projection's name). */
+  reported(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && this.failures.has(err);
+  }
+
+  /** A projection's view: its own positions, the consumer's ends; stopping it stops the consumer (once). */
+  reader(name: string): Subscription {
+    const reader = this.readers.find((r) => r.name === name)!;
+    return {
+      caughtUp: this.subscription.caughtUp,
+      positions: () => {
+        const partitions = new Set([...this.subscription.positions().keys(), ...reader.next.keys()]);
+        return new Map([...partitions].map((p) => [p, reader.next.get(p) ?? 0]));
+      },
+      highWatermarks: () => this.subscription.highWatermarks(),
+      stop: () => (this.stopping ??= this.subscription.stop()),
+    };
   }
 }
