@@ -73,21 +73,23 @@ export class ProjectionRunner {
       for (const topic of projection.topics) planned.push([projection, topic, new Map(await projection.from?.(topic))]);
     }
     const nameOf = (projection: ProjectionWiring, topic: Topic): string => (projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`);
-    const feeds = new Map<Topic, TopicFeed>();
+    // Per topic, a feed for the projections reading all of it and one for those sharing its partitions among the instances.
+    const feeds = new Map<string, TopicFeed>();
+    const feedKey = (projection: ProjectionWiring, topic: Topic): string => `${topic}${projection.shared ? '-writers' : '-feed'}`;
     if (this.options.shareConsumers) {
-      const byTopic = new Map<Topic, [string, Checkpoint, ProjectionWiring['handle']][]>();
+      const byKey = new Map<string, { topic: Topic; readers: FeedReader[] }>();
       for (const [projection, topic, from] of planned) {
-        if (projection.shared) continue;
-        let readers = byTopic.get(topic);
-        if (!readers) byTopic.set(topic, (readers = []));
-        readers.push([nameOf(projection, topic), from, projection.handle]);
+        const key = feedKey(projection, topic);
+        let group = byKey.get(key);
+        if (!group) byKey.set(key, (group = { topic, readers: [] }));
+        group.readers.push({ name: nameOf(projection, topic), from, handle: projection.handle, shared: projection.shared });
       }
-      for (const [topic, readers] of byTopic) if (readers.length > 1) feeds.set(topic, this.feed(topic, readers));
+      for (const [key, { topic, readers }] of byKey) if (readers.length > 1) feeds.set(key, this.feed(key, topic, readers));
     }
     const caughtUp = planned.map(([projection, topic, from]) => {
       const name = nameOf(projection, topic);
       const startedAt = Date.now();
-      const feed = projection.shared ? undefined : feeds.get(topic);
+      const feed = feeds.get(feedKey(projection, topic));
       const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
       if (feed) this.consumers.set(name, subscription);
       const reported = subscription.caughtUp.then(() =>
@@ -98,21 +100,24 @@ export class ProjectionRunner {
     await Promise.all(caughtUp);
   }
 
-  /** One consumer of `topic` for several projections (RunnerOptions.shareConsumers). */
-  private feed(topic: Topic, readers: [string, Checkpoint, ProjectionWiring['handle']][]): TopicFeed {
-    const names = readers.map(([name]) => name);
-    for (const name of names) if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
+  /**
+   * One consumer of `topic` for several projections (RunnerOptions.shareConsumers): those reading
+   * every partition, or those sharing the partitions among the instances (one consumer group, named
+   * `<topic>-writers` on every instance, whose hand-overs each of them is told of).
+   */
+  private feed(feedName: string, topic: Topic, readers: FeedReader[]): TopicFeed {
+    for (const { name } of readers) if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
     const feed = new TopicFeed(readers, (name, err) => {
       this.options.onBatchFailed?.(name);
       this.options.logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');
     });
-    const { log } = this.options;
-    const feedName = `${topic}-feed`;
-    feed.subscription = log.consume({
+    const shared = readers[0].shared !== undefined;
+    feed.subscription = this.options.log.consume({
       topic,
-      consumer: this.options.consumerName?.(feedName) ?? feedName,
+      consumer: shared ? feedName : (this.options.consumerName?.(feedName) ?? feedName),
       from: feed.from(),
       handle: (records) => feed.handle(records),
+      ...(shared ? { shared: { from: (partitions: number[]) => feed.handOver(partitions), revoked: (partitions: number[]) => feed.revoke(partitions) } } : {}),
       // Failures are reported under the projection's name by the feed (above); others (the consumer's own) here.
       onError: (err) => {
         if (feed.reported(err)) return;
@@ -199,13 +204,21 @@ export class ProjectionRunner {
   }
 }
 
-type Reader = { name: string; next: Map<number, number>; handle: ProjectionWiring['handle'] };
+interface FeedReader {
+  name: string;
+  from: Checkpoint;
+  handle: ProjectionWiring['handle'];
+  shared?: ProjectionWiring['shared'];
+}
+
+type Reader = FeedReader & { next: Map<number, number> };
 
 /**
- * One consumer's records handed to several projections, each from its own checkpoint on: the
+ * One consumer's records handed to several projections, each from its own position on: the
  * consumer starts at the earliest of them, and a projection is given only the records of a batch
  * at or after its own position. A batch is retried until every projection has applied it; one that
- * applied it already is not given it again.
+ * applied it already is not given it again. Projections sharing the partitions among the instances
+ * are asked, at each hand-over, where each partition starts for them, and told of those taken away.
  */
 class TopicFeed {
   subscription!: Subscription;
@@ -214,29 +227,32 @@ class TopicFeed {
   private stopping: Promise<void> | undefined;
 
   constructor(
-    readers: [string, Checkpoint, ProjectionWiring['handle']][],
+    readers: FeedReader[],
     private readonly onFailed: (name: string, err: unknown) => void,
   ) {
-    this.readers = readers.map(([name, from, handle]) => ({ name, next: new Map(from), handle }));
+    this.readers = readers.map((r) => ({ ...r, next: r.shared ? new Map() : new Map(r.from) }));
   }
 
   /** Per partition, the earliest position of the projections (a partition one of them lacks: from 0). */
   from(): Checkpoint {
-    const [first, ...rest] = this.readers;
-    const from = new Map<number, number>();
-    for (const [p, offset] of first.next) {
-      let min = offset;
-      for (const r of rest) {
-        const o = r.next.get(p);
-        if (o === undefined) {
-          min = -1;
-          break;
-        }
-        min = Math.min(min, o);
-      }
-      if (min >= 0) from.set(p, min);
+    return earliest(this.readers.map((r) => r.next));
+  }
+
+  /** Partitions handed to this instance: each projection says where they start for it; the consumer starts at the earliest. */
+  async handOver(partitions: number[]): Promise<Checkpoint> {
+    const froms: Checkpoint[] = [];
+    for (const reader of this.readers) froms.push(new Map(await reader.shared!.from(partitions)));
+    this.readers.forEach((reader, i) => {
+      for (const p of partitions) reader.next.set(p, froms[i].get(p) ?? 0);
+    });
+    return earliest(froms, partitions);
+  }
+
+  revoke(partitions: number[]): void {
+    for (const reader of this.readers) {
+      for (const p of partitions) reader.next.delete(p);
+      reader.shared!.revoked?.(partitions);
     }
-    return from;
   }
 
   async handle(records: LogRecord[]): Promise<void> {
@@ -261,17 +277,32 @@ class TopicFeed {
     return typeof err === 'object' && err !== null && this.failures.has(err);
   }
 
-  /** A projection's view: its own positions, the consumer's ends; stopping it stops the consumer (once). */
+  /**
+   * A projection's view: its own positions (of the partitions the consumer holds), the consumer's
+   * ends; stopping it stops the consumer (once).
+   */
   reader(name: string): Subscription {
     const reader = this.readers.find((r) => r.name === name)!;
     return {
       caughtUp: this.subscription.caughtUp,
       positions: () => {
-        const partitions = new Set([...this.subscription.positions().keys(), ...reader.next.keys()]);
+        const held = [...this.subscription.positions().keys()];
+        const partitions = reader.shared ? held : new Set([...held, ...reader.next.keys()]);
         return new Map([...partitions].map((p) => [p, reader.next.get(p) ?? 0]));
       },
       highWatermarks: () => this.subscription.highWatermarks(),
       stop: () => (this.stopping ??= this.subscription.stop()),
     };
   }
+}
+
+/** Per partition, the earliest of the checkpoints; a partition one of them lacks starts at 0. */
+function earliest(checkpoints: Checkpoint[], partitions: Iterable<number> = checkpoints[0]?.keys() ?? []): Checkpoint {
+  const from = new Map<number, number>();
+  for (const p of partitions) {
+    let min = Infinity;
+    for (const c of checkpoints) min = Math.min(min, c.get(p) ?? 0);
+    if (min !== Infinity) from.set(p, min);
+  }
+  return from;
 }
