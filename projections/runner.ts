@@ -36,6 +36,15 @@ export interface RunnerOptions {
    * for a shared consumer: its name is the same on every instance (it names their group).
    */
   consumerName?: (name: string) => string;
+  /**
+   * One consumer per topic for the projections of a start() that read every partition of it (not
+   * the shared ones): it reads from the earliest of their checkpoints, and each projection is given
+   * the records from its own on (see TopicFeed). On Kafka, where each consumer fetches and decodes
+   * every record itself, this is one fetch and one decoding of a record instead of one per
+   * projection (README, Benchmarks: production publish). A projection's failed batch holds the
+   * others of its topic back while it is retried, as it held its own consumer back.
+   */
+  shareConsumers?: boolean;
   /** Counts a failed batch of a consumer (GET /metrics). */
   onBatchFailed?: (consumer: string) => void;
   /** Counts a failed store write of a projection (GET /metrics). */
@@ -64,15 +73,60 @@ export class ProjectionRunner {
     for (const projection of projections) {
       for (const topic of projection.topics) planned.push([projection, topic, new Map(await projection.from?.(topic))]);
     }
+    const nameOf = (projection: ProjectionWiring, topic: Topic): string => (projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`);
+    // Per topic, a feed for the projections reading all of it and one for those sharing its partitions among the instances.
+    const feeds = new Map<string, TopicFeed>();
+    const feedKey = (projection: ProjectionWiring, topic: Topic): string => `${topic}${projection.shared ? '-writers' : '-feed'}`;
+    if (this.options.shareConsumers) {
+      const byKey = new Map<string, { topic: Topic; readers: FeedReader[] }>();
+      for (const [projection, topic, from] of planned) {
+        const key = feedKey(projection, topic);
+        let group = byKey.get(key);
+        if (!group) byKey.set(key, (group = { topic, readers: [] }));
+        group.readers.push({ name: nameOf(projection, topic), from, handle: projection.handle, shared: projection.shared });
+      }
+      for (const [key, { topic, readers }] of byKey) if (readers.length > 1) feeds.set(key, this.feed(key, topic, readers));
+    }
     const caughtUp = planned.map(([projection, topic, from]) => {
-      const name = projection.topics.length === 1 ? projection.name : `${projection.name}-${topic}`;
+      const name = nameOf(projection, topic);
       const startedAt = Date.now();
-      const reported = this.consume(name, topic, from, projection.handle, projection.shared).caughtUp.then(() =>
+      const feed = feeds.get(feedKey(projection, topic));
+      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
+      if (feed) this.consumers.set(name, subscription);
+      const reported = subscription.caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
       return projection.shared ? undefined : reported;
     });
     await Promise.all(caughtUp);
+  }
+
+  /**
+   * One consumer of `topic` for several projections (RunnerOptions.shareConsumers): those reading
+   * every partition, or those sharing the partitions among the instances (one consumer group, named
+   * `<topic>-writers` on every instance, whose hand-overs each of them is told of).
+   */
+  private feed(feedName: string, topic: Topic, readers: FeedReader[]): TopicFeed {
+    for (const { name } of readers) if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
+    const feed = new TopicFeed(readers, (name, err) => {
+      this.options.onBatchFailed?.(name);
+      this.options.logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');
+    });
+    const shared = readers[0].shared !== undefined;
+    feed.subscription = this.options.log.consume({
+      topic,
+      consumer: shared ? feedName : (this.options.consumerName?.(feedName) ?? feedName),
+      from: feed.from(),
+      handle: (records) => feed.handle(records),
+      ...(shared ? { shared: { from: (partitions: number[]) => feed.handOver(partitions), revoked: (partitions: number[]) => feed.revoke(partitions) } } : {}),
+      // Failures are reported under the projection's name by the feed (above); others (the consumer's own) here.
+      onError: (err) => {
+        if (feed.reported(err)) return;
+        this.options.onBatchFailed?.(feedName);
+        this.options.logger.error({ err, consumer: feedName, topic }, 'consumer failed; retrying');
+      },
+    });
+    return feed;
   }
 
   /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
@@ -154,4 +208,107 @@ export class ProjectionRunner {
     this.consumers.set(name, subscription);
     return subscription;
   }
+}
+
+interface FeedReader {
+  name: string;
+  from: Checkpoint;
+  handle: ProjectionWiring['handle'];
+  shared?: ProjectionWiring['shared'];
+}
+
+type Reader = FeedReader & { next: Map<number, number> };
+
+/**
+ * One consumer's records handed to several projections, each from its own position on: the
+ * consumer starts at the earliest of them, and a projection is given only the records of a batch
+ * at or after its own position. A batch is retried until every projection has applied it; one that
+ * applied it already is not given it again. Projections sharing the partitions among the instances
+ * are asked, at each hand-over, where each partition starts for them, and told of those taken away.
+ */
+class TopicFeed {
+  subscription!: Subscription;
+  private readonly readers: Reader[];
+  private readonly failures = new WeakSet<object>();
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    readers: FeedReader[],
+    private readonly onFailed: (name: string, err: unknown) => void,
+  ) {
+    this.readers = readers.map((r) => ({ ...r, next: r.shared ? new Map() : new Map(r.from) }));
+  }
+
+  /** Per partition, the earliest position of the projections (a partition one of them lacks: from 0). */
+  from(): Checkpoint {
+    return earliest(this.readers.map((r) => r.next));
+  }
+
+  /** Partitions handed to this instance: each projection says where they start for it; the consumer starts at the earliest. */
+  async handOver(partitions: number[]): Promise<Checkpoint> {
+    const froms: Checkpoint[] = [];
+    for (const reader of this.readers) froms.push(new Map(await reader.shared!.from(partitions)));
+    this.readers.forEach((reader, i) => {
+      for (const p of partitions) reader.next.set(p, froms[i].get(p) ?? 0);
+    });
+    return earliest(froms, partitions);
+  }
+
+  revoke(partitions: number[]): void {
+    for (const reader of this.readers) {
+      for (const p of partitions) reader.next.delete(p);
+      reader.shared!.revoked?.(partitions);
+    }
+  }
+
+  async handle(records: LogRecord[]): Promise<void> {
+    const partition = records[0].partition;
+    for (const reader of this.readers) {
+      const at = reader.next.get(partition) ?? 0;
+      const own = records[0].offset >= at ? records : records.filter((r) => r.offset >= at);
+      if (own.length === 0) continue;
+      try {
+        await reader.handle(own);
+      } catch (err) {
+        this.onFailed(reader.name, err);
+        if (typeof err === 'object' && err !== null) this.failures.add(err);
+        throw err;
+      }
+      reader.next.set(partition, own[own.length - 1].offset + 1);
+    }
+  }
+
+  /** Whether the feed reported this failure already (under a projection's name). */
+  reported(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && this.failures.has(err);
+  }
+
+  /**
+   * A projection's view: its own positions (of the partitions the consumer holds), the consumer's
+   * ends; stopping it stops the consumer (once).
+   */
+  reader(name: string): Subscription {
+    const reader = this.readers.find((r) => r.name === name)!;
+    return {
+      caughtUp: this.subscription.caughtUp,
+      positions: () => {
+        const held = [...this.subscription.positions().keys()];
+        const partitions = reader.shared ? held : new Set([...held, ...reader.next.keys()]);
+        return new Map([...partitions].map((p) => [p, reader.next.get(p) ?? 0]));
+      },
+      highWatermarks: () => this.subscription.highWatermarks(),
+      stop: () => (this.stopping ??= this.subscription.stop()),
+    };
+  }
+}
+
+/** Per partition, the earliest of the checkpoints; a partition one of them lacks starts at 0. */
+function earliest(checkpoints: Checkpoint[], partitions: Iterable<number> = checkpoints[0]?.keys() ?? []): Checkpoint {
+  const from = new Map<number, number>();
+  for (const p of partitions) {
+    let min = Infinity;
+    for (const c of checkpoints) min = Math.min(min, c.get(p) ?? 0);
+    if (min !== Infinity) from.set(p, min);
+  }
+  return from;
 }

@@ -97,6 +97,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     log,
     logger,
     consumerName,
+    // On Kafka a consumer fetches and decodes every record itself: one per topic for the projections reading all of it.
+    shareConsumers: log.kind === 'kafka',
     onBatchFailed: (consumer) => metrics.batchFailed(consumer),
     onStoreWriteFailed: (projection) => metrics.storeWriteFailed(projection),
   });

@@ -163,6 +163,60 @@ describe('ProjectionRunner on the embedded log', () => {
     await runner.stop();
   });
 
+  it('with shareConsumers, reads a topic once for the projections of all its partitions, each from its own checkpoint, and lists each in lag()', async () => {
+    await append(Topics.messages, 'm0', 'm1', 'm2');
+    const { logger } = capturedLogger();
+    const consumed: string[] = [];
+    const recording = new Proxy(log, {
+      get(target, property) {
+        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (consumed.push(`${options.consumer}:${options.topic}`), target.consume(options));
+        const v: unknown = Reflect.get(target, property, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const runner = new ProjectionRunner({ log: recording, logger, shareConsumers: true });
+    const seen = { a: [] as string[], b: [] as string[], c: [] as string[] };
+    await runner.start(
+      { name: 'a', topics: [Topics.messages], from: () => new Map([[0, 2]]), handle: (records) => void seen.a.push(...records.map(text)) },
+      { name: 'b', topics: [Topics.messages], from: () => new Map([[0, 1]]), handle: (records) => void seen.b.push(...records.map(text)) },
+      { name: 'c', topics: [Topics.presence], handle: (records) => void seen.c.push(...records.map(text)) },
+    );
+    expect(consumed).toEqual(['messages-feed:messages', 'c:presence']);
+    expect(seen).toEqual({ a: ['m2'], b: ['m1', 'm2'], c: [] });
+    await append(Topics.messages, 'm3');
+    await until(() => seen.a.length === 2 && seen.b.length === 3);
+    expect(seen.a).toEqual(['m2', 'm3']);
+    expect(seen.b).toEqual(['m1', 'm2', 'm3']);
+    expect(Object.fromEntries(runner.lag())).toEqual({ a: 0, b: 0, c: 0 });
+    expect(runner.consumer('a').positions()).toEqual(new Map([[0, 4]]));
+    await runner.stop();
+  });
+
+  it('with shareConsumers, retries a batch one projection failed on without giving it again to the one that applied it, and counts the failure under the failing one', async () => {
+    await append(Topics.usage, 'u0', 'u1');
+    const { logger } = capturedLogger();
+    const failures: string[] = [];
+    const runner = new ProjectionRunner({ log, logger, shareConsumers: true, onBatchFailed: (consumer) => failures.push(consumer) });
+    const steady: string[] = [];
+    const flaky: string[] = [];
+    let attempts = 0;
+    await runner.start(
+      { name: 'steady', topics: [Topics.usage], handle: (records) => void steady.push(...records.map(text)) },
+      {
+        name: 'flaky',
+        topics: [Topics.usage],
+        handle: (records) => {
+          if (++attempts <= 2) throw new Error('store unavailable');
+          flaky.push(...records.map(text));
+        },
+      },
+    );
+    expect(steady).toEqual(['u0', 'u1']);
+    expect(flaky).toEqual(['u0', 'u1']);
+    expect(failures).toEqual(['flaky', 'flaky']);
+    await runner.stop();
+  });
+
   it('applies nothing appended after stop(), and lists no consumer', async () => {
     const { logger } = capturedLogger();
     const runner = new ProjectionRunner({ log, logger });
