@@ -97,8 +97,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     log,
     logger,
     consumerName,
-    // On Kafka a consumer fetches and decodes every record itself: one per topic for the projections reading all of it.
-    shareConsumers: log.kind === 'kafka',
+    shareConsumers: log.kind === 'kafka', // each Kafka consumer fetches and decodes every record: one per topic for the projections reading all of it
     onBatchFailed: (consumer) => metrics.batchFailed(consumer),
     onStoreWriteFailed: (projection) => metrics.storeWriteFailed(projection),
   });
