@@ -90,6 +90,8 @@ export class Gateway {
   private closing = false;
   /** The leave of the members of the previous run whose connections did not come back (removeMembersOfPreviousRun). */
   private previousRunTimer: NodeJS.Timeout | undefined;
+  /** Arms previousRunTimer: set by removeMembersOfPreviousRun, called once the server listens. */
+  private previousRun: (() => void) | undefined;
 
   constructor(private readonly deps: GatewayDeps) {
     const { settings, clock, logger, instanceId, usage } = deps;
@@ -180,6 +182,7 @@ export class Gateway {
     this.occupancy.start();
     this.webSockets.listen(server);
     this.sessions.start();
+    this.armPreviousRun(server);
   }
 
   /**
@@ -342,16 +345,36 @@ export class Gateway {
    * meanwhile keeps its members without a leave (its SDK enters them again on attach, which
    * refreshes them). Then those of the connections that did not come back here leave, unless
    * entered again elsewhere meanwhile (they are held by that instance now).
+   *
+   * The window counts from when this instance takes connections (its server listens), not from
+   * its start: in production mode a start waits on Kafka and ClickHouse for seconds, and a window
+   * counted from there could end before any client could resume (the members then flapped: a
+   * leave, then an enter as the SDK entered them again).
    */
   removeMembersOfPreviousRun(held: (instanceId: string) => boolean): void {
     const previous = new Set(this.deps.presence.connectionsHeldBy(held).map((c) => c.connectionId));
     if (previous.size === 0) return;
-    this.previousRunTimer = setTimeout(() => {
-      this.presenceSync
-        .removeMembersHeldBy(held, (connectionId) => !previous.has(connectionId) || this.sessions.get(connectionId) !== undefined)
-        .catch((err: unknown) => this.deps.logger.error({ err }, "the previous run's members could not be made to leave; they stay until the next restart"));
-    }, this.deps.settings.presenceDropMs);
-    this.previousRunTimer.unref();
+    this.previousRun = () => {
+      this.previousRunTimer = setTimeout(() => {
+        this.presenceSync
+          .removeMembersHeldBy(held, (connectionId) => !previous.has(connectionId) || this.sessions.get(connectionId) !== undefined)
+          .catch((err: unknown) => this.deps.logger.error({ err }, "the previous run's members could not be made to leave; they stay until the next restart"));
+      }, this.deps.settings.presenceDropMs);
+      this.previousRunTimer.unref();
+    };
+  }
+
+  /** Starts the previous run's resume window (removeMembersOfPreviousRun) once `server` listens. */
+  private armPreviousRun(server: Server): void {
+    const arm = this.previousRun;
+    if (!arm) return;
+    this.previousRun = undefined;
+    if (server.listening) return arm();
+    const onListening = (): void => {
+      if (!this.closing) arm();
+    };
+    server.once('listening', onListening);
+    this.unsubscribe.push(() => server.off('listening', onListening));
   }
 
   // ---- what the service reads and asks
