@@ -258,6 +258,13 @@ export class PresenceProjection {
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
         break;
       }
+      case 'held': {
+        // A resume on another instance (or after a restart): that one holds the members now, so a
+        // cleanup after the instance that held them before leaves them alone. Nobody is told.
+        if (e.instanceId !== undefined) for (const m of members.values()) if (m.connectionId === e.connectionId) m.instanceId = e.instanceId;
+        messages = [];
+        break;
+      }
       default:
         return undefined;
     }
@@ -317,6 +324,25 @@ export class PresenceProjection {
       }
     }
     return [...found.values()];
+  }
+
+  /**
+   * The channels of an app where a connection has members present (a resume on another instance
+   * takes them over: the gateway's). A scan of every member set, bounded by the service's limit on
+   * members (REALTIME_MAX_PRESENCE_MEMBERS); resumes from elsewhere are rare next to everything else.
+   */
+  channelsOfConnection(appId: string, connectionId: string): string[] {
+    const prefix = channelKey(appId, '');
+    const found: string[] = [];
+    for (const [key, members] of this.members) {
+      if (!key.startsWith(prefix)) continue;
+      for (const m of members.values()) {
+        if (m.connectionId !== connectionId) continue;
+        found.push(key.slice(prefix.length));
+        break;
+      }
+    }
+    return found;
   }
 
   historyQuery(q: HistoryQuery): Promise<HistoryEntry[]> {

@@ -109,6 +109,11 @@ export class ConnectionLife implements Subscriber {
     this.openOn(socket);
   }
 
+  /** Channels where this connection has members already (resumed from another instance): they leave when it goes. */
+  holdsPresenceOn(channels: Iterable<string>): void {
+    for (const channel of channels) this.presenceChannels.add(channel);
+  }
+
   /** A pong on `from`. */
   heard(from: PeerSocket): void {
     if (this.socket === from) this.lastReceived = this.ctx.clock.now();

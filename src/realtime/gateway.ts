@@ -20,6 +20,7 @@ import type { Attachment, Subscriber } from './attachment.js';
 import { Backlog, type BacklogRecord } from './backlog.js';
 import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js';
 import type { ConnectionEvents } from './connection-events.js';
+import type { Connection } from './connection.js';
 import type { ConnectionContext } from './context.js';
 import { Delivery } from './delivery.js';
 import { Handshake } from './handshake.js';
@@ -92,6 +93,12 @@ export class Gateway {
   private previousRunTimer: NodeJS.Timeout | undefined;
   /** Arms previousRunTimer: set by removeMembersOfPreviousRun, called once the server listens. */
   private previousRun: (() => void) | undefined;
+  private previousRunDone!: () => void;
+  /**
+   * Settles once the previous run's members whose connections did not come back have been made to
+   * leave (their drops appended), or at once when there were none; never rejects.
+   */
+  readonly previousRunSettled = new Promise<void>((resolve) => (this.previousRunDone = resolve));
 
   constructor(private readonly deps: GatewayDeps) {
     const { settings, clock, logger, instanceId, usage } = deps;
@@ -113,6 +120,7 @@ export class Gateway {
       sessions: this.sessions,
       context: this.context(),
       events: deps.events,
+      takeOverPresence: (conn) => this.takeOverPresence(conn),
       settings,
       clock,
       logger,
@@ -192,6 +200,7 @@ export class Gateway {
   async close(): Promise<void> {
     this.closing = true;
     clearTimeout(this.previousRunTimer);
+    this.previousRunDone();
     this.sessions.close();
     this.comet.shutdown();
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
@@ -332,6 +341,25 @@ export class Gateway {
   }
 
   /**
+   * A connection resumed here that this instance did not hold: its members (on whichever instance
+   * entered them) stay present. They leave when it goes from here, and a `held` change on each
+   * channel says this instance holds them now, so the cleanup after the one that held them before
+   * (its restart's resume window, or its death) leaves them alone. Nobody sees a change.
+   */
+  private takeOverPresence(conn: Connection): void {
+    const { presence, presenceProducer, instanceId, logger } = this.deps;
+    const channels = presence.channelsOfConnection(conn.appId, conn.id);
+    if (channels.length === 0) return;
+    conn.holdsPresenceOn(channels);
+    presenceProducer
+      .appendAcross(
+        conn.appId,
+        channels.map((channel) => ({ channel, changes: [{ action: 'held' as const, connectionId: conn.id, instanceId }] })),
+      )
+      .catch((err: unknown) => logger.error({ err, connectionId: conn.id }, 'presence members of a connection resumed here not taken over; the instance that held them may make them leave'));
+  }
+
+  /**
    * The members of every connection held by an instance `held` matches leave: one that died, or
    * this one's previous run after a restart.
    */
@@ -353,12 +381,13 @@ export class Gateway {
    */
   removeMembersOfPreviousRun(held: (instanceId: string) => boolean): void {
     const previous = new Set(this.deps.presence.connectionsHeldBy(held).map((c) => c.connectionId));
-    if (previous.size === 0) return;
+    if (previous.size === 0) return this.previousRunDone();
     this.previousRun = () => {
       this.previousRunTimer = setTimeout(() => {
         this.presenceSync
           .removeMembersHeldBy(held, (connectionId) => !previous.has(connectionId) || this.sessions.get(connectionId) !== undefined)
-          .catch((err: unknown) => this.deps.logger.error({ err }, "the previous run's members could not be made to leave; they stay until the next restart"));
+          .catch((err: unknown) => this.deps.logger.error({ err }, "the previous run's members could not be made to leave; they stay until the next restart"))
+          .finally(() => this.previousRunDone());
       }, this.deps.settings.presenceDropMs);
       this.previousRunTimer.unref();
     };
