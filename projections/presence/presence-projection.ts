@@ -237,9 +237,12 @@ export class PresenceProjection {
         const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
         if (e.instanceId !== undefined) member.instanceId = e.instanceId;
         const key = memberKey(member);
-        if (!members.has(key)) this.count(event.appId, 1);
+        const present = members.has(key);
+        if (!present) this.count(event.appId, 1);
         members.set(key, member);
-        messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
+        // An enter of a member already present (same clientId and connection) is an update, as
+        // the platform broadcasts it: subscribers see its new data, not a second arrival.
+        messages = [entry(e, e.action === 'enter' && !present ? PresenceAction.enter : PresenceAction.update)];
         break;
       }
       case 'leave': {
