@@ -94,6 +94,8 @@ export class Gateway {
   /** Arms previousRunTimer: set by removeMembersOfPreviousRun, called once the server listens. */
   private previousRun: (() => void) | undefined;
   private previousRunDone!: () => void;
+  /** The resume windows of dead instances' members (removeMembersOfDeadInstance). */
+  private readonly deadInstanceTimers = new Set<NodeJS.Timeout>();
   /**
    * Settles once the previous run's members whose connections did not come back have been made to
    * leave (their drops appended), or at once when there were none; never rejects.
@@ -179,8 +181,7 @@ export class Gateway {
       {
         movedAway: (connectionId) => this.sessions.movedAway(connectionId),
         ended: (connectionId) => this.sessions.endedElsewhere(connectionId),
-        instanceDead: (instanceId) =>
-          void this.removeMembersHeldBy((id) => id === instanceId).catch((err) => logger.error({ err, instanceId }, 'presence leave for a gone instance failed')),
+        instanceDead: (instanceId) => this.removeMembersOfDeadInstance(instanceId),
       },
       holders,
     );
@@ -201,6 +202,8 @@ export class Gateway {
     this.closing = true;
     clearTimeout(this.previousRunTimer);
     this.previousRunDone();
+    for (const timer of this.deadInstanceTimers) clearTimeout(timer);
+    this.deadInstanceTimers.clear();
     this.sessions.close();
     this.comet.shutdown();
     for (const unsubscribe of this.unsubscribe.splice(0)) unsubscribe();
@@ -338,6 +341,27 @@ export class Gateway {
       { behind: presence.progress.behind(Topics.presence, target), waitedMs: limits.readYourWritesMs },
       'presence change acknowledged before this instance applied it: the presence projection lags',
     );
+  }
+
+  /**
+   * The members of an instance silent for three alive intervals leave once the resume window
+   * (presenceDropMs) has passed, as a dropped connection's do: its clients may be resuming
+   * elsewhere meanwhile (a restart longer than three intervals, a crash). Those that resumed on
+   * another instance are held by it by then (takeOverPresence); those that resumed here are kept
+   * even if their `held` change is not applied yet (a drop applied after it would still remove them).
+   * An instance that came back meanwhile under the same id deals with its previous run's members itself.
+   */
+  private removeMembersOfDeadInstance(instanceId: string): void {
+    const timer = setTimeout(() => {
+      this.deadInstanceTimers.delete(timer);
+      // Back meanwhile (a restart under the same id): its own start keeps or removes what its previous run held.
+      if (this.deps.events.isAlive(instanceId)) return;
+      this.presenceSync
+        .removeMembersHeldBy((id) => id === instanceId, (connectionId) => this.sessions.get(connectionId) !== undefined)
+        .catch((err: unknown) => this.deps.logger.error({ err, instanceId }, 'presence leave for a gone instance failed'));
+    }, this.deps.settings.presenceDropMs);
+    timer.unref();
+    this.deadInstanceTimers.add(timer);
   }
 
   /**
