@@ -328,9 +328,12 @@ export class PresenceProjection {
         const member: PresenceMember = { id: e.id, clientId: e.clientId, connectionId: e.connectionId, timestamp: e.timestamp, data: e.data, encoding: e.encoding, extras: e.extras };
         if (e.instanceId !== undefined) member.instanceId = e.instanceId;
         const key = memberKey(member);
-        if (!members.has(key)) count(1);
+        const present = members.has(key);
+        if (!present) count(1);
         members.set(key, member);
-        messages = [entry(e, e.action === 'enter' ? PresenceAction.enter : PresenceAction.update)];
+        // An enter of a member already present (same clientId and connection) is an update, as
+        // the platform broadcasts it: subscribers see its new data, not a second arrival.
+        messages = [entry(e, e.action === 'enter' && !present ? PresenceAction.enter : PresenceAction.update)];
         break;
       }
       case 'leave': {
@@ -347,6 +350,13 @@ export class PresenceProjection {
         for (const m of gone) members.delete(memberKey(m));
         count(-gone.length);
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
+        break;
+      }
+      case 'held': {
+        // A resume on another instance (or after a restart): that one holds the members now, so a
+        // cleanup after the instance that held them before leaves them alone. Nobody is told.
+        if (e.instanceId !== undefined) for (const m of members.values()) if (m.connectionId === e.connectionId) m.instanceId = e.instanceId;
+        messages = [];
         break;
       }
       default:
@@ -409,6 +419,25 @@ export class PresenceProjection {
       }
     }
     return [...found.values()];
+  }
+
+  /**
+   * The channels of an app where a connection has members present (a resume on another instance
+   * takes them over: the gateway's). A scan of every member set, bounded by the service's limit on
+   * members (REALTIME_MAX_PRESENCE_MEMBERS); resumes from elsewhere are rare next to everything else.
+   */
+  channelsOfConnection(appId: string, connectionId: string): string[] {
+    const prefix = channelKey(appId, '');
+    const found: string[] = [];
+    for (const [key, members] of this.members) {
+      if (!key.startsWith(prefix)) continue;
+      for (const m of members.values()) {
+        if (m.connectionId !== connectionId) continue;
+        found.push(key.slice(prefix.length));
+        break;
+      }
+    }
+    return found;
   }
 
   historyQuery(q: HistoryQuery): Promise<HistoryEntry[]> {

@@ -310,7 +310,9 @@ export class StatsProjection {
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, timestamp, offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
-        // A drop is the service's own leave for a connection that went: no client sent it.
+        // A drop is the service's own leave for a connection that went, and `held` its note of a
+        // resume on another instance: no client sent them, and `held` is in no presence history.
+        if (event.event.action === 'held') break;
         if (event.event.action !== 'drop') {
           app.counters[INBOUND_PRESENCE.count] += 1;
           app.counters[INBOUND_PRESENCE.data] += data;

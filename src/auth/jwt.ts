@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, jwtVerify } from 'jose';
+import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import { ServiceError } from '../errors.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { intersectCapabilities, parseCapability } from './capability.js';
@@ -10,6 +10,11 @@ import type { Credentials } from './credentials.js';
  * `x-ably-capability` (a capability as a JSON string; the key's when absent), `x-ably-clientId`,
  * and, as this service's own, `x-ably-revocationKey` (a token revocation target, like a native
  * token's revocationKey).
+ *
+ * A JWT of the app's own scheme may instead embed a token of this service (the platform's
+ * "embedded token"): `x-ably-token` in its header, or in its claims. It is signed with a secret of
+ * the app's own, which the service does not know: the embedded token (a native token, or a JWT as
+ * above) carries the credentials, and the outer JWT's `exp`, when it has one, ends them earlier.
  *
  * jose checks them. Its checks are asynchronous (WebCrypto), while authentication answers
  * synchronously on its fast path (src/app.ts: no promise per request); so a JWT is checked once,
@@ -47,6 +52,11 @@ const invalid = (why: string): ServiceError => new ServiceError('invalidJwt', `i
 const CAPABILITY_CLAIM = 'x-ably-capability';
 const CLIENT_ID_CLAIM = 'x-ably-clientId';
 const REVOCATION_KEY_CLAIM = 'x-ably-revocationKey';
+/** Where a JWT of the app's own scheme carries a token of this service (header first, then claims). */
+const EMBEDDED_TOKEN = 'x-ably-token';
+
+/** Checks a native token (src/auth/tokens.ts), for one embedded in a JWT. */
+export type NativeTokenCheck = (token: string, now: number) => Credentials;
 
 export class JwtVerifier {
   private readonly outcomes = new Map<string, Outcome>();
@@ -55,6 +65,8 @@ export class JwtVerifier {
   constructor(
     private readonly apps: AppRegistry,
     private readonly limits: JwtLimits = DEFAULT_JWT_LIMITS,
+    /** For a native token embedded in a JWT; without it, such a JWT is refused. */
+    private readonly native?: NativeTokenCheck,
   ) {}
 
   /**
@@ -100,11 +112,15 @@ export class JwtVerifier {
     if (token.length > this.limits.maxJwtLength) throw invalid(`it is longer than ${this.limits.maxJwtLength} characters`);
     let kid: unknown;
     let alg: unknown;
+    let header: Record<string, unknown>;
     try {
-      ({ kid, alg } = decodeProtectedHeader(token));
+      header = decodeProtectedHeader(token) as Record<string, unknown>;
+      ({ kid, alg } = header);
     } catch {
       throw invalid('its header is not base64url JSON');
     }
+    const embedded = this.embeddedIn(token, header);
+    if (embedded) return this.checkEmbedded(embedded, now);
     if (alg !== 'HS256') throw invalid(`alg must be HS256, not ${JSON.stringify(alg)}`);
     if (typeof kid !== 'string' || kid.length === 0) throw invalid('its header has no kid (the key name, appId.keyId, whose secret signed it)');
     const found = this.apps.key(kid);
@@ -157,6 +173,47 @@ export class JwtVerifier {
         throw invalid(`${REVOCATION_KEY_CLAIM} must be a string of 1 to 256 characters`);
       }
       credentials.revocationKey = revocationKey;
+    }
+    return credentials;
+  }
+
+  /** The token a JWT of the app's own scheme embeds (x-ably-token), with the JWT's own exp; undefined if none. */
+  private embeddedIn(token: string, header: Record<string, unknown>): { inner: string; exp: unknown } | undefined {
+    let claims: Record<string, unknown> | undefined;
+    try {
+      claims = decodeJwt(token) as Record<string, unknown>;
+    } catch {
+      claims = undefined;
+    }
+    const inner = header[EMBEDDED_TOKEN] ?? claims?.[EMBEDDED_TOKEN];
+    if (inner === undefined) return undefined;
+    if (typeof inner !== 'string' || inner.length === 0) throw invalid(`${EMBEDDED_TOKEN} must be a token (a string)`);
+    return { inner, exp: claims?.exp };
+  }
+
+  /** The credentials of an embedded token, ending no later than the outer JWT's exp. */
+  private async checkEmbedded({ inner, exp }: { inner: string; exp: unknown }, now: number): Promise<Credentials> {
+    if (exp !== undefined && (typeof exp !== 'number' || !Number.isFinite(exp))) throw invalid('exp must be a number of seconds');
+    let credentials: Credentials;
+    if (isJwt(inner)) {
+      // One level: a JWT embedded in a JWT is checked as one, and may embed nothing more.
+      const header = (() => {
+        try {
+          return decodeProtectedHeader(inner) as Record<string, unknown>;
+        } catch {
+          throw invalid(`the embedded ${EMBEDDED_TOKEN}'s header is not base64url JSON`);
+        }
+      })();
+      if (this.embeddedIn(inner, header)) throw invalid(`the embedded ${EMBEDDED_TOKEN} embeds another token`);
+      credentials = await this.check(inner, now);
+    } else {
+      if (!this.native) throw invalid(`a native token in ${EMBEDDED_TOKEN} is not taken here`);
+      credentials = this.native(inner, now);
+    }
+    if (typeof exp === 'number') {
+      const outer = Math.round(exp * 1000);
+      if (outer <= now) throw new ServiceError('tokenExpired', 'JWT expired (exp has passed); request a new one');
+      if (credentials.expires === undefined || outer < credentials.expires) credentials = { ...credentials, expires: outer };
     }
     return credentials;
   }

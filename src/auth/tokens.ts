@@ -71,7 +71,8 @@ export class TokenService implements TokenVerifier {
     limits: NonceLimits = DEFAULT_LIMITS,
   ) {
     this.nonces = new NonceCache(limits);
-    this.jwt = new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, maxTtlMs: policy.maxTtlMs });
+    // A native token embedded in a JWT is checked as one given alone.
+    this.jwt = new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, maxTtlMs: policy.maxTtlMs }, (token, now) => this.verifyNative(token, now));
   }
 
   prepare(token: string, now: number): Promise<void> | undefined {
@@ -91,7 +92,10 @@ export class TokenService implements TokenVerifier {
   }
 
   verify(token: string, now: number): Credentials {
-    if (isJwt(token)) return this.jwt.verify(token, now);
+    return isJwt(token) ? this.jwt.verify(token, now) : this.verifyNative(token, now);
+  }
+
+  private verifyNative(token: string, now: number): Credentials {
     const dot = token.lastIndexOf('.');
     let claims: TokenClaims;
     try {

@@ -78,6 +78,13 @@ export class ConnectionEvents {
   private readonly waiting = new Set<string>();
   private flusher: NodeJS.Timeout | undefined;
   private flushes = 0;
+  /**
+   * Connections this instance opened or resumed whose `connection.opened` it has not read back yet:
+   * another instance's `connection.opened` of one of them before it in the log (both are keyed by
+   * the connection: one partition, in order) is older, not a move away. A consumer behind by a
+   * moment read the previous holder's open after the client had resumed here, and ended it.
+   */
+  private readonly ownOpens = new Map<string, number>();
 
   constructor(private readonly options: ConnectionEventsOptions) {}
 
@@ -98,7 +105,12 @@ export class ConnectionEvents {
       handle: (records) => {
         for (const r of records) {
           const event = decodeEvent(r.value) as ConnectionEvent;
-          if (event.type === 'connection.opened' && event.instanceId !== instanceId) {
+          if (event.type === 'connection.opened' && event.instanceId === instanceId) {
+            const left = (this.ownOpens.get(event.connectionId) ?? 1) - 1;
+            if (left > 0) this.ownOpens.set(event.connectionId, left);
+            else this.ownOpens.delete(event.connectionId);
+          }
+          if (event.type === 'connection.opened' && event.instanceId !== instanceId && !this.ownOpens.has(event.connectionId)) {
             // The other instance attaches it now: this one's detaches would end its attachments.
             this.forgetConnection(event.connectionId);
             handlers.movedAway(event.connectionId);
@@ -145,6 +157,12 @@ export class ConnectionEvents {
     return true;
   }
 
+  /** Whether another instance said it is alive within the last three intervals (one declared dead may come back: a restart under the same id). */
+  isAlive(instanceId: string): boolean {
+    const seen = this.lastSeen.get(instanceId);
+    return seen !== undefined && this.options.clock.now() - seen <= 3 * this.options.aliveIntervalMs;
+  }
+
   private checkDead(handlers: ConnectionEventHandlers): void {
     const now = this.options.clock.now();
     const deadline = 3 * this.options.aliveIntervalMs;
@@ -164,6 +182,8 @@ export class ConnectionEvents {
   }
 
   opened(appId: string, connectionId: string, resumed: boolean): void {
+    // Bounded by the connections opening now: each is removed as it is read back (or on failure).
+    this.ownOpens.set(connectionId, (this.ownOpens.get(connectionId) ?? 0) + 1);
     this.append({ type: 'connection.opened', appId, connectionId, instanceId: this.options.instanceId, resumed }, connectionId);
   }
 
@@ -249,7 +269,11 @@ export class ConnectionEvents {
   private append(event: ConnectionEvent, key: string): void {
     this.options.batcher
       .append(Topics.connections, [{ key, build: () => encodeEvent(event) }])
-      .catch((err) => this.options.logger.warn({ err, event: event.type }, 'connection event not appended'));
+      .catch((err) => {
+        // Never read back: an open not appended stops shielding its connection.
+        if (event.type === 'connection.opened') this.ownOpens.delete(event.connectionId);
+        this.options.logger.warn({ err, event: event.type }, 'connection event not appended');
+      });
   }
 
   async close(): Promise<void> {

@@ -39,6 +39,10 @@ export class ConnectionLife implements Subscriber {
   private dropTimer: NodeJS.Timeout | undefined;
   private expiryTimer: NodeJS.Timeout | undefined;
   private tokenTimer: NodeJS.Timeout | undefined;
+  /** When the connection is asked to renew its token in-band (AUTH, tokenRenewLeadMs before it expires). */
+  private renewTimer: NodeJS.Timeout | undefined;
+  /** The expiry an AUTH was sent for: an AUTH answered with the same token is not asked again. */
+  private renewAskedFor: number | undefined;
   /** Channels where this connection entered presence: their members leave when it goes. */
   protected readonly presenceChannels = new Set<string>();
 
@@ -109,6 +113,11 @@ export class ConnectionLife implements Subscriber {
     this.openOn(socket);
   }
 
+  /** Channels where this connection has members already (resumed from another instance): they leave when it goes. */
+  holdsPresenceOn(channels: Iterable<string>): void {
+    for (const channel of channels) this.presenceChannels.add(channel);
+  }
+
   /** A pong on `from`. */
   heard(from: PeerSocket): void {
     if (this.socket === from) this.lastReceived = this.ctx.clock.now();
@@ -177,11 +186,36 @@ export class ConnectionLife implements Subscriber {
     this.scheduleTokenExpiry();
   }
 
-  /** A token's end: the client is told to renew (40142) and may resume with a new one. */
+  /**
+   * A token's end: tokenRenewLeadMs before it, an AUTH asks the client to renew in-band (§7.3: the
+   * SDK gets a new token and sends AUTH back, which moves the expiry); at it, the client is told
+   * to renew (40142) and may resume with a new one. A token with less than twice the lead left is
+   * asked at half of what it has left. Not for basic auth: an AUTH would make the SDK
+   * switch to token auth.
+   */
   private scheduleTokenExpiry(): void {
     clearTimeout(this.tokenTimer);
+    clearTimeout(this.renewTimer);
+    this.renewTimer = undefined;
     const expires = this.credentials.expires;
     if (expires === undefined) return;
+    const lead = this.ctx.settings.tokenRenewLeadMs;
+    if (lead > 0 && this.credentials.method === 'token' && this.renewAskedFor !== expires) {
+      // A token that lives less than twice the lead is asked at half its remaining life: at once,
+      // its renewal would be asked at once again, and so on.
+      const left = Math.max(0, expires - this.ctx.clock.now());
+      const renewIn = Math.max(left - lead, Math.floor(left / 2));
+      // Beyond setTimeout's 2^31-1 ms: the expiry timer below schedules again before then.
+      if (renewIn < 2 ** 31 - 1) {
+        this.renewTimer = setTimeout(() => {
+          this.renewTimer = undefined;
+          if (this.credentials.expires !== expires || this.current !== 'open') return;
+          this.renewAskedFor = expires;
+          this.send({ action: Action.AUTH });
+        }, renewIn);
+        this.renewTimer.unref();
+      }
+    }
     const delay = Math.max(0, expires - this.ctx.clock.now());
     // setTimeout holds at most 2^31-1 ms; a later expiry is checked again then.
     this.tokenTimer = setTimeout(() => {
@@ -244,7 +278,8 @@ export class ConnectionLife implements Subscriber {
     clearTimeout(this.tokenTimer);
     clearTimeout(this.dropTimer);
     clearTimeout(this.expiryTimer);
-    this.dropTimer = this.expiryTimer = this.tokenTimer = undefined;
+    clearTimeout(this.renewTimer);
+    this.dropTimer = this.expiryTimer = this.tokenTimer = this.renewTimer = undefined;
     if (reason === 'shutdown') this.send({ action: Action.DISCONNECTED, error: serviceError('serviceShuttingDown', 'the service is restarting; reconnect') });
     this.move('ended');
     if (endsForGood(reason)) {

@@ -23,6 +23,11 @@ export interface HandshakeDeps {
   /** What the connections made here may ask of the gateway. */
   context: ConnectionContext;
   events: ConnectionEvents;
+  /**
+   * A connection resumed here that this instance did not hold (made on another instance, or by
+   * this one's previous run): its members stay present, held by this instance now.
+   */
+  takeOverPresence(conn: Connection): void;
   settings: RealtimeSettings;
   clock: Clock;
   logger: Logger;
@@ -84,6 +89,7 @@ export class Handshake {
         // Resumed on another instance than the one that made it: the key proves it.
         conn = new Connection(this.deps.context, id, resumeKey, identity, socket);
         sessions.add(conn, false);
+        this.deps.takeOverPresence(conn);
       }
       if (conn) logger.debug({ connectionId: id, local: existing !== undefined }, 'realtime connection resumed');
     }

@@ -107,6 +107,14 @@ export interface RealtimeSettings {
    * channel this often. REALTIME_OCCUPANCY_INTERVAL_MS
    */
   occupancyIntervalMs: number;
+  /**
+   * How long before a token connection's token expires it gets an AUTH (action 17), so that its
+   * SDK renews in-band, without a disconnect (the platform sends it about 30 s before); 0: never
+   * (it gets DISCONNECTED 40142 at the expiry). A token with less than twice this left gets it at half of
+   * what it has left.
+   * REALTIME_TOKEN_RENEW_LEAD_MS
+   */
+  tokenRenewLeadMs: number;
 }
 
 export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
@@ -134,6 +142,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
   occupancyIntervalMs: 1000,
+  tokenRenewLeadMs: 30_000,
 };
 
 /** File descriptors kept for everything but client sockets: log and store files, Kafka and ClickHouse. */

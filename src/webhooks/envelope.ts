@@ -26,7 +26,7 @@ const PRESENCE_ACTION = { enter: 2, leave: 3, update: 4, drop: 3 } as const;
 
 const presenceToWire = (e: PresenceEvent): Record<string, unknown> => {
   const wire = messageToWire({ id: e.id, timestamp: e.timestamp, clientId: e.clientId, connectionId: e.connectionId, data: e.data, encoding: e.encoding, extras: e.extras }, 'json');
-  return { ...wire, action: PRESENCE_ACTION[e.action] };
+  return { ...wire, action: PRESENCE_ACTION[e.action as keyof typeof PRESENCE_ACTION] };
 };
 
 /** A compiled rule: its filter made once. */
@@ -46,7 +46,8 @@ export function itemsOf(record: LogRecord, m: RuleMatcher): WebhookItem[] {
   const base = { webhookId: m.rule.id, id: `${record.topic}:${record.partition}:${record.offset}`, source: m.rule.source.type, serial: `${record.partition}:${record.offset}`, timestamp: record.timestamp };
   const type = m.rule.source.type;
   if (type === 'channel.presence') {
-    if (event.type !== 'presence.changed' || !m.filter.test(event.channel)) return [];
+    // `held`: the members moved to the instance a connection resumed on; no member came or went.
+    if (event.type !== 'presence.changed' || event.event.action === 'held' || !m.filter.test(event.channel)) return [];
     return [{ ...base, name: 'presence.message', data: { channelId: event.channel, presence: [presenceToWire(event.event)] } }];
   }
   if (event.type !== 'messages.published') return [];

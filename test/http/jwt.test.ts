@@ -1,6 +1,7 @@
 // The platform's JWTs over REST (issue 26 item 6): HS256 signed with a key's secret, `kid` the key
 // name, the capability and clientId in `x-ably-*` claims; what a bad one gets (40144, 40142, 40400,
-// 40101, 40160), revocation by clientId, asking for a native token with one, and the key or token
+// 40101, 40160), revocation by clientId, asking for a native token with one, a JWT of the app's own
+// embedding a token of the service (x-ably-token), and the key or token
 // given in the query (`?key=`, `?access_token=`) as the platform takes them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
@@ -167,6 +168,78 @@ describe('JWT as Bearer credentials (REST)', () => {
     const token = await jwt({ claims: { 'x-ably-clientId': 'jwt-many' } });
     const answers = await Promise.all(Array.from({ length: 20 }, () => publish(bearer(token))));
     expect(answers.map((r) => r.statusCode)).toEqual(Array(20).fill(201));
+  });
+});
+
+describe('a JWT of the app\'s own scheme embedding a token of the service (x-ably-token, REST)', () => {
+  /** A native token, as POST /keys/:keyName/requestToken issues it to the key. */
+  const nativeToken = async (body: Record<string, unknown> = {}): Promise<{ token: string; expires: number }> => {
+    const res = await inject({
+      method: 'POST',
+      url: `/keys/${keyName}/requestToken`,
+      headers: { authorization: basic(t.key), 'content-type': 'application/json' },
+      payload: JSON.stringify({ keyName, timestamp: now, ...body }),
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json();
+  };
+  /** The app's own JWT, signed with a secret the service does not know, embedding `inner` in its header or claims. */
+  const outer = (inner: string, where: 'header' | 'claims', exp: number | null = Math.floor(now / 1000) + 3600): Promise<string> => {
+    const claims: Record<string, unknown> = { sub: 'user-7' };
+    if (exp !== null) claims.exp = exp;
+    if (where === 'claims') claims['x-ably-token'] = inner;
+    const header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' };
+    if (where === 'header') header['x-ably-token'] = inner;
+    return new SignJWT(claims).setProtectedHeader(header as { alg: string }).sign(new TextEncoder().encode('the app server own secret'));
+  };
+
+  it('a native token in the header or the claims publishes as that token: its clientId is on the message', async () => {
+    const { token } = await nativeToken({ clientId: 'embedded-dan' });
+    for (const where of ['header', 'claims'] as const) {
+      const channel = uniqueChannel('jwt-embedded');
+      const auth = bearer(await outer(token, where));
+      expect((await publish(auth, channel)).statusCode).toBe(201);
+      expect((await publish(auth, channel, { name: 'n', data: 'd', clientId: 'someone-else' })).json().error.code).toBe(40012);
+      const items = (await history(basic(t.key), channel)).json() as { clientId?: string }[];
+      expect(items.map((m) => m.clientId)).toEqual(['embedded-dan']);
+    }
+  });
+
+  it('a JWT of the service (signed with the key secret) embedded is taken with its claims', async () => {
+    const inner = await jwt({ claims: { 'x-ably-clientId': 'embedded-erin', 'x-ably-capability': '{"only-*":["publish","history"]}' } });
+    const auth = bearer(await outer(inner, 'header'));
+    const channel = uniqueChannel('only');
+    expect((await publish(auth, channel)).statusCode).toBe(201);
+    expect(errorOf(await publish(auth, uniqueChannel('elsewhere')))).toMatchObject({ status: 401, code: 40160 });
+    expect(((await history(auth, channel)).json() as { clientId?: string }[]).map((m) => m.clientId)).toEqual(['embedded-erin']);
+  });
+
+  it("the outer JWT's exp ends the credentials first (40142); an expired embedded token is refused; a bad embedded one is 40143 or 40144", async () => {
+    const { token } = await nativeToken();
+    expect(errorOf(await publish(bearer(await outer(token, 'header', Math.floor(now / 1000) - 10))))).toMatchObject({ status: 401, code: 40142 });
+    const soon = bearer(await outer(token, 'claims', Math.floor(now / 1000) + 60));
+    expect((await publish(soon)).statusCode).toBe(201);
+    const was = now;
+    now += 61_000;
+    try {
+      expect(errorOf(await publish(soon))).toMatchObject({ status: 401, code: 40142 });
+    } finally {
+      now = was;
+    }
+    const short = await nativeToken({ ttl: 1000 });
+    const lasting = bearer(await outer(short.token, 'header', null));
+    expect((await publish(lasting)).statusCode).toBe(201);
+    now += 2000;
+    try {
+      expect(errorOf(await publish(lasting)).code).toBeGreaterThanOrEqual(40140);
+    } finally {
+      now = was;
+    }
+    expect(errorOf(await publish(bearer(await outer('not-a-token', 'header'))))).toMatchObject({ status: 401, code: 40143 });
+    const forged = await jwt({ secret: 'not the key secret' });
+    expect(errorOf(await publish(bearer(await outer(forged, 'claims'))))).toMatchObject({ status: 401, code: 40144 });
+    const nested = await outer(token, 'header');
+    expect(errorOf(await publish(bearer(await outer(nested, 'header'))))).toMatchObject({ status: 401, code: 40144 });
   });
 });
 

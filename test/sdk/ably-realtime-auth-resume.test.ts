@@ -205,7 +205,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       const channelStates = stateLog(channel);
       await channel.publish('before', 'expiry');
 
-      await within(secondToken, 20_000, 'the SDK to ask for a second token (the service never told it the first expired)');
+      await within(secondToken, 20_000, 'the SDK to ask for a second token (the service asks it to renew before the first expires)');
       // Renewed in place (AUTH, then CONNECTED: an update) or by a resume after DISCONNECTED 4014x.
       const renewal = await connectionEvents.until(
         (changes) => changes.some((c) => c.current === 'connected'),
@@ -221,7 +221,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       expect(connectionStates.map((s) => s.current)).not.toContain('failed');
 
       // Past the first token's expiry, the channel works both ways.
-      expect(Date.now()).toBeGreaterThan(issued[0].expires);
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, issued[0].expires - Date.now() + 200)));
       await channel.publish('after', 'renewal');
       await rest().channels.get(name).publish('rest', 'after renewal');
       await arrivals.count(3);
@@ -236,6 +236,47 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
         expect(['attaching', 'attached']).toContain(s.current);
         if (s.current === 'attached') expect(s.resumed).toBe(true);
       }
+      expect(issued).toHaveLength(2);
+    });
+
+    it('RTN22, RTC8: before a token expires the service sends AUTH, and the SDK renews in place through its authCallback, never disconnected', async () => {
+      const keyRest = rest();
+      const issued: Ably.TokenDetails[] = [];
+      const client = realtime({
+        authCallback: (_params, callback) => {
+          // The first token lives 4 s (the AUTH comes at half its life, under the 30 s lead); the next ones a minute.
+          if (issued.length >= 3) return callback('no more tokens in this test', null);
+          keyRest.auth.requestToken({ clientId: `in-place-${format}`, ttl: issued.length === 0 ? 4_000 : 60_000 }).then(
+            (details) => {
+              issued.push(details);
+              callback(null, details);
+            },
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      await connectionState(client, 'connected');
+      const connectionId = client.connection.id;
+      const connectionStates = stateLog(client.connection);
+      const name = uniqueChannel('rt-auth-in-place');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+      const updated = new Promise<Ably.ConnectionStateChange>((resolve) => client.connection.once('update', resolve));
+      const update = await within(updated, 20_000, "the connection's update on the renewed token");
+      expect(update.reason ?? null).toBeNull();
+      expect(issued).toHaveLength(2);
+      expect(currentToken(client)).toBe(issued[1].token);
+      // Renewed before the first token expired, on the same connection.
+      expect(Date.now()).toBeLessThan(issued[0].expires);
+      expect(client.connection.id).toBe(connectionId);
+
+      // Past the first token's expiry, still connected and never disconnected; the channel works.
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, issued[0].expires - Date.now() + 500)));
+      await channel.publish('after', 'the first expiry');
+      await arrivals.count(1);
+      expect(client.connection.state).toBe('connected');
+      // The one state change is the renewal's update (connected to connected).
+      expect(connectionStates.map((s) => s.current)).toEqual(['connected']);
       expect(issued).toHaveLength(2);
     });
 
@@ -293,8 +334,9 @@ describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', 
       await connectionState(client, 'failed', 20_000).catch(() => undefined);
       expect(client.connection.state).toBe('failed');
       expect(client.connection.errorReason).toMatchObject({ code: 40171 });
-      // It was told the token expired: the SDK only gives up after a token error (4014x) from the service.
-      expect(Date.now()).toBeGreaterThanOrEqual(details.expires);
+      // The SDK gives up when the service asks it to renew (AUTH, here at half the token's life:
+      // under REALTIME_TOKEN_RENEW_LEAD_MS) or tells it the token expired (40142), never on its own.
+      expect(Date.now()).toBeGreaterThanOrEqual(details.issued + (details.expires - details.issued) / 2 - 50);
       expect(connectionStates.map((s) => s.current)).toContain('failed');
     });
 

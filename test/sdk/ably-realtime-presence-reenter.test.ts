@@ -2,6 +2,7 @@
 // connection (issue 26 item 7): beside its member on the old connection, after the old one closed,
 // and by the SDK itself when its connection could not be resumed; members are per connection, so
 // only the old connection's member leaves and the new one stays, for realtime and REST readers.
+// Entering again on the same connection while present is an update (the platform's broadcast).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
@@ -62,6 +63,27 @@ describe.each([
     ]);
     expect(summary(await watcher.channels.get(name).presence.get())).toEqual([['present', 'same', b, 'second']]);
     expect(summary((await rest().channels.get(name).presence.get()).items)).toEqual([['present', 'same', b, 'second']]);
+  });
+
+  it('RTP2, RTP8: entering again on the same connection while present is broadcast as an update with the new data, and presence history records it as one', async () => {
+    const name = uniqueChannel('reenter');
+    const watcher = realtime({ key: ts.key });
+    const events = await collectPresence(watcher.channels.get(name));
+    const member = realtime({ key: ts.key, clientId: 'twice' });
+    await member.channels.get(name).presence.enter('first');
+    await member.channels.get(name).presence.enter('second');
+    const id = member.connection.id!;
+    await events.count(2);
+    expect(summary(events.items)).toEqual([
+      ['enter', 'twice', id, 'first'],
+      ['update', 'twice', id, 'second'],
+    ]);
+    expect(summary(await watcher.channels.get(name).presence.get())).toEqual([['present', 'twice', id, 'second']]);
+    const history = (await rest().channels.get(name).presence.history({ direction: 'forwards' })).items;
+    expect(summary(history)).toEqual([
+      ['enter', 'twice', id, 'first'],
+      ['update', 'twice', id, 'second'],
+    ]);
   });
 
   it('RTP8: after its connection closed, the clientId enters again from a new connection and is the one member', async () => {

@@ -75,6 +75,8 @@ export class CometTransport {
 
   /** `POST /comet/<key>/send`: each ProtocolMessage of the body, as a frame on the connection; 204 once read. */
   async send(key: string, params: URLSearchParams, body: Buffer): Promise<CometAnswer> {
+    // As recv: a renewed JWT not seen yet is checked first.
+    await this.deps.credentialsPending(params);
     const found = this.find(key, params);
     if ('batch' in found) return found;
     const { socket, conn } = found;
@@ -111,7 +113,10 @@ export class CometTransport {
   }
 
   /** `GET /comet/<key>/recv`: what the connection sent, at once or once it sends something. */
-  recv(key: string, params: URLSearchParams, signal: AbortSignal): Promise<CometAnswer> | CometAnswer {
+  async recv(key: string, params: URLSearchParams, signal: AbortSignal): Promise<CometAnswer> {
+    // A renewed JWT not seen yet (the SDK's comet transport sends it on its requests as soon as it
+    // sends the AUTH) is checked first: else the request would be refused while it is checked (40140).
+    await this.deps.credentialsPending(params);
     const found = this.find(key, params);
     if ('batch' in found) return found;
     const { socket, conn } = found;
