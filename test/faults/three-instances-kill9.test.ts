@@ -2,7 +2,8 @@
 // and kill -9 of one. What must hold: every acknowledged publish (REST and realtime) is in history on
 // the survivors, once; every subscriber, wherever its connection was and resumed, receives every
 // message of the channel once and in history's order; the members the dead instance held for
-// clients that never came back leave within three REALTIME_INSTANCE_ALIVE_MS intervals (the README),
+// clients that never came back leave within three REALTIME_INSTANCE_ALIVE_MS intervals and then
+// REALTIME_PRESENCE_DROP_MS, as a dropped connection's (the README),
 // while the members of clients that resumed elsewhere stay.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,8 @@ import { faultApp, startServiceProcess, unhandled, type ServiceProcess } from '.
 import { PublishLoad, readHistory, reckon, report, sleep, until } from './publish-load.js';
 
 const ALIVE_MS = 1_000;
+/** How long a dropped connection's members wait for a resume (REALTIME_PRESENCE_DROP_MS): a dead instance's too. */
+const DROP_MS = 3_000;
 const SUBSCRIBERS = 6;
 
 /** Round robin over the instances' ports; a port that refuses is skipped (a dead instance). */
@@ -58,7 +61,7 @@ describeWithInfra('fault tier: three production instances behind a balancer, one
     try {
       for (const id of ['a', 'b', 'c']) {
         const dataDir = mkdtempSync(join(tmpdir(), `cm-three-${id}-`));
-        instances.push(await startServiceProcess(found, { ...app, dataDir }, { INSTANCE_ID: `three-${id}`, REALTIME_INSTANCE_ALIVE_MS: String(ALIVE_MS), HISTORY_TAIL_MS: '2000' }));
+        instances.push(await startServiceProcess(found, { ...app, dataDir }, { INSTANCE_ID: `three-${id}`, REALTIME_INSTANCE_ALIVE_MS: String(ALIVE_MS), REALTIME_PRESENCE_DROP_MS: String(DROP_MS), HISTORY_TAIL_MS: '2000' }));
       }
       const [, victim, survivor] = instances;
       const ports = instances.map((s) => s.port);
@@ -126,7 +129,7 @@ describeWithInfra('fault tier: three production instances behind a balancer, one
           orphansGoneAfter = Date.now() - killedAt;
           return true;
         },
-        3 * ALIVE_MS + 30_000,
+        3 * ALIVE_MS + DROP_MS + 30_000,
       );
       await sleep(3_000);
       publishing = false;
@@ -170,7 +173,7 @@ describeWithInfra('fault tier: three production instances behind a balancer, one
         rest,
         `realtime publishes acknowledged ${realtimeAcked.size} (lost ${realtimeLost.length}); history ${history.length}; ` +
           `connections per instance ${JSON.stringify(Object.fromEntries(lb.connections))}; ` +
-          `orphaned members gone ${orphansGoneAfter} ms after the kill (REALTIME_INSTANCE_ALIVE_MS ${ALIVE_MS}); ` +
+          `orphaned members gone ${orphansGoneAfter} ms after the kill (REALTIME_INSTANCE_ALIVE_MS ${ALIVE_MS}, REALTIME_PRESENCE_DROP_MS ${DROP_MS}); ` +
           `subscribers ${JSON.stringify(subscriberFaults)}`,
       );
 
