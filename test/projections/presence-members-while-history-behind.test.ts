@@ -10,10 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { encodeEvent } from '../../src/log/event-codec.js';
-import { channelKey } from '../../src/log/partitioner.js';
 import { Topics, type Checkpoint, type LogRecord } from '../../src/log/port.js';
-import type { PresenceChanged } from '../../src/domain/events.js';
+import { appendPresenceChurn, churnRows } from '../helpers/presence-churn.js';
 import { PresenceProjection, type PresenceMember } from '../../projections/presence/presence-projection.js';
 import { SqliteHistoryStore } from '../../projections/history/sqlite-history-store.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
@@ -47,18 +45,7 @@ describe('the presence member set while presence history is behind its store', (
     dir = mkdtempSync(join(tmpdir(), 'presence-behind-'));
     log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: PARTITIONS });
     stores = [];
-    // Members enter (with data), update, leave (most without data: the row carries the last) and connections drop.
-    for (let i = 0; i < EVENTS; i++) {
-      const channel = `persisted:room-${i % CHANNELS}`;
-      const r = (i * 7919) % 100;
-      const clientId = `client-${(i * 31) % 9}`;
-      const connectionId = `conn-${(i * 13) % 5}`;
-      const action = r < 45 ? 'enter' : r < 60 ? 'update' : r < 95 ? 'leave' : 'drop';
-      const event: PresenceChanged['event'] = action === 'drop'
-        ? { action, id: `e${i}`, timestamp: NOW + i * 10, connectionId }
-        : { action, id: `e${i}`, timestamp: NOW + i * 10, clientId, connectionId, ...(action === 'leave' && r < 90 ? {} : { data: `data ${i}` }) };
-      await log.append(Topics.presence, [{ key: channelKey('app', channel), timestamp: NOW + i * 10, value: encodeEvent({ type: 'presence.changed', appId: 'app', channel, event }) }]);
-    }
+    await appendPresenceChurn(log, { events: EVENTS, channels: CHANNELS, start: NOW, stepMs: 10 });
   });
   afterEach(async () => {
     for (const s of stores) await s.close();
@@ -77,11 +64,7 @@ describe('the presence member set while presence history is behind its store', (
   };
   const members = (projection: PresenceProjection): PresenceMember[][] =>
     Array.from({ length: CHANNELS }, (_, c) => projection.query({ appId: 'app', channel: `persisted:room-${c}`, limit: 1000 }).members);
-  const rows = async (s: SqliteHistoryStore): Promise<unknown[]> => {
-    const out: unknown[] = [];
-    for (let c = 0; c < CHANNELS; c++) out.push(...(await s.query({ appId: 'app', channel: `persisted:room-${c}`, start: 0, end: Number.MAX_SAFE_INTEGER, limit: 10_000, direction: 'forwards' })).map((e) => e.message));
-    return out;
-  };
+  const rows = (s: SqliteHistoryStore): Promise<unknown[]> => churnRows(s, CHANNELS);
 
   it('goes on past maxUnstoredRows, and presence history, followed on its own, writes the rows of a store that never failed', async () => {
     // The reference: a store that takes every write.

@@ -10,10 +10,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { encodeEvent } from '../../src/log/event-codec.js';
-import { channelKey } from '../../src/log/partitioner.js';
 import { Topics, type LogRecord } from '../../src/log/port.js';
-import type { PresenceChanged } from '../../src/domain/events.js';
+import { appendPresenceChurn, churnRows } from '../helpers/presence-churn.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
 import { SqliteHistoryStore } from '../../projections/history/sqlite-history-store.js';
 import { SnapshotStore } from '../../projections/snapshots.js';
@@ -33,18 +31,7 @@ describe('a presence writer handed a partition', () => {
     dir = mkdtempSync(join(tmpdir(), 'presence-handover-'));
     log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: PARTITIONS });
     closers = [];
-    // Members enter (with data), update, leave (most without data: the row carries the last) and connections drop.
-    for (let i = 0; i < EVENTS; i++) {
-      const channel = `persisted:room-${i % CHANNELS}`;
-      const r = (i * 7919) % 100;
-      const clientId = `client-${(i * 31) % 9}`;
-      const connectionId = `conn-${(i * 13) % 5}`;
-      const action = r < 45 ? 'enter' : r < 60 ? 'update' : r < 95 ? 'leave' : 'drop';
-      const event: PresenceChanged['event'] = action === 'drop'
-        ? { action, id: `e${i}`, timestamp: NOW + i * 100, connectionId }
-        : { action, id: `e${i}`, timestamp: NOW + i * 100, clientId, connectionId, ...(action === 'leave' && r < 90 ? {} : { data: `data ${i}` }) };
-      await log.append(Topics.presence, [{ key: channelKey('app', channel), timestamp: NOW + i * 100, value: encodeEvent({ type: 'presence.changed', appId: 'app', channel, event }) }]);
-    }
+    await appendPresenceChurn(log, { events: EVENTS, channels: CHANNELS, start: NOW, stepMs: 100 });
   });
   afterEach(async () => {
     for (const close of closers.reverse()) await close();
@@ -60,11 +47,7 @@ describe('a presence writer handed a partition', () => {
   const projection = (s: SqliteHistoryStore, writes = true): PresenceProjection =>
     new PresenceProjection({ store: s, clock, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000, writes });
   const partition = async (p: number, from = 0, to = Infinity): Promise<LogRecord[]> => (await log.read(Topics.presence, p, from, 1e9)).filter((r) => r.offset < to);
-  const rows = async (s: SqliteHistoryStore): Promise<unknown[]> => {
-    const out: unknown[] = [];
-    for (let c = 0; c < CHANNELS; c++) out.push(...(await s.query({ appId: 'app', channel: `persisted:room-${c}`, start: 0, end: Number.MAX_SAFE_INTEGER, limit: 10_000, direction: 'forwards' })).map((e) => e.message));
-    return out;
-  };
+  const rows = (s: SqliteHistoryStore): Promise<unknown[]> => churnRows(s, CHANNELS);
 
   it('starts it from the snapshot of its member set (not from 0) and writes the rows a writer that read the whole partition writes', async () => {
     const ends = await log.endOffsets(Topics.presence);
