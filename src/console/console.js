@@ -1,7 +1,8 @@
 // The developer console (README: Console): plain browser JavaScript, loaded by /console after the
 // SDK's browser build (window.Ably) and console-rest.js (window.ConsoleRest). One realtime
 // connection per credential entered; one open channel at a time, attached for messages and
-// presence, with its status (REST), its presence members, a publish form and its history (REST,
+// presence, with its status (REST), its presence members, the page's own presence
+// (console-presence.js), a publish form and its history (REST,
 // a page at a time along Link headers). What is open (channel, history range) is kept in the
 // URL's fragment, which never reaches the service, so a reload or a shared link restores it;
 // the credentials never go there.
@@ -253,6 +254,7 @@
     o.channel.unsubscribe(o.onMessage);
     o.channel.presence.unsubscribe(o.onPresence);
     o.channel.off(o.onState);
+    presencePanel.leave(o);
     if (o.channel.state === 'attached' || o.channel.state === 'attaching') o.channel.detach().catch(function () {});
     el.detach.disabled = true;
     el.channelBody.hidden = true;
@@ -288,6 +290,7 @@
     el.log.textContent = '';
     el.membersBody.textContent = '';
     historyPanel.clear();
+    presencePanel.reset();
     el.channelBody.hidden = false;
     el.detach.disabled = false;
     setState(el.channelState, 'attaching', name + ': attaching…');
@@ -296,6 +299,7 @@
       function () {
         if (open !== o) return;
         setState(el.channelState, 'attached', name + ': attached');
+        presencePanel.refresh();
         refreshAll();
       },
       function (err) {
@@ -358,6 +362,7 @@
         members.forEach(function (p) {
           var tr = document.createElement('tr');
           tr.dataset.clientId = p.clientId;
+          if (presencePanel.isOwn(p)) tr.dataset.own = 'true';
           cell(tr, p.clientId);
           cell(tr, p.connectionId, 'mono');
           cell(tr, Rest.dataText(p.data, p.encoding), 'mono');
@@ -436,6 +441,17 @@
       },
     );
   }
+
+  var presencePanel = window.ConsolePresence({
+    current: function () {
+      return open;
+    },
+    client: function () {
+      return client;
+    },
+    setState: setState,
+    errorText: errorText,
+  });
 
   var historyPanel = window.ConsoleHistory({
     current: function () {

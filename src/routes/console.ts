@@ -65,6 +65,7 @@ export function loadConsole(): StaticPage {
       { name: 'ably', body: readFileSync(ably.file), type: js },
       { name: 'console-rest', body: readFileSync(join(dir, 'console-rest.js')), type: js },
       { name: 'console-history', body: readFileSync(join(dir, 'console-history.js')), type: js },
+      { name: 'console-presence', body: readFileSync(join(dir, 'console-presence.js')), type: js },
       { name: 'console', body: readFileSync(join(dir, 'console.js')), type: js },
       { name: 'console-css', body: readFileSync(join(dir, 'console.css')), type: 'text/css; charset=utf-8' },
     ],

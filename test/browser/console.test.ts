@@ -1,7 +1,8 @@
 // The developer console (/console) in a real browser: Debian's chromium driven by playwright-core,
 // against a listening service (embedded mode; the console uses only the public REST and realtime
 // interfaces, so production mode serves it the same). A publish from the page arrives in a second
-// browser context; a member the node SDK enters shows in the page; active channels with occupancy,
+// browser context; a member the node SDK enters shows in the page; the page enters, updates and
+// leaves presence itself, seen by the node SDK and another context; active channels with occupancy,
 // a channel's status, history a page at a time along Link headers, a metachannel; the URL restores
 // what is open; a bad key shows the service's error. Screenshots (desktop and a 390 px phone) go to
 // test/output/console*.png (ignored by git) and are checked: not blank, the expected parts visible
@@ -184,6 +185,61 @@ if (!haveChromium) {
       await sdk.channels.get(channel).presence.leave();
       await page.locator('#log li[data-kind="presence"][data-action="leave"][data-client-id="sdk-member"]').waitFor();
       await page.waitForFunction(() => document.querySelectorAll('#members tbody tr').length === 0);
+      expect(problems).toEqual([]);
+    }, 120_000);
+
+    it('enters presence from the page (clientId, JSON data), updates and leaves: the node SDK and a second browser context see it', async () => {
+      const channel = uniqueChannel('console-enter');
+      const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false });
+      const members = async () => (await rest.channels.get(channel).presence.get()).items.map((m) => [m.clientId, m.data]);
+      const page = await newPage();
+      await connected(page);
+      await openChannel(page, channel);
+      const watcher = await newPage();
+      await connected(watcher);
+      await openChannel(watcher, channel);
+
+      await page.fill('#presence-client-id', 'page-member');
+      await page.fill('#presence-data', '{"from": "the page"}');
+      await page.check('#presence-json');
+      await page.click('#presence-enter');
+      await page.waitForSelector('#presence-state[data-state="present"]');
+      expect(await members()).toEqual([['page-member', { from: 'the page' }]]);
+      // The page's own member is in its list, marked as its own; the other context sees it as anyone's.
+      const own = page.locator('#members tbody tr[data-client-id="page-member"]');
+      await own.waitFor();
+      expect(await own.getAttribute('data-own')).toBe('true');
+      expect(await own.locator('td').allTextContents()).toEqual(['page-member', await page.evaluate(() => document.querySelector('#connection')!.textContent!.match(/connection (\S+)\)/)![1]), '{"from":"the page"}']);
+      const seen = watcher.locator('#members tbody tr[data-client-id="page-member"]');
+      await seen.waitFor();
+      expect(await seen.getAttribute('data-own')).toBeNull();
+      expect(await seen.locator('td').nth(2).textContent()).toBe('{"from":"the page"}');
+
+      await page.uncheck('#presence-json');
+      await page.fill('#presence-data', 'updated text');
+      await page.click('#presence-update');
+      await watcher.locator('#log li[data-kind="presence"][data-action="update"][data-client-id="page-member"]').waitFor();
+      await watcher.waitForFunction(() => document.querySelector('#members tbody tr[data-client-id="page-member"] td:nth-child(3)')?.textContent === 'updated text');
+      expect(await members()).toEqual([['page-member', 'updated text']]);
+
+      await page.click('#presence-leave');
+      await page.waitForSelector('#presence-state[data-state="absent"]');
+      await watcher.locator('#log li[data-kind="presence"][data-action="leave"][data-client-id="page-member"]').waitFor();
+      await watcher.waitForFunction(() => document.querySelectorAll('#members tbody tr').length === 0);
+      expect(await members()).toEqual([]);
+
+      // Entering again, then closing the channel, leaves too; an empty clientId is refused in the page.
+      await page.click('#presence-enter');
+      await page.waitForSelector('#presence-state[data-state="present"]');
+      await seen.waitFor();
+      await page.click('#detach');
+      await watcher.waitForFunction(() => document.querySelectorAll('#members tbody tr').length === 0);
+      expect(await members()).toEqual([]);
+      await openChannel(page, channel);
+      await page.fill('#presence-client-id', '');
+      await page.click('#presence-enter');
+      await page.waitForSelector('#presence-state[data-state="error"]');
+      expect(await page.textContent('#presence-state')).toBe('Enter a clientId (not *) to be present as.');
       expect(problems).toEqual([]);
     }, 120_000);
 
@@ -379,7 +435,7 @@ if (!haveChromium) {
       await page.locator('#log li[data-name="live"]').waitFor();
 
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
-      for (const selector of ['h1', '#credential', '#connect', '#list-channels', '#channel', '#attach', '#log', '#members', '#publish', '#history-load', '#history']) {
+      for (const selector of ['h1', '#credential', '#connect', '#list-channels', '#channel', '#attach', '#log', '#members', '#presence-enter', '#publish', '#history-load', '#history']) {
         const box = await page.locator(selector).boundingBox();
         expect(box, selector).not.toBeNull();
         expect(box!.x, selector).toBeGreaterThanOrEqual(0);
