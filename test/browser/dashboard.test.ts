@@ -12,7 +12,7 @@ import type { Browser, Page } from 'playwright-core';
 import { basic, startTestService, type TestService } from '../helpers/service.js';
 import { requireInfra } from '../helpers/infra.js';
 import { connectionState, realtimeClient } from '../helpers/realtime.js';
-import { DASHBOARD_CSP } from '../../src/routes/dashboard.js';
+import { PAGE_CSP } from '../../src/routes/static-page.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const OUTPUT = resolve(dirname(fileURLToPath(import.meta.url)), '../output');
@@ -189,7 +189,7 @@ if (!haveChromium) {
     it('serves the page with a Content-Security-Policy and uPlot from the package, cached for a year', async () => {
       const res = await fetch(`${base}/dashboard`);
       expect(res.status).toBe(200);
-      expect(res.headers.get('content-security-policy')).toBe(DASHBOARD_CSP);
+      expect(res.headers.get('content-security-policy')).toBe(PAGE_CSP);
       const html = await res.text();
       expect(html).not.toMatch(/<script(?![^>]*\ssrc=)/); // no inline script
       expect(html).not.toMatch(/\sstyle=|<style/); // no inline style
