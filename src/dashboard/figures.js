@@ -61,7 +61,7 @@
   var GAUGES = [
     ['peak', max, 'Most connections open at one reading (for the range: the highest interval).', 'Most channels active in one 6-second sample (for the range: the highest interval).'],
     ['mean', null, 'Mean of the readings over the interval (no total over a range).', 'Mean number of active channels over the samples of the interval (no total over a range).'],
-    ['opened', sum, 'Connections made (a resumed connection is not a new one). One made and gone between two readings shows here only.', 'Channels active in a sample that were not active in the sample before.'],
+    ['opened', sum, 'Connections made (a resumed connection is not a new one). One made and gone between two readings shows here only.', 'Channels active in a sample (published to or attached) that were not active in the sample before.'],
   ];
   var gauges = function (prefix, column) {
     return GAUGES.map(function (row) {
@@ -97,7 +97,7 @@
         series('stored', 'messages.persisted.presence.count', sum, 'Presence messages written to persisted presence history.'),
       ]),
       chart('connections', 'Realtime connections', 'count', 'Realtime (WebSocket and comet) connections of the app, read in the middle of every 6-second interval.', gauges('connections.all.', 2)),
-      chart('channels', 'Channels', 'count', 'A channel is active in a 6-second sample when a message was published on it. Channels that only had subscribers, presence members or a status request are not counted: the spec shows one trigger of activity (GET /channels/<channel_id>) and leaves the others unshown; the service counts publishing.', gauges('channels.', 3)),
+      chart('channels', 'Channels', 'count', 'A channel is active in a 6-second sample when a message was published on it or a realtime connection attached to it (a subscriber or presence member), counted once either way. A subscriber that stays attached without traffic counts in the sample it attached in; a status request (GET /channels/<channel_id>) is not counted.', gauges('channels.', 3)),
       chart('api', 'API requests', 'count', 'REST requests made with the app’s key or tokens (token requests included). This page’s own requests to /stats count here too.', outcomes('apiRequests.all.', 1)),
       chart('tokens', 'Token requests', 'count', 'Requests for a token (POST /keys/<keyName>/requestToken); also in API requests.', outcomes('apiRequests.tokenRequests.', 2)),
     ],

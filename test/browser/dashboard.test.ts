@@ -460,7 +460,7 @@ if (!haveChromium) {
       const definitions = await page.$$eval('#totals tbody tr', (rows) => rows.map((r) => r.querySelector('td.def')?.textContent ?? ''));
       expect(definitions.every((d) => d.length > 10)).toBe(true);
       for (const id of ['messages', 'presence', 'connections', 'channels', 'api']) expect(await page.locator(`#chart-${id} canvas`).count(), id).toBe(1);
-      expect(await page.textContent('#chart-channels .note')).toContain('only had subscribers');
+      expect(await page.textContent('#chart-channels .note')).toContain('or a realtime connection attached to it (a subscriber or presence member)');
       // The legend shows numbers without a hover: the newest interval's.
       const legend = await page.$$eval('#chart-presence .u-legend .u-series .u-value', (cells) => cells.map((c) => c.textContent ?? ''));
       expect(legend[0]).toBe(`newest ${inputValue(to).replace('T', ' ')}`);
