@@ -1,6 +1,7 @@
 // The developer console (/console) in a real browser: Debian's chromium driven by playwright-core,
-// against a listening service (embedded mode; the console uses only the public REST and realtime
-// interfaces, so production mode serves it the same). A publish from the page arrives in a second
+// against a listening service in the mode startTestService starts (embedded; with
+// TEST_SERVICE_MODE=production on Kafka and ClickHouse, as .ci/run runs it too: the console uses
+// only the public REST and realtime interfaces, so both modes must serve it the same). A publish from the page arrives in a second
 // browser context; a member the node SDK enters shows in the page; the page enters, updates and
 // leaves presence itself, seen by the node SDK and another context; active channels with occupancy,
 // a channel's status, history a page at a time along Link headers, a metachannel; the URL restores
