@@ -353,6 +353,28 @@ describeInChromium('console in a browser (README: Console)', () => {
     expect(problems).toEqual([]);
   }, 120_000);
 
+  it('a token bound to a clientId enters presence as that clientId, shown in the field and not editable', async () => {
+    const keyName = t.key.slice(0, t.key.indexOf(':'));
+    const payload = { keyName, timestamp: Date.now(), clientId: 'token-client' };
+    const issued = await t.service.app.inject({ method: 'POST', url: `/keys/${keyName}/requestToken`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload });
+    expect(issued.statusCode).toBe(200);
+    const channel = uniqueChannel('console-token-presence');
+    const page = await newPage();
+    await page.goto(`${base}/console`);
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.selectOption('#auth-kind', 'token');
+    await page.fill('#credential', issued.json().token as string);
+    await page.click('#connect');
+    await page.waitForSelector('#connection[data-state="connected"]');
+    await openChannel(page, channel);
+    await page.waitForFunction(() => (document.querySelector('#presence-client-id') as HTMLInputElement).value === 'token-client');
+    expect(await page.getAttribute('#presence-client-id', 'readonly')).not.toBeNull();
+    await page.click('#presence-enter');
+    await page.waitForSelector('#presence-state[data-state="present"]');
+    await page.locator('#members tbody tr[data-client-id="token-client"][data-own="true"]').waitFor();
+    expect(problems).toEqual([]);
+  }, 120_000);
+
   it('attaches to a metachannel: [meta]channel.lifecycle shows a channel becoming active', async () => {
     const page = await newPage();
     await connected(page);
