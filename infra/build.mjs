@@ -2,7 +2,8 @@
 // `npm run build`: compiles src/ and projections/ to plain JavaScript that runs with `node` alone
 // (no tsx), and copies the files tsc does not emit, beside their compiled neighbours: the embedded
 // log writer thread's worker (src/log/embedded/sqlite-writer.worker.mjs, plain JavaScript on
-// purpose), the dashboard and console pages (src/dashboard/, src/console/: HTML, browser JS, CSS)
+// purpose), the dashboard and console pages (src/dashboard/, src/console/: HTML, browser JS, CSS;
+// src/page-common/: the browser JS both share)
 // and the SDK's browser build the console serves (src/console/vendor/). The output directory
 // gets a package.json saying its .js files are ES modules, so it runs wherever it is put.
 //

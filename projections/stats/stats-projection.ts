@@ -44,7 +44,7 @@ function named(counters: CounterArray): Counters {
 
 interface AppSample {
   counters: CounterArray;
-  /** the channels published to in the sample, each with whether its messages are persisted */
+  /** the channels published to or attached in the sample, each with whether its messages are persisted */
   channels: Map<string, boolean>;
   /** open realtime connections: the instances' readings, added up */
   connections: number;
@@ -109,7 +109,7 @@ interface Waiter {
 }
 
 export class StatsProjection {
-  static readonly handles = ['messages.published', 'presence.changed', 'usage.reported', 'stats.fixture', 'connection.opened'] as const;
+  static readonly handles = ['messages.published', 'channel.used', 'presence.changed', 'usage.reported', 'stats.fixture', 'connection.opened'] as const;
   private readonly partitions = new Map<string, Map<number, PartitionState>>();
   private stored = new Map<string, StatsCheckpoint>();
   private readonly flushTimer: FlushTimer;
@@ -307,6 +307,12 @@ export class StatsProjection {
         this.countPublished(state, { appId: event.appId, channel: event.channel, transport: event.transport, count: event.messages.length, data }, timestamp, offset);
         break;
       }
+      case 'channel.used': {
+        // A realtime attachment (issue 28): the channel is active without a message published.
+        const sample = this.sampleFor(state, timestamp, offset);
+        this.channelActive(state, sample, this.appOf(sample, event.appId), event.appId, event.channel);
+        break;
+      }
       case 'presence.changed': {
         const app = this.appOf(this.sampleFor(state, timestamp, offset), event.appId);
         const data = dataSize(event.event.data, event.event.encoding);
@@ -355,20 +361,25 @@ export class StatsProjection {
     const keys = event.transport === 'realtime' ? INBOUND.realtime : INBOUND.rest;
     app.counters[keys.count] += event.count;
     app.counters[keys.data] += event.data;
-    // Whether the channel is persisted: asked once a sample (a rule changed inside a sample counts
-    // from the next one; a rebuild asks its registry as loaded).
-    let persisted = app.channels.get(event.channel);
-    if (persisted === undefined) {
-      persisted = this.options.isPersisted(event.appId, event.channel);
-      app.channels.set(event.channel, persisted);
-      if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, event.appId, event.channel)) {
-        app.counters[CHANNELS_OPENED] += 1;
-      }
-    }
-    if (persisted) {
+    if (this.channelActive(state, sample, app, event.appId, event.channel)) {
       app.counters[STORED.count] += event.count;
       app.counters[STORED.data] += event.data;
     }
+  }
+
+  /**
+   * The channel is active in the sample (published to, or attached: `channel.used`); opened if it
+   * was not in the sample before. Returns whether its messages are persisted: asked once a sample
+   * (a rule changed inside a sample counts from the next one; a rebuild asks its registry as loaded).
+   */
+  private channelActive(state: PartitionState, sample: Sample, app: AppSample, appId: string, channel: string): boolean {
+    let persisted = app.channels.get(channel);
+    if (persisted === undefined) {
+      persisted = this.options.isPersisted(appId, channel);
+      app.channels.set(channel, persisted);
+      if (sample.slot === 0 && !this.activeIn(state, sample.interval - SAMPLE_MS, appId, channel)) app.counters[CHANNELS_OPENED] += 1;
+    }
+    return persisted;
   }
 
   /** Was the channel active in the sample of `interval` (same partition)? */

@@ -102,7 +102,7 @@
         var answer;
         var number;
         if (rel && page.links[rel]) {
-          answer = await Rest.get(page.links[rel], auth);
+          answer = await window.ServiceClient.get(page.links[rel], auth);
           number = rel === 'next' ? page.number + 1 : 1;
         } else {
           answer = await Rest.history(auth, open.name, { start: start, end: end === undefined ? undefined : end + 999, limit: limit });

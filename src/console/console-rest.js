@@ -1,81 +1,13 @@
 // The developer console's REST side (README: Console): plain browser JavaScript, loaded by
 // /console before console.js. It calls the service's public REST interface with the credentials
-// typed into the page (`GET /channels`, `GET /channels/<id>`, `GET /channels/<id>/messages`),
-// follows Link headers (spec: Pagination) and tells errors as the service does (spec: Errors).
-// It holds no page state: console.js does. Exposed as `window.ConsoleRest`.
+// typed into the page (`GET /channels`, `GET /channels/<id>`, `GET /channels/<id>/messages`)
+// and formats what the pages show (times, data).
+// It holds no page state: console.js does. The requests themselves, Link headers and errors are
+// src/page-common/service-client.js's (`window.ServiceClient`). Exposed as `window.ConsoleRest`.
 'use strict';
 
 (function () {
-  /** Base64 of the UTF-8 bytes (btoa alone takes Latin-1 only). */
-  function base64(text) {
-    var bytes = new TextEncoder().encode(text);
-    var binary = '';
-    for (var i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]);
-    return btoa(binary);
-  }
-
-  /** The Authorization header of a key (Basic) or a token (Bearer, base64 as the spec says). */
-  function authorization(kind, value) {
-    return (kind === 'token' ? 'Bearer ' : 'Basic ') + base64(value);
-  }
-
-  /** `Link` header relations (RFC 8288: `<url>; rel="next", ...`). */
-  function parseLinks(header) {
-    var links = {};
-    if (!header) return links;
-    var re = /<([^>]*)>\s*;\s*rel="?([^";,]+)"?/g;
-    var m;
-    while ((m = re.exec(header))) links[m[2]] = m[1];
-    return links;
-  }
-
-  /** An Error carrying the service's error (spec: Errors): message, code and status. */
-  function describedError(message, code, statusCode) {
-    var text = message + (code ? ' (code ' + code + (statusCode ? ', status ' + statusCode : '') + ')' : statusCode ? ' (status ' + statusCode + ')' : '');
-    var err = new Error(text);
-    err.service = { code: code, statusCode: statusCode, message: message };
-    return err;
-  }
-
-  /** The error of a refused request, from its body or, failing that, its headers. */
-  function serviceError(res, body) {
-    var e = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : {};
-    var message = typeof e.message === 'string' ? e.message : res.headers.get('X-Service-ErrorMessage') || res.statusText || 'request failed';
-    var code = e.code !== undefined ? e.code : res.headers.get('X-Service-ErrorCode');
-    return describedError(message, code, e.statusCode !== undefined ? e.statusCode : res.status);
-  }
-
-  /**
-   * GET a path or URL of this origin with the credentials: `{ body, links, url }` on success,
-   * a described Error otherwise (a network failure says so, it is not a blank result).
-   */
-  async function get(pathOrUrl, auth) {
-    var url = new URL(pathOrUrl, location.href);
-    if (url.origin !== location.origin) throw new Error('refusing to send credentials to another origin: ' + url.origin);
-    var res;
-    try {
-      res = await fetch(url, {
-        credentials: 'omit',
-        cache: 'no-store',
-        headers: { Authorization: auth, Accept: 'application/json', 'X-Service-Version': '2' },
-      });
-    } catch (e) {
-      throw new Error('the service did not answer (' + (e && e.message ? e.message : String(e)) + ')');
-    }
-    var body;
-    try {
-      body = await res.json();
-    } catch (e) {
-      body = undefined;
-    }
-    if (!res.ok) throw serviceError(res, body);
-    var links = parseLinks(res.headers.get('Link'));
-    // Link URLs are relative to the request's (spec: Pagination): made absolute here.
-    Object.keys(links).forEach(function (rel) {
-      links[rel] = new URL(links[rel], url).href;
-    });
-    return { body: body, links: links, url: url.href };
-  }
+  var get = window.ServiceClient.get;
 
   var channelPath = function (name) {
     return '/channels/' + encodeURIComponent(name);
@@ -151,12 +83,9 @@
   }
 
   window.ConsoleRest = {
-    authorization: authorization,
-    describedError: describedError,
     listChannels: listChannels,
     channelStatus: channelStatus,
     history: history,
-    get: get,
     toInputValue: toInputValue,
     fromInputValue: fromInputValue,
     timeText: timeText,

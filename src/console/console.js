@@ -1,7 +1,9 @@
 // The developer console (README: Console): plain browser JavaScript, loaded by /console after the
-// SDK's browser build (window.Ably) and console-rest.js (window.ConsoleRest). One realtime
+// SDK's browser build (window.Ably), the pages' shared service-client.js (window.ServiceClient)
+// and console-rest.js (window.ConsoleRest). One realtime
 // connection per credential entered; one open channel at a time, attached for messages and
-// presence, with its status (REST), its presence members, a publish form and its history (REST,
+// presence, with its status (REST), its presence members, the page's own presence
+// (console-presence.js), a publish form and its history (REST,
 // a page at a time along Link headers). What is open (channel, history range) is kept in the
 // URL's fragment, which never reaches the service, so a reload or a shared link restores it;
 // the credentials never go there.
@@ -9,11 +11,11 @@
 
 (function () {
   var Rest = window.ConsoleRest;
+  var Client = window.ServiceClient;
   /** Live entries kept on the page; older ones are dropped (the page must not grow without end). */
   var MAX_LOG = 300;
   /** Channel rows "More channels" adds up to; past it, a prefix narrows the list. */
   var MAX_CHANNEL_ROWS = 1000;
-  var STORAGE_KEY = 'channel-messaging.console.credential';
   /** Channels per `GET /channels` page: `?limit=N` on the page's URL (1 to 1000), 100 otherwise. */
   var askedPage = Number(new URLSearchParams(location.search).get('limit'));
   var CHANNELS_PAGE = Number.isInteger(askedPage) && askedPage >= 1 && askedPage <= 1000 ? askedPage : 100;
@@ -55,6 +57,8 @@
     historyLimit: $('history-limit'),
   };
 
+  var credentials = Client.credentialForm({ kind: el.kind, credential: el.credential, remember: el.remember, storageKey: 'channel-messaging.console.credential' });
+
   /** The connection and the open channel; `opened` tells a current channel's events from a closed one's. */
   var client = null;
   var auth = null;
@@ -74,7 +78,7 @@
   /** An SDK ErrorInfo or an Error, as the service told it. */
   function errorText(err) {
     if (!err) return 'unknown error';
-    if (err.code !== undefined && err.message !== undefined && !err.service) return Rest.describedError(err.message, err.code, err.statusCode).message;
+    if (err.code !== undefined && err.message !== undefined && !err.service) return Client.describedError(err.message, err.code, err.statusCode).message;
     return err.message || String(err);
   }
   function cell(tr, text, className) {
@@ -111,32 +115,6 @@
 
   // --- credentials and the realtime connection -----------------------------------------------
 
-  function remember() {
-    try {
-      if (el.remember.checked && el.credential.value.trim() !== '') {
-        sessionStorage.setItem(STORAGE_KEY, JSON.stringify({ kind: el.kind.value, value: el.credential.value.trim() }));
-      } else {
-        sessionStorage.removeItem(STORAGE_KEY);
-      }
-    } catch (e) {
-      // storage blocked: nothing is kept
-    }
-  }
-  function restore() {
-    try {
-      var saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) || 'null');
-      if (saved && typeof saved.value === 'string') {
-        el.kind.value = saved.kind === 'token' ? 'token' : 'key';
-        el.credential.value = saved.value;
-        el.remember.checked = true;
-        return true;
-      }
-    } catch (e) {
-      // nothing saved, or storage blocked
-    }
-    return false;
-  }
-
   /**
    * The SDK's options for this page's own origin. `endpoint` is read as a host only when it has a
    * dot, `::` or is `localhost` (otherwise the SDK takes it for a routing policy of the hosted
@@ -161,17 +139,17 @@
   }
 
   function connect() {
-    var value = el.credential.value.trim();
+    var value = credentials.value();
     showError('');
     if (value === '') {
       showError('Enter a key (appId.keyId:secret) or a token first.');
       return;
     }
-    remember();
+    credentials.remember();
     closeChannel();
     if (client) client.close();
     client = null;
-    auth = Rest.authorization(el.kind.value, value);
+    auth = credentials.authorization();
     var created;
     try {
       created = new window.Ably.Realtime(clientOptions(el.kind.value, value));
@@ -227,7 +205,7 @@
     }
     setState(el.channelsState, 'loading', 'Loading…');
     try {
-      var page = more && channelsNext ? await Rest.get(channelsNext, auth) : await Rest.listChannels(auth, el.prefix.value.trim(), CHANNELS_PAGE);
+      var page = more && channelsNext ? await Client.get(channelsNext, auth) : await Rest.listChannels(auth, el.prefix.value.trim(), CHANNELS_PAGE);
       if (!more) el.channelsBody.textContent = '';
       page.body.forEach(renderChannelRow);
       var n = el.channelsBody.children.length;
@@ -253,6 +231,7 @@
     o.channel.unsubscribe(o.onMessage);
     o.channel.presence.unsubscribe(o.onPresence);
     o.channel.off(o.onState);
+    presencePanel.leave(o);
     if (o.channel.state === 'attached' || o.channel.state === 'attaching') o.channel.detach().catch(function () {});
     el.detach.disabled = true;
     el.channelBody.hidden = true;
@@ -288,6 +267,7 @@
     el.log.textContent = '';
     el.membersBody.textContent = '';
     historyPanel.clear();
+    presencePanel.reset();
     el.channelBody.hidden = false;
     el.detach.disabled = false;
     setState(el.channelState, 'attaching', name + ': attaching…');
@@ -296,6 +276,7 @@
       function () {
         if (open !== o) return;
         setState(el.channelState, 'attached', name + ': attached');
+        presencePanel.refresh();
         refreshAll();
       },
       function (err) {
@@ -358,6 +339,7 @@
         members.forEach(function (p) {
           var tr = document.createElement('tr');
           tr.dataset.clientId = p.clientId;
+          if (presencePanel.isOwn(p)) tr.dataset.own = 'true';
           cell(tr, p.clientId);
           cell(tr, p.connectionId, 'mono');
           cell(tr, Rest.dataText(p.data, p.encoding), 'mono');
@@ -437,6 +419,17 @@
     );
   }
 
+  var presencePanel = window.ConsolePresence({
+    current: function () {
+      return open;
+    },
+    client: function () {
+      return client;
+    },
+    setState: setState,
+    errorText: errorText,
+  });
+
   var historyPanel = window.ConsoleHistory({
     current: function () {
       return open;
@@ -472,11 +465,6 @@
   el.detach.addEventListener('click', closeChannel);
   el.statusRefresh.addEventListener('click', refreshStatus);
   el.logClear.addEventListener('click', () => (el.log.textContent = ''));
-  el.kind.addEventListener('change', function () {
-    el.credential.placeholder = el.kind.value === 'token' ? 'token string' : 'appId.keyId:secret';
-    remember();
-  });
-  el.remember.addEventListener('change', remember);
   // A link pasted into this tab: open what it says.
   window.addEventListener('hashchange', function () {
     var f = applyFragment();
@@ -487,7 +475,7 @@
   var fragment = applyFragment();
   if (!window.Ably) {
     showError('The realtime client (the SDK browser build) did not load: realtime is unavailable.');
-  } else if (restore()) {
+  } else if (credentials.restore()) {
     connect();
   } else if (fragment.channel) {
     setState(el.channelState, 'none', 'Enter a key or token and press Connect to open ' + fragment.channel + '.');

@@ -8,7 +8,6 @@
 (function () {
   /** Pages of `GET /stats` one load follows at most (a page holds up to `limit` intervals). */
   var MAX_PAGES = 200;
-  var STORAGE_KEY = 'channel-messaging.dashboard.credential';
 
   var S = window.DashboardStats;
   var plural = S.plural;
@@ -22,8 +21,6 @@
   var bucketStart = S.bucketStart;
   var nextBucket = S.nextBucket;
   var parseIntervalId = S.parseIntervalId;
-  var parseLinks = S.parseLinks;
-  var serviceError = S.serviceError;
   var fetchPage = S.fetchPage;
   var csvOf = S.csvOf;
   var FIGURES = window.DASHBOARD_FIGURES;
@@ -39,9 +36,7 @@
     return document.getElementById(id);
   };
   var form = $('query');
-  var kindInput = $('auth-kind');
-  var credentialInput = $('credential');
-  var rememberInput = $('remember');
+  var credentials = window.ServiceClient.credentialForm({ kind: $('auth-kind'), credential: $('credential'), remember: $('remember'), storageKey: 'channel-messaging.dashboard.credential' });
   var presetInput = $('preset');
   var startInput = $('start');
   var endInput = $('end');
@@ -74,46 +69,6 @@
   }
 
   // --- credentials --------------------------------------------------------------------------
-
-  /** Base64 of the UTF-8 bytes (btoa alone takes Latin-1 only). */
-  function base64(text) {
-    var bytes = new TextEncoder().encode(text);
-    var binary = '';
-    for (var i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]);
-    return btoa(binary);
-  }
-  function authorization() {
-    var value = credentialInput.value.trim();
-    if (value === '') return undefined;
-    return (kindInput.value === 'token' ? 'Bearer ' : 'Basic ') + base64(value);
-  }
-  function remember() {
-    try {
-      if (rememberInput.checked && credentialInput.value.trim() !== '') {
-        sessionStorage.setItem(STORAGE_KEY, JSON.stringify({ kind: kindInput.value, value: credentialInput.value.trim() }));
-      } else {
-        sessionStorage.removeItem(STORAGE_KEY);
-      }
-    } catch (e) {
-      // storage blocked: nothing is kept
-    }
-  }
-  function restore() {
-    try {
-      var saved = JSON.parse(sessionStorage.getItem(STORAGE_KEY) || 'null');
-      if (saved && typeof saved.value === 'string') {
-        kindInput.value = saved.kind === 'token' ? 'token' : 'key';
-        credentialInput.value = saved.value;
-        rememberInput.checked = true;
-      }
-    } catch (e) {
-      // nothing saved, or storage blocked
-    }
-    placeholder();
-  }
-  function placeholder() {
-    credentialInput.placeholder = kindInput.value === 'token' ? 'token string' : 'appId.keyId:secret';
-  }
 
   // --- time range ---------------------------------------------------------------------------
 
@@ -316,14 +271,14 @@
 
   /** Shows the range's stats; `quiet` for a refresh (no "loading" line, the charts kept). */
   async function load(quiet) {
-    var auth = authorization();
+    var auth = credentials.authorization();
     if (!quiet) showError('');
     if (!auth) {
       setStatus('error', 'Enter a key or token first.');
       showError('No credentials: enter an API key (appId.keyId:secret) or a token.');
       return;
     }
-    remember();
+    credentials.remember();
     var mine = ++loading;
     loadButton.disabled = true;
     clearTimeout(refreshTimer);
@@ -371,7 +326,6 @@
       destroyPlots();
       totalsSection.hidden = true;
       var message = err && err.message ? err.message : String(err);
-      if (err instanceof TypeError) message = 'Could not reach the service: ' + message;
       showError(message);
       setStatus('error', 'Failed to load the stats.');
     } finally {
@@ -388,14 +342,6 @@
     e.preventDefault();
     load();
   });
-  kindInput.addEventListener('change', function () {
-    placeholder();
-    if (rememberInput.checked) remember();
-  });
-  credentialInput.addEventListener('input', function () {
-    if (rememberInput.checked) remember();
-  });
-  rememberInput.addEventListener('change', remember);
   presetInput.addEventListener('change', function () {
     applyPreset();
   });
@@ -410,10 +356,10 @@
     });
   });
 
-  restore();
+  credentials.restore();
   readUrl();
   applyPreset();
   document.body.dataset.ready = 'true';
   // A remembered credential: show what the URL names at once (a reload keeps the view).
-  if (credentialInput.value.trim() !== '') load();
+  if (credentials.value() !== '') load();
 })();

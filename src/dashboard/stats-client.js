@@ -1,6 +1,7 @@
 // The stats dashboard's reading of the service (README: Dashboard): GET /time, GET /stats page by
 // page (spec: Retrieve usage statistics, Pagination, Errors), interval ids and UTC times, the
-// app's first stats, and CSV. Loaded before dashboard.js, which reads `window.DashboardStats`.
+// app's first stats, and CSV. Loaded after the pages' shared service-client.js (requests, Link
+// headers, errors) and before dashboard.js, which reads `window.DashboardStats`.
 'use strict';
 
 (function () {
@@ -94,44 +95,11 @@
     return Date.UTC(+m[1], +m[2] - 1, m[3] ? +m[3] : 1, m[4] ? +m[4] : 0, m[5] ? +m[5] : 0);
   }
 
-  /** `Link` header relations (RFC 5988: `<url>; rel="next", ...`). */
-  function parseLinks(header) {
-    var links = {};
-    if (!header) return links;
-    var re = /<([^>]*)>\s*;\s*rel="?([^";,]+)"?/g;
-    var m;
-    while ((m = re.exec(header))) links[m[2]] = m[1];
-    return links;
-  }
-
-  /** An error as the service tells it (spec: Errors), from its body or its headers. */
-  function serviceError(res, body) {
-    var e = body && typeof body === 'object' && body.error && typeof body.error === 'object' ? body.error : {};
-    var message = typeof e.message === 'string' ? e.message : res.headers.get('X-Service-ErrorMessage') || res.statusText || 'request failed';
-    var code = e.code !== undefined ? e.code : res.headers.get('X-Service-ErrorCode');
-    var status = e.statusCode !== undefined ? e.statusCode : res.status;
-    var err = new Error(message + (code ? ' (code ' + code + ', status ' + status + ')' : ' (status ' + status + ')'));
-    err.service = { code: code, statusCode: status, message: message };
-    return err;
-  }
-
   /** One page of `GET /stats`: its records and the URL of the next page, if any. */
   async function fetchPage(url, auth) {
-    var res = await fetch(url, {
-      credentials: 'omit',
-      cache: 'no-store',
-      headers: { Authorization: auth, Accept: 'application/json', 'X-Service-Version': '2' },
-    });
-    var body;
-    try {
-      body = await res.json();
-    } catch (e) {
-      body = undefined;
-    }
-    if (!res.ok) throw serviceError(res, body);
-    if (!Array.isArray(body)) throw new Error('GET /stats did not answer with an array of stats records');
-    var next = parseLinks(res.headers.get('Link')).next;
-    return { records: body, next: next ? new URL(next, url) : null };
+    var page = await window.ServiceClient.get(url, auth);
+    if (!Array.isArray(page.body)) throw new Error('GET /stats did not answer with an array of stats records');
+    return { records: page.body, next: page.links.next ? new URL(page.links.next) : null };
   }
 
   /** RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled. */
@@ -160,8 +128,6 @@
     bucketStart: bucketStart,
     nextBucket: nextBucket,
     parseIntervalId: parseIntervalId,
-    parseLinks: parseLinks,
-    serviceError: serviceError,
     fetchPage: fetchPage,
     csvOf: csvOf,
   };

@@ -197,6 +197,17 @@ export interface ChannelActivated {
 }
 
 /**
+ * A realtime connection attached to the channel (src/realtime/channel-use.ts), on the `messages`
+ * topic keyed like the channel's publishes: the stats count the channel as active in the sample
+ * (issue 28), once with its publishes. At most one a channel and 6-second interval per instance.
+ */
+export interface ChannelUsed {
+  type: 'channel.used';
+  appId: string;
+  channel: string;
+}
+
+/**
  * An instance's gateway started: no connection survives a restart, so every attachment the
  * instance held before ends here (its detaches may never have reached the log).
  */
@@ -221,4 +232,4 @@ export interface InstanceGone {
 
 export type ConnectionEvent = ConnectionOpened | ConnectionClosed | InstanceAlive | ChannelAttached | ChannelDetached | ChannelActivated | InstanceStarted | InstanceGone;
 
-export type LogEvent = MessagesPublished | PresenceChanged | AppCreated | AppDeleted | KeyEvent | RuleEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;
+export type LogEvent = MessagesPublished | ChannelUsed | PresenceChanged | AppCreated | AppDeleted | KeyEvent | RuleEvent | TokensRevoked | UsageReported | StatsFixture | ConnectionEvent;

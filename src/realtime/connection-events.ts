@@ -6,6 +6,7 @@ import { channelKey } from '../log/partitioner.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import type { ConnectionEvent } from '../domain/events.js';
 import type { Clock } from '../clock.js';
+import { ChannelUse } from './channel-use.js';
 
 export interface ConnectionEventsOptions {
   log: Log;
@@ -86,7 +87,12 @@ export class ConnectionEvents {
    */
   private readonly ownOpens = new Map<string, number>();
 
-  constructor(private readonly options: ConnectionEventsOptions) {}
+  /** The stats' mark of an attached channel (on the messages topic). */
+  private readonly channelUse: ChannelUse;
+
+  constructor(private readonly options: ConnectionEventsOptions) {
+    this.channelUse = new ChannelUse(options);
+  }
 
   /**
    * Starts reading from the topic's end. `suspects` are instances that hold members now (from the
@@ -212,6 +218,7 @@ export class ConnectionEvents {
 
   private appendAttached(connectionId: string, c: ConnectionAttachments, channel: string, modes: number): void {
     c.logged.set(channel, modes);
+    this.channelUse.attached(c.appId, channel);
     this.append({ type: 'channel.attached', appId: c.appId, channel, connectionId, instanceId: this.options.instanceId, modes }, channelKey(c.appId, channel));
   }
 

@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { buildStaticPage, findDir, staticPageRoutes, type StaticPage } from './static-page.js';
+import { loadStaticPage, pageFilesDir, staticPageRoutes, type StaticPage } from './static-page.js';
 
 /**
  * The developer console (README: Console): a static page to watch and poke one app's channels
@@ -13,29 +12,15 @@ import { buildStaticPage, findDir, staticPageRoutes, type StaticPage } from './s
  * by the service itself so the page needs no CDN and works offline. The SDK rather than
  * a hand-written client: it already holds the protocol's state machines (connection, resume,
  * attach, presence SYNC, message decoding), and it is the client this service is tested against.
+ * Served as every page is (src/routes/static-page.ts: one policy, hashed assets, the shared scripts).
  */
-
-/**
- * The page's policy: its own script and style only, no inline code, requests and WebSockets to
- * this origin only (CSP 3: `'self'` covers `ws:`/`wss:` to the page's host and port).
- */
-export const CONSOLE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "connect-src 'self'",
-  "img-src 'self' data:",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
 
 /**
  * The SDK's browser build (UMD: `window.Ably`) and its version: in a build, the copy
  * infra/build.mjs put beside the page (src/console/vendor/, so a production install needs no
  * ably package); from the sources, the installed package (a dev dependency).
  */
-export function ablyBrowserBuild(consoleDir = consoleFilesDir()): { version: string; file: string } {
+export function ablyBrowserBuild(consoleDir = pageFilesDir('console')): { version: string; file: string } {
   const vendor = join(consoleDir, 'vendor');
   if (existsSync(join(vendor, 'ably.json'))) {
     const copy = JSON.parse(readFileSync(join(vendor, 'ably.json'), 'utf8')) as { version: string; file: string };
@@ -48,31 +33,22 @@ export function ablyBrowserBuild(consoleDir = consoleFilesDir()): { version: str
   return { version: pkg.version, file: join(build, 'ably.min.js') };
 }
 
-/** src/console/, or its copy beside a build in dist/ (tsc does not copy the page). */
-function consoleFilesDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  return findDir([join(here, '../console'), join(here, '../../../src/console')], 'index.html', "the console's files");
-}
-
 /** The page and its assets, read from disk once (src/console/, or its copy beside a build in dist/). */
 export function loadConsole(): StaticPage {
-  const dir = consoleFilesDir();
+  const dir = pageFilesDir('console');
   const ably = ablyBrowserBuild(dir);
-  const js = 'application/javascript; charset=utf-8' as const;
-  return buildStaticPage(
-    readFileSync(join(dir, 'index.html'), 'utf8'),
-    [
-      { name: 'ably', body: readFileSync(ably.file), type: js },
-      { name: 'console-rest', body: readFileSync(join(dir, 'console-rest.js')), type: js },
-      { name: 'console-history', body: readFileSync(join(dir, 'console-history.js')), type: js },
-      { name: 'console', body: readFileSync(join(dir, 'console.js')), type: js },
-      { name: 'console-css', body: readFileSync(join(dir, 'console.css')), type: 'text/css; charset=utf-8' },
+  return loadStaticPage({
+    dir,
+    path: '/console',
+    files: [
+      { name: 'ably', file: ably.file },
+      ...['console-rest', 'console-history', 'console-presence', 'console'].map((name) => ({ name, file: join(dir, `${name}.js`) })),
+      { name: 'console-css', file: join(dir, 'console.css') },
     ],
-    '/console/assets',
-    { ablyVersion: ably.version },
-  );
+    texts: { ablyVersion: ably.version },
+  });
 }
 
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
-  staticPageRoutes(app, { path: '/console', csp: CONSOLE_CSP, page: loadConsole(), what: 'console' });
+  staticPageRoutes(app, { path: '/console', page: loadConsole(), what: 'console' });
 }

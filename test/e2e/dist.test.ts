@@ -34,7 +34,9 @@ describe('npm run build: a dist/ that runs with plain node', () => {
   it('holds the compiled service, the writer thread worker and an ES-module package.json, and nothing of the tests', () => {
     expect(readdirSync(join(dist, 'src/log/embedded'))).toContain('sqlite-writer.worker.mjs');
     expect(readdirSync(join(dist, 'src/dashboard')).sort()).toEqual(['charts.js', 'dashboard.css', 'dashboard.js', 'figures.js', 'index.html', 'stats-client.js']);
-    expect(readdirSync(join(dist, 'src/console')).sort()).toEqual(['console-history.js', 'console-rest.js', 'console.css', 'console.js', 'index.html', 'vendor']);
+    // The scripts both pages share (src/routes/static-page.ts serves them to each).
+    expect(readdirSync(join(dist, 'src/page-common')).sort()).toEqual(['service-client.js']);
+    expect(readdirSync(join(dist, 'src/console')).sort()).toEqual(['console-history.js', 'console-presence.js', 'console-rest.js', 'console.css', 'console.js', 'index.html', 'vendor']);
     // The SDK's browser build the console serves, copied from the ably package with its licence.
     expect(readdirSync(join(dist, 'src/console/vendor')).sort()).toEqual(['ably.LICENSE', 'ably.json', 'ably.min.js']);
     expect(readFileSync(join(dist, 'src/console/vendor/ably.min.js')).equals(readFileSync(join(ROOT, 'node_modules/ably/build/ably.min.js')))).toBe(true);

@@ -2,7 +2,8 @@
 // instances on one Kafka and one ClickHouse. Each instance reads its own open connections and
 // counts what it sends; the stats (written into the same tables by the instance holding each partition)
 // add the instances up: connections open on both show in one peak, each connection made counts
-// once, and a message sent by each instance to its own subscriber counts once per subscriber.
+// once, and a message sent by each instance to its own subscriber counts once per subscriber; a
+// channel attached on both instances, published to or not, is one channel opened.
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import * as Ably from 'ably';
@@ -42,6 +43,8 @@ describeWithInfra('production mode: realtime usage statistics of two instances',
     const clients = [client(one.port), client(one.port), client(two.port)];
     const got = clients.map(() => [] as unknown[]);
     for (const [i, c] of clients.entries()) await c.channels.get('room').subscribe((m) => void got[i].push(m.data));
+    // A channel with subscribers on both instances and nothing published (issue 28): active, opened once.
+    for (const c of [clients[0], clients[2]]) await c.channels.get('quiet').subscribe(() => undefined);
     // Published on b: a sends it to its two subscribers, b to its one.
     await clients[2].channels.get('room').publish('m', 'hello');
     await until('the message at every subscriber', () => got.every((g) => g.length === 1));
@@ -68,6 +71,8 @@ describeWithInfra('production mode: realtime usage statistics of two instances',
       'connections.all.opened': 3,
       'messages.inbound.realtime.messages.count': 1,
       'messages.outbound.realtime.messages.count': 3,
+      // 'room' (attached on both and published to, counted once) and 'quiet' (attached only).
+      'channels.opened': 2,
     };
     await until(
       'the stats of both instances',

@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { CONSOLE_CSP, ablyBrowserBuild } from '../../src/routes/console.js';
+import { ablyBrowserBuild } from '../../src/routes/console.js';
+import { PAGE_CSP } from '../../src/routes/static-page.js';
 
 let t: TestService;
 const get = (url: string) => t.service.app.inject({ url });
@@ -20,10 +21,10 @@ describe('GET /console (README: Console)', () => {
     const res = await get('/console');
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(res.headers['content-security-policy']).toBe(CONSOLE_CSP);
-    expect(CONSOLE_CSP).toContain("script-src 'self'");
-    expect(CONSOLE_CSP).toContain("connect-src 'self'");
-    expect(CONSOLE_CSP).not.toMatch(/unsafe-|https?:|\*/);
+    expect(res.headers['content-security-policy']).toBe(PAGE_CSP);
+    expect(PAGE_CSP).toContain("script-src 'self'");
+    expect(PAGE_CSP).toContain("connect-src 'self'");
+    expect(PAGE_CSP).not.toMatch(/unsafe-|https?:|\*/);
     expect(res.headers['cache-control']).toBe('no-cache');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.body).not.toMatch(/<script(?![^>]*\ssrc=)|\sstyle=|<style|\son[a-z]+=/i);
@@ -34,7 +35,7 @@ describe('GET /console (README: Console)', () => {
   it("serves the SDK's browser build from the ably package and the page's own files by content hash, cached for a year", async () => {
     const html = (await get('/console')).body;
     const urls = [...html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]);
-    expect(urls).toHaveLength(5);
+    expect(urls).toHaveLength(7);
     for (const url of urls) {
       const res = await get(url);
       expect(res.statusCode, url).toBe(200);

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { DASHBOARD_CSP } from '../../src/routes/dashboard.js';
+import { PAGE_CSP } from '../../src/routes/static-page.js';
 
 let t: TestService;
 const get = (url: string) => t.service.app.inject({ url });
@@ -21,9 +21,9 @@ describe('GET /dashboard (README: Dashboard)', () => {
     const res = await get('/dashboard');
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(res.headers['content-security-policy']).toBe(DASHBOARD_CSP);
-    expect(DASHBOARD_CSP).toContain("script-src 'self'");
-    expect(DASHBOARD_CSP).not.toContain('unsafe-inline');
+    expect(res.headers['content-security-policy']).toBe(PAGE_CSP);
+    expect(PAGE_CSP).toContain("script-src 'self'");
+    expect(PAGE_CSP).not.toContain('unsafe-inline');
     expect(res.headers['cache-control']).toBe('no-cache');
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.body).not.toMatch(/<script(?![^>]*\ssrc=)|\sstyle=|<style|\son[a-z]+=/i);
@@ -34,7 +34,7 @@ describe('GET /dashboard (README: Dashboard)', () => {
   it('serves uPlot from its npm package and the page assets by content hash, cached for a year', async () => {
     const html = (await get('/dashboard')).body;
     const urls = [...html.matchAll(/(?:src|href)="(\/dashboard\/assets\/[^"]+)"/g)].map((m) => m[1]);
-    expect(urls).toHaveLength(7);
+    expect(urls).toHaveLength(8);
     const pkg = dirname(createRequire(import.meta.url).resolve('uplot/package.json'));
     const uplotUrl = urls.find((u) => /\/uplot\.[0-9a-f]{12}\.js$/.test(u))!;
     for (const url of urls) {

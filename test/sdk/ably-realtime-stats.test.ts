@@ -2,7 +2,7 @@
 // service, and the usage statistics its traffic makes (spec: Stats record; issue 11, Stats):
 // messages and presence received over realtime (inbound), every message and presence message sent
 // to a connection (outbound: MESSAGE, PRESENCE and the `present` members of SYNC), connections
-// made and open. Read back with the SDK's own `stats()`, in both wire formats, with exact numbers.
+// made and open, channels active (published to or attached). Read back with the SDK's own `stats()`, in both wire formats, with exact numbers.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
@@ -129,6 +129,22 @@ describe.each([
       'connections.all.mean': 1.333,
       'channels.peak': 1,
     };
+    expect(await statsOfMinute(rest(key), minute, expected)).toMatchObject(expected);
+  });
+
+  it('a channel that only had subscribers counts as active and opened (issue 28); one attached and published to counts once', async () => {
+    const { key, minute } = await freshApp();
+    const [quiet, busy] = [uniqueChannel('rt-stats-quiet'), uniqueChannel('rt-stats-busy')];
+    // Two connections subscribe to the quiet channel (one enters presence): nothing is published on it.
+    const [a, b] = [realtime(key, { clientId: 'sub-a' }), realtime(key, { clientId: 'sub-b' })];
+    await collectMessages(a.channels.get(quiet));
+    await b.channels.get(quiet).presence.enter('here');
+    // The busy channel: attached by both and published to.
+    const arrivals = await collectMessages(a.channels.get(busy));
+    await collectMessages(b.channels.get(busy));
+    await b.channels.get(busy).publish('m', 'x');
+    await arrivals.count(1);
+    const expected = { 'channels.peak': 2, 'channels.opened': 2, 'messages.inbound.realtime.messages.count': 1 };
     expect(await statsOfMinute(rest(key), minute, expected)).toMatchObject(expected);
   });
 
