@@ -59,6 +59,7 @@ function touchOf(record: LogRecord, published: PublishedSummary): { appId: strin
   const event = decodeEvent(record.value);
   switch (event.type) {
     case 'messages.published':
+    case 'channel.used':
     case 'presence.changed':
     case 'connection.opened':
       return { appId: event.appId, interval: intervalOf(record.timestamp) };
