@@ -97,7 +97,7 @@
         series('stored', 'messages.persisted.presence.count', sum, 'Presence messages written to persisted presence history.'),
       ]),
       chart('connections', 'Realtime connections', 'count', 'Realtime (WebSocket and comet) connections of the app, read in the middle of every 6-second interval.', gauges('connections.all.', 2)),
-      chart('channels', 'Channels', 'count', 'A channel is active in a 6-second sample when a message was published on it or a realtime connection attached to it (a subscriber or presence member), counted once either way. A subscriber that stays attached without traffic counts in the sample it attached in; a status request (GET /channels/<channel_id>) is not counted.', gauges('channels.', 3)),
+      chart('channels', 'Channels', 'count', 'A channel is active in a 6-second sample when a message was published on it or a realtime connection attached to it (a subscriber or presence member), counted once either way. A channel stays active in every sample it has a subscriber in; a status request (GET /channels/<channel_id>) is not counted.', gauges('channels.', 3)),
       chart('api', 'API requests', 'count', 'REST requests made with the app’s key or tokens (token requests included). This page’s own requests to /stats count here too.', outcomes('apiRequests.all.', 1)),
       chart('tokens', 'Token requests', 'count', 'Requests for a token (POST /keys/<keyName>/requestToken); also in API requests.', outcomes('apiRequests.tokenRequests.', 2)),
     ],

@@ -17,7 +17,10 @@ import type { Clock } from '../clock.js';
  * One record per channel and 6-second sample interval of this instance's clock, at most: an
  * attachment that the connection's budget let through (src/realtime/connection-events.ts) marks
  * its channel unless another already did in this interval, so attach churn on one channel adds
- * one record per interval. Metachannels are never active channels.
+ * one record per interval. A channel that stays attached is active in every sample it is attached
+ * in: when the interval turns, `refresh` marks again each channel that still has an attachment
+ * on this instance (one record per attached channel and interval; the attachments themselves are
+ * bounded by the connection and attach limits). Metachannels are never active channels.
  */
 export class ChannelUse {
   private interval = -Infinity;
@@ -28,16 +31,29 @@ export class ChannelUse {
 
   attached(appId: string, channel: string): void {
     if (isMetachannel(channel)) return;
-    const interval = intervalOf(this.options.clock.now());
-    if (interval !== this.interval) {
-      this.interval = interval;
-      this.marked.clear();
-    }
+    this.turn(intervalOf(this.options.clock.now()));
     const key = channelKey(appId, channel);
     if (this.marked.has(key)) return;
     this.marked.add(key);
     this.options.batcher
       .append(Topics.messages, [{ key, build: () => encodeEvent({ type: 'channel.used', appId, channel }) }])
       .catch((err) => this.options.logger.warn({ err, event: 'channel.used' }, 'channel use not appended: the stats may leave the channel out of this sample'));
+  }
+
+  /**
+   * When a new interval has begun, marks each channel of `attachedNow` (this instance's attachments,
+   * as appId and channel) in it; a no-op within the interval already marked.
+   */
+  refresh(attachedNow: () => Iterable<[appId: string, channel: string]>): void {
+    const interval = intervalOf(this.options.clock.now());
+    if (interval === this.interval) return;
+    this.turn(interval);
+    for (const [appId, channel] of attachedNow()) this.attached(appId, channel);
+  }
+
+  private turn(interval: number): void {
+    if (interval === this.interval) return;
+    this.interval = interval;
+    this.marked.clear();
   }
 }

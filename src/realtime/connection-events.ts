@@ -242,8 +242,12 @@ export class ConnectionEvents {
     return true;
   }
 
-  /** Appends the waiting attachments the budgets allow; now and then forgets idle connections. */
+  /**
+   * Appends the waiting attachments the budgets allow; marks the attached channels in a new stats
+   * interval; now and then forgets idle connections.
+   */
   private flush(): void {
+    this.channelUse.refresh(() => this.attachedChannels());
     for (const id of this.waiting) {
       const c = this.byConnection.get(id);
       if (c) {
@@ -262,6 +266,11 @@ export class ConnectionEvents {
     for (const [id, c] of this.byConnection) {
       if (c.logged.size === 0 && c.pending.size === 0 && c.tokens + ((now - c.refilledAt) * rate) / 1000 >= burst) this.byConnection.delete(id);
     }
+  }
+
+  /** Every channel a connection of this instance has an attachment on (logged), as appId and channel. */
+  private *attachedChannels(): Iterable<[string, string]> {
+    for (const c of this.byConnection.values()) for (const channel of c.logged.keys()) yield [c.appId, channel];
   }
 
   private forgetConnection(connectionId: string): void {

@@ -148,6 +148,19 @@ describe.each([
     expect(await statsOfMinute(rest(key), minute, expected)).toMatchObject(expected);
   });
 
+  it('a channel that stays attached counts in every sample it is attached in, not only the one it was attached in (channels.mean)', async () => {
+    const { key, minute } = await freshApp();
+    const quiet = uniqueChannel('rt-stats-held');
+    await collectMessages(realtime(key, { clientId: 'holder' }).channels.get(quiet));
+    // Attached in the sample at +15 s; the clock then moves a sample at a time (6 s: no heartbeat
+    // is missed) while it stays attached. mean = active samples / samples elapsed in the minute.
+    for (const [at, active, elapsed] of [[15, 1, 3], [21, 2, 4], [27, 3, 5], [33, 4, 6]]) {
+      now = minute + at * 1000;
+      const expected = { 'channels.mean': Math.round((active / elapsed) * 1000) / 1000, 'channels.peak': 1, 'channels.opened': 1 };
+      expect(await statsOfMinute(rest(key), minute, expected)).toMatchObject(expected);
+    }
+  });
+
   it('a connection resumed after its socket dropped is not opened again; the messages replayed to it count as sent', async () => {
     const { key, minute } = await freshApp();
     const network = await NetworkCut.start(port);
