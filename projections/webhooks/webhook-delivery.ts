@@ -32,7 +32,23 @@ interface RunningRule {
   waiting: (() => void)[];
   /** Positions delivered, saved at the next flush. */
   unsaved: Checkpoint;
+  /** Ids of items of batches not yet done that the target answered 2xx already: a retried batch leaves them out. */
+  sent: Set<string>;
+  /** No request to the target before this time (ms since epoch): the backoff after a failure. */
+  retryAt: number;
 }
+
+/**
+ * A batch not delivered yet because the target failed: the consumer applies it again after a
+ * short pause (heartbeating its Kafka group meanwhile, so a long outage does not cost the rule its
+ * partitions), and what the target took already is not sent again.
+ */
+class RetryLater extends Error {
+  override name = 'RetryLater';
+}
+
+/** The longest a batch waits out the target's backoff before handing back to its consumer. */
+const BACKOFF_SLICE_MS = 1_000;
 
 export interface WebhookDeliveryOptions {
   log: Log;
@@ -148,6 +164,8 @@ export class WebhookDelivery {
       inFlight: 0,
       waiting: [],
       unsaved: new Map(),
+      sent: new Set(),
+      retryAt: 0,
     };
     this.rules.set(key, running);
     // A rule new to the store starts at the log's end as it is now (saved at once, so a restart
@@ -163,7 +181,10 @@ export class WebhookDelivery {
       consumer,
       from: start,
       handle: (records) => this.deliverBatch(running, records),
-      onError: (err) => logger.warn({ err, rule: key }, 'webhook batch not delivered; retrying'),
+      onError: (err) => {
+        if (err instanceof RetryLater) logger.debug({ rule: key, error: err.message }, 'webhook batch waits for its target');
+        else logger.warn({ err, rule: key }, 'webhook batch not delivered; retrying');
+      },
       ...(this.options.shared
         ? {
             shared: {
@@ -174,6 +195,7 @@ export class WebhookDelivery {
               },
               revoked: (partitions: number[]) => {
                 for (const p of partitions) running.unsaved.delete(p);
+                running.sent.clear(); // their batches may come back: sent again (at least once)
               },
             },
           }
@@ -206,17 +228,28 @@ export class WebhookDelivery {
   /**
    * One partition's batch. Its channels are spread over WEBHOOK_MAX_IN_FLIGHT lanes posted at
    * once; a lane posts its items in log order, request after request, so each channel's items
-   * arrive in order. The checkpoint moves once every lane was answered.
+   * arrive in order. The checkpoint moves once every lane was answered. While the target fails,
+   * the batch throws RetryLater (after waiting out at most BACKOFF_SLICE_MS of the backoff) and its
+   * consumer applies it again; items answered already are not posted again.
    */
   private async deliverBatch(running: RunningRule, records: LogRecord[]): Promise<void> {
+    const wait = running.retryAt - Date.now();
+    if (wait > 0) {
+      await this.sleep(running, Math.min(wait, BACKOFF_SLICE_MS));
+      if (running.retryAt > Date.now()) throw new RetryLater(running.state.lastError ?? 'target failing');
+    }
     const items = records.flatMap((r) => itemsOf(r, running.matcher));
     const lanes: WebhookItem[][] = Array.from({ length: this.options.settings.maxInFlight }, () => []);
-    for (const item of items) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
-    await Promise.all(
+    for (const item of items) if (!running.sent.has(item.id)) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
+    // Every lane ends (done, or failed at a request) before the batch is handed back: a retry never overtakes a request still out.
+    const results = await Promise.allSettled(
       lanes.filter((lane) => lane.length > 0).map(async (lane) => {
         for (const chunk of this.chunks(running.matcher.rule, lane)) await this.deliverChunk(running, chunk);
       }),
     );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    for (const item of items) running.sent.delete(item.id);
     const last = records[records.length - 1];
     running.unsaved.set(last.partition, last.offset + 1);
   }
@@ -243,57 +276,70 @@ export class WebhookDelivery {
     if (chunk.length > 0) yield chunk;
   }
 
-  /** Posts until the target answers 2xx, with backoff; throws only when the rule stops (the batch is then not done). */
+  /**
+   * Posts one request. Answered 2xx: its items are marked sent. Failed: the target's backoff is set
+   * (doubling from WEBHOOK_RETRY_MS up to WEBHOOK_RETRY_MAX_MS, the pause after
+   * WEBHOOK_PAUSE_AFTER_FAILURES failures in a row) and RetryLater thrown. A paused target is tried
+   * again every WEBHOOK_RETRY_MAX_MS, for as long as it fails: it is never given up, and resumes at
+   * its first 2xx with what the log held meanwhile.
+   */
   private async deliverChunk(running: RunningRule, items: WebhookItem[]): Promise<void> {
     const { settings, registry, logger } = this.options;
     const rule = running.matcher.rule;
+    if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+    // Another lane failed meanwhile: this one waits with it.
+    if (running.retryAt > Date.now()) throw new RetryLater(running.state.lastError ?? 'target failing');
     const body = bodyOf(rule, items);
     const send = this.options.send ?? sendWebhook;
-    for (;;) {
-      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
-      const headers: Record<string, string> = {};
-      for (const h of rule.target.headers ?? []) headers[h.name] = h.value;
-      // The signing key as it is now (a key revoked since: the request goes unsigned, and says so).
-      const signingKey = rule.target.signingKeyId === undefined ? undefined : registry.key(rule.target.signingKeyId.includes('.') ? rule.target.signingKeyId : `${running.state.appId}.${rule.target.signingKeyId}`);
-      if (signingKey && !signingKey.key.revoked && signingKey.app.appId === running.state.appId) {
-        headers[KEY_HEADER] = signingKey.key.keyName;
-        headers[SIGNATURE_HEADER] = signBody(body, signingKey.key.keySecret);
-      }
-      await this.slot(running);
-      let result: SendResult;
-      try {
-        result = await send({ url: rule.target.url, body, headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
-      } finally {
-        this.release(running);
-      }
-      const state = running.state;
-      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
-      if (result.ok) {
-        if (state.paused) logger.info({ rule: running.key, url: state.url }, 'webhook target answers again; delivery resumed');
-        state.failuresInARow = 0;
-        state.paused = false;
-        state.itemsDelivered += items.length;
-        return;
-      }
-      state.requestsFailed++;
-      state.failuresInARow++;
-      state.lastError = result.error;
-      if (!state.paused && state.failuresInARow >= settings.pauseAfterFailures) {
-        state.paused = true;
-        logger.warn({ rule: running.key, url: state.url, error: result.error, failures: state.failuresInARow }, 'webhook target paused: it keeps failing; retried every WEBHOOK_RETRY_MAX_MS');
-      }
-      const pause = Math.min(settings.retryMaxMs, settings.retryMs * 2 ** Math.min(20, state.failuresInARow - 1));
-      await new Promise<void>((resolve) => {
-        const signal = running.abort.signal;
-        const wake = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', wake);
-          resolve();
-        };
-        const timer = setTimeout(wake, pause);
-        signal.addEventListener('abort', wake);
-      });
+    const headers: Record<string, string> = {};
+    for (const h of rule.target.headers ?? []) headers[h.name] = h.value;
+    // The signing key as it is now (a key revoked since: the request goes unsigned, and says so).
+    const signingKey = rule.target.signingKeyId === undefined ? undefined : registry.key(rule.target.signingKeyId.includes('.') ? rule.target.signingKeyId : `${running.state.appId}.${rule.target.signingKeyId}`);
+    if (signingKey && !signingKey.key.revoked && signingKey.app.appId === running.state.appId) {
+      headers[KEY_HEADER] = signingKey.key.keyName;
+      headers[SIGNATURE_HEADER] = signBody(body, signingKey.key.keySecret);
     }
+    await this.slot(running);
+    let result: SendResult;
+    try {
+      result = await send({ url: rule.target.url, body, headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
+    } finally {
+      this.release(running);
+    }
+    const state = running.state;
+    if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+    if (result.ok) {
+      if (state.paused) logger.info({ rule: running.key, url: state.url }, 'webhook target answers again; delivery resumed');
+      state.failuresInARow = 0;
+      state.paused = false;
+      state.itemsDelivered += items.length;
+      for (const item of items) running.sent.add(item.id);
+      return;
+    }
+    state.requestsFailed++;
+    state.failuresInARow++;
+    state.lastError = result.error;
+    if (!state.paused && state.failuresInARow >= settings.pauseAfterFailures) {
+      state.paused = true;
+      logger.warn({ rule: running.key, url: state.url, error: result.error, failures: state.failuresInARow }, 'webhook target paused: it keeps failing; retried every WEBHOOK_RETRY_MAX_MS');
+    }
+    const pause = Math.min(settings.retryMaxMs, settings.retryMs * 2 ** Math.min(20, state.failuresInARow - 1));
+    running.retryAt = Math.max(running.retryAt, Date.now() + pause);
+    throw new RetryLater(result.error);
+  }
+
+  /** Waits `ms`, or less if the rule stops. */
+  private sleep(running: RunningRule, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const signal = running.abort.signal;
+      const wake = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      signal.addEventListener('abort', wake);
+    });
   }
 
   /** At most WEBHOOK_MAX_IN_FLIGHT requests to a rule's target at once. */

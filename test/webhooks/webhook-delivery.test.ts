@@ -123,6 +123,35 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     await until('the pause lifted', () => ts.service.readiness().some((c) => c.name === 'webhooks' && !/paused/.test(c.detail)));
   });
 
+  it('delivers everything published during a 30 s outage of the receiver once it is up: retried with backoff, paused, resumed', { timeout: 180_000 }, async () => {
+    const ts = await service({ WEBHOOKS_ALLOW_PRIVATE_TARGETS: '1', WEBHOOK_RETRY_MS: '100', WEBHOOK_RETRY_MAX_MS: '5000', WEBHOOK_PAUSE_AFTER_FAILURES: '5' });
+    const r = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { channelFilter: '^outage-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    const sent = new Map<string, string[]>([['outage-0', ['before']]]);
+    await publish(ts, 'outage-0', ['before']);
+    await until('the first message', () => r.items.length === 1, 30_000);
+    await r.stop();
+    // 30 s down, publishing all along: a message every 100 ms over 5 channels.
+    const downAt = Date.now();
+    for (let i = 0; Date.now() - downAt < 30_000; i++) {
+      const channel = `outage-${i % 5}`;
+      const data = `${channel}#${i}`;
+      await publish(ts, channel, [data]);
+      sent.set(channel, [...(sent.get(channel) ?? []), data]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await until('the target reported paused', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /paused/.test(c.detail)), 10_000);
+    const failed = Number(/^cm_webhook_requests_failed_total (\d+)$/m.exec((await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1]);
+    // Retried while down: more failures than it takes to pause.
+    expect(failed).toBeGreaterThan(5);
+    expect(r.items).toHaveLength(1);
+    await r.restart();
+    await until('every message of the outage after the receiver came back', deliveredAll(r, sent), 60_000);
+    expect(r.messagesByChannel()).toEqual(sent);
+    await until('the pause lifted', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule delivering/.test(c.detail)), 10_000);
+  });
+
   it('a slow target does not hold back a fast one', { timeout: 120_000 }, async () => {
     const ts = await service({ ...FAST_RETRIES, WEBHOOK_TIMEOUT_MS: '60000' });
     const slow = await receiver();
