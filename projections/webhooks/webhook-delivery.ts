@@ -17,6 +17,7 @@ import { KEY_HEADER, SIGNATURE_HEADER, signBody } from '../../src/webhooks/signi
 import { sendWebhook, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js';
 import { join } from 'node:path';
 import { SqliteWebhookCheckpoints, type WebhookCheckpointStore } from './webhook-checkpoints.js';
+import { PresenceMembers } from './presence-members.js';
 
 
 interface RunningRule {
@@ -36,6 +37,8 @@ interface RunningRule {
   sent: Set<string>;
   /** No request to the target before this time (ms since epoch): the backoff after a failure. */
   retryAt: number;
+  /** A presence rule's view of who is present where it reads (a re-enter is sent as an update). */
+  members?: PresenceMembers;
 }
 
 /**
@@ -167,6 +170,8 @@ export class WebhookDelivery {
       sent: new Set(),
       retryAt: 0,
     };
+    const matcher = running.matcher;
+    if (topic === Topics.presence) running.members = new PresenceMembers(appId, (channel) => matcher.filter.test(channel));
     this.rules.set(key, running);
     // A rule new to the store starts at the log's end as it is now (saved at once, so a restart
     // does not skip what was published meanwhile): it delivers what happens from its creation on.
@@ -176,6 +181,8 @@ export class WebhookDelivery {
       await checkpoints.save(consumer, topic, from);
     }
     const start = from;
+    // Who is present where the rule starts: read from the log before it.
+    await running.members?.catchUp(log, topic, start);
     running.subscription = log.consume({
       topic,
       consumer,
@@ -191,7 +198,9 @@ export class WebhookDelivery {
               // Whichever instance is given a partition resumes where the rule's store says.
               from: async (partitions: number[]) => {
                 const saved = (await checkpoints.load(consumer, topic)) ?? start;
-                return new Map(partitions.map((p) => [p, saved.get(p) ?? start.get(p) ?? 0]));
+                const positions = new Map(partitions.map((p) => [p, saved.get(p) ?? start.get(p) ?? 0]));
+                await running.members?.catchUp(log, topic, positions);
+                return positions;
               },
               revoked: (partitions: number[]) => {
                 for (const p of partitions) running.unsaved.delete(p);
@@ -238,7 +247,10 @@ export class WebhookDelivery {
       await this.sleep(running, Math.min(wait, BACKOFF_SLICE_MS));
       if (running.retryAt > Date.now()) throw new RetryLater(running.state.lastError ?? 'target failing');
     }
-    const items = records.flatMap((r) => itemsOf(r, running.matcher));
+    // A presence rule's members change with the batch; put back if it fails (applied again later).
+    const undo: (() => void)[] = [];
+    const members = running.members;
+    const items = records.flatMap((r) => itemsOf(r, running.matcher, members && ((p, channel, e) => members.apply(p, channel, e, undo))));
     const lanes: WebhookItem[][] = Array.from({ length: this.options.settings.maxInFlight }, () => []);
     for (const item of items) if (!running.sent.has(item.id)) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
     // Every lane ends (done, or failed at a request) before the batch is handed back: a retry never overtakes a request still out.
@@ -248,9 +260,13 @@ export class WebhookDelivery {
       }),
     );
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    if (failed) {
+      for (const put of undo.reverse()) put();
+      throw failed.reason;
+    }
     for (const item of items) running.sent.delete(item.id);
     const last = records[records.length - 1];
+    members?.advance(last.partition, last.offset + 1);
     running.unsaved.set(last.partition, last.offset + 1);
   }
 

@@ -24,10 +24,16 @@ export interface WebhookItem {
 /** The platform's presence actions on the wire (a drop: each member of the connection leaves). */
 const PRESENCE_ACTION = { enter: 2, leave: 3, update: 4, drop: 3 } as const;
 
-const presenceToWire = (e: PresenceEvent): Record<string, unknown> => {
+const presenceToWire = (e: PresenceEvent, reEnter: boolean): Record<string, unknown> => {
   const wire = messageToWire({ id: e.id, timestamp: e.timestamp, clientId: e.clientId, connectionId: e.connectionId, data: e.data, encoding: e.encoding, extras: e.extras }, 'json');
-  return { ...wire, action: PRESENCE_ACTION[e.action as keyof typeof PRESENCE_ACTION] };
+  return { ...wire, action: reEnter ? PRESENCE_ACTION.update : PRESENCE_ACTION[e.action as keyof typeof PRESENCE_ACTION] };
 };
+
+/**
+ * Applies a presence change to the members the rule knows of and says whether the member was
+ * present before it (projections/webhooks/presence-members.ts); absent: every enter is an enter.
+ */
+export type PresenceBefore = (partition: number, channel: string, event: PresenceEvent) => boolean;
 
 /** A compiled rule: its filter made once. */
 export interface RuleMatcher {
@@ -39,7 +45,7 @@ export interface RuleMatcher {
 export const matcherOf = (appId: string, rule: WebhookRule): RuleMatcher => ({ rule, appId, filter: new RegExp(rule.source.channelFilter) });
 
 /** The items a record gives a rule (none when the rule does not take it); in the record's order. */
-export function itemsOf(record: LogRecord, m: RuleMatcher): WebhookItem[] {
+export function itemsOf(record: LogRecord, m: RuleMatcher, presentBefore?: PresenceBefore): WebhookItem[] {
   const event = decodeEvent(record.value);
   if (event.type !== 'messages.published' && event.type !== 'presence.changed') return [];
   if (event.appId !== m.appId) return [];
@@ -48,7 +54,9 @@ export function itemsOf(record: LogRecord, m: RuleMatcher): WebhookItem[] {
   if (type === 'channel.presence') {
     // `held`: the members moved to the instance a connection resumed on; no member came or went.
     if (event.type !== 'presence.changed' || event.event.action === 'held' || !m.filter.test(event.channel)) return [];
-    return [{ ...base, name: 'presence.message', data: { channelId: event.channel, presence: [presenceToWire(event.event)] } }];
+    // An enter by a member already present is an update, as the platform broadcasts it.
+    const reEnter = (presentBefore?.(record.partition, event.channel, event.event) ?? false) && event.event.action === 'enter';
+    return [{ ...base, name: 'presence.message', data: { channelId: event.channel, presence: [presenceToWire(event.event, reEnter)] } }];
   }
   if (event.type !== 'messages.published') return [];
   if (type === 'channel.message') {

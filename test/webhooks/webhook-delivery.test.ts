@@ -239,3 +239,28 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(r.items[0]).toMatchObject({ source: 'channel.presence', name: 'presence.message', data: { channelId: 'room-1', presence: [{ action: 2, clientId: 'ann' }] } });
   });
 });
+
+describe(`webhook presence actions (${testServiceMode})`, () => {
+  it('sends an enter by a member already present (same clientId and connection) as update (4), to a rule added after the first enter too', async () => {
+    const ts = await service();
+    const r = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { type: 'channel.presence', channelFilter: '^reenter-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    const change = (action: 'enter' | 'leave', connectionId: string, data?: string) => ({ action, connectionId, clientId: 'ann', ...(data ? { data } : {}) });
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'reenter-1', changes: [change('enter', 'c1', 'a')] }]);
+    await until('the first enter', () => r.items.length === 1, 30_000);
+    // A second rule starts after that enter: it learns from the log that ann is present on c1.
+    const late = await receiver();
+    expect((await addRule(ts, httpRule(late.url, { type: 'channel.presence', channelFilter: '^reenter-' }))).status).toBe(201);
+    await until('both rules to run', () => ts.service.readiness().some((c) => /2 webhook rules/.test(c.detail)), 20_000);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [
+      { channel: 'reenter-1', changes: [change('enter', 'c1', 'b'), change('enter', 'c2', 'c'), change('leave', 'c1'), change('enter', 'c1', 'd')] },
+    ]);
+    const actions = (rec: Receiver) => rec.items.map((i) => `${i.data.presence![0].action}:${(i.data.presence![0] as { data?: string }).data ?? ''}`);
+    await until('all five changes at the first receiver', () => r.items.length === 5, 30_000);
+    await until('all four changes at the second', () => late.items.length === 4, 30_000);
+    // enter a; re-enter b (update); enter on another connection c; leave; enter again d.
+    expect(actions(r)).toEqual(['2:a', '4:b', '2:c', '3:', '2:d']);
+    expect(actions(late)).toEqual(['4:b', '2:c', '3:', '2:d']);
+  });
+});
