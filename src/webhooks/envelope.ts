@@ -63,9 +63,12 @@ export function itemsOf(record: LogRecord, m: RuleMatcher, presentBefore?: Prese
     if (event.channel === LIFECYCLE_CHANNEL || !m.filter.test(event.channel)) return [];
     return [{ ...base, name: 'channel.message', data: { channelId: event.channel, messages: event.messages.map((msg) => messageToWire(msg, 'json')) } }];
   }
-  // channel.lifecycle: the announcements on the lifecycle metachannel, one item each, filtered by the channel they tell of.
+  // channel.lifecycle: the announcements on the lifecycle metachannel, one item each, filtered by
+  // the channel they tell of; channel.occupancy: its `channel.occupancy` announcements (the figures
+  // of [meta]channel.occupancy and of the channel's status), which channel.lifecycle leaves out.
   if (event.channel !== LIFECYCLE_CHANNEL) return [];
   return event.messages.flatMap((msg, i) => {
+    if ((msg.name === 'channel.occupancy') !== (type === 'channel.occupancy')) return [];
     const data = detailsOf(msg.data, msg.encoding);
     const channelId = typeof data.channelId === 'string' ? data.channelId : typeof data.name === 'string' ? data.name : '';
     if (!m.filter.test(channelId)) return [];

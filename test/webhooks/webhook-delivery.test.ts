@@ -238,6 +238,27 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     await until('the presence item', () => r.items.length > 0, 30_000);
     expect(r.items[0]).toMatchObject({ source: 'channel.presence', name: 'presence.message', data: { channelId: 'room-1', presence: [{ action: 2, clientId: 'ann' }] } });
   });
+
+  it('delivers occupancy changes to a channel.occupancy rule, with the figures of the channel status; a lifecycle rule does not get them', async () => {
+    const ts = await service();
+    const r = await receiver();
+    const life = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { type: 'channel.occupancy', channelFilter: '^occ-' }))).status).toBe(201);
+    expect((await addRule(ts, httpRule(life.url, { type: 'channel.lifecycle', channelFilter: '^occ-' }))).status).toBe(201);
+    await until('the rules to run', () => ts.service.readiness().some((c) => /2 webhook rules/.test(c.detail)), 20_000);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'other-occ', changes: [{ action: 'enter', connectionId: 'c0', clientId: 'zed' }] }]);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'occ-1', changes: [{ action: 'enter', connectionId: 'c1', clientId: 'ann' }, { action: 'enter', connectionId: 'c2', clientId: 'bob' }] }]);
+    type Metrics = Record<string, number>;
+    const metricsOf = (i: { data: unknown }) => (i.data as { status?: { occupancy?: { metrics?: Metrics } } }).status?.occupancy?.metrics;
+    await until('an occupancy item with both members', () => r.items.some((i) => metricsOf(i)?.presenceMembers === 2), 30_000);
+    const item = r.items.find((i) => metricsOf(i)?.presenceMembers === 2)!;
+    expect(item).toMatchObject({ source: 'channel.occupancy', name: 'channel.occupancy', data: { channelId: 'occ-1' } });
+    expect(r.items.every((i) => i.source === 'channel.occupancy' && i.data.channelId === 'occ-1')).toBe(true);
+    const status = await ts.service.app.inject({ method: 'GET', url: '/channels/occ-1', headers: { authorization: ts.auth } });
+    expect(status.json().status.occupancy.metrics).toEqual(metricsOf(item));
+    await until('the lifecycle rule to get the opening', () => life.items.some((i) => i.name === 'channel.opened'), 30_000);
+    expect(life.items.filter((i) => i.name === 'channel.occupancy')).toHaveLength(0);
+  });
 });
 
 describe(`webhook presence actions (${testServiceMode})`, () => {
