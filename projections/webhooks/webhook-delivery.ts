@@ -173,13 +173,13 @@ export class WebhookDelivery {
     const matcher = running.matcher;
     if (topic === Topics.presence) running.members = new PresenceMembers(appId, (channel) => matcher.filter.test(channel));
     this.rules.set(key, running);
-    // A rule new to the store starts at the log's end as it is now (saved at once, so a restart
-    // does not skip what was published meanwhile): it delivers what happens from its creation on.
-    let from = await checkpoints.load(consumer, topic);
-    if (!from) {
-      from = await log.endOffsets(topic);
-      await checkpoints.save(consumer, topic, from);
-    }
+    // Where the rule starts on a partition it has no checkpoint of: the log's end when it first ran
+    // (the earliest any instance saw: instances starting it at once skip nothing between them).
+    // Recorded once per start, so a restart does not skip what was published meanwhile.
+    const initial = await checkpoints.start(consumer, topic, await log.endOffsets(topic));
+    const saved = await checkpoints.load(consumer, topic);
+    const from: Checkpoint = new Map(initial);
+    for (const [p, next] of saved ?? []) from.set(p, next);
     const start = from;
     // Who is present where the rule starts: read from the log before it.
     await running.members?.catchUp(log, topic, start);
@@ -197,8 +197,8 @@ export class WebhookDelivery {
             shared: {
               // Whichever instance is given a partition resumes where the rule's store says.
               from: async (partitions: number[]) => {
-                const saved = (await checkpoints.load(consumer, topic)) ?? start;
-                const positions = new Map(partitions.map((p) => [p, saved.get(p) ?? start.get(p) ?? 0]));
+                const [saved, first] = [await checkpoints.load(consumer, topic), await checkpoints.start(consumer, topic, new Map())];
+                const positions = new Map(partitions.map((p) => [p, saved?.get(p) ?? first.get(p) ?? start.get(p) ?? 0]));
                 await running.members?.catchUp(log, topic, positions);
                 return positions;
               },
