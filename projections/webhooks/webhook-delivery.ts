@@ -12,7 +12,7 @@ import { Topics } from '../../src/log/port.js';
 import type { AppRegistry } from '../apps/app-registry.js';
 import type { WebhookRule } from '../../src/webhooks/rules.js';
 import type { WebhookSettings } from '../../src/webhooks/settings.js';
-import { bodyOf, itemsOf, matcherOf, type RuleMatcher, type WebhookItem } from '../../src/webhooks/envelope.js';
+import { bodyOf, contentTypeOf, itemsOf, matcherOf, type RuleMatcher, type WebhookItem } from '../../src/webhooks/envelope.js';
 import { KEY_HEADER, SIGNATURE_HEADER, signBody } from '../../src/webhooks/signing.js';
 import { sendWebhook, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js';
 import { join } from 'node:path';
@@ -318,7 +318,7 @@ export class WebhookDelivery {
     await this.slot(running);
     let result: SendResult;
     try {
-      result = await send({ url: rule.target.url, body, headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
+      result = await send({ url: rule.target.url, body, contentType: contentTypeOf(rule), headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
     } finally {
       this.release(running);
     }

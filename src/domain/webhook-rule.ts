@@ -19,7 +19,8 @@ export interface WebhookRule {
     signingKeyId?: string;
     headers?: { name: string; value: string }[];
     enveloped: boolean;
-    format: 'json';
+    /** The body's encoding: JSON, or MessagePack (Content-Type application/x-msgpack; binary data stays binary). */
+    format: 'json' | 'msgpack';
   };
 }
 

@@ -47,7 +47,7 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   if (url.username || url.password) throw new Error(`${where}.target.url must not hold credentials; use target.headers`);
   if (target.signingKeyId !== undefined && typeof target.signingKeyId !== 'string') throw new Error(`${where}.target.signingKeyId must be a key name`);
   if (target.enveloped !== undefined && typeof target.enveloped !== 'boolean') throw new Error(`${where}.target.enveloped must be true or false`);
-  if (target.format !== undefined && target.format !== 'json') throw new Error(`${where}.target.format must be "json" (msgpack targets are not supported)`);
+  if (target.format !== undefined && target.format !== 'json' && target.format !== 'msgpack') throw new Error(`${where}.target.format must be "json" or "msgpack"`);
   const headers = target.headers ?? [];
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[\r\n]/.test(h.value))) {
     throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line)`);
@@ -62,7 +62,7 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
       ...(typeof target.signingKeyId === 'string' ? { signingKeyId: target.signingKeyId } : {}),
       ...(headers.length > 0 ? { headers: headers as { name: string; value: string }[] } : {}),
       enveloped: target.enveloped !== false,
-      format: 'json',
+      format: target.format === 'msgpack' ? 'msgpack' : 'json',
     },
   };
   const id = typeof raw.id === 'string' ? raw.id : (idOf?.(rule) ?? randomBytes(5).toString('base64url').slice(0, 6));

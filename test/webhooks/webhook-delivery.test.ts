@@ -3,6 +3,7 @@
 // did meanwhile. Runs in the mode startTestService starts (TEST_SERVICE_MODE=production: Kafka
 // and ClickHouse, the rule's consumer group and checkpoints shared).
 import { afterEach, describe, expect, it } from 'vitest';
+import { encode } from '@msgpack/msgpack';
 import { startTestService, testServiceMode, type TestService } from '../helpers/service.js';
 import { startReceiver, until, type Receiver } from '../helpers/webhook-receiver.js';
 
@@ -30,11 +31,11 @@ async function addRule(ts: TestService & { appId: string }, rule: Record<string,
   return { status: res.statusCode, body: res.json() };
 }
 
-const httpRule = (url: string, extra: { requestMode?: string; channelFilter?: string; signingKeyId?: string; type?: string } = {}) => ({
+const httpRule = (url: string, extra: { requestMode?: string; channelFilter?: string; signingKeyId?: string; type?: string; format?: string } = {}) => ({
   ruleType: 'http',
   requestMode: extra.requestMode ?? 'batch',
   source: { type: extra.type ?? 'channel.message', channelFilter: extra.channelFilter ?? '' },
-  target: { url, enveloped: true, format: 'json', ...(extra.signingKeyId ? { signingKeyId: extra.signingKeyId } : {}) },
+  target: { url, enveloped: true, format: extra.format ?? 'json', ...(extra.signingKeyId ? { signingKeyId: extra.signingKeyId } : {}) },
 });
 
 async function publish(ts: TestService, channel: string, data: string[]): Promise<void> {
@@ -258,6 +259,42 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(status.json().status.occupancy.metrics).toEqual(metricsOf(item));
     await until('the lifecycle rule to get the opening', () => life.items.some((i) => i.name === 'channel.opened'), 30_000);
     expect(life.items.filter((i) => i.name === 'channel.occupancy')).toHaveLength(0);
+  });
+});
+
+describe(`webhook msgpack targets (${testServiceMode})`, () => {
+  it('posts a msgpack target MessagePack bodies (application/x-msgpack), binary data as bytes, signed over the body bytes', async () => {
+    const ts = await service();
+    const r = await receiver({ [ts.keyName]: ts.secret });
+    expect((await addRule(ts, httpRule(r.url, { format: 'msgpack', signingKeyId: ts.keyName, channelFilter: '^packed-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    // Published in MessagePack, as the SDK does: the bytes stay bytes.
+    const res = await ts.service.app.inject({
+      method: 'POST',
+      url: '/channels/packed-1/messages',
+      headers: { authorization: ts.auth, 'content-type': 'application/x-msgpack' },
+      payload: Buffer.from(encode([{ name: 'text', data: 'hello' }, { name: 'bytes', data: new Uint8Array([0, 1, 2, 255]) }])),
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    await until('the item', () => r.items.length === 1, 30_000);
+    expect(r.contentTypes).toEqual(['application/x-msgpack']);
+    expect(r.signedRequests).toBe(1);
+    expect(r.badSignatures).toBe(0);
+    expect(r.items[0]).toMatchObject({ source: 'channel.message', data: { channelId: 'packed-1' } });
+    const [text, bytes] = r.items[0].data.messages!;
+    expect(text).toMatchObject({ name: 'text', data: 'hello' });
+    expect(bytes.name).toBe('bytes');
+    expect(bytes.data).toBeInstanceOf(Uint8Array);
+    expect([...(bytes.data as Uint8Array)]).toEqual([0, 1, 2, 255]);
+    expect((bytes as { encoding?: string }).encoding).toBeUndefined();
+  });
+
+  it('refuses a target format other than json or msgpack with 40001', async () => {
+    const ts = await service();
+    const bad = await addRule(ts, httpRule('https://example.com/h', { format: 'xml' }));
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error: { code: 40001 } });
+    expect((bad.body.error as { message: string }).message).toMatch(/"json" or "msgpack"/);
   });
 });
 
