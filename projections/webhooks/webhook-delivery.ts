@@ -7,7 +7,8 @@
 // partitions (a consumer group per rule), so each item is delivered by one of them.
 import type { Logger } from 'pino';
 import type { WebhookTargetState } from '../../src/metrics/metrics.js';
-import type { Checkpoint, Log, LogRecord, Subscription, Topic } from '../../src/log/port.js';
+import type { Checkpoint, Log, LogRecord, Topic } from '../../src/log/port.js';
+import type { Follower, ProjectionRunner } from '../runner.js';
 import { Topics } from '../../src/log/port.js';
 import type { AppRegistry } from '../apps/app-registry.js';
 import type { WebhookRule } from '../../src/webhooks/rules.js';
@@ -26,7 +27,8 @@ interface RunningRule {
   matcher: RuleMatcher;
   topic: Topic;
   state: WebhookTargetState;
-  subscription?: Subscription;
+  /** Its consumer, run by the projection runner (its lag in GET /metrics and /ready as the others'). */
+  follower?: Follower;
   /** Ends the retries' waits at stop. */
   abort: AbortController;
   inFlight: number;
@@ -55,13 +57,15 @@ const BACKOFF_SLICE_MS = 1_000;
 
 export interface WebhookDeliveryOptions {
   log: Log;
+  /** Runs each rule's consumer (projections/runner.ts). */
+  runner: ProjectionRunner;
   logger: Logger;
   registry: AppRegistry;
   checkpoints: WebhookCheckpointStore;
   settings: WebhookSettings;
   /** Production: the instances share each rule's partitions (a consumer group named after the rule). */
   shared: boolean;
-  /** How often rule changes on the apps topic are picked up, and delivered positions saved. */
+  /** How often delivered positions are saved. */
   intervalMs?: number;
   /** The HTTP sender (tests of the bounds may count requests); default: sendWebhook. */
   send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
@@ -77,6 +81,8 @@ function laneOf(channel: string, lanes: number): number {
 export class WebhookDelivery {
   private readonly rules = new Map<string, RunningRule>();
   private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private queued = false;
   private seenVersion = -1;
   private reconciling: Promise<void> = Promise.resolve();
   private stopped = false;
@@ -85,12 +91,28 @@ export class WebhookDelivery {
 
   async start(): Promise<void> {
     await this.options.checkpoints.init();
+    // Rules come and go with the apps topic (and the API's changes): started and stopped as the registry changes.
+    this.unsubscribe = this.options.registry.onChange(() => this.schedule());
     await this.reconcile();
     this.timer = setInterval(() => {
-      this.reconciling = this.reconciling.then(() => this.reconcile()).catch((err) => this.options.logger.error({ err }, 'webhook rules not reconciled; tried again'));
       void this.flush().catch((err) => this.options.logger.warn({ err }, 'webhook checkpoints not saved; tried again'));
     }, this.options.intervalMs ?? 500);
     this.timer.unref();
+  }
+
+  /** One reconcile after the ones under way, however many changes came meanwhile. */
+  private schedule(): void {
+    if (this.queued || this.stopped) return;
+    this.queued = true;
+    this.reconciling = this.reconciling
+      .then(() => {
+        this.queued = false;
+        return this.reconcile();
+      })
+      .catch((err) => {
+        this.options.logger.error({ err }, 'webhook rules not reconciled; tried again at the next change');
+        this.seenVersion = -1;
+      });
   }
 
   /**
@@ -104,14 +126,7 @@ export class WebhookDelivery {
 
   /** Each rule's target: whether it is paused, its failures and deliveries (GET /metrics, GET /ready). */
   targets(): WebhookTargetState[] {
-    return [...this.rules.values()].map((r) => {
-      let lag = 0;
-      if (r.subscription) {
-        const at = r.subscription.positions();
-        for (const [p, end] of r.subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-      }
-      return { ...r.state, lag };
-    });
+    return [...this.rules.values()].map((r) => ({ ...r.state, lag: r.follower?.lag() ?? 0 }));
   }
 
   /** GET /ready's detail: never failing the instance (it serves), naming paused targets. */
@@ -125,6 +140,7 @@ export class WebhookDelivery {
 
   async close(): Promise<void> {
     this.stopped = true;
+    this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
     await this.reconciling.catch(() => undefined);
     await Promise.allSettled([...this.rules.values()].map((r) => this.stopRule(r)));
@@ -154,7 +170,7 @@ export class WebhookDelivery {
   }
 
   private async startRule(key: string, appId: string, rule: WebhookRule): Promise<void> {
-    const { log, checkpoints, logger } = this.options;
+    const { log, runner, checkpoints, logger } = this.options;
     const topic: Topic = rule.source.type === 'channel.presence' ? Topics.presence : Topics.messages;
     const consumer = `webhook-${appId}-${rule.id}`;
     const running: RunningRule = {
@@ -183,15 +199,10 @@ export class WebhookDelivery {
     const start = from;
     // Who is present where the rule starts: read from the log before it.
     await running.members?.catchUp(log, topic, start);
-    running.subscription = log.consume({
-      topic,
-      consumer,
-      from: start,
-      handle: (records) => this.deliverBatch(running, records),
-      onError: (err) => {
-        if (err instanceof RetryLater) logger.debug({ rule: key, error: err.message }, 'webhook batch waits for its target');
-        else logger.warn({ err, rule: key }, 'webhook batch not delivered; retrying');
-      },
+    running.follower = runner.follow(consumer, topic, start, (records) => this.deliverBatch(running, records), {
+      // A failing target's wait is the rule's to report (paused, its last error), not a failed batch.
+      expected: (err) => err instanceof RetryLater,
+      advisory: true,
       ...(this.options.shared
         ? {
             shared: {
@@ -216,7 +227,7 @@ export class WebhookDelivery {
   private async stopRule(running: RunningRule): Promise<void> {
     running.abort.abort();
     for (const wake of running.waiting.splice(0)) wake();
-    await running.subscription?.stop();
+    await running.follower?.stop();
   }
 
   private async flush(): Promise<void> {

@@ -4,6 +4,9 @@
 // and ClickHouse, the rule's consumer group and checkpoints shared).
 import { afterEach, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
+import { Topics } from '../../src/log/port.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { WebhookRule } from '../../src/webhooks/rules.js';
 import { startTestService, testServiceMode, type TestService } from '../helpers/service.js';
 import { startReceiver, until, type Receiver } from '../helpers/webhook-receiver.js';
 
@@ -143,7 +146,10 @@ describe(`webhook delivery (${testServiceMode})`, () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     await until('the target reported paused', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /paused/.test(c.detail)), 10_000);
-    const failed = Number(/^cm_webhook_requests_failed_total (\d+)$/m.exec((await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1]);
+    const metrics = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const failed = Number(/^cm_webhook_requests_failed_total (\d+)$/m.exec(metrics)?.[1]);
+    // Its consumer is one of the runner's: its lag is listed with the others'.
+    expect(Number(/^cm_consumer_lag_records\{consumer="webhook-[^"]+"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
     // Retried while down: more failures than it takes to pause.
     expect(failed).toBeGreaterThan(5);
     expect(r.items).toHaveLength(1);
@@ -259,6 +265,24 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(status.json().status.occupancy.metrics).toEqual(metricsOf(item));
     await until('the lifecycle rule to get the opening', () => life.items.some((i) => i.name === 'channel.opened'), 30_000);
     expect(life.items.filter((i) => i.name === 'channel.occupancy')).toHaveLength(0);
+  });
+});
+
+describe(`webhook rules from the apps topic (${testServiceMode})`, () => {
+  it('starts a rule that arrives on the apps topic from elsewhere (as another instance adds it) and stops it when it is removed there', async () => {
+    const ts = await service();
+    const r = await receiver();
+    const rule = { ...httpRule(r.url, { channelFilter: '^topic-' }), id: 'fromtopic' } as unknown as WebhookRule;
+    // Appended as another instance's key management does; this instance only reads it back.
+    await ts.service.log.append(Topics.apps, [{ key: ts.appId, value: encodeEvent({ type: 'rule.created', appId: ts.appId, rule }), timestamp: Date.now() }]);
+    await until('the rule to run', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule/.test(c.detail)), 30_000);
+    await publish(ts, 'topic-1', ['x']);
+    await until('the message', () => r.items.length === 1, 30_000);
+    const lag = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(lag).toMatch(new RegExp(`^cm_consumer_lag_records\\{consumer="webhook-${ts.appId}-fromtopic"\\} \\d+$`, 'm'));
+    await ts.service.log.append(Topics.apps, [{ key: ts.appId, value: encodeEvent({ type: 'rule.deleted', appId: ts.appId, ruleId: 'fromtopic' }), timestamp: Date.now() }]);
+    await until('the rule to stop', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /0 webhook rules/.test(c.detail)), 30_000);
+    expect((await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body).not.toMatch(/consumer="webhook-/);
   });
 });
 
