@@ -164,9 +164,17 @@ export class ProjectionRunner {
     };
   }
 
-  /** Whether consumer `name`'s lag leaves readiness alone (FollowOptions.advisory). */
-  advisory(name: string): boolean {
-    return this.advisoryNames.has(name);
+  /**
+   * GET /ready's `consumers` check over `lags` (the runner's and others'): failing while one is more
+   * than `maxLag` records behind. An advisory consumer (a webhook rule's, at its target's pace) is
+   * listed when behind, never failing it.
+   */
+  consumersCheck(lags: Map<string, number>, maxLag: number): { name: string; ok: boolean; detail: string } {
+    const behind = [...lags].filter(([, lag]) => lag > maxLag);
+    const lagging = behind.filter(([name]) => !this.advisoryNames.has(name));
+    const advisory = behind.filter(([name]) => this.advisoryNames.has(name)).map(([name, lag]) => `; ${name} ${lag} records behind (a webhook target's pace: not counted)`).join('');
+    const detail = lagging.length === 0 ? `every ${advisory ? 'other ' : ''}consumer within ${maxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', ');
+    return { name: 'consumers', ok: lagging.length === 0, detail: detail + advisory };
   }
 
   /** The consumer called `name` (its end offsets say whether a projection is caught up). */

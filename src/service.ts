@@ -236,10 +236,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
   let closing: Promise<void> | undefined;
   const readiness = (): ReadinessCheck[] => {
-    const behind = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
-    // A webhook rule's consumer goes at its target's pace: listed when behind, never unready for it.
-    const lagging = behind.filter(([name]) => !runner.advisory(name));
-    const advisory = behind.filter(([name]) => runner.advisory(name)).map(([name, lag]) => `; ${name} ${lag} records behind (a webhook target's pace: not counted)`).join('');
     const appends = metrics.appends;
     // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
     // instance out of rotation gets no publishes, so it must come back to find out (half-open).
@@ -247,11 +243,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return [
       { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
       { name: 'log', ok: logOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
-      {
-        name: 'consumers',
-        ok: lagging.length === 0,
-        detail: (lagging.length === 0 ? `every ${advisory ? 'other ' : ''}consumer within ${config.readyMaxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', ')) + advisory,
-      },
+      runner.consumersCheck(consumerLag(), config.readyMaxLag),
       webhooks.readiness(),
     ];
   };
