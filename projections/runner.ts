@@ -51,14 +51,33 @@ export interface RunnerOptions {
   onStoreWriteFailed?: (projection: string) => void;
 }
 
-/** A consumer kept only while it is needed (the history tail follower); its lag counts meanwhile. */
+/** A consumer kept only while it is needed (the history tail follower, a webhook rule); its lag counts meanwhile. */
 export interface Follower {
+  /** Records it has yet to apply (of the partitions it holds). */
+  lag(): number;
   stop(): Promise<void>;
+}
+
+/** How a follower is run (RunnerOptions aside). */
+export interface FollowOptions {
+  /** Shares the topic's partitions among the instances (ProjectionWiring.shared). */
+  shared?: ConsumeOptions['shared'];
+  /**
+   * Errors of a batch that are the follower's own to report (a webhook target failing: its rule
+   * says so in GET /metrics and /ready): retried, logged at debug, not counted as failed batches.
+   */
+  expected?: (err: unknown) => boolean;
+  /**
+   * Its lag is listed (GET /metrics, GET /ready's detail) but does not make the instance unready:
+   * its pace is another service's (a webhook target), not this instance's health.
+   */
+  advisory?: boolean;
 }
 
 export class ProjectionRunner {
   /** Every consumer by name (`history`, `stats-messages`...), the followers included while they run. */
   private readonly consumers = new Map<string, Subscription>();
+  private readonly advisoryNames = new Set<string>();
 
   constructor(private readonly options: RunnerOptions) {}
 
@@ -130,14 +149,32 @@ export class ProjectionRunner {
   }
 
   /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
-  follow(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle']): Follower {
-    const subscription = this.consume(name, topic, from, handle);
+  follow(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], options: FollowOptions = {}): Follower {
+    const subscription = this.consume(name, topic, from, handle, options.shared, options.expected);
+    if (options.advisory) this.advisoryNames.add(name);
     return {
+      lag: () => lagOf(subscription),
       stop: async () => {
-        if (this.consumers.get(name) === subscription) this.consumers.delete(name);
+        if (this.consumers.get(name) === subscription) {
+          this.consumers.delete(name);
+          this.advisoryNames.delete(name);
+        }
         await subscription.stop();
       },
     };
+  }
+
+  /**
+   * GET /ready's `consumers` check over `lags` (the runner's and others'): failing while one is more
+   * than `maxLag` records behind. An advisory consumer (a webhook rule's, at its target's pace) is
+   * listed when behind, never failing it.
+   */
+  consumersCheck(lags: Map<string, number>, maxLag: number): { name: string; ok: boolean; detail: string } {
+    const behind = [...lags].filter(([, lag]) => lag > maxLag);
+    const lagging = behind.filter(([name]) => !this.advisoryNames.has(name));
+    const advisory = behind.filter(([name]) => this.advisoryNames.has(name)).map(([name, lag]) => `; ${name} ${lag} records behind (a webhook target's pace: not counted)`).join('');
+    const detail = lagging.length === 0 ? `every ${advisory ? 'other ' : ''}consumer within ${maxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', ');
+    return { name: 'consumers', ok: lagging.length === 0, detail: detail + advisory };
   }
 
   /** The consumer called `name` (its end offsets say whether a projection is caught up). */
@@ -165,12 +202,7 @@ export class ProjectionRunner {
   /** Records each consumer has yet to apply: the log's end as it last saw it, minus its position. */
   lag(): Map<string, number> {
     const lags = new Map<string, number>();
-    for (const [name, subscription] of this.consumers) {
-      const at = subscription.positions();
-      let lag = 0;
-      for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-      lags.set(name, lag);
-    }
+    for (const [name, subscription] of this.consumers) lags.set(name, lagOf(subscription));
     return lags;
   }
 
@@ -191,7 +223,7 @@ export class ProjectionRunner {
     if (failed) throw failed.reason;
   }
 
-  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared']): Subscription {
+  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected']): Subscription {
     if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
     const { log, logger } = this.options;
     const subscription = log.consume({
@@ -201,6 +233,10 @@ export class ProjectionRunner {
       handle,
       shared,
       onError: (err) => {
+        if (expected?.(err)) {
+          logger.debug({ consumer: name, topic, error: (err as Error).message }, 'batch waits; retrying');
+          return;
+        }
         this.options.onBatchFailed?.(name);
         logger.error({ err, consumer: name, topic }, 'projection failed on a batch; retrying');
       },
@@ -208,6 +244,14 @@ export class ProjectionRunner {
     this.consumers.set(name, subscription);
     return subscription;
   }
+}
+
+/** Records a consumer has yet to apply: the log's end as it last saw it, minus its position. */
+function lagOf(subscription: Subscription): number {
+  const at = subscription.positions();
+  let lag = 0;
+  for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+  return lag;
 }
 
 interface FeedReader {

@@ -227,7 +227,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
 
   // Webhooks: each rule a consumer of the log from its own checkpoint (README: Webhooks).
-  const webhooks = await startWebhookDelivery({ log, logger: logger.child({ component: 'webhooks' }), registry, settings: config.webhooks, checkpoints: adapters.webhookCheckpoints, dataDir: config.dataDir });
+  const webhooks = await startWebhookDelivery({ log, runner, logger: logger.child({ component: 'webhooks' }), registry, settings: config.webhooks, checkpoints: adapters.webhookCheckpoints, dataDir: config.dataDir });
   let gateway: Gateway | undefined;
   const consumerLag = (): Map<string, number> => {
     const lags = runner.lag();
@@ -236,7 +236,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   };
   let closing: Promise<void> | undefined;
   const readiness = (): ReadinessCheck[] => {
-    const lagging = [...consumerLag()].filter(([, lag]) => lag > config.readyMaxLag);
     const appends = metrics.appends;
     // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
     // instance out of rotation gets no publishes, so it must come back to find out (half-open).
@@ -244,11 +243,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return [
       { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
       { name: 'log', ok: logOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
-      {
-        name: 'consumers',
-        ok: lagging.length === 0,
-        detail: lagging.length === 0 ? `every consumer within ${config.readyMaxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', '),
-      },
+      runner.consumersCheck(consumerLag(), config.readyMaxLag),
       webhooks.readiness(),
     ];
   };

@@ -27,6 +27,7 @@ export class AppRegistry {
    * replaces the app whole), and a key's updates in a row are one update.
    */
   private readonly topicEvents = new Map<string, AppEvent[]>();
+  private readonly listeners = new Set<() => void>();
 
   static readonly handles = ['app.created', 'app.deleted', 'key.created', 'key.updated', 'key.revoked', 'rule.created', 'rule.deleted'] as const;
 
@@ -84,18 +85,37 @@ export class AppRegistry {
   }
 
   put(app: AppDefinition): void {
-    this.remove(app.appId);
+    this.drop(app.appId);
     this.version++;
     this.apps.set(app.appId, app);
     for (const key of app.keys) this.keys.set(key.keyName, { app, key });
+    this.changed();
   }
 
   remove(appId: string): void {
+    if (this.drop(appId)) this.changed();
+  }
+
+  /**
+   * Calls `listener` after each change of an app, its keys or its rules (webhook delivery starts
+   * and stops rules so); returns what stops it. Called synchronously: a listener only schedules.
+   */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private drop(appId: string): boolean {
     const app = this.apps.get(appId);
-    if (!app) return;
+    if (!app) return false;
     this.version++;
     for (const key of app.keys) this.keys.delete(key.keyName);
     this.apps.delete(appId);
+    return true;
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
   }
 
   private compact(event: AppEvent): void {

@@ -16,6 +16,13 @@ export interface WebhookCheckpointStore {
   /** Absent when the consumer never saved one (a rule new to this store). */
   load(consumer: string, topic: string): Promise<Checkpoint | undefined>;
   save(consumer: string, topic: string, positions: Checkpoint): Promise<void>;
+  /**
+   * Where a rule starts on a partition it has no checkpoint of: records `proposed` (the log's end
+   * as an instance saw it when it first ran the rule) and answers the earliest proposal so far per
+   * partition. Instances starting a rule at once each propose their end; the earliest wins on all
+   * of them, so what was published between their starts is delivered, not skipped.
+   */
+  start(consumer: string, topic: string, proposed: Checkpoint): Promise<Checkpoint>;
   close(): Promise<void>;
 }
 
@@ -32,6 +39,18 @@ export class SqliteWebhookCheckpoints implements WebhookCheckpointStore {
     this.db.exec(`CREATE TABLE IF NOT EXISTS webhook_checkpoints (
       consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
       PRIMARY KEY (consumer, topic, partition))`);
+    this.db.exec(`CREATE TABLE IF NOT EXISTS webhook_starts (
+      consumer TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset INTEGER NOT NULL,
+      PRIMARY KEY (consumer, topic, partition))`);
+  }
+
+  async start(consumer: string, topic: string, proposed: Checkpoint): Promise<Checkpoint> {
+    const put = this.db.prepare('INSERT INTO webhook_starts (consumer, topic, partition, next_offset) VALUES (?, ?, ?, ?) ON CONFLICT (consumer, topic, partition) DO UPDATE SET next_offset = min(next_offset, excluded.next_offset)');
+    this.db.transaction(() => {
+      for (const [partition, next] of proposed) put.run(consumer, topic, partition, next);
+    })();
+    const rows = this.db.prepare('SELECT partition, next_offset FROM webhook_starts WHERE consumer = ? AND topic = ?').all(consumer, topic) as { partition: number; next_offset: number }[];
+    return new Map(rows.map((r) => [r.partition, r.next_offset]));
   }
 
   async load(consumer: string, topic: string): Promise<Checkpoint | undefined> {
@@ -66,11 +85,33 @@ export class ClickHouseWebhookCheckpoints implements WebhookCheckpointStore {
     return sqlTable('default', this.tableName);
   }
 
+  private get startsTable() {
+    return sqlTable('default', `${this.tableName.slice(0, -'checkpoints'.length)}starts`);
+  }
+
   async init(): Promise<void> {
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.table} (
         consumer String, topic String, partition UInt32, next_offset UInt64
       ) ENGINE = ReplacingMergeTree(next_offset)
       ORDER BY (consumer, topic, partition)`);
+    // Every proposal kept (a few rows per rule and start); the earliest is read.
+    await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.startsTable} (
+        consumer String, topic String, partition UInt32, next_offset UInt64
+      ) ENGINE = MergeTree ORDER BY (consumer, topic, partition)`);
+  }
+
+  async start(consumer: string, topic: string, proposed: Checkpoint): Promise<Checkpoint> {
+    if (proposed.size > 0) {
+      await this.ch.client.insert({
+        table: this.startsTable.text,
+        format: 'JSONEachRow',
+        values: [...proposed].map(([partition, next]) => ({ consumer, topic, partition, next_offset: next })),
+      });
+    }
+    const rows = await this.ch.select<{ partition: number; next: string }>(
+      sql`SELECT partition, toString(min(next_offset)) AS next FROM ${this.startsTable} WHERE consumer = ${consumer} AND topic = ${topic} GROUP BY partition`,
+    );
+    return new Map(rows.map((r) => [Number(r.partition), Number(r.next)]));
   }
 
   async load(consumer: string, topic: string): Promise<Checkpoint | undefined> {

@@ -7,16 +7,18 @@
 // partitions (a consumer group per rule), so each item is delivered by one of them.
 import type { Logger } from 'pino';
 import type { WebhookTargetState } from '../../src/metrics/metrics.js';
-import type { Checkpoint, Log, LogRecord, Subscription, Topic } from '../../src/log/port.js';
+import type { Checkpoint, Log, LogRecord, Topic } from '../../src/log/port.js';
+import type { Follower, ProjectionRunner } from '../runner.js';
 import { Topics } from '../../src/log/port.js';
 import type { AppRegistry } from '../apps/app-registry.js';
 import type { WebhookRule } from '../../src/webhooks/rules.js';
 import type { WebhookSettings } from '../../src/webhooks/settings.js';
-import { bodyOf, itemsOf, matcherOf, type RuleMatcher, type WebhookItem } from '../../src/webhooks/envelope.js';
+import { bodyOf, contentTypeOf, itemsOf, matcherOf, type RuleMatcher, type WebhookItem } from '../../src/webhooks/envelope.js';
 import { KEY_HEADER, SIGNATURE_HEADER, signBody } from '../../src/webhooks/signing.js';
 import { sendWebhook, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js';
 import { join } from 'node:path';
 import { SqliteWebhookCheckpoints, type WebhookCheckpointStore } from './webhook-checkpoints.js';
+import { PresenceMembers } from './presence-members.js';
 
 
 interface RunningRule {
@@ -25,24 +27,45 @@ interface RunningRule {
   matcher: RuleMatcher;
   topic: Topic;
   state: WebhookTargetState;
-  subscription?: Subscription;
+  /** Its consumer, run by the projection runner (its lag in GET /metrics and /ready as the others'). */
+  follower?: Follower;
   /** Ends the retries' waits at stop. */
   abort: AbortController;
   inFlight: number;
   waiting: (() => void)[];
   /** Positions delivered, saved at the next flush. */
   unsaved: Checkpoint;
+  /** Ids of items of batches not yet done that the target answered 2xx already: a retried batch leaves them out. */
+  sent: Set<string>;
+  /** No request to the target before this time (ms since epoch): the backoff after a failure. */
+  retryAt: number;
+  /** A presence rule's view of who is present where it reads (a re-enter is sent as an update). */
+  members?: PresenceMembers;
 }
+
+/**
+ * A batch not delivered yet because the target failed: the consumer applies it again after a
+ * short pause (heartbeating its Kafka group meanwhile, so a long outage does not cost the rule its
+ * partitions), and what the target took already is not sent again.
+ */
+class RetryLater extends Error {
+  override name = 'RetryLater';
+}
+
+/** The longest a batch waits out the target's backoff before handing back to its consumer. */
+const BACKOFF_SLICE_MS = 1_000;
 
 export interface WebhookDeliveryOptions {
   log: Log;
+  /** Runs each rule's consumer (projections/runner.ts). */
+  runner: ProjectionRunner;
   logger: Logger;
   registry: AppRegistry;
   checkpoints: WebhookCheckpointStore;
   settings: WebhookSettings;
   /** Production: the instances share each rule's partitions (a consumer group named after the rule). */
   shared: boolean;
-  /** How often rule changes on the apps topic are picked up, and delivered positions saved. */
+  /** How often delivered positions are saved. */
   intervalMs?: number;
   /** The HTTP sender (tests of the bounds may count requests); default: sendWebhook. */
   send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
@@ -58,6 +81,8 @@ function laneOf(channel: string, lanes: number): number {
 export class WebhookDelivery {
   private readonly rules = new Map<string, RunningRule>();
   private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private queued = false;
   private seenVersion = -1;
   private reconciling: Promise<void> = Promise.resolve();
   private stopped = false;
@@ -66,12 +91,28 @@ export class WebhookDelivery {
 
   async start(): Promise<void> {
     await this.options.checkpoints.init();
+    // Rules come and go with the apps topic (and the API's changes): started and stopped as the registry changes.
+    this.unsubscribe = this.options.registry.onChange(() => this.schedule());
     await this.reconcile();
     this.timer = setInterval(() => {
-      this.reconciling = this.reconciling.then(() => this.reconcile()).catch((err) => this.options.logger.error({ err }, 'webhook rules not reconciled; tried again'));
       void this.flush().catch((err) => this.options.logger.warn({ err }, 'webhook checkpoints not saved; tried again'));
     }, this.options.intervalMs ?? 500);
     this.timer.unref();
+  }
+
+  /** One reconcile after the ones under way, however many changes came meanwhile. */
+  private schedule(): void {
+    if (this.queued || this.stopped) return;
+    this.queued = true;
+    this.reconciling = this.reconciling
+      .then(() => {
+        this.queued = false;
+        return this.reconcile();
+      })
+      .catch((err) => {
+        this.options.logger.error({ err }, 'webhook rules not reconciled; tried again at the next change');
+        this.seenVersion = -1;
+      });
   }
 
   /**
@@ -85,14 +126,7 @@ export class WebhookDelivery {
 
   /** Each rule's target: whether it is paused, its failures and deliveries (GET /metrics, GET /ready). */
   targets(): WebhookTargetState[] {
-    return [...this.rules.values()].map((r) => {
-      let lag = 0;
-      if (r.subscription) {
-        const at = r.subscription.positions();
-        for (const [p, end] of r.subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-      }
-      return { ...r.state, lag };
-    });
+    return [...this.rules.values()].map((r) => ({ ...r.state, lag: r.follower?.lag() ?? 0 }));
   }
 
   /** GET /ready's detail: never failing the instance (it serves), naming paused targets. */
@@ -106,6 +140,7 @@ export class WebhookDelivery {
 
   async close(): Promise<void> {
     this.stopped = true;
+    this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
     await this.reconciling.catch(() => undefined);
     await Promise.allSettled([...this.rules.values()].map((r) => this.stopRule(r)));
@@ -135,7 +170,7 @@ export class WebhookDelivery {
   }
 
   private async startRule(key: string, appId: string, rule: WebhookRule): Promise<void> {
-    const { log, checkpoints, logger } = this.options;
+    const { log, runner, checkpoints, logger } = this.options;
     const topic: Topic = rule.source.type === 'channel.presence' ? Topics.presence : Topics.messages;
     const consumer = `webhook-${appId}-${rule.id}`;
     const running: RunningRule = {
@@ -148,32 +183,39 @@ export class WebhookDelivery {
       inFlight: 0,
       waiting: [],
       unsaved: new Map(),
+      sent: new Set(),
+      retryAt: 0,
     };
+    const matcher = running.matcher;
+    if (topic === Topics.presence) running.members = new PresenceMembers(appId, (channel) => matcher.filter.test(channel));
     this.rules.set(key, running);
-    // A rule new to the store starts at the log's end as it is now (saved at once, so a restart
-    // does not skip what was published meanwhile): it delivers what happens from its creation on.
-    let from = await checkpoints.load(consumer, topic);
-    if (!from) {
-      from = await log.endOffsets(topic);
-      await checkpoints.save(consumer, topic, from);
-    }
+    // Where the rule starts on a partition it has no checkpoint of: the log's end when it first ran
+    // (the earliest any instance saw: instances starting it at once skip nothing between them).
+    // Recorded once per start, so a restart does not skip what was published meanwhile.
+    const initial = await checkpoints.start(consumer, topic, await log.endOffsets(topic));
+    const saved = await checkpoints.load(consumer, topic);
+    const from: Checkpoint = new Map(initial);
+    for (const [p, next] of saved ?? []) from.set(p, next);
     const start = from;
-    running.subscription = log.consume({
-      topic,
-      consumer,
-      from: start,
-      handle: (records) => this.deliverBatch(running, records),
-      onError: (err) => logger.warn({ err, rule: key }, 'webhook batch not delivered; retrying'),
+    // Who is present where the rule starts: read from the log before it.
+    await running.members?.catchUp(log, topic, start);
+    running.follower = runner.follow(consumer, topic, start, (records) => this.deliverBatch(running, records), {
+      // A failing target's wait is the rule's to report (paused, its last error), not a failed batch.
+      expected: (err) => err instanceof RetryLater,
+      advisory: true,
       ...(this.options.shared
         ? {
             shared: {
               // Whichever instance is given a partition resumes where the rule's store says.
               from: async (partitions: number[]) => {
-                const saved = (await checkpoints.load(consumer, topic)) ?? start;
-                return new Map(partitions.map((p) => [p, saved.get(p) ?? start.get(p) ?? 0]));
+                const [saved, first] = [await checkpoints.load(consumer, topic), await checkpoints.start(consumer, topic, new Map())];
+                const positions = new Map(partitions.map((p) => [p, saved?.get(p) ?? first.get(p) ?? start.get(p) ?? 0]));
+                await running.members?.catchUp(log, topic, positions);
+                return positions;
               },
               revoked: (partitions: number[]) => {
                 for (const p of partitions) running.unsaved.delete(p);
+                running.sent.clear(); // their batches may come back: sent again (at least once)
               },
             },
           }
@@ -185,7 +227,7 @@ export class WebhookDelivery {
   private async stopRule(running: RunningRule): Promise<void> {
     running.abort.abort();
     for (const wake of running.waiting.splice(0)) wake();
-    await running.subscription?.stop();
+    await running.follower?.stop();
   }
 
   private async flush(): Promise<void> {
@@ -206,18 +248,36 @@ export class WebhookDelivery {
   /**
    * One partition's batch. Its channels are spread over WEBHOOK_MAX_IN_FLIGHT lanes posted at
    * once; a lane posts its items in log order, request after request, so each channel's items
-   * arrive in order. The checkpoint moves once every lane was answered.
+   * arrive in order. The checkpoint moves once every lane was answered. While the target fails,
+   * the batch throws RetryLater (after waiting out at most BACKOFF_SLICE_MS of the backoff) and its
+   * consumer applies it again; items answered already are not posted again.
    */
   private async deliverBatch(running: RunningRule, records: LogRecord[]): Promise<void> {
-    const items = records.flatMap((r) => itemsOf(r, running.matcher));
+    const wait = running.retryAt - Date.now();
+    if (wait > 0) {
+      await this.sleep(running, Math.min(wait, BACKOFF_SLICE_MS));
+      if (running.retryAt > Date.now()) throw new RetryLater(running.state.lastError ?? 'target failing');
+    }
+    // A presence rule's members change with the batch; put back if it fails (applied again later).
+    const undo: (() => void)[] = [];
+    const members = running.members;
+    const items = records.flatMap((r) => itemsOf(r, running.matcher, members && ((p, channel, e) => members.apply(p, channel, e, undo))));
     const lanes: WebhookItem[][] = Array.from({ length: this.options.settings.maxInFlight }, () => []);
-    for (const item of items) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
-    await Promise.all(
+    for (const item of items) if (!running.sent.has(item.id)) lanes[laneOf(String(item.data.channelId), lanes.length)].push(item);
+    // Every lane ends (done, or failed at a request) before the batch is handed back: a retry never overtakes a request still out.
+    const results = await Promise.allSettled(
       lanes.filter((lane) => lane.length > 0).map(async (lane) => {
         for (const chunk of this.chunks(running.matcher.rule, lane)) await this.deliverChunk(running, chunk);
       }),
     );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      for (const put of undo.reverse()) put();
+      throw failed.reason;
+    }
+    for (const item of items) running.sent.delete(item.id);
     const last = records[records.length - 1];
+    members?.advance(last.partition, last.offset + 1);
     running.unsaved.set(last.partition, last.offset + 1);
   }
 
@@ -243,57 +303,70 @@ export class WebhookDelivery {
     if (chunk.length > 0) yield chunk;
   }
 
-  /** Posts until the target answers 2xx, with backoff; throws only when the rule stops (the batch is then not done). */
+  /**
+   * Posts one request. Answered 2xx: its items are marked sent. Failed: the target's backoff is set
+   * (doubling from WEBHOOK_RETRY_MS up to WEBHOOK_RETRY_MAX_MS, the pause after
+   * WEBHOOK_PAUSE_AFTER_FAILURES failures in a row) and RetryLater thrown. A paused target is tried
+   * again every WEBHOOK_RETRY_MAX_MS, for as long as it fails: it is never given up, and resumes at
+   * its first 2xx with what the log held meanwhile.
+   */
   private async deliverChunk(running: RunningRule, items: WebhookItem[]): Promise<void> {
     const { settings, registry, logger } = this.options;
     const rule = running.matcher.rule;
+    if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+    // Another lane failed meanwhile: this one waits with it.
+    if (running.retryAt > Date.now()) throw new RetryLater(running.state.lastError ?? 'target failing');
     const body = bodyOf(rule, items);
     const send = this.options.send ?? sendWebhook;
-    for (;;) {
-      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
-      const headers: Record<string, string> = {};
-      for (const h of rule.target.headers ?? []) headers[h.name] = h.value;
-      // The signing key as it is now (a key revoked since: the request goes unsigned, and says so).
-      const signingKey = rule.target.signingKeyId === undefined ? undefined : registry.key(rule.target.signingKeyId.includes('.') ? rule.target.signingKeyId : `${running.state.appId}.${rule.target.signingKeyId}`);
-      if (signingKey && !signingKey.key.revoked && signingKey.app.appId === running.state.appId) {
-        headers[KEY_HEADER] = signingKey.key.keyName;
-        headers[SIGNATURE_HEADER] = signBody(body, signingKey.key.keySecret);
-      }
-      await this.slot(running);
-      let result: SendResult;
-      try {
-        result = await send({ url: rule.target.url, body, headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
-      } finally {
-        this.release(running);
-      }
-      const state = running.state;
-      if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
-      if (result.ok) {
-        if (state.paused) logger.info({ rule: running.key, url: state.url }, 'webhook target answers again; delivery resumed');
-        state.failuresInARow = 0;
-        state.paused = false;
-        state.itemsDelivered += items.length;
-        return;
-      }
-      state.requestsFailed++;
-      state.failuresInARow++;
-      state.lastError = result.error;
-      if (!state.paused && state.failuresInARow >= settings.pauseAfterFailures) {
-        state.paused = true;
-        logger.warn({ rule: running.key, url: state.url, error: result.error, failures: state.failuresInARow }, 'webhook target paused: it keeps failing; retried every WEBHOOK_RETRY_MAX_MS');
-      }
-      const pause = Math.min(settings.retryMaxMs, settings.retryMs * 2 ** Math.min(20, state.failuresInARow - 1));
-      await new Promise<void>((resolve) => {
-        const signal = running.abort.signal;
-        const wake = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', wake);
-          resolve();
-        };
-        const timer = setTimeout(wake, pause);
-        signal.addEventListener('abort', wake);
-      });
+    const headers: Record<string, string> = {};
+    for (const h of rule.target.headers ?? []) headers[h.name] = h.value;
+    // The signing key as it is now (a key revoked since: the request goes unsigned, and says so).
+    const signingKey = rule.target.signingKeyId === undefined ? undefined : registry.key(rule.target.signingKeyId.includes('.') ? rule.target.signingKeyId : `${running.state.appId}.${rule.target.signingKeyId}`);
+    if (signingKey && !signingKey.key.revoked && signingKey.app.appId === running.state.appId) {
+      headers[KEY_HEADER] = signingKey.key.keyName;
+      headers[SIGNATURE_HEADER] = signBody(body, signingKey.key.keySecret);
     }
+    await this.slot(running);
+    let result: SendResult;
+    try {
+      result = await send({ url: rule.target.url, body, contentType: contentTypeOf(rule), headers }, { timeoutMs: settings.requestTimeoutMs, allowPrivate: settings.allowPrivateTargets, signal: running.abort.signal });
+    } finally {
+      this.release(running);
+    }
+    const state = running.state;
+    if (running.abort.signal.aborted) throw new Error('webhook rule stopped');
+    if (result.ok) {
+      if (state.paused) logger.info({ rule: running.key, url: state.url }, 'webhook target answers again; delivery resumed');
+      state.failuresInARow = 0;
+      state.paused = false;
+      state.itemsDelivered += items.length;
+      for (const item of items) running.sent.add(item.id);
+      return;
+    }
+    state.requestsFailed++;
+    state.failuresInARow++;
+    state.lastError = result.error;
+    if (!state.paused && state.failuresInARow >= settings.pauseAfterFailures) {
+      state.paused = true;
+      logger.warn({ rule: running.key, url: state.url, error: result.error, failures: state.failuresInARow }, 'webhook target paused: it keeps failing; retried every WEBHOOK_RETRY_MAX_MS');
+    }
+    const pause = Math.min(settings.retryMaxMs, settings.retryMs * 2 ** Math.min(20, state.failuresInARow - 1));
+    running.retryAt = Math.max(running.retryAt, Date.now() + pause);
+    throw new RetryLater(result.error);
+  }
+
+  /** Waits `ms`, or less if the rule stops. */
+  private sleep(running: RunningRule, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const signal = running.abort.signal;
+      const wake = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      signal.addEventListener('abort', wake);
+    });
   }
 
   /** At most WEBHOOK_MAX_IN_FLIGHT requests to a rule's target at once. */

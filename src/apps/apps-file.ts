@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { DEFAULT_KEY_CAPABILITY, type AppDefinition, type KeyDefinition, type NamespaceRule } from '../domain/app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
-import { MAX_RULES_PER_APP, parseRule } from '../webhooks/rules.js';
+import { fileRuleId, MAX_RULES_PER_APP, parseRule } from '../webhooks/rules.js';
 
 /**
  * Reads APPS_FILE:
@@ -59,8 +59,8 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
       }
     }
     if (app.rules !== undefined && (!Array.isArray(app.rules) || app.rules.length > MAX_RULES_PER_APP)) throw new Error(`${where}.rules must be a list of at most ${MAX_RULES_PER_APP} webhook rules`);
-    const rules = ((app.rules ?? []) as unknown[]).map((r, j) => parseRule(r, `${where}.rules[${j}]`));
-    if (new Set(rules.map((r) => r.id)).size < rules.length) throw new Error(`${where}.rules: two rules have the same id`);
+    const rules = ((app.rules ?? []) as unknown[]).map((r, j) => parseRule(r, `${where}.rules[${j}]`, (rule) => fileRuleId(appId, rule)));
+    if (new Set(rules.map((r) => r.id)).size < rules.length) throw new Error(`${where}.rules: two rules have the same id (or are the same rule twice)`);
     return {
       appId,
       ...(rules.length > 0 ? { rules } : {}),

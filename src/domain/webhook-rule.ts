@@ -4,7 +4,7 @@
 /**
  * An integration rule in the platform's shape (its Control API `/apps/<appId>/rules`), so rule JSON
  * written for it works here: `ruleType` "http", `requestMode` single or batch, a `source` (what is
- * sent: messages, presence or channel lifecycle, of channels matching `channelFilter`) and a
+ * sent: messages, presence, channel lifecycle or occupancy, of channels matching `channelFilter`) and a
  * `target` (where, signed with which key).
  */
 export interface WebhookRule {
@@ -19,9 +19,10 @@ export interface WebhookRule {
     signingKeyId?: string;
     headers?: { name: string; value: string }[];
     enveloped: boolean;
-    format: 'json';
+    /** The body's encoding: JSON, or MessagePack (Content-Type application/x-msgpack; binary data stays binary). */
+    format: 'json' | 'msgpack';
   };
 }
 
-export const SOURCE_TYPES = ['channel.message', 'channel.presence', 'channel.lifecycle'] as const;
+export const SOURCE_TYPES = ['channel.message', 'channel.presence', 'channel.lifecycle', 'channel.occupancy'] as const;
 export type WebhookSourceType = (typeof SOURCE_TYPES)[number];

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
 
 export { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
@@ -15,7 +15,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * Reads a rule from JSON (APPS_FILE, POST /apps/<appId>/rules); throws an Error whose message
  * names the field and what to give (`where` prefixes it).
  */
-export function parseRule(raw: unknown, where = 'rule'): WebhookRule {
+export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<WebhookRule, 'id'>) => string): WebhookRule {
   if (!isObject(raw)) throw new Error(`${where} must be an object with ruleType, requestMode, source and target`);
   if (raw.ruleType !== 'http') throw new Error(`${where}.ruleType must be "http" (the only rule type this service runs)`);
   const requestMode = raw.requestMode ?? 'single';
@@ -47,14 +47,13 @@ export function parseRule(raw: unknown, where = 'rule'): WebhookRule {
   if (url.username || url.password) throw new Error(`${where}.target.url must not hold credentials; use target.headers`);
   if (target.signingKeyId !== undefined && typeof target.signingKeyId !== 'string') throw new Error(`${where}.target.signingKeyId must be a key name`);
   if (target.enveloped !== undefined && typeof target.enveloped !== 'boolean') throw new Error(`${where}.target.enveloped must be true or false`);
-  if (target.format !== undefined && target.format !== 'json') throw new Error(`${where}.target.format must be "json" (msgpack targets are not supported)`);
+  if (target.format !== undefined && target.format !== 'json' && target.format !== 'msgpack') throw new Error(`${where}.target.format must be "json" or "msgpack"`);
   const headers = target.headers ?? [];
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[\r\n]/.test(h.value))) {
     throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line)`);
   }
   if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
-  return {
-    id: typeof raw.id === 'string' ? raw.id : randomBytes(5).toString('base64url').slice(0, 6),
+  const rule: Omit<WebhookRule, 'id'> = {
     ruleType: 'http',
     requestMode,
     source: { type: source.type as WebhookSourceType, channelFilter },
@@ -63,10 +62,20 @@ export function parseRule(raw: unknown, where = 'rule'): WebhookRule {
       ...(typeof target.signingKeyId === 'string' ? { signingKeyId: target.signingKeyId } : {}),
       ...(headers.length > 0 ? { headers: headers as { name: string; value: string }[] } : {}),
       enveloped: target.enveloped !== false,
-      format: 'json',
+      format: target.format === 'msgpack' ? 'msgpack' : 'json',
     },
   };
+  const id = typeof raw.id === 'string' ? raw.id : (idOf?.(rule) ?? randomBytes(5).toString('base64url').slice(0, 6));
+  return { id, ...rule };
 }
+
+/**
+ * The id of a rule given without one in APPS_FILE: from the app and the rule's content, so that
+ * every instance and every restart reading the file names it alike (its consumer group and its
+ * checkpoint are named after it: a random id would make each instance deliver everything, and
+ * each restart start over at the log's end).
+ */
+export const fileRuleId = (appId: string, rule: Omit<WebhookRule, 'id'>): string => `f${createHash('sha256').update(`${appId}\u0000${JSON.stringify(rule)}`).digest('base64url').slice(0, 10)}`;
 
 /** The rule as the rules route shows it (the platform's shape, with the app). */
 export const ruleView = (appId: string, rule: WebhookRule): Record<string, unknown> => ({ appId, ...rule });

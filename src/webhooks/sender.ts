@@ -4,7 +4,9 @@ import { checkedLookup, checkLiteralHost, TargetRefusedError } from './target-ad
 
 export interface WebhookRequest {
   url: string;
-  body: string;
+  body: string | Uint8Array;
+  /** Default application/json. */
+  contentType?: string;
   headers: Record<string, string>;
 }
 
@@ -37,7 +39,7 @@ export function sendWebhook(request: WebhookRequest, options: { timeoutMs: numbe
     };
     const req = client.request(url, {
       method: 'POST',
-      headers: { ...request.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(request.body) },
+      headers: { ...request.headers, 'content-type': request.contentType ?? 'application/json', 'content-length': typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength },
       lookup: checkedLookup(options.allowPrivate),
       agent: false,
     });

@@ -3,6 +3,7 @@
 // answer slowly, or go away and come back on the same port.
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { decode } from '@msgpack/msgpack';
 import { verifySignature } from '../../src/webhooks/signing.js';
 
 export interface ReceivedItem {
@@ -27,6 +28,8 @@ export interface Receiver {
   maxConcurrent: number;
   /** Answers each request after this many ms (a slow target). */
   delayMs: number;
+  /** The Content-Type of each request answered, in order. */
+  contentTypes: string[];
   /** Answers this status instead of 200 while set (a failing target). */
   failWith?: number;
   /** Messages per channel in the order they arrived, repeats dropped by item id (as a receiver would). */
@@ -48,6 +51,7 @@ export async function startReceiver(secrets: Record<string, string> = {}, port =
     delayMs: 0,
     concurrent: 0,
     maxConcurrent: 0,
+    contentTypes: [],
     messagesByChannel() {
       const seen = new Set<string>();
       const byChannel = new Map<string, string[]>();
@@ -81,7 +85,9 @@ export async function startReceiver(secrets: Record<string, string> = {}, port =
       const secret = secrets[keyName];
       if (secret === undefined || !verifySignature(body, secret, req.headers['x-ably-signature'] as string | undefined)) receiver.badSignatures++;
     }
-    const parsed = JSON.parse(body.toString('utf8')) as { items: ReceivedItem[] };
+    const contentType = String(req.headers['content-type']);
+    receiver.contentTypes.push(contentType);
+    const parsed = (contentType === 'application/x-msgpack' ? decode(body) : JSON.parse(body.toString('utf8'))) as { items: ReceivedItem[] };
     receiver.items.push(...parsed.items);
     return 200;
   };

@@ -20,7 +20,7 @@ describe('webhook rules in the platform shape', () => {
 
   it.each([
     [{ ...rule, ruleType: 'amqp' }, /ruleType must be "http"/],
-    [{ ...rule, source: { type: 'channel.occupancy' } }, /source.type must be one of/],
+    [{ ...rule, source: { type: 'channel.annotation' } }, /source.type must be one of/],
     [{ ...rule, source: { type: 'channel.message', channelFilter: '(' } }, /not a regular expression/],
     [{ ...rule, target: { url: 'file:///etc/passwd' } }, /http or https/],
     [{ ...rule, target: { url: 'https://u:p@example.com/' } }, /credentials/],

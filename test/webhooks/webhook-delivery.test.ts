@@ -3,6 +3,10 @@
 // did meanwhile. Runs in the mode startTestService starts (TEST_SERVICE_MODE=production: Kafka
 // and ClickHouse, the rule's consumer group and checkpoints shared).
 import { afterEach, describe, expect, it } from 'vitest';
+import { encode } from '@msgpack/msgpack';
+import { Topics } from '../../src/log/port.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
+import type { WebhookRule } from '../../src/webhooks/rules.js';
 import { startTestService, testServiceMode, type TestService } from '../helpers/service.js';
 import { startReceiver, until, type Receiver } from '../helpers/webhook-receiver.js';
 
@@ -30,11 +34,11 @@ async function addRule(ts: TestService & { appId: string }, rule: Record<string,
   return { status: res.statusCode, body: res.json() };
 }
 
-const httpRule = (url: string, extra: { requestMode?: string; channelFilter?: string; signingKeyId?: string; type?: string } = {}) => ({
+const httpRule = (url: string, extra: { requestMode?: string; channelFilter?: string; signingKeyId?: string; type?: string; format?: string } = {}) => ({
   ruleType: 'http',
   requestMode: extra.requestMode ?? 'batch',
   source: { type: extra.type ?? 'channel.message', channelFilter: extra.channelFilter ?? '' },
-  target: { url, enveloped: true, format: 'json', ...(extra.signingKeyId ? { signingKeyId: extra.signingKeyId } : {}) },
+  target: { url, enveloped: true, format: extra.format ?? 'json', ...(extra.signingKeyId ? { signingKeyId: extra.signingKeyId } : {}) },
 });
 
 async function publish(ts: TestService, channel: string, data: string[]): Promise<void> {
@@ -123,6 +127,42 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     await until('the pause lifted', () => ts.service.readiness().some((c) => c.name === 'webhooks' && !/paused/.test(c.detail)));
   });
 
+  it('delivers everything published during a 30 s outage of the receiver once it is up: retried with backoff, paused, resumed', { timeout: 180_000 }, async () => {
+    // READY_MAX_LAG 50: the rule's consumer falls further behind than that, and the instance stays ready.
+    const ts = await service({ WEBHOOKS_ALLOW_PRIVATE_TARGETS: '1', WEBHOOK_RETRY_MS: '100', WEBHOOK_RETRY_MAX_MS: '5000', WEBHOOK_PAUSE_AFTER_FAILURES: '5', READY_MAX_LAG: '50' });
+    const r = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { channelFilter: '^outage-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    const sent = new Map<string, string[]>([['outage-0', ['before']]]);
+    await publish(ts, 'outage-0', ['before']);
+    await until('the first message', () => r.items.length === 1, 30_000);
+    await r.stop();
+    // 30 s down, publishing all along: a message every 100 ms over 5 channels.
+    const downAt = Date.now();
+    for (let i = 0; Date.now() - downAt < 30_000; i++) {
+      const channel = `outage-${i % 5}`;
+      const data = `${channel}#${i}`;
+      await publish(ts, channel, [data]);
+      sent.set(channel, [...(sent.get(channel) ?? []), data]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await until('the target reported paused', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /paused/.test(c.detail)), 10_000);
+    const metrics = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    const failed = Number(/^cm_webhook_requests_failed_total (\d+)$/m.exec(metrics)?.[1]);
+    // Its consumer is one of the runner's: its lag is listed with the others'.
+    expect(Number(/^cm_consumer_lag_records\{consumer="webhook-[^"]+"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(50);
+    const consumers = ts.service.readiness().find((c) => c.name === 'consumers')!;
+    expect(consumers.ok).toBe(true);
+    expect(consumers.detail).toMatch(/webhook-\S+ \d+ records behind \(a webhook target's pace: not counted\)/);
+    // Retried while down: more failures than it takes to pause.
+    expect(failed).toBeGreaterThan(5);
+    expect(r.items).toHaveLength(1);
+    await r.restart();
+    await until('every message of the outage after the receiver came back', deliveredAll(r, sent), 60_000);
+    expect(r.messagesByChannel()).toEqual(sent);
+    await until('the pause lifted', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule delivering/.test(c.detail)), 10_000);
+  });
+
   it('a slow target does not hold back a fast one', { timeout: 120_000 }, async () => {
     const ts = await service({ ...FAST_RETRIES, WEBHOOK_TIMEOUT_MS: '60000' });
     const slow = await receiver();
@@ -208,5 +248,105 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'room-1', changes: [{ action: 'enter', connectionId: 'c1', clientId: 'ann' }] }]);
     await until('the presence item', () => r.items.length > 0, 30_000);
     expect(r.items[0]).toMatchObject({ source: 'channel.presence', name: 'presence.message', data: { channelId: 'room-1', presence: [{ action: 2, clientId: 'ann' }] } });
+  });
+
+  it('delivers occupancy changes to a channel.occupancy rule, with the figures of the channel status; a lifecycle rule does not get them', async () => {
+    const ts = await service();
+    const r = await receiver();
+    const life = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { type: 'channel.occupancy', channelFilter: '^occ-' }))).status).toBe(201);
+    expect((await addRule(ts, httpRule(life.url, { type: 'channel.lifecycle', channelFilter: '^occ-' }))).status).toBe(201);
+    await until('the rules to run', () => ts.service.readiness().some((c) => /2 webhook rules/.test(c.detail)), 20_000);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'other-occ', changes: [{ action: 'enter', connectionId: 'c0', clientId: 'zed' }] }]);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'occ-1', changes: [{ action: 'enter', connectionId: 'c1', clientId: 'ann' }, { action: 'enter', connectionId: 'c2', clientId: 'bob' }] }]);
+    type Metrics = Record<string, number>;
+    const metricsOf = (i: { data: unknown }) => (i.data as { status?: { occupancy?: { metrics?: Metrics } } }).status?.occupancy?.metrics;
+    await until('an occupancy item with both members', () => r.items.some((i) => metricsOf(i)?.presenceMembers === 2), 30_000);
+    const item = r.items.find((i) => metricsOf(i)?.presenceMembers === 2)!;
+    expect(item).toMatchObject({ source: 'channel.occupancy', name: 'channel.occupancy', data: { channelId: 'occ-1' } });
+    expect(r.items.every((i) => i.source === 'channel.occupancy' && i.data.channelId === 'occ-1')).toBe(true);
+    const status = await ts.service.app.inject({ method: 'GET', url: '/channels/occ-1', headers: { authorization: ts.auth } });
+    expect(status.json().status.occupancy.metrics).toEqual(metricsOf(item));
+    await until('the lifecycle rule to get the opening', () => life.items.some((i) => i.name === 'channel.opened'), 30_000);
+    expect(life.items.filter((i) => i.name === 'channel.occupancy')).toHaveLength(0);
+  });
+});
+
+describe(`webhook rules from the apps topic (${testServiceMode})`, () => {
+  it('starts a rule that arrives on the apps topic from elsewhere (as another instance adds it) and stops it when it is removed there', async () => {
+    const ts = await service();
+    const r = await receiver();
+    const rule = { ...httpRule(r.url, { channelFilter: '^topic-' }), id: 'fromtopic' } as unknown as WebhookRule;
+    // Appended as another instance's key management does; this instance only reads it back.
+    await ts.service.log.append(Topics.apps, [{ key: ts.appId, value: encodeEvent({ type: 'rule.created', appId: ts.appId, rule }), timestamp: Date.now() }]);
+    await until('the rule to run', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule/.test(c.detail)), 30_000);
+    await publish(ts, 'topic-1', ['x']);
+    await until('the message', () => r.items.length === 1, 30_000);
+    const lag = (await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(lag).toMatch(new RegExp(`^cm_consumer_lag_records\\{consumer="webhook-${ts.appId}-fromtopic"\\} \\d+$`, 'm'));
+    await ts.service.log.append(Topics.apps, [{ key: ts.appId, value: encodeEvent({ type: 'rule.deleted', appId: ts.appId, ruleId: 'fromtopic' }), timestamp: Date.now() }]);
+    await until('the rule to stop', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /0 webhook rules/.test(c.detail)), 30_000);
+    expect((await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body).not.toMatch(/consumer="webhook-/);
+  });
+});
+
+describe(`webhook msgpack targets (${testServiceMode})`, () => {
+  it('posts a msgpack target MessagePack bodies (application/x-msgpack), binary data as bytes, signed over the body bytes', async () => {
+    const ts = await service();
+    const r = await receiver({ [ts.keyName]: ts.secret });
+    expect((await addRule(ts, httpRule(r.url, { format: 'msgpack', signingKeyId: ts.keyName, channelFilter: '^packed-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    // Published in MessagePack, as the SDK does: the bytes stay bytes.
+    const res = await ts.service.app.inject({
+      method: 'POST',
+      url: '/channels/packed-1/messages',
+      headers: { authorization: ts.auth, 'content-type': 'application/x-msgpack' },
+      payload: Buffer.from(encode([{ name: 'text', data: 'hello' }, { name: 'bytes', data: new Uint8Array([0, 1, 2, 255]) }])),
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    await until('the item', () => r.items.length === 1, 30_000);
+    expect(r.contentTypes).toEqual(['application/x-msgpack']);
+    expect(r.signedRequests).toBe(1);
+    expect(r.badSignatures).toBe(0);
+    expect(r.items[0]).toMatchObject({ source: 'channel.message', data: { channelId: 'packed-1' } });
+    const [text, bytes] = r.items[0].data.messages!;
+    expect(text).toMatchObject({ name: 'text', data: 'hello' });
+    expect(bytes.name).toBe('bytes');
+    expect(bytes.data).toBeInstanceOf(Uint8Array);
+    expect([...(bytes.data as Uint8Array)]).toEqual([0, 1, 2, 255]);
+    expect((bytes as { encoding?: string }).encoding).toBeUndefined();
+  });
+
+  it('refuses a target format other than json or msgpack with 40001', async () => {
+    const ts = await service();
+    const bad = await addRule(ts, httpRule('https://example.com/h', { format: 'xml' }));
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error: { code: 40001 } });
+    expect((bad.body.error as { message: string }).message).toMatch(/"json" or "msgpack"/);
+  });
+});
+
+describe(`webhook presence actions (${testServiceMode})`, () => {
+  it('sends an enter by a member already present (same clientId and connection) as update (4), to a rule added after the first enter too', async () => {
+    const ts = await service();
+    const r = await receiver();
+    expect((await addRule(ts, httpRule(r.url, { type: 'channel.presence', channelFilter: '^reenter-' }))).status).toBe(201);
+    await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
+    const change = (action: 'enter' | 'leave', connectionId: string, data?: string) => ({ action, connectionId, clientId: 'ann', ...(data ? { data } : {}) });
+    await ts.service.presenceProducer.appendAcross(ts.appId, [{ channel: 'reenter-1', changes: [change('enter', 'c1', 'a')] }]);
+    await until('the first enter', () => r.items.length === 1, 30_000);
+    // A second rule starts after that enter: it learns from the log that ann is present on c1.
+    const late = await receiver();
+    expect((await addRule(ts, httpRule(late.url, { type: 'channel.presence', channelFilter: '^reenter-' }))).status).toBe(201);
+    await until('both rules to run', () => ts.service.readiness().some((c) => /2 webhook rules/.test(c.detail)), 20_000);
+    await ts.service.presenceProducer.appendAcross(ts.appId, [
+      { channel: 'reenter-1', changes: [change('enter', 'c1', 'b'), change('enter', 'c2', 'c'), change('leave', 'c1'), change('enter', 'c1', 'd')] },
+    ]);
+    const actions = (rec: Receiver) => rec.items.map((i) => `${i.data.presence![0].action}:${(i.data.presence![0] as { data?: string }).data ?? ''}`);
+    await until('all five changes at the first receiver', () => r.items.length === 5, 30_000);
+    await until('all four changes at the second', () => late.items.length === 4, 30_000);
+    // enter a; re-enter b (update); enter on another connection c; leave; enter again d.
+    expect(actions(r)).toEqual(['2:a', '4:b', '2:c', '3:', '2:d']);
+    expect(actions(late)).toEqual(['4:b', '2:c', '3:', '2:d']);
   });
 });
