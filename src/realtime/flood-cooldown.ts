@@ -1,5 +1,5 @@
 import { pairDigest, RecentKeys } from '../recent-keys.js';
-import type { ConnectionIdentity } from './connection-life.js';
+import type { Credentials } from '../auth/credentials.js';
 
 /**
  * Where a connection comes from, as far as the service knows (issue 22): the key its credentials
@@ -8,7 +8,7 @@ import type { ConnectionIdentity } from './connection-life.js';
  * client's own choice, so it is left out: a flooder picking a new one each time would otherwise be
  * a new origin each time. A fixed size (24 characters), however long the parts.
  */
-export function originOf(identity: Pick<ConnectionIdentity, 'credentials' | 'address'>): string {
+export function originOf(identity: { credentials: Credentials; address?: string }): string {
   const { credentials, address } = identity;
   const fixedClientId = credentials.method === 'token' && credentials.clientId !== undefined && credentials.clientId !== '*' ? credentials.clientId : '';
   return pairDigest(`${credentials.keyName}\u0000${address ?? ''}`, fixedClientId);
