@@ -143,6 +143,9 @@ const service = await startServiceChild('flood', {}, profileDir ? ['--cpu-prof',
 const url = service.server.url;
 const rows: string[][] = [];
 const f = (ms: number): string => ms.toFixed(1);
+/** Messages the service published from realtime MESSAGE frames so far (its GET /metrics). */
+const realtimePublished = async (): Promise<number> =>
+  Number(/^cm_messages_published_total\{transport="realtime"\} (\d+)/m.exec(await (await fetch(`${url}/metrics`)).text())?.[1] ?? NaN);
 /** Victims alone for one window, and the service's CPU meanwhile (share of a core). */
 const baseline = async (): Promise<{ sample: Sample; cpu: number }> => {
   const cpu0 = service.server.cpuMs() ?? NaN;
@@ -150,7 +153,7 @@ const baseline = async (): Promise<{ sample: Sample; cpu: number }> => {
   return { sample, cpu: ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30) };
 };
 const baselineRow = (label: string, { sample: b, cpu }: { sample: Sample; cpu: number }): string[] =>
-  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', '', `${cpu.toFixed(0)}%`, ''];
+  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', '', '', `${cpu.toFixed(0)}%`, ''];
 try {
   // Each flood window follows a baseline window of its own: on a shared machine the victims'
   // p99 with no flood moves by the minute, and a ratio against a baseline measured minutes
@@ -161,6 +164,7 @@ try {
     rows.push(baselineRow(`(none: baseline before ${kind})`, base));
     process.stderr.write(`[flood] ${kind}: ${SECONDS} s\n`);
     const flooder = fork(fileURLToPath(import.meta.url), ['flooder', url, service.key, kind], { execArgv: ['--import', 'tsx'] });
+    const published0 = await realtimePublished();
     const outcome = new Promise<{ sent: number; connections: number; actedOn: number; cpuMs: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number; actedOn: number; cpuMs: number })));
     await new Promise((r) => setTimeout(r, 500));
     const cpu0 = service.server.cpuMs() ?? NaN;
@@ -168,14 +172,16 @@ try {
     const cpu = ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30);
     flooder.send('stop');
     const { sent, connections, actedOn, cpuMs } = await outcome;
+    // What the flooder's connections published: every realtime publish of the window, the victims' aside.
+    const flooderPublished = (await realtimePublished()) - published0 - s.received;
     // The flooder's own CPU over its life (the window, 0.5 s before it and its 3 s of waiting), as a share of a core.
     const flooderCpu = cpuMs / ((SECONDS + 3.5) * 10);
-    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(actedOn), String(connections), `${cpu.toFixed(0)}%`, `${flooderCpu.toFixed(0)}%`]);
+    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(actedOn), String(flooderPublished), String(connections), `${cpu.toFixed(0)}%`, `${flooderCpu.toFixed(0)}%`]);
   }
 } finally {
   await service.stop();
 }
-const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'answered', 'connections', 'service CPU (of a core)', 'flooder CPU'];
+const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'answered', 'published by the flooder', 'connections', 'service CPU (of a core)', 'flooder CPU'];
 console.log(`| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}`);
 const profile = profileDir && mainThreadProfile(profileDir);
 if (profile) {
