@@ -7,6 +7,8 @@
 // one: a raw `ws` publisher at VICTIM_RATE MESSAGE frames a second on one connection and a
 // subscriber on another, each message carrying its send time. "lost" counts ACKed messages the
 // subscriber never received (it waits 3 s after the window); "refused" those NACKed.
+// "answered": the flooder's frames the service answered before each of its sockets went;
+// "published by the flooder": messages the service published from its connections in the window.
 //
 // `npm run bench:flood` (FLOOD_SECONDS, default 10; FLOOD_VICTIM_RATE, default 100; FLOOD_KINDS, a subset;
 // BENCH_CPU_PROF=1: the service runs with --cpu-prof, and its hot spots are printed at the end).
