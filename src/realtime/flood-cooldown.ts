@@ -21,7 +21,8 @@ export function originOf(identity: { credentials: Credentials; address?: string 
  * reconnects each time it is cut got its burst admitted on every new connection (200 frames, 4 MiB
  * at the defaults: over-limit publishes each published); now some 20 frames. Nothing is refused:
  * neighbours on the same key and address connect as before, and a client sending at most its rate
- * never notices (the bucket refills as fast as ever). What a connection resumed keeps its own
+ * never notices (the bucket refills as fast as ever); one sending more than a tenth of the burst
+ * at once on a new connection meanwhile (many ATTACHes at connect) is sent away once, and resumes. What a connection resumed keeps its own
  * budget (refilled since its cut): resuming gains nothing either.
  *
  * Bounded: at most `maxOrigins` remembered (the oldest generation goes whole when the newer is
