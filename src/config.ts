@@ -319,6 +319,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     maxChannelsPerConnection: int(e, 'REALTIME_MAX_CHANNELS_PER_CONNECTION', d.maxChannelsPerConnection, 1, 1_000_000),
     maxInboundRate: int(e, 'REALTIME_MAX_INBOUND_RATE', d.maxInboundRate, 1, 1_000_000),
     maxInboundBytesRate: int(e, 'REALTIME_MAX_INBOUND_BYTES_RATE', d.maxInboundBytesRate, 1024, 1024 * 1024 * 1024),
+    floodCooldownMs: int(e, 'REALTIME_FLOOD_COOLDOWN_MS', d.floodCooldownMs, 0, 24 * 3600 * 1000),
     maxFrameDepth: int(e, 'REALTIME_MAX_FRAME_DEPTH', d.maxFrameDepth, 4, 10_000),
     maxFrameWidth: int(e, 'REALTIME_MAX_FRAME_WIDTH', d.maxFrameWidth, 16, 10_000_000),
     attachmentEventsRate: int(e, 'REALTIME_ATTACHMENT_EVENTS_RATE', d.attachmentEventsRate, 1, 1_000_000),

@@ -142,6 +142,8 @@ export interface RealtimeNumbers {
   slowConsumerDisconnects: number;
   /** connections disconnected for sending over their inbound budget (frames or bytes a second) */
   inboundBudgetDisconnects: number;
+  /** connections opened with a smaller inbound burst: their origin was sent away over its budget within REALTIME_FLOOD_COOLDOWN_MS */
+  cooledConnections: number;
   /** frames not acted on as sent: over the inbound budget (dropped undecoded), or refused by the decoder (malformed, too deep or wide, a lone surrogate) */
   framesRefused: number;
   /** records of the messages topic not yet delivered */
@@ -278,6 +280,7 @@ export class Metrics {
     add('cm_realtime_messages_delivered_total', 'Messages the realtime gateway sent to subscribers', 'counter', realtime((r) => r.delivered));
     add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
     add('cm_realtime_inbound_budget_disconnects_total', 'Realtime connections disconnected for sending more frames or bytes a second than their budget', 'counter', realtime((r) => r.inboundBudgetDisconnects));
+    add('cm_realtime_cooled_connections_total', 'Realtime connections opened with a tenth of the inbound burst: one from their origin (key, address, a token\'s clientId) was disconnected over its budget within REALTIME_FLOOD_COOLDOWN_MS', 'counter', realtime((r) => r.cooledConnections));
     add('cm_realtime_frames_refused_total', 'Realtime frames dropped over the inbound budget or refused by the decoder (malformed, nested too deep, too wide, a lone surrogate)', 'counter', realtime((r) => r.framesRefused));
     const cache = (pick: (c: { rows: number; hits: number; misses: number }) => Value[]) => (): Value[] => {
       const c = this.sources?.statsCache?.();

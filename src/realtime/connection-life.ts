@@ -18,6 +18,8 @@ export interface ConnectionIdentity {
   format: WireFormat;
   /** Whether it gets its own messages back. */
   echo: boolean;
+  /** The address its socket came from (its origin's, flood-cooldown.ts), when the transport knows it. */
+  address?: string;
 }
 
 /**

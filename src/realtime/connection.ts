@@ -11,6 +11,10 @@ import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-ch
 import { attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
 import { qualifiedName } from './channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
+import { originOf } from './flood-cooldown.js';
+
+/** The share of the inbound burst a new connection starts with when its origin was cut for flooding within the cool-down. */
+const COOLED_START = 0.1;
 
 export type { ConnectionIdentity } from './connection-life.js';
 
@@ -34,8 +38,13 @@ export class Connection extends ConnectionLife {
   constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
     super(ctx, id, key, identity, socket);
     const s = ctx.settings;
-    // A frame of the largest size must fit in a burst.
-    this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), ctx.clock.now());
+    // A frame of the largest size must fit in a burst. A new connection from an origin cut for
+    // flooding within the cool-down starts with a tenth of the burst (and room for one frame of
+    // the largest size), refilling at the same rate: a flooder reconnecting each time it is sent
+    // away had its whole burst admitted each time (issue 22).
+    const cooled = ctx.floodCooldown.cooling(originOf(identity));
+    if (cooled) ctx.count('cooledConnections');
+    this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), ctx.clock.now(), cooled ? COOLED_START : 1, s.maxFrameBytes);
     this.shape = { maxDepth: s.maxFrameDepth, maxWidth: s.maxFrameWidth };
     this.members = new EnteredMembers(s, this.presenceChannels, (appId) => ctx.presenceMembers(appId));
   }
@@ -74,6 +83,7 @@ export class Connection extends ConnectionLife {
     this.ctx.count('inboundBudgetDisconnects');
     const socket = this.socket;
     const { maxInboundRate, maxInboundBytesRate } = this.ctx.settings;
+    this.ctx.floodCooldown.cutOff(originOf(this.identity));
     this.ctx.logger.warn({ connectionId: this.id, appId: this.appId }, 'realtime client over its inbound budget; disconnected');
     this.disconnect(serviceError('inboundRateExceeded', `more than ${maxInboundRate} frames or ${maxInboundBytesRate} bytes a second (bursts of twice that) on this connection; resume, and slow down`));
     if (socket) hangUp(socket);

@@ -8,6 +8,7 @@ import type { Attachment, Subscriber } from './attachment.js';
 import type { Frame } from './protocol.js';
 import type { AttachRequest } from './channel-requests.js';
 import type { RealtimeSettings } from './settings.js';
+import type { FloodCooldown } from './flood-cooldown.js';
 
 /** What a connection uses of its socket: a `ws` WebSocket is one (unit tests use one of their own). */
 export interface PeerSocket {
@@ -24,7 +25,7 @@ export interface PeerSocket {
 }
 
 /** Counters of the gateway's metrics a connection moves. */
-export type ConnectionCounter = 'framesRefused' | 'inboundBudgetDisconnects' | 'slowConsumers';
+export type ConnectionCounter = 'framesRefused' | 'inboundBudgetDisconnects' | 'slowConsumers' | 'cooledConnections';
 
 /**
  * What a connection may ask of the gateway (the context port): a Connection talks to nothing
@@ -58,6 +59,8 @@ export interface ConnectionContext {
   /** Whether no socket is read because the total in flight is over its budget. */
   readonly readingThrottled: boolean;
   count(counter: ConnectionCounter): void;
+  /** Origins recently sent away over their inbound budget: a new connection from one starts with a smaller burst. */
+  readonly floodCooldown: FloodCooldown;
 
   // ---- channels
 

@@ -26,7 +26,13 @@ for (const c of [0x20, 0x09, 0x0a, 0x0d]) SPACE[c] = 1;
 
 /** How much of a refused frame is read for its header: its start, and for JSON its end too. */
 const HEADER_PREFIX_BYTES = 4096;
-const HEADER_ITEMS = 100_000;
+/**
+ * MessagePack values walked for a refused frame's header, at most. Was 100,000: a frame nested a
+ * million deep then cost 5 to 10 ms of walking for each frame on this machine (issue 22's flood
+ * bench), where the shape check that refused it took 0.05 ms.
+ */
+const HEADER_ITEMS = 4096;
+const MSG_SERIAL_KEY = Buffer.concat([Buffer.from([0xa0 | MSG_SERIAL.length]), MSG_SERIAL]);
 /** `"msgSerial":N}` closing JSON text: where the SDK writes it (it sets msgSerial after the messages). */
 const TRAILING_MSG_SERIAL = /"msgSerial"\s*:\s*(\d{1,16})\s*}\s*$/;
 
@@ -70,7 +76,12 @@ export function jsonHeader(text: Uint8Array): FrameHeader {
   return header;
 }
 
-/** The top-level numeric `action` and `msgSerial` of a MessagePack map, read without decoding the rest (a bounded walk). */
+/**
+ * The top-level numeric `action` and `msgSerial` of a MessagePack map, read without decoding the
+ * rest: a bounded walk of its entries from the start (HEADER_ITEMS values); when that ends before
+ * the frame does, a msgSerial that closes it (where it is when written after the messages), as
+ * for JSON.
+ */
 export function msgpackHeader(bytes: Uint8Array): FrameHeader {
   const header: FrameHeader = {};
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -95,7 +106,30 @@ export function msgpackHeader(bytes: Uint8Array): FrameHeader {
     if (header.action !== undefined && header.msgSerial !== undefined) return header;
     pos = skipMsgpack(bytes, view, pos, budget);
   }
+  if (budget.items < 0 && header.msgSerial === undefined) {
+    const trailing = trailingMsgSerial(bytes);
+    if (trailing !== undefined) header.msgSerial = trailing;
+  }
   return header;
+}
+
+/** A `msgSerial` key and an unsigned integer ending the bytes (read in place). */
+function trailingMsgSerial(bytes: Uint8Array): number | undefined {
+  const end = bytes.byteLength;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, end);
+  // The integer's encodings: a positive fixint, uint 8, 16, 32, 64.
+  for (const size of [1, 2, 3, 5, 9]) {
+    const at = end - size;
+    const keyAt = at - MSG_SERIAL_KEY.length;
+    if (keyAt < 0) continue;
+    const t = bytes[at];
+    const value = size === 1 ? (t <= 0x7f ? t : undefined) : size === 2 && t === 0xcc ? bytes[at + 1] : size === 3 && t === 0xcd ? view.getUint16(at + 1) : size === 5 && t === 0xce ? view.getUint32(at + 1) : size === 9 && t === 0xcf ? Number(view.getBigUint64(at + 1)) : undefined;
+    if (value === undefined) continue;
+    let i = 0;
+    while (i < MSG_SERIAL_KEY.length && bytes[keyAt + i] === MSG_SERIAL_KEY[i]) i++;
+    if (i === MSG_SERIAL_KEY.length) return value;
+  }
+  return undefined;
 }
 
 /** Where the MessagePack value at `pos` ends: its headers walked, nothing decoded, no recursion. */

@@ -24,6 +24,7 @@ import type { Connection } from './connection.js';
 import type { ConnectionContext } from './context.js';
 import { Delivery } from './delivery.js';
 import { Handshake } from './handshake.js';
+import { FloodCooldown } from './flood-cooldown.js';
 import { WebSocketTransport } from './transport.js';
 import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
@@ -155,6 +156,7 @@ export class Gateway {
         return sessions.readingThrottled;
       },
       count: (counter) => sessions.counters[counter]++,
+      floodCooldown: new FloodCooldown(deps.settings.floodCooldownMs, deps.settings.maxFloodCooldownOrigins, () => deps.clock.now()),
       ownMessagesDelivered: (appId, channel) => delivery.ownMessagesDelivered(appId, channel),
       attach: (conn, modes, request) => this.attach(conn, modes, request),
       detach: (conn, channel) => this.detach(conn, channel),
@@ -466,7 +468,7 @@ export class Gateway {
   metrics(): RealtimeNumbers {
     const { sockets, connections, opened, closed } = this.sessions.numbers();
     const { attachments, delivered, deliveryLag } = this.delivery.numbers();
-    const { framesRefused, inboundBudgetDisconnects, slowConsumers } = this.sessions.counters;
-    return { sockets, cometTransports: this.comet.size, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, framesRefused, deliveryLag };
+    const { framesRefused, inboundBudgetDisconnects, slowConsumers, cooledConnections } = this.sessions.counters;
+    return { sockets, cometTransports: this.comet.size, connections, opened, closed, attachments, delivered, slowConsumerDisconnects: slowConsumers, inboundBudgetDisconnects, cooledConnections, framesRefused, deliveryLag };
   }
 }

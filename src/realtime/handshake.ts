@@ -44,9 +44,10 @@ export class Handshake {
 
   /**
    * A transport's connect: the connection made or resumed on `socket`, CONNECTED sent on it; or
-   * undefined when refused (the refusal is sent on the socket, which then closes).
+   * undefined when refused (the refusal is sent on the socket, which then closes). `address`:
+   * where the socket came from (part of the connection's origin: flood-cooldown.ts).
    */
-  open(socket: TransportSocket, params: URLSearchParams): Connection | undefined {
+  open(socket: TransportSocket, params: URLSearchParams, address?: string): Connection | undefined {
     const { sessions, settings, logger } = this.deps;
     const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
     const sockets = sessions.socketOpened(socket);
@@ -63,7 +64,7 @@ export class Handshake {
     let identity: ConnectionIdentity;
     try {
       const { credentials, clientId } = this.credentialsOf(params);
-      identity = { credentials, clientId, format, echo: params.get('echo') !== 'false' };
+      identity = { credentials, clientId, format, echo: params.get('echo') !== 'false', address };
     } catch (err) {
       return refuse(toWireError(err));
     }

@@ -9,13 +9,20 @@ export class InboundBudget {
   private bytes: number;
   private at: number;
 
+  /**
+   * `start`: the share of the burst it starts with (1: all of it; a connection from an origin
+   * cut for flooding starts with less, flood-cooldown.ts), never less than one frame of
+   * `minStartBytes` (the largest frame, which must fit in a burst).
+   */
   constructor(
     private readonly frameRate: number,
     private readonly byteRate: number,
     now: number,
+    start = 1,
+    minStartBytes = 0,
   ) {
-    this.frames = 2 * frameRate;
-    this.bytes = 2 * byteRate;
+    this.frames = Math.max(1, start * 2 * frameRate);
+    this.bytes = Math.min(2 * byteRate, Math.max(minStartBytes, start * 2 * byteRate));
     this.at = now;
   }
 

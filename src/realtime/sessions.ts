@@ -38,7 +38,7 @@ export class Sessions {
   private sockets = 0;
   private opened = 0;
   private closed = 0;
-  readonly counters: Record<ConnectionCounter, number> = { framesRefused: 0, inboundBudgetDisconnects: 0, slowConsumers: 0 };
+  readonly counters: Record<ConnectionCounter, number> = { framesRefused: 0, inboundBudgetDisconnects: 0, slowConsumers: 0, cooledConnections: 0 };
   private ticker: NodeJS.Timeout | undefined;
   /** Where housekeeping goes on at the next tick (a Map iterator sees entries added meanwhile). */
   private tickCursor: IterableIterator<Connection> = new Map<string, Connection>().values();

@@ -27,6 +27,14 @@ export interface RealtimeSettings {
   /** Bytes per second of frames a connection may send (burst: twice this), counted and refused as maxInboundRate. REALTIME_MAX_INBOUND_BYTES_RATE */
   maxInboundBytesRate: number;
   /**
+   * After a connection is sent away over its inbound budget, how long a new connection from the
+   * same origin (key, address, a token's clientId) starts with a tenth of the burst instead of all
+   * of it (flood-cooldown.ts); 0: never. REALTIME_FLOOD_COOLDOWN_MS
+   */
+  floodCooldownMs: number;
+  /** Origins the cool-down remembers, at most (older ones go first; one forgotten gets its whole burst back). */
+  maxFloodCooldownOrigins: number;
+  /**
    * Levels of arrays and maps nested in one frame, checked on its bytes before it is decoded (a
    * frame nested a million deep took seconds to decode). Above: a publish or presence change gets
    * NACK 40013, any other frame ERROR 80013 (the connection fails). Well above MAX_DATA_DEPTH, whose
@@ -126,6 +134,8 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxChannelsPerConnection: 200,
   maxInboundRate: 100,
   maxInboundBytesRate: 2 * 1024 * 1024,
+  floodCooldownMs: 30_000,
+  maxFloodCooldownOrigins: 10_000,
   maxFrameDepth: 128,
   maxFrameWidth: 10_000,
   attachmentEventsRate: 5,

@@ -17,7 +17,7 @@ export interface TransportSocket extends PeerSocket {
 }
 
 /** Opens (or resumes) the connection a transport's connect asks for: the handshake (handshake.ts). */
-export type OpenConnection = (socket: TransportSocket, params: URLSearchParams) => Connection | undefined;
+export type OpenConnection = (socket: TransportSocket, params: URLSearchParams, address?: string) => Connection | undefined;
 
 export interface WebSocketTransportDeps {
   settings: RealtimeSettings;
@@ -68,26 +68,26 @@ export class WebSocketTransport {
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       upgradedConnection(server, socket);
-      this.accept(ws, url.searchParams);
+      this.accept(ws, url.searchParams, req.socket.remoteAddress);
     });
   }
 
-  private accept(ws: WebSocket, params: URLSearchParams): void {
+  private accept(ws: WebSocket, params: URLSearchParams, address: string | undefined): void {
     ws.binaryType = 'nodebuffer';
     ws.on('error', (err) => this.deps.logger.debug({ err }, 'realtime socket error'));
     // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
     const pending = this.deps.credentialsPending(params);
     if (pending) {
       void pending.then(() => {
-        if (ws.readyState === ws.OPEN) this.open(ws, params);
+        if (ws.readyState === ws.OPEN) this.open(ws, params, address);
       });
     } else {
-      this.open(ws, params);
+      this.open(ws, params, address);
     }
   }
 
-  private open(ws: WebSocket, params: URLSearchParams): void {
-    const conn = this.deps.open(ws, params);
+  private open(ws: WebSocket, params: URLSearchParams, address: string | undefined): void {
+    const conn = this.deps.open(ws, params, address);
     if (!conn) return;
     ws.on('message', (data: Buffer, isBinary: boolean) => conn.receive(ws, data, isBinary));
     ws.on('pong', () => conn.heard(ws));

@@ -57,7 +57,7 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
   const config = { auth: 'none' as const };
   const tooLarge = (): ServiceError => new ServiceError('payloadTooLarge', `a comet send's body may hold at most ${opts.maxSendBytes} bytes (REALTIME_COMET_MAX_SEND_BYTES)`);
 
-  app.get('/comet/connect', { config }, async (request, reply) => answer(request, reply, await transport().connect(queryOf(request))));
+  app.get('/comet/connect', { config }, async (request, reply) => answer(request, reply, await transport().connect(queryOf(request), request.socket.remoteAddress)));
 
   app.post<{ Params: KeyParams }>('/comet/:connectionKey/send', {
     config,

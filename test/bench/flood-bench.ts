@@ -7,6 +7,8 @@
 // one: a raw `ws` publisher at VICTIM_RATE MESSAGE frames a second on one connection and a
 // subscriber on another, each message carrying its send time. "lost" counts ACKed messages the
 // subscriber never received (it waits 3 s after the window); "refused" those NACKed.
+// "answered": the flooder's frames the service answered before each of its sockets went;
+// "published by the flooder": messages the service published from its connections in the window.
 //
 // `npm run bench:flood` (FLOOD_SECONDS, default 10; FLOOD_VICTIM_RATE, default 100; FLOOD_KINDS, a subset;
 // BENCH_CPU_PROF=1: the service runs with --cpu-prof, and its hot spots are printed at the end).
@@ -17,6 +19,7 @@ import { join } from 'node:path';
 import { setPriority, tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
+import { decode as decodeMsgpack } from '@msgpack/msgpack';
 import { startServiceChild } from './service-child.js';
 import { FLOOD_KINDS, floodFrames, type FloodKind } from '../helpers/flood-frames.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
@@ -38,6 +41,8 @@ if (process.argv[2] === 'flooder') {
   const FLOOD_TURN = 20_000;
   let sent = 0;
   let connections = 0;
+  /** The flooder's frames the service answered while its sockets were open (an ACK or NACK counts its count; CONNECTED and DISCONNECTED aside): what each connection had admitted. */
+  let actedOn = 0;
   let stop = false;
   process.on('message', () => {
     stop = true;
@@ -46,6 +51,16 @@ if (process.argv[2] === 'flooder') {
     connections++;
     const ws = new WebSocket(`${url.replace('http', 'ws')}/?key=${encodeURIComponent(key)}&format=${format}&v=6`, { perMessageDeflate: false });
     ws.on('error', () => undefined);
+    ws.on('message', (raw: Buffer, isBinary: boolean) => {
+      let pm: { action?: number; count?: number };
+      try {
+        pm = (isBinary ? decodeMsgpack(raw) : JSON.parse(raw.toString())) as { action?: number; count?: number };
+      } catch {
+        return;
+      }
+      if (pm.action === 4 || pm.action === 6) return;
+      actedOn += pm.action === 1 || pm.action === 2 ? Number(pm.count ?? 1) : 1;
+    });
     await new Promise<void>((resolve) => {
       ws.once('close', () => resolve());
       ws.once('message', () => {
@@ -65,7 +80,7 @@ if (process.argv[2] === 'flooder') {
     });
   }
   const cpu = process.cpuUsage();
-  process.send?.({ sent, connections, cpuMs: (cpu.user + cpu.system) / 1000 });
+  process.send?.({ sent, connections, actedOn, cpuMs: (cpu.user + cpu.system) / 1000 });
   process.exit(0);
 }
 
@@ -130,6 +145,9 @@ const service = await startServiceChild('flood', {}, profileDir ? ['--cpu-prof',
 const url = service.server.url;
 const rows: string[][] = [];
 const f = (ms: number): string => ms.toFixed(1);
+/** Messages the service published from realtime MESSAGE frames so far (its GET /metrics). */
+const realtimePublished = async (): Promise<number> =>
+  Number(/^cm_messages_published_total\{transport="realtime"\} (\d+)/m.exec(await (await fetch(`${url}/metrics`)).text())?.[1] ?? NaN);
 /** Victims alone for one window, and the service's CPU meanwhile (share of a core). */
 const baseline = async (): Promise<{ sample: Sample; cpu: number }> => {
   const cpu0 = service.server.cpuMs() ?? NaN;
@@ -137,7 +155,7 @@ const baseline = async (): Promise<{ sample: Sample; cpu: number }> => {
   return { sample, cpu: ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30) };
 };
 const baselineRow = (label: string, { sample: b, cpu }: { sample: Sample; cpu: number }): string[] =>
-  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', `${cpu.toFixed(0)}%`, ''];
+  [label, f(b.p50), f(b.p99), f(b.max), '1.0', String(b.received), String(b.lost), String(b.refused), '', '', '', '', `${cpu.toFixed(0)}%`, ''];
 try {
   // Each flood window follows a baseline window of its own: on a shared machine the victims'
   // p99 with no flood moves by the minute, and a ratio against a baseline measured minutes
@@ -148,21 +166,24 @@ try {
     rows.push(baselineRow(`(none: baseline before ${kind})`, base));
     process.stderr.write(`[flood] ${kind}: ${SECONDS} s\n`);
     const flooder = fork(fileURLToPath(import.meta.url), ['flooder', url, service.key, kind], { execArgv: ['--import', 'tsx'] });
-    const outcome = new Promise<{ sent: number; connections: number; cpuMs: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number; cpuMs: number })));
+    const published0 = await realtimePublished();
+    const outcome = new Promise<{ sent: number; connections: number; actedOn: number; cpuMs: number }>((resolve) => flooder.once('message', (m) => resolve(m as { sent: number; connections: number; actedOn: number; cpuMs: number })));
     await new Promise((r) => setTimeout(r, 500));
     const cpu0 = service.server.cpuMs() ?? NaN;
     const s = await victims(url, service.key, SECONDS);
     const cpu = ((service.server.cpuMs() ?? NaN) - cpu0) / (SECONDS * 10 + 30);
     flooder.send('stop');
-    const { sent, connections, cpuMs } = await outcome;
+    const { sent, connections, actedOn, cpuMs } = await outcome;
+    // What the flooder's connections published: every realtime publish of the window, the victims' aside.
+    const flooderPublished = (await realtimePublished()) - published0 - s.received;
     // The flooder's own CPU over its life (the window, 0.5 s before it and its 3 s of waiting), as a share of a core.
     const flooderCpu = cpuMs / ((SECONDS + 3.5) * 10);
-    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(connections), `${cpu.toFixed(0)}%`, `${flooderCpu.toFixed(0)}%`]);
+    rows.push([kind, f(s.p50), f(s.p99), f(s.max), (s.p99 / base.sample.p99).toFixed(1), String(s.received), String(s.lost), String(s.refused), String(sent), String(actedOn), String(flooderPublished), String(connections), `${cpu.toFixed(0)}%`, `${flooderCpu.toFixed(0)}%`]);
   }
 } finally {
   await service.stop();
 }
-const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'connections', 'service CPU (of a core)', 'flooder CPU'];
+const header = ['flood (one connection)', 'victim p50 ms', 'p99 ms', 'max ms', 'p99 / baseline', 'received', 'lost', 'refused', 'frames sent', 'answered', 'published by the flooder', 'connections', 'service CPU (of a core)', 'flooder CPU'];
 console.log(`| ${header.join(' | ')} |\n|${header.map(() => '---').join('|')}|\n${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}`);
 const profile = profileDir && mainThreadProfile(profileDir);
 if (profile) {

@@ -133,3 +133,21 @@ describe('an idle comet connection (REALTIME_MAX_IDLE_INTERVAL_MS 1 s, REALTIME_
     await late!.close();
   }, 45_000);
 });
+
+describe('comet: the inbound budget and the flood cool-down (REALTIME_MAX_INBOUND_RATE 20: bursts of 40)', () => {
+  it('a comet client flooding is sent away (42911) after its burst; its next connection starts with a tenth of it', async () => {
+    const { ts, port } = await start({ REALTIME_MAX_INBOUND_RATE: '20' });
+    const heartbeats = (tag: string): { action: number; id: string }[] => Array.from({ length: 100 }, (_, i) => ({ action: Actions.HEARTBEAT, id: `${tag}${i}` }));
+    const floodOnce = async (tag: string): Promise<number> => {
+      const { client } = await CometClient.connect(port, { key: ts.key });
+      await client!.send(heartbeats(tag));
+      const got = await client!.recvUntil((m) => m.action === Actions.DISCONNECTED);
+      expect(got.find((m) => m.action === Actions.DISCONNECTED)?.error).toMatchObject({ code: 42911 });
+      return got.filter((m) => m.action === Actions.HEARTBEAT).length;
+    };
+    expect(ts.service.gateway.metrics().cooledConnections).toBe(0);
+    expect(await floodOnce('a')).toBeGreaterThanOrEqual(40);
+    expect(await floodOnce('b')).toBeLessThanOrEqual(8);
+    expect(ts.service.gateway.metrics().cooledConnections).toBe(1);
+  });
+});

@@ -7,6 +7,7 @@ import pino from 'pino';
 import { Connection, type ConnectionIdentity } from '../../src/realtime/connection.js';
 import type { ConnectionContext, PeerSocket } from '../../src/realtime/context.js';
 import { TRANSITIONS, canMove } from '../../src/realtime/connection-state.js';
+import { FloodCooldown } from '../../src/realtime/flood-cooldown.js';
 import { DEFAULT_REALTIME_SETTINGS, type RealtimeSettings } from '../../src/realtime/settings.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { parseCapability } from '../../src/auth/capability.js';
@@ -92,6 +93,7 @@ class TestContext implements ConnectionContext {
     this.inflight -= bytes;
   }
   count(): void {}
+  readonly floodCooldown = new FloodCooldown(settings.floodCooldownMs, settings.maxFloodCooldownOrigins, () => Date.now());
   ownMessagesDelivered(): undefined {
     return undefined;
   }

@@ -18,6 +18,10 @@ const LIMITS = {
   REALTIME_MAX_CHANNELS_PER_CONNECTION: '3',
   REALTIME_MAX_IDLE_INTERVAL_MS: '1000',
   REQUEST_TIMEOUT_MS: '1000',
+  // The floods below would cool this file's key on this address for 30 s, and several tests after
+  // them send more than a tenth of the burst at once on a new connection: each would be cut. The
+  // cool-down has a service of its own below.
+  REALTIME_FLOOD_COOLDOWN_MS: '0',
 };
 
 let ts: TestService;
@@ -168,6 +172,66 @@ describe('inbound budget per connection (every frame kind, counted before decodi
     await c.next((pm) => pm.action === Actions.DISCONNECTED);
     expect(await metric('cm_realtime_inbound_budget_disconnects_total')).toBe(sentAway + 1);
     expect(await metric('cm_realtime_frames_refused_total')).toBeGreaterThan(refused);
+  });
+
+  it('a flooder that reconnects is cooled: its next connection starts with a tenth of the burst and is sent away sooner; a neighbour on the same key and address is not refused, and one at the rate never notices', async () => {
+    // A service of its own, with the cool-down (this file's is off).
+    const own = await startTestService({ ...LIMITS, REALTIME_FLOOD_COOLDOWN_MS: '30000' });
+    const ownPort = await listening(own);
+    const connect = async (query: Record<string, string | undefined>): Promise<RawClient> => {
+      const c = await RawClient.connect(ownPort, query);
+      clients.push(c);
+      return c;
+    };
+    try {
+      const ts = own;
+      const key = own.key;
+      const metric = async (name: string): Promise<number> => Number(new RegExp(`^${name} (\\d+)`, 'm').exec((await ts.service.app.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? NaN);
+      const heartbeat = (tag: string) => (i: number) => ({ action: Actions.HEARTBEAT, id: `${tag}${i}` });
+      const cooled0 = await metric('cm_realtime_cooled_connections_total');
+
+      const first = await flood(await connect({ key }), heartbeat('a'), 400);
+      expect(errorOf(first.disconnected)).toMatchObject({ code: 42911 });
+      // Its whole burst (40 frames) was admitted.
+      expect(first.answered.length).toBeGreaterThanOrEqual(40);
+      expect(await metric('cm_realtime_cooled_connections_total')).toBe(cooled0);
+
+      // Reconnecting (a new connection, as a flooder does): connected, with 4 frames of burst.
+      const second = await flood(await connect({ key }), heartbeat('b'), 400);
+      expect(errorOf(second.disconnected)).toMatchObject({ code: 42911 });
+      expect(second.answered.length).toBeLessThanOrEqual(8);
+      // A clientId of its own choosing (a key may ask any) does not make it another origin.
+      const asking = await flood(await connect({ key, clientId: 'someone-else' }), heartbeat('c'), 400);
+      expect(errorOf(asking.disconnected)).toMatchObject({ code: 42911 });
+      expect(asking.answered.length).toBeLessThanOrEqual(8);
+      expect(await metric('cm_realtime_cooled_connections_total')).toBe(cooled0 + 2);
+
+      // A neighbour on the same key and address: connected, and at the rate never sent away.
+      const neighbour = await connect({ key });
+      for (let i = 0; i < 15; i++) {
+        neighbour.send({ action: Actions.HEARTBEAT, id: `n${i}` });
+        await sleep(60);
+      }
+      await neighbour.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'n14');
+      expect(neighbour.frames.some((f) => f.action === Actions.DISCONNECTED)).toBe(false);
+
+      // A token that fixes its clientId is another origin: its whole burst, 30 frames at once.
+      const keyName = key.split(':')[0];
+      const tokenRes = await ts.service.app.inject({
+        method: 'POST',
+        url: `/keys/${keyName}/requestToken`,
+        headers: { authorization: `Basic ${Buffer.from(key).toString('base64')}`, 'content-type': 'application/json' },
+        payload: { keyName, timestamp: Date.now(), clientId: 'fixed-by-token' },
+      });
+      expect(tokenRes.statusCode).toBe(200);
+      const other = await connect({ access_token: tokenRes.json().token as string });
+      for (let i = 0; i < 30; i++) other.send({ action: Actions.HEARTBEAT, id: `o${i}` });
+      await other.next((pm) => pm.action === Actions.HEARTBEAT && pm.id === 'o29');
+      expect(other.frames.some((f) => f.action === Actions.DISCONNECTED)).toBe(false);
+    } finally {
+      await own.close();
+      removeDir(own.dataDir);
+    }
   });
 
   it('the budget refills: a client at the rate is never disconnected', async () => {

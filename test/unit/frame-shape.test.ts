@@ -86,4 +86,16 @@ describe("a refused frame's header (action and msgSerial, to NACK a publish)", (
     const pm = `{"action":15,"messages":[{"data":"${'x'.repeat(10_000)}"}],"msgSerial":5,"channel":"c"}`;
     expect(jsonHeader(Buffer.from(pm))).toEqual({ action: 15 });
   });
+
+  it('bounded: MessagePack values past the first 4,096 are not walked; a msgSerial closing the frame is still read', () => {
+    const wide = Array.from({ length: 5000 }, (_, i) => ({ data: i }));
+    expect(msgpackHeader(encode({ action: 15, messages: wide, msgSerial: 5, channel: 'c' }))).toEqual({ action: 15 });
+    for (const msgSerial of [5, 200, 70_000, 2 ** 31, 2 ** 40]) {
+      expect(msgpackHeader(encode({ action: 15, channel: 'c', messages: wide, msgSerial }))).toEqual({ action: 15, msgSerial });
+    }
+    // The bench's deep frame: action read, nothing else made up.
+    const head = Buffer.from(encode({ action: 0 })).subarray(1);
+    const deepest = Buffer.concat([Buffer.from([0x82]), head, Buffer.from([0xa2, 0x69, 0x64]), Buffer.alloc(1_000_000, 0x91), Buffer.from([0x00])]);
+    expect(msgpackHeader(deepest)).toEqual({ action: 0 });
+  });
 });

@@ -51,14 +51,14 @@ export class CometTransport {
 
   constructor(private readonly deps: CometTransportDeps) {}
 
-  /** `GET /comet/connect`: the connection made or resumed, and its CONNECTED (or the refusal). */
-  async connect(params: URLSearchParams): Promise<CometAnswer> {
+  /** `GET /comet/connect` from `address`: the connection made or resumed, and its CONNECTED (or the refusal). */
+  async connect(params: URLSearchParams, address?: string): Promise<CometAnswer> {
     const format: WireFormat = params.get('format') === 'msgpack' ? 'msgpack' : 'json';
     // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
     await this.deps.credentialsPending(params);
     if (this.deps.closing()) return { format, batch: frameOf({ action: Action.DISCONNECTED, error: serviceError('serviceShuttingDown', 'the service is restarting; reconnect') }, format) };
     const socket = new CometSocket(this.deps.settings.cometMaxPendingRequests);
-    const conn = this.deps.open(socket, params);
+    const conn = this.deps.open(socket, params, address);
     if (conn) {
       const entry = { socket, conn };
       this.held.set(conn.key, entry);
