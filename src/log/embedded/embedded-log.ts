@@ -9,6 +9,8 @@ import type {
   ScanResult,
   Subscription,
   Topic,
+  CheckpointWitness,
+  SignedHead,
 } from '../port.js';
 import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
@@ -34,7 +36,19 @@ export interface EmbeddedLogOptions {
    * Signed checkpoints of the chain heads (src/audit/checkpoint.ts), appended to the `audit` topic
    * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
    */
-  checkpoints?: { sign: (heads: ChainHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
+  checkpoints?: CheckpointOptions;
+}
+
+/**
+ * `witness` (src/audit/witness.ts): the heads the run before signed last, which the next checkpoint
+ * carries (`previous`) even when the log did not move, and is told of each checkpoint appended.
+ * The first checkpoint is taken as the log opens: it signs what a run that died left unsigned.
+ */
+export interface CheckpointOptions {
+  sign: (heads: ChainHead[], previous?: SignedHead[]) => Uint8Array;
+  intervalMs: number;
+  onError?: (err: unknown) => void;
+  witness?: CheckpointWitness;
 }
 
 interface SegmentRow {
@@ -177,8 +191,10 @@ export class EmbeddedLog implements Log {
     this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
     this.checkpoints = options.checkpoints;
     if (this.checkpoints) {
-      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err)), this.checkpoints.intervalMs);
+      const take = () => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
+      this.checkpointTimer = setInterval(take, this.checkpoints.intervalMs);
       this.checkpointTimer.unref();
+      setImmediate(take);
     }
   }
 
@@ -201,9 +217,12 @@ export class EmbeddedLog implements Log {
     if (!this.checkpoints || this.closed) return;
     const heads = this.chainHeads().filter((h) => h.topic !== Topics.audit);
     const seen = heads.map((h) => `${h.topic}/${h.partition}@${h.offset}`).join(',');
-    if (heads.length === 0 || seen === this.lastCheckpoint) return;
+    const previous = this.checkpoints.witness?.pending();
+    if ((heads.length === 0 || seen === this.lastCheckpoint) && !previous) return;
     this.lastCheckpoint = seen;
-    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.checkpoints.sign(heads) }]);
+    const value = this.checkpoints.sign(heads, previous);
+    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]);
+    this.checkpoints.witness?.appended(value);
   }
 
   /** The stream of a topic's partition, numbered on first use. */
