@@ -12,9 +12,14 @@
 import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
 import { isUtf8 } from 'node:buffer';
 import { unpackValue } from '../codec/msgpack.js';
-import { isStr, KeyTable, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
+import { isStr, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
+import {
+  E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL,
+  T_END_EVENT, T_END_LINE, T_EVENT, T_FALSE, T_LINE, T_NULL, T_OFFSET, T_TIME, T_TRUE, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER,
+} from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
 import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+import { KeyScope } from './key-scope.js';
 
 const CHUNK_BYTES = 256 * 1024;
 /** From this many bytes a constant is copied by TypedArray.set, below it by a loop (measured: 43 ns against 28 at 32 bytes, 15 against 28 at 8) */
@@ -22,46 +27,6 @@ const LONG_COPY = 24;
 
 /** Not in the layout the fast path reads: the generic path serves the record. */
 const NOT_FAST = false;
-
-const EVENT_TYPE = Buffer.from('messages.published');
-const names = (list: string[]): Buffer[] => list.map((n) => Buffer.from(n));
-// Field numbers: the index in these lists.
-const EVENT_KEYS = names(['type', 'appId', 'channel', 'transport', 'messages', 'clientIds', 'keyName']);
-const [E_TYPE, , , , E_MESSAGES, , E_KEYNAME] = [0, 1, 2, 3, 4, 5, 6];
-const MESSAGE_KEYS = names(['id', 'timestamp', 'name', 'clientId', 'connectionId', 'data', 'encoding', 'extras', 'action']);
-const EVENT_TABLE = new KeyTable(EVENT_KEYS);
-const MESSAGE_TABLE = new KeyTable(MESSAGE_KEYS);
-const [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, M_EXTRAS, M_ACTION] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
-/** messageToWire's key order (codec/message-wire.ts), data and encoding apart */
-const WIRE_ORDER = [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID];
-const WIRE_AFTER_DATA = [M_EXTRAS, M_ACTION];
-/** A constant of the output, with a view to copy it 4 bytes at a time. */
-class Text {
-  readonly bytes: Buffer;
-  readonly view: DataView;
-  readonly length: number;
-  constructor(text: string) {
-    this.bytes = Buffer.from(text);
-    this.view = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length);
-    this.length = this.bytes.length;
-  }
-}
-const KEY_TEXT = (list: Buffer[]): Text[] => list.map((n) => new Text(`"${n.toString()}":`));
-const EVENT_KEY_TEXT = KEY_TEXT(EVENT_KEYS);
-// The line's frame around the event.
-const T_LINE = new Text('{"topic":"messages","partition":');
-const T_TYPE = new Text(`"type":${JSON.stringify(EVENT_TYPE.toString())}`);
-const T_OFFSET = new Text(',"offset":');
-const T_TIME = new Text(',"time":');
-const T_EVENT = new Text(',"event":{');
-const T_END_EVENT = new Text(']}');
-const T_CREDENTIAL = new Text(',"credential":{');
-const T_END_LINE = new Text('}\n');
-const T_BASE64 = new Text('"base64"');
-const T_NULL = new Text('null');
-const T_TRUE = new Text('true');
-const T_FALSE = new Text('false');
-const MESSAGE_KEY_TEXT = KEY_TEXT(MESSAGE_KEYS);
 
 /** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
 export class NdjsonChunks {
@@ -478,41 +443,6 @@ export class NdjsonChunks {
     this.ascii(json);
     return true;
   }
-}
-
-/** The request's scope as key bytes: `appId:channel` (or a prefix of it, or `appId:` alone), or the app id (the apps topic). */
-export class KeyScope {
-  private readonly app: Buffer;
-  /** `appId:channel` or `appId:prefix` as UTF-8 (undefined: every channel) */
-  private readonly want: Buffer | undefined;
-
-  constructor(private readonly request: ScopeRequest) {
-    this.app = Buffer.from(request.appId);
-    const { channels } = request;
-    this.want = channels.kind === 'channel' ? Buffer.from(`${request.appId}:${channels.name}`) : channels.kind === 'prefix' ? Buffer.from(`${request.appId}:${channels.prefix}`) : undefined;
-  }
-
-  /** As lineOf's scope (inScope; the apps topic: the app's own key), on the key's bytes b[s, e). */
-  holds(topic: string, b: Uint8Array, s: number, e: number): boolean {
-    const app = this.app;
-    const n = e - s;
-    if (topic === Topics.apps) return n === app.length && startsWith(b, s, app);
-    if (n <= app.length || b[s + app.length] !== 0x3a || !startsWith(b, s, app)) return false;
-    const want = this.want;
-    if (!want) return true;
-    if (this.request.channels.kind === 'channel' ? n !== want.length : n < want.length) return false;
-    return startsWith(b, s, want);
-  }
-
-  /** The same, for a key the log holds decoded. */
-  holdsText(topic: string, key: string): boolean {
-    return topic === Topics.apps ? key === this.request.appId : inScope({ key } as LogRecord, this.request);
-  }
-}
-
-function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
-  for (let i = 0; i < want.length; i++) if (b[s + i] !== want[i]) return false;
-  return true;
 }
 
 /**

@@ -5,7 +5,8 @@
 // first checkpoint after a start carries the heads the run before signed last (`previous`), so a
 // tail cut while the service was down (the checkpoint that covered it cut with it) no longer
 // matches a signed head once the service has started again.
-import { existsSync, readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { decodeCheckpoint, type CheckpointHead } from './checkpoint.js';
 
@@ -42,21 +43,22 @@ export class CheckpointWitness {
    * remembered, durably (a Kafka writer signs only the heads that moved); once a checkpoint carried
    * `previous`, the run before is in the log and is no longer remembered here.
    */
-  appended(value: Uint8Array): void {
+  async appended(value: Uint8Array): Promise<void> {
     const cp = decodeCheckpoint(value);
     if (!cp) return;
     for (const h of cp.heads) this.signed.set(chainOf(h), h);
     if (cp.previous && cp.previous.length > 0) this.previous = undefined;
     const file: WitnessFile = { at: cp.at, heads: [...(this.previous ?? []), ...this.signed.values()] };
+    // Off the event loop (an fsync on a busy disk takes long), one at a time (the log's checkpoints are).
     const tmp = `${this.path}.tmp`;
-    writeFileSync(tmp, JSON.stringify(file), { mode: 0o600 });
-    const fd = openSync(tmp, 'r');
+    const handle = await open(tmp, 'w', 0o600);
     try {
-      fsyncSync(fd);
+      await handle.writeFile(JSON.stringify(file));
+      await handle.sync();
     } finally {
-      closeSync(fd);
+      await handle.close();
     }
-    renameSync(tmp, this.path);
+    await rename(tmp, this.path);
   }
 
   /** this run's newest signed head of each chain */

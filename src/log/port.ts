@@ -163,5 +163,5 @@ export interface SignedHead {
  */
 export interface CheckpointWitness {
   pending(): SignedHead[] | undefined;
-  appended(value: Uint8Array): void;
+  appended(value: Uint8Array): Promise<void> | void;
 }

@@ -9,8 +9,6 @@ import type {
   ScanResult,
   Subscription,
   Topic,
-  CheckpointWitness,
-  SignedHead,
 } from '../port.js';
 import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
@@ -20,6 +18,7 @@ import { SqliteWriter } from './sqlite-writer.js';
 import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
@@ -37,18 +36,6 @@ export interface EmbeddedLogOptions {
    * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
    */
   checkpoints?: CheckpointOptions;
-}
-
-/**
- * `witness` (src/audit/witness.ts): the heads the run before signed last, which the next checkpoint
- * carries (`previous`) even when the log did not move, and is told of each checkpoint appended.
- * The first checkpoint is taken as the log opens: it signs what a run that died left unsigned.
- */
-export interface CheckpointOptions {
-  sign: (heads: ChainHead[], previous?: SignedHead[]) => Uint8Array;
-  intervalMs: number;
-  onError?: (err: unknown) => void;
-  witness?: CheckpointWitness;
 }
 
 interface SegmentRow {
@@ -148,9 +135,7 @@ export class EmbeddedLog implements Log {
   /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
   private readonly inlineHeads = new Map<number, Buffer>();
   private readonly lastChain: Database.Statement;
-  private readonly checkpoints: EmbeddedLogOptions['checkpoints'];
-  private checkpointTimer: NodeJS.Timeout | undefined;
-  private lastCheckpoint = '';
+  private readonly checkpoints: EmbeddedCheckpoints | undefined;
 
   constructor(options: EmbeddedLogOptions) {
     this.db = new Database(options.path);
@@ -189,12 +174,12 @@ export class EmbeddedLog implements Log {
       }
     });
     this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
-    this.checkpoints = options.checkpoints;
-    if (this.checkpoints) {
-      const take = () => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
-      this.checkpointTimer = setInterval(take, this.checkpoints.intervalMs);
-      this.checkpointTimer.unref();
-      setImmediate(take);
+    if (options.checkpoints) {
+      this.checkpoints = new EmbeddedCheckpoints(
+        options.checkpoints,
+        () => this.chainHeads().filter((h) => h.topic !== Topics.audit),
+        (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]),
+      );
     }
   }
 
@@ -212,17 +197,9 @@ export class EmbeddedLog implements Log {
     return stream === undefined ? [] : this.chains.read(topic, partition, stream, fromOffset, maxRecords);
   }
 
-  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last. */
+  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last (embedded-checkpoints.ts). */
   async checkpoint(): Promise<void> {
-    if (!this.checkpoints || this.closed) return;
-    const heads = this.chainHeads().filter((h) => h.topic !== Topics.audit);
-    const seen = heads.map((h) => `${h.topic}/${h.partition}@${h.offset}`).join(',');
-    const previous = this.checkpoints.witness?.pending();
-    if ((heads.length === 0 || seen === this.lastCheckpoint) && !previous) return;
-    this.lastCheckpoint = seen;
-    const value = this.checkpoints.sign(heads, previous);
-    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]);
-    this.checkpoints.witness?.appended(value);
+    if (!this.closed) await this.checkpoints?.checkpoint();
   }
 
   /** The stream of a topic's partition, numbered on first use. */
@@ -498,9 +475,8 @@ export class EmbeddedLog implements Log {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    clearInterval(this.checkpointTimer);
     // The last checkpoint covers everything appended; a log that cannot take it closes all the same.
-    await this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
+    await this.checkpoints?.stop();
     this.closed = true;
     await this.writer?.close();
     this.db.close();

@@ -180,7 +180,7 @@ export class ChainCheckpoints {
       const value = this.options.sign(heads, previous);
       await this.append(value);
       this.chains.markSigned(heads);
-      this.options.witness?.appended(value);
+      await this.options.witness?.appended(value);
     });
     this.running = next.catch(() => undefined);
     return next;
