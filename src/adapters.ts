@@ -6,7 +6,7 @@ import { modeOf, type Config } from './config.js';
 import { ensureDir } from './startup.js';
 import type { Adapters } from './adapter-port.js';
 import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
-import { CheckpointSigner } from './audit/checkpoint.js';
+import { checkpointing } from './audit/checkpointing.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
 import { SqliteStatsStore } from '../projections/stats/sqlite-stats-store.js';
@@ -43,10 +43,8 @@ export function embeddedAdapters(config: Config, { lock = true, consumerPrefix =
 
 /** The embedded log's signed checkpoints (tamper evidence, src/audit/checkpoint.ts), with the key of AUDIT_KEY_FILE. */
 function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedLogOptions['checkpoints'] {
-  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
   return {
-    sign: (heads) => signer.encode(heads),
-    intervalMs: config.auditCheckpointIntervalMs,
+    ...checkpointing(config),
     onError: (err) => logger?.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
   };
 }

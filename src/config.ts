@@ -45,7 +45,12 @@ export interface Config {
   logRetentionHours: number;
   /** The Ed25519 key that signs the log's audit checkpoints (PEM; made at first start). AUDIT_KEY_FILE, default DATA_DIR/audit-key.pem */
   auditKeyFile: string;
-  /** How often a signed checkpoint of the log's hash chains is appended (when the log moved). AUDIT_CHECKPOINT_INTERVAL_MS */
+  /**
+   * The key AUDIT_KEY_FILE's replaced (PEM): every checkpoint then carries its signature of the new
+   * key, so auditors who trust it follow the rotation. AUDIT_PREVIOUS_KEY_FILE, default none.
+   */
+  auditPreviousKeyFile: string | undefined;
+  /** How often a signed checkpoint of the log's hash chains is appended (when the log moved). AUDIT_CHECKPOINT_INTERVAL_MS, default 5 s */
   auditCheckpointIntervalMs: number;
   instanceId: string;
   /** the realtime gateway's timings and limits (src/realtime/settings.ts) */
@@ -263,7 +268,9 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     embeddedPartitions: int(e, 'EMBEDDED_PARTITIONS', 1, 1, 64),
     logRetentionHours: logRetentionHours(e),
     auditKeyFile: resolve(e.AUDIT_KEY_FILE || `${resolve(e.DATA_DIR || './data')}/audit-key.pem`),
-    auditCheckpointIntervalMs: int(e, 'AUDIT_CHECKPOINT_INTERVAL_MS', 60_000, 100, 24 * 3600_000),
+    auditPreviousKeyFile: e.AUDIT_PREVIOUS_KEY_FILE ? resolve(e.AUDIT_PREVIOUS_KEY_FILE) : undefined,
+    // Short: what a crash leaves unsigned, and a cut could take unseen, is at most this long (README: Replay for audits).
+    auditCheckpointIntervalMs: int(e, 'AUDIT_CHECKPOINT_INTERVAL_MS', 5_000, 100, 24 * 3600_000),
     instanceId: e.INSTANCE_ID || `${process.pid}`,
     realtime: parseRealtime(e),
     realtimeMaxConnectionsSet: e.REALTIME_MAX_CONNECTIONS !== undefined && e.REALTIME_MAX_CONNECTIONS !== '',

@@ -3,7 +3,7 @@ import type { Config } from './config.js';
 import type { Adapters } from './adapter-port.js';
 import { KafkaLog, type KafkaLogOptions } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
-import { CheckpointSigner } from './audit/checkpoint.js';
+import { checkpointing } from './audit/checkpointing.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
 import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
@@ -78,10 +78,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
 
 /** The signed checkpoints of this instance's Kafka chains, with the key of AUDIT_KEY_FILE (made at first start). */
 function kafkaCheckpoints(config: Config, logger: Logger): KafkaLogOptions['checkpoints'] {
-  const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
   return {
-    sign: (heads) => signer.encode(heads),
-    intervalMs: config.auditCheckpointIntervalMs,
+    ...checkpointing(config),
     onError: (err) => logger.error({ err }, 'audit checkpoint failed; tried again at the next interval'),
   };
 }

@@ -26,13 +26,25 @@ export interface AuditCheckpoint {
   heads: CheckpointHead[];
   /** the signing key's public half, DER (SPKI) as base64 */
   publicKey: string;
-  /** Ed25519 over checkpointText(at, heads), base64 */
+  /** Ed25519 over checkpointText(at, heads, previous), base64 */
   signature: string;
+  /**
+   * The first checkpoint after a start: the heads the run before signed last, as remembered outside
+   * the log (witness.ts), so a tail cut while the service was down does not go unseen.
+   */
+  previous?: CheckpointHead[];
+  /** A new key's first checkpoints: the retired key's signature over rotationText(publicKey) (AUDIT_PREVIOUS_KEY_FILE). */
+  endorsement?: { publicKey: string; signature: string };
 }
 
-/** The bytes signed: a line per head, so that no encoding's field order matters. */
-export const checkpointText = (at: number, heads: CheckpointHead[]): Buffer =>
-  Buffer.from(`channel-messaging audit checkpoint v1\n${at}\n${heads.map((h) => `${h.topic} ${h.partition} ${h.offset} ${h.link}${h.writer !== undefined ? ` ${h.writer} ${h.seq}` : ''}`).join('\n')}\n`);
+const headLine = (h: CheckpointHead): string => `${h.topic} ${h.partition} ${h.offset} ${h.link}${h.writer !== undefined ? ` ${h.writer} ${h.seq}` : ''}`;
+
+/** The bytes signed: a line per head (and per previous head), so that no encoding's field order matters. */
+export const checkpointText = (at: number, heads: CheckpointHead[], previous?: CheckpointHead[]): Buffer =>
+  Buffer.from(`channel-messaging audit checkpoint v1\n${at}\n${heads.map(headLine).join('\n')}\n${(previous ?? []).map((h) => `previous ${headLine(h)}\n`).join('')}`);
+
+/** What a retired key signs to hand its trust to the next one (a key rotation an auditor can follow). */
+export const rotationText = (publicKey: string): Buffer => Buffer.from(`channel-messaging audit key rotation v1\n${publicKey}\n`);
 
 /** A public key's fingerprint (SHA-256 of its DER, the first 16 bytes as hex pairs), as people compare them. */
 export const fingerprintOf = (publicKeyBase64: string): string =>
@@ -48,6 +60,9 @@ export function publicKeyBase64(text: string): string {
 
 export class CheckpointSigner {
   readonly publicKey: string;
+
+  /** the retired key's endorsement of this one, carried by every checkpoint (see AuditCheckpoint) */
+  private endorsement: AuditCheckpoint['endorsement'];
 
   private constructor(private readonly key: KeyObject) {
     this.publicKey = (createPublicKey(key).export({ format: 'der', type: 'spki' }) as Buffer).toString('base64');
@@ -85,12 +100,21 @@ export class CheckpointSigner {
     return createPublicKey(this.key).export({ format: 'pem', type: 'spki' }) as string;
   }
 
-  sign(at: number, heads: CheckpointHead[]): AuditCheckpoint {
-    return { type: 'audit.checkpoint', at, heads, publicKey: this.publicKey, signature: sign(null, checkpointText(at, heads), this.key).toString('base64') };
+  /** This key succeeds `retired`'s: every checkpoint from now on carries the retired key's signature of this one. */
+  endorsedBy(retired: CheckpointSigner): this {
+    if (retired.publicKey !== this.publicKey) this.endorsement = { publicKey: retired.publicKey, signature: sign(null, rotationText(this.publicKey), retired.key).toString('base64') };
+    return this;
+  }
+
+  sign(at: number, heads: CheckpointHead[], previous?: CheckpointHead[]): AuditCheckpoint {
+    const cp: AuditCheckpoint = { type: 'audit.checkpoint', at, heads, publicKey: this.publicKey, signature: sign(null, checkpointText(at, heads, previous), this.key).toString('base64') };
+    if (previous && previous.length > 0) cp.previous = previous;
+    if (this.endorsement) cp.endorsement = this.endorsement;
+    return cp;
   }
 
   /** A checkpoint of the log's heads as the `audit` topic's record value. */
-  encode(heads: { topic: string; partition: number; offset: number; link: Uint8Array; writer?: string; seq?: number }[], at = Date.now()): Uint8Array {
+  encode(heads: { topic: string; partition: number; offset: number; link: Uint8Array; writer?: string; seq?: number }[], at = Date.now(), previous?: CheckpointHead[]): Uint8Array {
     return packValue(
       this.sign(
         at,
@@ -101,6 +125,7 @@ export class CheckpointSigner {
           link: Buffer.from(h.link).toString('hex'),
           ...(h.writer !== undefined ? { writer: h.writer, seq: h.seq } : {}),
         })),
+        previous,
       ),
     );
   }
@@ -116,7 +141,18 @@ export function decodeCheckpoint(value: Uint8Array): AuditCheckpoint | undefined
 export function signatureHolds(cp: AuditCheckpoint): boolean {
   try {
     const key = createPublicKey({ key: Buffer.from(cp.publicKey, 'base64'), format: 'der', type: 'spki' });
-    return verify(null, checkpointText(cp.at, cp.heads), key, Buffer.from(cp.signature, 'base64'));
+    return verify(null, checkpointText(cp.at, cp.heads, cp.previous), key, Buffer.from(cp.signature, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the checkpoint's endorsement is its retired key's signature of its key. */
+export function endorsementHolds(cp: AuditCheckpoint): boolean {
+  if (!cp.endorsement) return false;
+  try {
+    const key = createPublicKey({ key: Buffer.from(cp.endorsement.publicKey, 'base64'), format: 'der', type: 'spki' });
+    return verify(null, rotationText(cp.publicKey), key, Buffer.from(cp.endorsement.signature, 'base64'));
   } catch {
     return false;
   }

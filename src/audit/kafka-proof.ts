@@ -4,6 +4,7 @@
 // line carries its record's headers (writer, seq, prev, link) where the embedded export carries its
 // row's link: a record of the scope in full (its line as the replay prints it, its key and value), any
 // other as its chain digest; the audit topic's records (the signed checkpoints) first, in full.
+import type { Keyring } from './keyring.js';
 import { chainDigest } from '../log/kafka/kafka-chain.js';
 import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
@@ -115,7 +116,7 @@ export class KafkaExportVerifier {
   constructor(
     private readonly path: string,
     header: NonNullable<ExportLine['export']>,
-    trusted: Set<string>,
+    trusted: Set<string> | Keyring,
   ) {
     this.verifier = new KafkaChainVerifier(trusted);
     this.declared = (header.partitions ?? []).map((p) => ({ topic: p.topic as Topic, partition: p.partition, low: p.low ?? 0, end: p.end }));

@@ -3,11 +3,12 @@
 // their heads: `replay --verify` in production mode. Each partition is read whole, in offset order,
 // after the checkpoints; the records of several writers interleave in it, each writer's chain is
 // followed on its own.
+import type { Keyring } from './keyring.js';
 import { nextLink } from '../log/embedded/chain.mjs';
 import { chainDigest, genesisLink } from '../log/kafka/kafka-chain.js';
 import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
-import { ChainVerifier } from './verify.js';
+import { ChainVerifier, type UnsignedTail } from './verify.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { partitionsOf } from './export-format.js';
 import type { ScopeRequest } from './replay-scope.js';
@@ -122,14 +123,15 @@ export class KafkaChainVerifier extends ChainVerifier {
   }
 
   /** Records after the newest checkpoint head of their writer's chain: chained, not signed yet. */
-  override unsigned(): number {
-    let n = 0;
+  override unsignedTails(): UnsignedTail[] {
+    const out: UnsignedTail[] = [];
     for (const [id, w] of this.writers) {
       if (id.startsWith(`${Topics.audit}/`)) continue;
       const signed = Math.max(-1, ...(this.wanted.get(id)?.keys() ?? []));
-      n += w.last - Math.max(signed, w.first - 1);
+      const from = Math.max(signed + 1, w.first);
+      if (w.last >= from) out.push({ chain: id, count: w.last - from + 1, from, to: w.last, unit: 'seqs' });
     }
-    return n;
+    return out;
   }
 
   /** Writers (producing instances, one per start) seen. */
@@ -159,7 +161,7 @@ export async function* kafkaChained(log: KafkaChainedLog, topic: Topic, partitio
 }
 
 /** Verifies the chains and checkpoints of every partition the request reads, whole, and of the audit topic, on Kafka. */
-export async function verifyKafkaLog(log: KafkaChainedLog, request: ScopeRequest, trusted: Set<string>, onRecords: (n: number) => void = () => {}): Promise<KafkaChainVerifier> {
+export async function verifyKafkaLog(log: KafkaChainedLog, request: ScopeRequest, trusted: Set<string> | Keyring, onRecords: (n: number) => void = () => {}): Promise<KafkaChainVerifier> {
   const verifier = new KafkaChainVerifier(trusted);
   const parts = await partitionsOf(log, request);
   const lows = new Map<Topic, Map<number, number>>();

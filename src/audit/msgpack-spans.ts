@@ -31,6 +31,36 @@ export function strEquals(b: Uint8Array, p: number, want: Buffer): boolean {
   return true;
 }
 
+/**
+ * A few known keys (fixstr), looked up by length and first byte, then compared once: a loop over
+ * every key compared each (5.9% of the replay's CPU, measured) before.
+ */
+export class KeyTable {
+  /** (length << 8 | first byte) -> key number + 1; 0: none, -1: several (searched) */
+  private readonly slots = new Int8Array(32 * 256);
+
+  constructor(private readonly keys: Buffer[]) {
+    keys.forEach((key, k) => {
+      if (key.length === 0 || key.length > 31) throw new Error(`KeyTable holds fixstr keys of 1 to 31 bytes, not ${key.length}`);
+      const slot = (key.length << 8) | key[0];
+      this.slots[slot] = this.slots[slot] === 0 ? k + 1 : -1;
+    });
+  }
+
+  /** The field number of the str key at p, or -1. */
+  keyOf(b: Uint8Array, p: number): number {
+    const h = b[p];
+    if (h < 0xa1 || h > 0xbf) return -1;
+    const length = h & 0x1f;
+    const slot = this.slots[(length << 8) | b[p + 1]];
+    if (slot === 0) return -1;
+    if (slot < 0) return keyOf(b, p, this.keys);
+    const key = this.keys[slot - 1];
+    for (let i = 1; i < length; i++) if (b[p + 1 + i] !== key[i]) return -1;
+    return slot - 1;
+  }
+}
+
 /** The field number of the str key at p among `keys`, or -1. */
 export function keyOf(b: Uint8Array, p: number, keys: Buffer[]): number {
   const h = b[p];

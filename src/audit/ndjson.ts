@@ -5,47 +5,37 @@
 // and no JSON.stringify of either; its strings are copied byte for byte when they need no escape.
 // Anything else (presence, the app's events, a publish of a shape this does not know) takes the
 // generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line).
+// Plain bytes (strings needing no escape, the constants) move 4 at a time through DataViews, the
+// escape test done on the 4 at once (SWAR); the known keys are found by length and first byte; the
+// messages are walked once, not skipped then read. Those bought 0.28 -> 0.34 of the raw read's CPU
+// on 300,000 records (before and after alternating, same run); byte by byte was the shape before.
 import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
 import { isUtf8 } from 'node:buffer';
 import { unpackValue } from '../codec/msgpack.js';
-import { isStr, keyOf, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
+import { isStr, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
+import {
+  E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL,
+  T_END_EVENT, T_END_LINE, T_EVENT, T_FALSE, T_LINE, T_NULL, T_OFFSET, T_TIME, T_TRUE, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER,
+} from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
 import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+import { KeyScope } from './key-scope.js';
 
 const CHUNK_BYTES = 256 * 1024;
+/** From this many bytes a constant is copied by TypedArray.set, below it by a loop (measured: 43 ns against 28 at 32 bytes, 15 against 28 at 8) */
+const LONG_COPY = 24;
 
 /** Not in the layout the fast path reads: the generic path serves the record. */
 const NOT_FAST = false;
 
-const EVENT_TYPE = Buffer.from('messages.published');
-const names = (list: string[]): Buffer[] => list.map((n) => Buffer.from(n));
-// Field numbers: the index in these lists.
-const EVENT_KEYS = names(['type', 'appId', 'channel', 'transport', 'messages', 'clientIds', 'keyName']);
-const [E_TYPE, , , , E_MESSAGES, , E_KEYNAME] = [0, 1, 2, 3, 4, 5, 6];
-const MESSAGE_KEYS = names(['id', 'timestamp', 'name', 'clientId', 'connectionId', 'data', 'encoding', 'extras', 'action']);
-const [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, M_EXTRAS, M_ACTION] = [0, 1, 2, 3, 4, 5, 6, 7, 8];
-/** messageToWire's key order (codec/message-wire.ts), data and encoding apart */
-const WIRE_ORDER = [M_ID, M_TIMESTAMP, M_NAME, M_CLIENTID, M_CONNECTIONID];
-const WIRE_AFTER_DATA = [M_EXTRAS, M_ACTION];
-const KEY_TEXT = (list: Buffer[]): Buffer[] => list.map((n) => Buffer.from(`"${n.toString()}":`));
-const EVENT_KEY_TEXT = KEY_TEXT(EVENT_KEYS);
-// The line's frame around the event.
-const T_LINE = Buffer.from('{"topic":"messages","partition":');
-const T_OFFSET = Buffer.from(',"offset":');
-const T_TIME = Buffer.from(',"time":');
-const T_EVENT = Buffer.from(',"event":{');
-const T_END_EVENT = Buffer.from(']}');
-const T_CREDENTIAL = Buffer.from(',"credential":{');
-const T_END_LINE = Buffer.from('}\n');
-const T_BASE64 = Buffer.from('"base64"');
-const T_NULL = Buffer.from('null');
-const T_TRUE = Buffer.from('true');
-const T_FALSE = Buffer.from('false');
-const MESSAGE_KEY_TEXT = KEY_TEXT(MESSAGE_KEYS);
-
 /** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
 export class NdjsonChunks {
   private buf = Buffer.allocUnsafe(CHUNK_BYTES);
+  /** buf, as 4-byte words are written to it */
+  private view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
+  /** the value being transcoded, as 4-byte words are read from it (made again for each segment) */
+  private input: Uint8Array = Buffer.alloc(0);
+  private inputView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
   private pos = 0;
   /** chunks full, to hand out */
   readonly full: Buffer[] = [];
@@ -63,6 +53,7 @@ export class NdjsonChunks {
     this.buf.copy(next, 0, this.lineStart, this.pos);
     if (this.lineStart > 0) this.full.push(this.buf.subarray(0, this.lineStart));
     this.buf = next;
+    this.view = new DataView(next.buffer, next.byteOffset, next.length);
     this.lineStart = 0;
     this.pos = partial;
   }
@@ -72,6 +63,7 @@ export class NdjsonChunks {
     if (this.pos > 0) {
       this.full.push(this.buf.subarray(0, this.pos));
       this.buf = Buffer.allocUnsafe(CHUNK_BYTES);
+      this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
       this.pos = 0;
       this.lineStart = 0;
     }
@@ -133,6 +125,10 @@ export class NdjsonChunks {
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
   private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
     this.limit = end;
+    if (b !== this.input) {
+      this.input = b;
+      this.inputView = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    }
     // Room for the whole line, once: no byte of a value gives more than 12 of JSON (an escape's 6,
     // written twice for the credential's), and the frame is under 1 KiB. byte(), bytes(), int() and a
     // string's copy write within it unchecked; the other writers (ascii) keep it reserved past them.
@@ -147,14 +143,16 @@ export class NdjsonChunks {
     } else return NOT_FAST;
     // Each field's value span, by field number (-1: absent).
     const at = this.eventAt;
-    at.fill(-1);
+    for (let f = 0; f < at.length; f++) at[f] = -1;
     const order = this.eventOrder;
     for (let i = 0; i < n; i++) {
-      const field = keyOf(b, p, EVENT_KEYS);
+      const field = EVENT_TABLE.keyOf(b, p);
       if (field < 0 || at[field] >= 0) return NOT_FAST;
       p = skip(b, p, end);
       at[field] = p;
       order[i] = field;
+      // The messages, last as event-codec writes them, are read (and bounds-checked) below: not walked twice.
+      if (field === E_MESSAGES && i === n - 1) break;
       p = skip(b, p, end);
       if (p < 0) return NOT_FAST;
     }
@@ -185,6 +183,11 @@ export class NdjsonChunks {
       if (field === E_MESSAGES) continue;
       if (!first) this.byte(0x2c);
       first = false;
+      if (field === E_TYPE) {
+        // strEquals checked it above
+        this.bytes(T_TYPE);
+        continue;
+      }
       this.bytes(EVENT_KEY_TEXT[field]);
       if (!this.value(b, at[field])) return NOT_FAST;
     }
@@ -202,9 +205,9 @@ export class NdjsonChunks {
         fields = mh & 0x0f;
         m++;
       } else return NOT_FAST;
-      ma.fill(-1);
+      for (let f = 0; f < ma.length; f++) ma[f] = -1;
       for (let f = 0; f < fields; f++) {
-        const field = keyOf(b, m, MESSAGE_KEYS);
+        const field = MESSAGE_TABLE.keyOf(b, m);
         if (field < 0 || ma[field] >= 0) return NOT_FAST;
         m = skip(b, m, end);
         ma[field] = m;
@@ -301,12 +304,22 @@ export class NdjsonChunks {
     this.buf[this.pos++] = c;
   }
 
-  private bytes(src: Buffer): void {
+  private bytes(src: Text): void {
     const n = src.length;
-    const out = this.buf;
+    if (n >= LONG_COPY) {
+      this.buf.set(src.bytes, this.pos);
+      this.pos += n;
+      return;
+    }
+    // 4 bytes a store (DataView's are single instructions once optimised), then the rest
+    const out = this.view;
+    const from = src.view;
     let o = this.pos;
-    // A loop: quicker than a copy call for the few bytes of a key or a frame.
-    for (let i = 0; i < n; i++) out[o++] = src[i];
+    let i = 0;
+    for (; i + 4 <= n; i += 4, o += 4) out.setInt32(o, from.getInt32(i, true), true);
+    const tail = src.bytes;
+    const buf = this.buf;
+    for (; i < n; i++) buf[o++] = tail[i];
     this.pos = o;
   }
 
@@ -343,10 +356,26 @@ export class NdjsonChunks {
       const s = spanStart(b, p);
       const e = s + spanLength(b, p);
       const out = this.buf;
+      const view = this.view;
+      // publish() made it b's
+      const words = this.inputView;
       let o = this.pos;
       out[o++] = 0x22;
       let checked = false;
       for (let i = s; i < e; i++) {
+        if (i + 4 <= e) {
+          // 4 bytes at once when none needs a look (SWAR: no byte >= 0x80, < 0x20, a quote or a
+          // backslash; the tests flag too much at times, never too little), else one by one.
+          const w = words.getInt32(i, true);
+          const q = w ^ 0x22222222;
+          const k = w ^ 0x5c5c5c5c;
+          if (((w | (w - 0x20202020) | ((q - 0x01010101) & ~q) | ((k - 0x01010101) & ~k)) & 0x80808080) === 0) {
+            view.setInt32(o, w, true);
+            o += 4;
+            i += 3;
+            continue;
+          }
+        }
         const c = b[i];
         const plain = PLAIN[c];
         if (plain === 1) {
@@ -414,41 +443,6 @@ export class NdjsonChunks {
     this.ascii(json);
     return true;
   }
-}
-
-/** The request's scope as key bytes: `appId:channel` (or a prefix of it, or `appId:` alone), or the app id (the apps topic). */
-export class KeyScope {
-  private readonly app: Buffer;
-  /** `appId:channel` or `appId:prefix` as UTF-8 (undefined: every channel) */
-  private readonly want: Buffer | undefined;
-
-  constructor(private readonly request: ScopeRequest) {
-    this.app = Buffer.from(request.appId);
-    const { channels } = request;
-    this.want = channels.kind === 'channel' ? Buffer.from(`${request.appId}:${channels.name}`) : channels.kind === 'prefix' ? Buffer.from(`${request.appId}:${channels.prefix}`) : undefined;
-  }
-
-  /** As lineOf's scope (inScope; the apps topic: the app's own key), on the key's bytes b[s, e). */
-  holds(topic: string, b: Uint8Array, s: number, e: number): boolean {
-    const app = this.app;
-    const n = e - s;
-    if (topic === Topics.apps) return n === app.length && startsWith(b, s, app);
-    if (n <= app.length || b[s + app.length] !== 0x3a || !startsWith(b, s, app)) return false;
-    const want = this.want;
-    if (!want) return true;
-    if (this.request.channels.kind === 'channel' ? n !== want.length : n < want.length) return false;
-    return startsWith(b, s, want);
-  }
-
-  /** The same, for a key the log holds decoded. */
-  holdsText(topic: string, key: string): boolean {
-    return topic === Topics.apps ? key === this.request.appId : inScope({ key } as LogRecord, this.request);
-  }
-}
-
-function startsWith(b: Uint8Array, s: number, want: Buffer): boolean {
-  for (let i = 0; i < want.length; i++) if (b[s + i] !== want[i]) return false;
-  return true;
 }
 
 /**

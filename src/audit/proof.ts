@@ -3,6 +3,7 @@
 // record's link, the records of the scope in full, the others as digests, the checkpoints and
 // their public keys); `replay --verify-file` checks such an export with no service and no log.
 // The embedded log's here; Kafka's (its writers' chains, in record headers) in kafka-proof.ts.
+import type { Keyring } from './keyring.js';
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Topics, type Log, type Topic } from '../log/port.js';
@@ -53,7 +54,7 @@ async function checkpointsOf(log: ChainedLog, parts: { topic: Topic; partition: 
 }
 
 /** Verifies the chains and checkpoints of every partition the request reads, whole, where the log is. */
-export async function verifyLog(log: ChainedLog, request: ScopeRequest, trusted: Set<string>, onRecords: (n: number) => void = () => {}): Promise<ChainVerifier> {
+export async function verifyLog(log: ChainedLog, request: ScopeRequest, trusted: Set<string> | Keyring, onRecords: (n: number) => void = () => {}): Promise<ChainVerifier> {
   const verifier = new ChainVerifier(trusted);
   const parts = await partitionsOf(log, request);
   for (const { cp, record } of await checkpointsOf(log, parts)) verifier.checkpoint(cp, `${record.topic}/${record.partition} offset ${record.offset}`);
@@ -119,7 +120,7 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
  * and its event as printed matches them), the chains, and the checkpoints, signed by a trusted key
  * (`trusted`; absent: the keys the export names, which the caller says it trusts).
  */
-export async function verifyFile(path: string, trusted?: Set<string>): Promise<{ verifier: ChainVerifier; publicKeys: string[] }> {
+export async function verifyFile(path: string, trusted?: Set<string> | Keyring): Promise<{ verifier: ChainVerifier; publicKeys: string[] }> {
   const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
   let verifier: ChainVerifier | undefined;
   let publicKeys: string[] = [];

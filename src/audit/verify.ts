@@ -3,7 +3,8 @@
 // partition's records in offset order, after the checkpoints.
 import { nextLink, recordDigest } from '../log/embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../log/embedded/segment.js';
-import { fingerprintOf, signatureHolds, type AuditCheckpoint } from './checkpoint.js';
+import { endorsementHolds, fingerprintOf, signatureHolds, type AuditCheckpoint, type CheckpointHead } from './checkpoint.js';
+import { trusts, type Keyring } from './keyring.js';
 
 /** One record's place in its partition's chain: its digest, the link stored with it and, for a row's first, the link before. */
 export interface ChainEntry {
@@ -40,6 +41,15 @@ interface PartitionState {
   first?: number;
 }
 
+/** Records of a chain after its newest signed head: `from` to `to` (offsets, or a Kafka writer's seqs). */
+export interface UnsignedTail {
+  chain: string;
+  count: number;
+  from: number;
+  to: number;
+  unit: 'offsets' | 'seqs';
+}
+
 const where = (topic: string, partition: number, offset: number): string => `${topic}/${partition} offset ${offset}`;
 
 export class ChainVerifier {
@@ -55,8 +65,37 @@ export class ChainVerifier {
   /** per partition (Kafka: per writer's chain in a partition), offset (Kafka: sequence) → the heads checkpoints give it */
   protected readonly wanted = new Map<string, Map<number, { link: string; checkpoint: string }[]>>();
 
-  /** `trusted`: public keys (base64 DER) whose checkpoints are believed. */
-  constructor(private readonly trusted: Set<string>) {}
+  /** keys a trusted key endorsed (rotations followed): new key -> the key that endorsed it */
+  readonly rotations = new Map<string, string>();
+  private readonly ring: Keyring;
+
+  /** `trusted`: public keys (base64 DER) whose checkpoints are believed, or a keyring (keys and fingerprints). */
+  constructor(trusted: Set<string> | Keyring) {
+    this.ring = trusted instanceof Set ? { keys: trusted, fingerprints: new Set() } : trusted;
+  }
+
+  /** A key the keyring holds, or one a trusted key endorsed (a rotation) in a checkpoint seen before or now. */
+  private trustedKey(cp: AuditCheckpoint): boolean {
+    if (trusts(this.ring, cp.publicKey)) return true;
+    const by = cp.endorsement?.publicKey;
+    if (by === undefined || !trusts(this.ring, by) || !endorsementHolds(cp)) return false;
+    // The rotation is followed from here on: the new key joins the ring.
+    this.ring.keys.add(cp.publicKey);
+    this.rotations.set(cp.publicKey, by);
+    return true;
+  }
+
+  private wantHead(h: CheckpointHead, checkpoint: string): void {
+    // Kafka's heads are a writer's (src/log/kafka/kafka-chain.ts): its chain in the partition, at a sequence.
+    const kafka = h.writer !== undefined && typeof h.seq === 'number';
+    const id = kafka ? `${h.topic}/${h.partition}/${h.writer}` : `${h.topic}/${h.partition}`;
+    const at = kafka ? h.seq! : h.offset;
+    let offsets = this.wanted.get(id);
+    if (!offsets) this.wanted.set(id, (offsets = new Map()));
+    const list = offsets.get(at) ?? [];
+    list.push({ link: h.link, checkpoint });
+    offsets.set(at, list);
+  }
 
   /** Records a problem (the first MAX_PROBLEMS_SHOWN are kept to show; all are counted). */
   report(message: string): void {
@@ -76,24 +115,17 @@ export class ChainVerifier {
       this.report(`checkpoint altered: the signature of ${name} does not match its heads`);
       return;
     }
-    if (!this.trusted.has(cp.publicKey)) {
-      const trusted = [...this.trusted].map(fingerprintOf).join(', ') || 'none';
+    if (!this.trustedKey(cp)) {
+      const trusted = [...new Set([...[...this.ring.keys].map(fingerprintOf), ...this.ring.fingerprints])].join(', ') || 'none';
+      const endorsed = cp.endorsement ? `; it carries an endorsement by key ${fingerprintOf(cp.endorsement.publicKey)}, ${endorsementHolds(cp) ? 'not a trusted one either' : 'whose signature does not hold'}` : '';
       this.report(
-        `checkpoint signed by an untrusted key: ${name} is signed by key ${fingerprintOf(cp.publicKey)}, not a trusted one (${trusted}); if the service's key was rotated, pass the retired public key with --trust-key`,
+        `checkpoint signed by an untrusted key: ${name} is signed by key ${fingerprintOf(cp.publicKey)}, not a trusted one (${trusted})${endorsed}; add the instance's public key or fingerprint to the keyring (--keyring, --trust-key), or the retired key of a rotation`,
       );
       return;
     }
-    for (const h of cp.heads) {
-      // Kafka's heads are a writer's (src/log/kafka/kafka-chain.ts): its chain in the partition, at a sequence.
-      const kafka = h.writer !== undefined && typeof h.seq === 'number';
-      const id = kafka ? `${h.topic}/${h.partition}/${h.writer}` : `${h.topic}/${h.partition}`;
-      const at = kafka ? h.seq! : h.offset;
-      let offsets = this.wanted.get(id);
-      if (!offsets) this.wanted.set(id, (offsets = new Map()));
-      const list = offsets.get(at) ?? [];
-      list.push({ link: h.link, checkpoint: name });
-      offsets.set(at, list);
-    }
+    for (const h of cp.heads) this.wantHead(h, name);
+    // The heads the run before signed last (witness.ts): a tail cut while the service was down shows here.
+    if (Array.isArray(cp.previous)) for (const h of cp.previous) this.wantHead(h, `the heads the run before signed last, as ${name} recalls them,`);
   }
 
   entry(e: ChainEntry): void {
@@ -154,22 +186,29 @@ export class ChainVerifier {
 
   /**
    * Records after the newest checkpoint of their partition: chained, so an edit among them still
-   * shows as a broken link, but no signature covers them yet (links rewritten there would pass).
+   * shows as a broken link, but no signature covers them yet (links rewritten there would pass,
+   * and the tail cut would leave no trace). Per chain: how many, and from which offset to which.
    */
-  unsigned(): number {
-    let n = 0;
+  unsignedTails(): UnsignedTail[] {
+    const out: UnsignedTail[] = [];
     for (const [id, s] of this.partitions) {
       if (id.startsWith('audit/') || s.last === undefined) continue;
       const signed = Math.max(-1, ...(this.wanted.get(id)?.keys() ?? []));
-      n += s.last - Math.max(signed, (s.first ?? 0) - 1);
+      const from = Math.max(signed + 1, s.first ?? 0);
+      if (s.last >= from) out.push({ chain: id, count: s.last - from + 1, from, to: s.last, unit: 'offsets' });
     }
-    return n;
+    return out;
+  }
+
+  unsigned(): number {
+    return this.unsignedTails().reduce((n, t) => n + t.count, 0);
   }
 
   summary(): string {
     const lines = [`${this.records} records, ${this.checkpoints} checkpoints (${this.headsMatched} heads matched)`];
     const unsigned = this.unsigned();
     if (unsigned > 0) lines.push(`${unsigned} records after the newest checkpoint of their partition (chained, not signed yet: verify again after the next checkpoint)`);
+    for (const [key, by] of this.rotations) lines.push(`key ${fingerprintOf(key)} trusted as the successor of ${fingerprintOf(by)} (its checkpoints carry that key's endorsement)`);
     if (this.unchained > 0) lines.push(`${this.unchained} records carry no link (appended before the log kept a chain): not verified`);
     if (this.problemCount > this.problems.length) lines.push(`${this.problemCount - this.problems.length} more problems not shown`);
     return lines.join('; ');

@@ -22,6 +22,7 @@ import { loadDefaultApp } from '../apps/default-app.js';
 import { CheckpointSigner, fingerprintOf, publicKeyBase64 } from '../audit/checkpoint.js';
 import { exportWithProof, ExportFormatError, hasChains, verifyFile, verifyLog } from '../audit/proof.js';
 import type { ChainVerifier } from '../audit/verify.js';
+import { KeyringError, loadKeyring, type Keyring } from '../audit/keyring.js';
 import { isKafkaChained, verifyKafkaLog, type KafkaChainedLog } from '../audit/kafka-verify.js';
 import { exportKafkaWithProof } from '../audit/kafka-proof.js';
 import { replayNdjson } from '../audit/ndjson.js';
@@ -32,9 +33,16 @@ export interface ReplayRequest extends ScopeRequest {}
 /** What the command does: replay (an export with --with-proof), verify the log, verify an export, or print the public key. */
 export type ParsedReplay =
   | { help: true }
-  | { help: false; mode: 'verify-file'; file: string; trustKeys: string[] }
+  | { help: false; mode: 'verify-file'; file: string; trust: Trust; requireSealed: boolean }
   | { help: false; mode: 'public-key'; config: Config }
-  | { help: false; mode: 'replay' | 'verify'; request: ReplayRequest; config: Config; withProof: boolean; trustKeys: string[] };
+  | { help: false; mode: 'replay' | 'verify'; request: ReplayRequest; config: Config; withProof: boolean; trust: Trust; requireSealed: boolean };
+
+/** What the auditor trusts: --trust-key files, --keyring files or directories, --trust-fingerprint values. */
+export interface Trust {
+  keyFiles: string[];
+  keyrings: string[];
+  fingerprints: string[];
+}
 
 /** The --help text, with the command as the user typed it (bin, npm script or node path). */
 export const usage = (command = 'channel-messaging-replay'): string => `Usage: ${command} --app <appId> (--channel <name> | --prefix <p> | --all-channels) [--include <kinds>] [--from <time>] [--to <time>] [options]
@@ -73,14 +81,23 @@ Tamper evidence (README: Replay for audits):
                              headers), the partitions' other records as digests, the signed
                              checkpoints and public keys
   --verify-file <export>     check such an export, with no service and no log
-  --trust-key <file>         a public key (PEM) whose checkpoints are believed, repeatable; default
-                             --verify: the key of AUDIT_KEY_FILE; --verify-file: the export's own
-                             (compare its fingerprint with the one the operator published)
+  --trust-key <file>         a public key (PEM) whose checkpoints are believed, repeatable
+  --keyring <file|dir>       public keys (PEM) and/or fingerprints, one a line, in a file or in the
+                             *.pem, *.pub and *.txt files of a directory: every instance's key
+                             (each signs its own checkpoints), the retired ones too; repeatable
+  --trust-fingerprint <fp>   a key's fingerprint (aa:bb:…, as --public-key prints it), repeatable
+                             Without any of these: --verify trusts the key of AUDIT_KEY_FILE,
+                             --verify-file the export's own keys (compare their fingerprints with
+                             the ones the operator published). A key a trusted key endorsed
+                             (AUDIT_PREVIOUS_KEY_FILE at a rotation) is trusted too.
+  --require-sealed           exit 5 when records after the newest checkpoint of their chain are
+                             covered by no signed checkpoint (a warning otherwise)
   --public-key               print the public key of AUDIT_KEY_FILE (PEM) and its fingerprint
 
 Exit codes: 0 done (a warning on stderr when a prefix or every channel had nothing), 1 the log
 could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range,
-4 the verification found a record changed or missing, or a checkpoint that does not match.
+4 the verification found a record changed or missing, or a checkpoint that does not match,
+5 (--require-sealed) nothing wrong, but records are not covered by any signed checkpoint yet.
 `;
 
 /** The command line, read by node:util parseArgs; a ConfigError says what is wrong. */
@@ -105,16 +122,24 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
       'with-proof': { type: 'boolean' },
       'verify-file': { type: 'string' },
       'trust-key': { type: 'string', multiple: true },
+      keyring: { type: 'string', multiple: true },
+      'trust-fingerprint': { type: 'string', multiple: true },
+      'require-sealed': { type: 'boolean' },
       'public-key': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return { help: true };
-  const trustKeys = values['trust-key'] ?? [];
-  if (values['verify-file'] !== undefined) {
-    if (values.app !== undefined || values.verify || values['with-proof']) throw new ConfigError('--verify-file reads only the export (and --trust-key): no --app, --verify or --with-proof with it');
-    return { help: false, mode: 'verify-file', file: values['verify-file'], trustKeys };
+  const trust: Trust = { keyFiles: values['trust-key'] ?? [], keyrings: values.keyring ?? [], fingerprints: values['trust-fingerprint'] ?? [] };
+  for (const fp of trust.fingerprints) {
+    if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){15}$/i.test(fp)) throw new ConfigError(`--trust-fingerprint takes a key's fingerprint, 16 hex pairs (aa:bb:…), as --public-key prints it, not "${fp}"`);
   }
+  const requireSealed = values['require-sealed'] === true;
+  if (values['verify-file'] !== undefined) {
+    if (values.app !== undefined || values.verify || values['with-proof']) throw new ConfigError('--verify-file reads only the export (and the keys to trust): no --app, --verify or --with-proof with it');
+    return { help: false, mode: 'verify-file', file: values['verify-file'], trust, requireSealed };
+  }
+  if (requireSealed && !values.verify) throw new ConfigError('--require-sealed goes with --verify or --verify-file');
   if (values.verify && values['with-proof']) throw new ConfigError('--verify checks the log, --with-proof writes an export: one of them');
   const config = (): Config =>
     parseConfig({
@@ -152,7 +177,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
   const from = time('from', 0);
   const to = time('to', Number.MAX_SAFE_INTEGER);
   if (from > to) throw new ConfigError(`--from (${new Date(from).toISOString()}) is later than --to (${new Date(to).toISOString()})`);
-  return { help: false, mode: values.verify ? 'verify' : 'replay', request: { appId, channels, include, from, to }, config: config(), withProof: values['with-proof'] === true, trustKeys };
+  return { help: false, mode: values.verify ? 'verify' : 'replay', request: { appId, channels, include, from, to }, config: config(), withProof: values['with-proof'] === true, trust, requireSealed };
 }
 
 /** Nothing to replay: an app the service does not know, or a channel with no record in the range (exit 3). */
@@ -187,33 +212,53 @@ async function openLog(config: Config): Promise<Log> {
 const write = (text: string | Uint8Array): Promise<void> | undefined =>
   process.stdout.write(text) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
-/** The public keys to trust: the --trust-key files, else (`fallback`) the service's own. */
-function trustedKeys(files: string[], fallback: () => string[]): Set<string> {
-  if (files.length === 0) return new Set(fallback());
-  return new Set(
-    files.map((file) => {
-      try {
-        return publicKeyBase64(readFileSync(file, 'utf8'));
-      } catch (err) {
-        throw new ConfigError(`--trust-key ${file}: not an Ed25519 public key in PEM (${(err as Error).message.split('\n')[0]})`);
-      }
-    }),
-  );
+/** The keys to trust: the --trust-key files, keyrings and fingerprints, else (`fallback`) the service's own (undefined: none given). */
+function trustedKeys(trust: Trust, fallback: () => string[] | undefined): Keyring | undefined {
+  if (trust.keyFiles.length === 0 && trust.keyrings.length === 0 && trust.fingerprints.length === 0) {
+    const keys = fallback();
+    return keys && { keys: new Set(keys), fingerprints: new Set() };
+  }
+  const ring: Keyring = { keys: new Set(), fingerprints: new Set(trust.fingerprints.map((f) => f.toLowerCase())) };
+  for (const file of trust.keyFiles) {
+    try {
+      ring.keys.add(publicKeyBase64(readFileSync(file, 'utf8')));
+    } catch (err) {
+      throw new ConfigError(`--trust-key ${file}: not an Ed25519 public key in PEM (${(err as Error).message.split('\n')[0]})`);
+    }
+  }
+  try {
+    for (const path of trust.keyrings) loadKeyring(path, ring);
+  } catch (err) {
+    if (err instanceof KeyringError) throw new ConfigError(err.message);
+    throw err;
+  }
+  return ring;
 }
 
-function report(verifier: ChainVerifier, what: string): number {
+function report(verifier: ChainVerifier, what: string, requireSealed: boolean): number {
   for (const problem of verifier.problems) process.stdout.write(`${problem}\n`);
+  const tails = verifier.unsignedTails();
+  if (tails.length > 0) {
+    // What no signature covers yet: a cut of these records would leave no trace (README: what is and is not provable).
+    const total = tails.reduce((n, t) => n + t.count, 0);
+    const list = tails.map((t) => `${t.chain} ${t.unit} ${t.from} to ${t.to}`).join(', ');
+    process.stderr.write(`replay: warning: ${total} records are covered by no signed checkpoint (after the newest one of their chain): ${list}\n`);
+  }
   if (verifier.problemTotal > 0) {
     process.stderr.write(`replay: verification FAILED for ${what}: ${verifier.problemTotal} problems; ${verifier.summary()}\n`);
     return 4;
   }
   process.stderr.write(`replay: verified ${what}: ${verifier.summary()}\n`);
+  if (requireSealed && tails.length > 0) {
+    process.stderr.write('replay: not sealed (--require-sealed): verify again after the next checkpoint (AUDIT_CHECKPOINT_INTERVAL_MS), or after a graceful stop of the service\n');
+    return 5;
+  }
   return 0;
 }
 
-async function verifyWhereLogIs(log: Log, request: ReplayRequest, trustFiles: string[], config: Config, tty: boolean): Promise<number> {
-  const trusted = trustedKeys(trustFiles, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : []));
-  if (trusted.size === 0) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the service's public key with --trust-key`);
+async function verifyWhereLogIs(log: Log, request: ReplayRequest, trust: Trust, requireSealed: boolean, config: Config, tty: boolean): Promise<number> {
+  const trusted = trustedKeys(trust, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : undefined));
+  if (!trusted) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the instances' public keys (--keyring, --trust-key or --trust-fingerprint)`);
   let read = 0;
   const onRecords = (n: number): void => {
     read += n;
@@ -224,20 +269,20 @@ async function verifyWhereLogIs(log: Log, request: ReplayRequest, trustFiles: st
   else if (isKafkaChained(log)) {
     const kafka = await verifyKafkaLog(log, request, trusted, onRecords);
     if (tty) process.stderr.write('\n');
-    return report(kafka, `the kafka log's partitions of ${describeScope(request)} (${kafka.writerCount()} writers' chains)`);
+    return report(kafka, `the kafka log's partitions of ${describeScope(request)} (${kafka.writerCount()} writers' chains)`, requireSealed);
   } else throw new ConfigError(`the ${log.kind} log keeps no hash chain`);
   if (tty) process.stderr.write('\n');
-  return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`);
+  return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`, requireSealed);
 }
 
-async function verifyExport(file: string, trustFiles: string[]): Promise<number> {
+async function verifyExport(file: string, trust: Trust, requireSealed: boolean): Promise<number> {
   if (!existsSync(file)) throw new ConfigError(`--verify-file ${file}: no such file`);
-  const trusted = trustFiles.length > 0 ? trustedKeys(trustFiles, () => []) : undefined;
+  const trusted = trustedKeys(trust, () => undefined);
   try {
     const { verifier, publicKeys } = await verifyFile(file, trusted);
     if (!trusted) process.stderr.write(`replay: trusting the export's own keys (${publicKeys.map(fingerprintOf).join(', ') || 'none'}): compare with the fingerprint the operator published, or pass --trust-key\n`);
     if (verifier.checkpoints === 0) verifier.report(`no checkpoint: ${file} holds no signed checkpoint, so nothing proves its records are the ones the service accepted`);
-    return report(verifier, file);
+    return report(verifier, file, requireSealed);
   } catch (err) {
     if (err instanceof ExportFormatError) {
       process.stderr.write(`replay: ${err.message}\n`);
@@ -268,7 +313,7 @@ async function main(): Promise<number> {
     process.stdout.write(usage(commandAsTyped('channel-messaging-replay')));
     return 0;
   }
-  if (parsed.mode === 'verify-file') return verifyExport(parsed.file, parsed.trustKeys);
+  if (parsed.mode === 'verify-file') return verifyExport(parsed.file, parsed.trust, parsed.requireSealed);
   if (parsed.mode === 'public-key') {
     const signer = CheckpointSigner.load(parsed.config.auditKeyFile);
     process.stdout.write(signer.publicKeyPem());
@@ -293,7 +338,7 @@ async function main(): Promise<number> {
         process.stderr.write(progressLine(p));
       }
     };
-    if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trustKeys, config, tty);
+    if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trust, parsed.requireSealed, config, tty);
     if (parsed.withProof) {
       const found = (): void => void last.found++;
       const lines = hasChains(log) ? exportWithProof(log, request, found) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, found);

@@ -146,3 +146,22 @@ export interface Log {
   endOffsets(topic: Topic): Promise<Map<number, number>>;
   close(): Promise<void>;
 }
+
+/** A chain head as a signed checkpoint names it (src/audit/checkpoint.ts): the link as hex; Kafka's with its writer and seq. */
+export interface SignedHead {
+  topic: string;
+  partition: number;
+  offset: number;
+  link: string;
+  writer?: string;
+  seq?: number;
+}
+
+/**
+ * What a log's checkpoints need of the witness (src/audit/witness.ts): the heads the run before
+ * signed last, for the next checkpoint to carry, and word of each checkpoint appended.
+ */
+export interface CheckpointWitness {
+  pending(): SignedHead[] | undefined;
+  appended(value: Uint8Array): Promise<void> | void;
+}

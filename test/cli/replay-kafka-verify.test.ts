@@ -202,7 +202,7 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     await after.checkpoint();
     const onlyNew = await problemsOf(after, [rotated]);
     expect(onlyNew).toHaveLength(1);
-    expect(onlyNew[0]).toMatch(/^checkpoint signed by an untrusted key: .* is signed by key [0-9a-f:]+, not a trusted one \([0-9a-f:]+\); if the service's key was rotated, pass the retired public key with --trust-key$/);
+    expect(onlyNew[0]).toMatch(/^checkpoint signed by an untrusted key: .* is signed by key [0-9a-f:]+, not a trusted one \([0-9a-f:]+\); add the instance's public key or fingerprint to the keyring \(--keyring, --trust-key\), or the retired key of a rotation$/);
     const both = await verify(after, [signer, rotated]);
     expect(both.problems).toEqual([]);
     expect(both.headsMatched).toBe(2);

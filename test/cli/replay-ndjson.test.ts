@@ -102,6 +102,13 @@ describe('replay NDJSON: the transcoded lines are the generic path\'s, byte for 
       3,
     ],
     [
+      'a character to escape or to keep (quote, backslash, controls, space, tilde, DEL, UTF-8) at every place in a run of plain bytes (the transcoder copies 4 plain bytes at a time)',
+      ['"', '\\', '\n', '\u0001', '\u001f', ' ', '~', '\u007f', '\u0080', 'é', '✓', '😀'].flatMap((special, k) =>
+        Array.from({ length: 9 }, (_, at) => publish([{ id: `w:${k}:${at}`, timestamp: 6_700, name: `${'a'.repeat(at)}${special}${'b'.repeat(8 - at)}`, data: `${'c'.repeat(at)}${special}${special}${'d'.repeat(12 - at)}`, clientId: 'x'.repeat(at) }])),
+      ),
+      12 * 9,
+    ],
+    [
       'presence and the app\'s events (the generic path)',
       [
         record(Topics.presence, 'app1:ch-1', new Uint8Array(encodeEvent({ type: 'presence.changed', appId: 'app1', channel: 'ch-1', event: { action: 'enter', id: 'p:0', timestamp: 8_000, clientId: 'ann', connectionId: 'c1', data: 'here' } } as LogEvent))),

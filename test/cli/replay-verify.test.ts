@@ -151,7 +151,7 @@ describe('replay --verify: the embedded log\'s hash chains and signed checkpoint
     const r = await verify(first.dataDir, first.appId, first.channel);
     expect(r.code).toBe(4);
     const fingerprint = /fingerprint ([0-9a-f:]+)/.exec(retired.stderr)![1];
-    expect(r.stdout).toMatch(new RegExp(`^checkpoint signed by an untrusted key: the checkpoint at audit/0 offset 0 .* is signed by key ${fingerprint}, not a trusted one .*pass the retired public key with --trust-key`, 'm'));
+    expect(r.stdout).toMatch(new RegExp(`^checkpoint signed by an untrusted key: the checkpoint at audit/0 offset 0 .* is signed by key ${fingerprint}, not a trusted one .*add the instance's public key or fingerprint to the keyring \\(--keyring, --trust-key\\), or the retired key of a rotation`, 'm'));
     const current = await replay('--public-key', '--data-dir', first.dataDir);
     writeFileSync(join(first.dataDir, 'current.pub'), current.stdout);
     const both = await verify(first.dataDir, first.appId, first.channel, '--trust-key', join(first.dataDir, 'retired.pub'), '--trust-key', join(first.dataDir, 'current.pub'));

@@ -18,6 +18,7 @@ import { SqliteWriter } from './sqlite-writer.js';
 import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
@@ -34,7 +35,7 @@ export interface EmbeddedLogOptions {
    * Signed checkpoints of the chain heads (src/audit/checkpoint.ts), appended to the `audit` topic
    * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
    */
-  checkpoints?: { sign: (heads: ChainHead[]) => Uint8Array; intervalMs: number; onError?: (err: unknown) => void };
+  checkpoints?: CheckpointOptions;
 }
 
 interface SegmentRow {
@@ -134,9 +135,7 @@ export class EmbeddedLog implements Log {
   /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
   private readonly inlineHeads = new Map<number, Buffer>();
   private readonly lastChain: Database.Statement;
-  private readonly checkpoints: EmbeddedLogOptions['checkpoints'];
-  private checkpointTimer: NodeJS.Timeout | undefined;
-  private lastCheckpoint = '';
+  private readonly checkpoints: EmbeddedCheckpoints | undefined;
 
   constructor(options: EmbeddedLogOptions) {
     this.db = new Database(options.path);
@@ -175,10 +174,12 @@ export class EmbeddedLog implements Log {
       }
     });
     this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
-    this.checkpoints = options.checkpoints;
-    if (this.checkpoints) {
-      this.checkpointTimer = setInterval(() => void this.checkpoint().catch((err) => this.checkpoints?.onError?.(err)), this.checkpoints.intervalMs);
-      this.checkpointTimer.unref();
+    if (options.checkpoints) {
+      this.checkpoints = new EmbeddedCheckpoints(
+        options.checkpoints,
+        () => this.chainHeads().filter((h) => h.topic !== Topics.audit),
+        (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]),
+      );
     }
   }
 
@@ -196,14 +197,9 @@ export class EmbeddedLog implements Log {
     return stream === undefined ? [] : this.chains.read(topic, partition, stream, fromOffset, maxRecords);
   }
 
-  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last. */
+  /** Appends a signed checkpoint of the chain heads to the `audit` topic, if they moved since the last (embedded-checkpoints.ts). */
   async checkpoint(): Promise<void> {
-    if (!this.checkpoints || this.closed) return;
-    const heads = this.chainHeads().filter((h) => h.topic !== Topics.audit);
-    const seen = heads.map((h) => `${h.topic}/${h.partition}@${h.offset}`).join(',');
-    if (heads.length === 0 || seen === this.lastCheckpoint) return;
-    this.lastCheckpoint = seen;
-    await this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value: this.checkpoints.sign(heads) }]);
+    if (!this.closed) await this.checkpoints?.checkpoint();
   }
 
   /** The stream of a topic's partition, numbered on first use. */
@@ -479,9 +475,8 @@ export class EmbeddedLog implements Log {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    clearInterval(this.checkpointTimer);
     // The last checkpoint covers everything appended; a log that cannot take it closes all the same.
-    await this.checkpoint().catch((err) => this.checkpoints?.onError?.(err));
+    await this.checkpoints?.stop();
     this.closed = true;
     await this.writer?.close();
     this.db.close();

@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { IHeaders } from 'kafkajs';
 import { nextLink, recordDigest, LINK_BYTES } from '../embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../embedded/segment.js';
-import { Topics, type AppendRecord } from '../port.js';
+import { Topics, type AppendRecord, type CheckpointWitness, type SignedHead } from '../port.js';
 
 export const CHAIN_HEADERS = { writer: 'cm-chain-writer', seq: 'cm-chain-seq', prev: 'cm-chain-prev', link: 'cm-chain-link' } as const;
 
@@ -146,9 +146,11 @@ export class ProducerChains {
 const newWriterId = (): string => `w${randomBytes(6).toString('hex')}`;
 
 export interface CheckpointOptions {
-  sign: (heads: WriterHead[]) => Uint8Array;
+  sign: (heads: WriterHead[], previous?: SignedHead[]) => Uint8Array;
   intervalMs: number;
   onError?: (err: unknown) => void;
+  /** the heads this instance signed last before its start, carried by its first checkpoint (src/audit/witness.ts) */
+  witness?: CheckpointWitness;
 }
 
 /**
@@ -173,9 +175,12 @@ export class ChainCheckpoints {
   checkpoint(): Promise<void> {
     const next = this.running.then(async () => {
       const heads = this.chains.headsToSign(Topics.audit);
-      if (heads.length === 0) return;
-      await this.append(this.options.sign(heads));
+      const previous = this.options.witness?.pending();
+      if (heads.length === 0 && !previous) return;
+      const value = this.options.sign(heads, previous);
+      await this.append(value);
       this.chains.markSigned(heads);
+      await this.options.witness?.appended(value);
     });
     this.running = next.catch(() => undefined);
     return next;
