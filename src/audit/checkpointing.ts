@@ -2,7 +2,6 @@
 // AUDIT_KEY_FILE's key (made at the first start), endorsed by AUDIT_PREVIOUS_KEY_FILE's after a
 // rotation, and the witness beside the key (witness.ts).
 import { existsSync } from 'node:fs';
-import type { Config } from '../config.js';
 import type { CheckpointWitness, SignedHead } from '../log/port.js';
 import { CheckpointSigner } from './checkpoint.js';
 import { CheckpointWitness as Witness, witnessPathFor } from './witness.js';
@@ -13,7 +12,14 @@ export interface Checkpointing<H> {
   witness: CheckpointWitness;
 }
 
-export function checkpointing<H extends { topic: string; partition: number; offset: number; link: Uint8Array; writer?: string; seq?: number }>(config: Config): Checkpointing<H> {
+/** The settings it takes (src/config.ts's names): the audit layer does not import the service's configuration. */
+export interface CheckpointSettings {
+  auditKeyFile: string;
+  auditPreviousKeyFile?: string;
+  auditCheckpointIntervalMs: number;
+}
+
+export function checkpointing<H extends { topic: string; partition: number; offset: number; link: Uint8Array; writer?: string; seq?: number }>(config: CheckpointSettings): Checkpointing<H> {
   const signer = CheckpointSigner.loadOrCreate(config.auditKeyFile);
   const retired = config.auditPreviousKeyFile;
   if (retired !== undefined) {
