@@ -78,6 +78,8 @@ export class ProjectionRunner {
   /** Every consumer by name (`history`, `stats-messages`...), the followers included while they run. */
   private readonly consumers = new Map<string, Subscription>();
   private readonly advisoryNames = new Set<string>();
+  /** By topic, the feed of the projections reading all of it (RunnerOptions.shareConsumers), which join() adds readers to. */
+  private readonly wholeTopicFeeds = new Map<string, TopicFeed>();
 
   constructor(private readonly options: RunnerOptions) {}
 
@@ -104,7 +106,12 @@ export class ProjectionRunner {
         if (!group) byKey.set(key, (group = { topic, readers: [] }));
         group.readers.push({ name: nameOf(projection, topic), from, handle: projection.handle, shared: projection.shared });
       }
-      for (const [key, { topic, readers }] of byKey) if (readers.length > 1) feeds.set(key, this.feed(key, topic, readers));
+      for (const [key, { topic, readers }] of byKey) {
+        if (readers.length < 2) continue;
+        const feed = this.feed(key, topic, readers);
+        feeds.set(key, feed);
+        if (readers[0].shared === undefined) this.wholeTopicFeeds.set(topic, feed);
+      }
     }
     const caughtUp = planned.map(([projection, topic, from]) => {
       const name = nameOf(projection, topic);
@@ -146,6 +153,22 @@ export class ProjectionRunner {
       },
     });
     return feed;
+  }
+
+  /**
+   * A consumer of a whole topic for work that is not a projection of this runner (realtime
+   * delivery, connection events), from `options.from` on: on a topic whose projections share a
+   * consumer (RunnerOptions.shareConsumers), a reader of that consumer, so that a record is fetched
+   * and decoded once for all of them; else a consumer of its own (Log.consume, as given). The
+   * shared consumer cannot go back: a partition it has handed on past `options.from` starts there
+   * for the reader, and positions() says where each starts. Its failed batch holds the projections
+   * of the topic back while it is retried; stopping it stops only it. Not listed in lag(): its
+   * owner reports its own (GET /ready: realtime-delivery).
+   */
+  join(options: ConsumeOptions): Subscription {
+    const feed = options.shared ? undefined : this.wholeTopicFeeds.get(options.topic);
+    if (!feed || feed.stopped) return this.options.log.consume(options);
+    return feed.join(options.consumer, options.from, options.handle, options.onError);
   }
 
   /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
@@ -218,6 +241,7 @@ export class ProjectionRunner {
   async stop(): Promise<void> {
     const stopping = [...this.consumers.values()];
     this.consumers.clear();
+    this.wholeTopicFeeds.clear();
     const results = await Promise.allSettled(stopping.map((s) => s.stop()));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
@@ -259,9 +283,12 @@ interface FeedReader {
   from: Checkpoint;
   handle: ProjectionWiring['handle'];
   shared?: ProjectionWiring['shared'];
+  /** Told of its failed batch instead of the feed's onFailed (a reader that joined: ConsumeOptions.onError). */
+  onError?: (err: unknown) => void;
 }
 
-type Reader = FeedReader & { next: Map<number, number> };
+/** `left`: a reader that joined and was stopped; it is given nothing more. */
+type Reader = FeedReader & { next: Map<number, number>; left?: boolean };
 
 /**
  * One consumer's records handed to several projections, each from its own position on: the
@@ -269,12 +296,16 @@ type Reader = FeedReader & { next: Map<number, number> };
  * at or after its own position. A batch is retried until every projection has applied it; one that
  * applied it already is not given it again. Projections sharing the partitions among the instances
  * are asked, at each hand-over, where each partition starts for them, and told of those taken away.
+ * Readers besides the projections (realtime delivery, connection events) join a running feed of a
+ * whole topic and leave it (join).
  */
 class TopicFeed {
   subscription!: Subscription;
-  private readonly readers: Reader[];
+  private readers: Reader[];
   private readonly failures = new WeakSet<object>();
   private stopping: Promise<void> | undefined;
+  /** Batches being handed out right now (one at a time per partition). */
+  private handing = 0;
 
   constructor(
     readers: FeedReader[],
@@ -305,20 +336,56 @@ class TopicFeed {
     }
   }
 
+  /** Whether the feed's consumer was stopped (a reader may not join it any more). */
+  get stopped(): boolean {
+    return this.stopping !== undefined;
+  }
+
+  /**
+   * Adds a reader from `from` on, or from where the consumer is on a partition it has handed on
+   * past that. Pushed onto the readers in place: a batch being handed out right now reaches it too
+   * (the consumer's position is that batch's start until the batch is applied), so it misses nothing
+   * after its start.
+   */
+  join(name: string, from: Checkpoint, handle: ProjectionWiring['handle'], onError?: (err: unknown) => void): Subscription {
+    const next = new Map(from);
+    for (const [p, offset] of this.subscription.positions()) next.set(p, Math.max(offset, next.get(p) ?? 0));
+    const reader: Reader = { name, from, handle, onError, next };
+    this.readers.push(reader);
+    return {
+      caughtUp: this.subscription.caughtUp,
+      positions: () => new Map(reader.next),
+      highWatermarks: () => this.subscription.highWatermarks(),
+      stop: async () => {
+        reader.left = true;
+      },
+    };
+  }
+
   async handle(records: LogRecord[]): Promise<void> {
     const partition = records[0].partition;
-    for (const reader of this.readers) {
-      const at = reader.next.get(partition) ?? 0;
-      const own = records[0].offset >= at ? records : records.filter((r) => r.offset >= at);
-      if (own.length === 0) continue;
-      try {
-        await reader.handle(own);
-      } catch (err) {
-        this.onFailed(reader.name, err);
-        if (typeof err === 'object' && err !== null) this.failures.add(err);
-        throw err;
+    // Readers that left go only while no batch is handed out: a loop below walks the array, and a
+    // reader joining meanwhile is pushed onto the one it walks.
+    if (this.handing === 0 && this.readers.some((r) => r.left)) this.readers = this.readers.filter((r) => !r.left);
+    this.handing++;
+    try {
+      for (const reader of this.readers) {
+        if (reader.left) continue;
+        const at = reader.next.get(partition) ?? 0;
+        const own = records[0].offset >= at ? records : records.filter((r) => r.offset >= at);
+        if (own.length === 0) continue;
+        try {
+          await reader.handle(own);
+        } catch (err) {
+          if (reader.onError) reader.onError(err);
+          else this.onFailed(reader.name, err);
+          if (typeof err === 'object' && err !== null) this.failures.add(err);
+          throw err;
+        }
+        reader.next.set(partition, own[own.length - 1].offset + 1);
       }
-      reader.next.set(partition, own[own.length - 1].offset + 1);
+    } finally {
+      this.handing--;
     }
   }
 

@@ -189,12 +189,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   );
 
   const connectionEvents = new ConnectionEvents({
-    log,
-    batcher,
-    clock,
-    logger,
+    log, batcher, clock, logger,
     instanceId: config.instanceId,
     consumerName: consumerName('connections'),
+    consume: (options) => runner.join(options),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
     // Its start ends every earlier run's attachments, as removeMembersOfPreviousRun (below) their members (once the resume window has passed).
@@ -388,6 +386,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger,
     usage,
     consumerName: consumerName('delivery'),
+    consume: (options) => runner.join(options),
     events: connectionEvents,
     ownWrites,
     occupancy: { metrics: (appId, channel) => channels.metrics(appId, channel), onOccupancyChanged: (listener) => channels.occupancyChanges.subscribe(listener) },

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
-import type { Log, Subscription } from '../log/port.js';
+import type { ConsumeOptions, Log, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
 import { channelKey } from '../log/partitioner.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
@@ -15,6 +15,11 @@ export interface ConnectionEventsOptions {
   logger: Logger;
   instanceId: string;
   consumerName: string;
+  /**
+   * How it reads the log: the projection runner's join (projections/runner.ts), which hands it the
+   * records the projections' consumer of the topic fetched and decoded; default Log.consume.
+   */
+  consume?: (options: ConsumeOptions) => Subscription;
   /** Instances say they are alive this often (production mode only; 0: never). */
   aliveIntervalMs: number;
   /**
@@ -104,7 +109,8 @@ export class ConnectionEvents {
     // Before any attachment of this run: the attachments of an earlier run end (projections/channels).
     this.append({ type: 'instance.started', instanceId, ...(this.options.soleInstance ? { endsAll: true } : {}) }, instanceId);
     for (const id of suspects) if (id !== instanceId) this.lastSeen.set(id, clock.now());
-    this.subscription = log.consume({
+    const consume = this.options.consume ?? ((options: ConsumeOptions) => log.consume(options));
+    this.subscription = consume({
       topic: Topics.connections,
       consumer: this.options.consumerName,
       from: await log.endOffsets(Topics.connections),

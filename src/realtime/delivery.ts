@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
-import type { Log, LogRecord, Subscription } from '../log/port.js';
+import type { ConsumeOptions, Log, LogRecord, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
 import { AppliedPositions } from '../log/applied-positions.js';
 import type { OwnWrites } from '../log/own-writes.js';
@@ -28,6 +28,11 @@ export interface DeliveryDeps {
   log: Log;
   /** Names the delivery consumer (the Kafka adapter makes a consumer group of it). */
   consumerName: string;
+  /**
+   * How it reads the log: the projection runner's join (projections/runner.ts), which hands it the
+   * records the projections' consumer of the topic fetched and decoded; default Log.consume.
+   */
+  consume?: (options: ConsumeOptions) => Subscription;
   clock: Clock;
   limits: Limits;
   settings: RealtimeSettings;
@@ -127,14 +132,17 @@ export class Delivery {
     const { log, logger } = this.deps;
     this.partitions = await log.partitions(Topics.messages);
     const ends = await log.endOffsets(Topics.messages);
-    this.delivered = Array.from({ length: this.partitions }, (_, p) => ends.get(p) ?? 0);
-    this.subscription = log.consume({
+    const consume = this.deps.consume ?? ((options: ConsumeOptions) => log.consume(options));
+    this.subscription = consume({
       topic: Topics.messages,
       consumer: this.deps.consumerName,
       from: ends,
       handle: (records) => this.deliverMessages(records),
       onError: (err) => logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
     });
+    // Where it starts: the end, or later where a shared consumer had handed the records on already.
+    const from = this.subscription.positions();
+    this.delivered = Array.from({ length: this.partitions }, (_, p) => from.get(p) ?? ends.get(p) ?? 0);
     await this.subscription.caughtUp;
   }
 

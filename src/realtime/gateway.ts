@@ -4,7 +4,7 @@ import type { Authenticator } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
-import type { Log, LogPosition } from '../log/port.js';
+import type { ConsumeOptions, Log, LogPosition, Subscription } from '../log/port.js';
 import { Topics } from '../log/port.js';
 import { positionsAfter } from '../log/applied-positions.js';
 import type { OwnWrites } from '../log/own-writes.js';
@@ -52,6 +52,8 @@ export interface GatewayDeps {
   usage?: UsageMeter;
   /** Names the delivery consumer (the Kafka adapter makes a consumer group of it). */
   consumerName: string;
+  /** How delivery reads the messages topic (Delivery's consume; default Log.consume). */
+  consume?: (options: ConsumeOptions) => Subscription;
   /** Connection events on the log: resumes on other instances, instances that died. */
   events: ConnectionEvents;
   /** What this instance appended: an attach waits for delivery to pass it (README: Consistency of reads). */
@@ -106,7 +108,7 @@ export class Gateway {
   constructor(private readonly deps: GatewayDeps) {
     const { settings, clock, logger, instanceId, usage } = deps;
     this.sessions = new Sessions({ settings, clock, logger, apps: deps.apps, events: deps.events, onTick: (now) => this.reservations.expire(now) });
-    this.delivery = new Delivery({ log: deps.log, consumerName: deps.consumerName, clock, limits: deps.limits, settings, logger, usage, ownWrites: deps.ownWrites });
+    this.delivery = new Delivery({ log: deps.log, consumerName: deps.consumerName, consume: deps.consume, clock, limits: deps.limits, settings, logger, usage, ownWrites: deps.ownWrites });
     this.backlog = new Backlog({ log: deps.log, history: deps.history, clock, settings, closing: () => this.closing });
     this.occupancy = new InbandOccupancy({
       source: deps.occupancy,

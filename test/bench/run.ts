@@ -107,11 +107,13 @@ async function warmUp(spec: LoadSpec): Promise<void> {
 /** One measured run, with the server's CPU time per request (all threads, and its main thread). */
 async function measure(spec: LoadSpec, server: ChildServer): Promise<Measured> {
   log(`${spec.label}: measuring for ${spec.durationS} s (${spec.connections} connections, pipelining ${spec.pipelining})`);
+  const loopBefore = await server.eventLoop();
   const cpuBefore = server.cpuMs();
   const threadsBefore = server.cpuMsByThread();
   const result = await runLoad(spec);
   const cpuAfter = server.cpuMs();
   const threadsAfter = server.cpuMsByThread();
+  const loopAfter = await server.eventLoop();
   const rssMiB = server.rssMiB();
   const cpuUsPerRequest = cpuBefore !== undefined && cpuAfter !== undefined && result.total > 0 ? ((cpuAfter - cpuBefore) * 1000) / result.total : undefined;
   const extra = [
@@ -125,6 +127,13 @@ async function measure(spec: LoadSpec, server: ChildServer): Promise<Measured> {
     .sort((a, b) => b[1] - a[1])
     .map(([name, ms]) => `${name} ${((ms * 1000) / Math.max(1, result.total)).toFixed(1)} µs (${((ms / 1000 / spec.durationS) * 100).toFixed(0)}% of a core)`);
   if (threads.length > 0) log(`${spec.label}: server CPU per request by thread: ${threads.join(', ')}`);
+  // Active near 100% while the main thread had only part of a core: it was short of CPU (the
+  // machine's other work), not waiting for I/O; active well under 100%: it waited (a broker, a disk).
+  if (loopBefore && loopAfter) {
+    const active = loopAfter.active - loopBefore.active;
+    const idle = loopAfter.idle - loopBefore.idle;
+    if (active + idle > 0) log(`${spec.label}: server main thread's event loop active ${((active / (active + idle)) * 100).toFixed(0)}% of the run, waiting for I/O or timers the rest`);
+  }
   return { result, cpuUsPerRequest, rssMiB };
 }
 

@@ -43,8 +43,20 @@ export interface ChildServer {
    * server). afterGc: after a full GC, when the child runs with --expose-gc.
    */
   memoryUsage(afterGc?: boolean): Promise<NodeJS.MemoryUsage | undefined>;
+  /**
+   * The child's main-thread event loop so far (performance.eventLoopUtilization over IPC): ms it ran
+   * callbacks (active) and ms it waited in the poll for I/O or timers (idle); undefined when it does
+   * not answer. Beside the main thread's CPU time it tells a wait from a shortage of CPU: a loop
+   * active nearly all the time that got only part of a core was waiting for the machine, not for I/O.
+   */
+  eventLoop(): Promise<EventLoopTime | undefined>;
   /** SIGTERM (graceful close), then SIGKILL if it has not exited in time. */
   stop(): Promise<void>;
+}
+
+export interface EventLoopTime {
+  active: number;
+  idle: number;
 }
 
 const live = new Set<ChildProcess>();
@@ -107,7 +119,8 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
     }
   }
   const pid = child.pid!;
-  const memoryUsage = (afterGc = false): Promise<NodeJS.MemoryUsage | undefined> =>
+  /** Sends `request` over IPC and resolves with the answer's `key`, or undefined after 2 s. */
+  const ask = <T>(request: string, key: string): Promise<T | undefined> =>
     new Promise((resolve) => {
       if (exitStatus !== undefined || !child.connected) return resolve(undefined);
       const timer = setTimeout(() => {
@@ -115,15 +128,17 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
         resolve(undefined);
       }, 2000);
       const onMessage = (m: unknown): void => {
-        if (typeof m !== 'object' || m === null || !('memory' in m)) return;
+        if (typeof m !== 'object' || m === null || !(key in m)) return;
         clearTimeout(timer);
         child.off('message', onMessage);
-        resolve((m as { memory: NodeJS.MemoryUsage }).memory);
+        resolve((m as Record<string, T>)[key]);
       };
       child.on('message', onMessage);
-      child.send(afterGc ? 'memory-gc' : 'memory');
+      child.send(request);
     });
-  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), memoryUsage, stop };
+  const memoryUsage = (afterGc = false): Promise<NodeJS.MemoryUsage | undefined> => ask(afterGc ? 'memory-gc' : 'memory', 'memory');
+  const eventLoop = (): Promise<EventLoopTime | undefined> => ask('event-loop', 'eventLoop');
+  return { name: spec.name, url, pid, output: () => [...lines], cpuMs: () => cpuMsOf(pid), cpuMsByThread: () => cpuMsByThreadOf(pid), rssMiB: () => rssMiBOf(pid), memoryUsage, eventLoop, stop };
 }
 
 /** utime + stime from /proc/<pid>/stat, in ms (the kernel counts in ticks of 10 ms). */

@@ -217,6 +217,75 @@ describe('ProjectionRunner on the embedded log', () => {
     await runner.stop();
   });
 
+  it('join: a reader of a topic the projections share a consumer of is handed its records from its start on, through that consumer; stopped, it gets nothing more while they go on', async () => {
+    await append(Topics.messages, 'm0', 'm1');
+    const { logger } = capturedLogger();
+    const consumed: string[] = [];
+    const recording = new Proxy(log, {
+      get(target, property) {
+        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (consumed.push(`${options.consumer}:${options.topic}`), target.consume(options));
+        const v: unknown = Reflect.get(target, property, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const runner = new ProjectionRunner({ log: recording, logger, shareConsumers: true });
+    const projected: string[] = [];
+    await runner.start(
+      { name: 'a', topics: [Topics.messages], handle: (records) => void projected.push(...records.map(text)) },
+      { name: 'b', topics: [Topics.messages], handle: () => undefined },
+    );
+    const joined: string[] = [];
+    const reader = runner.join({ topic: Topics.messages, consumer: 'delivery', from: await log.endOffsets(Topics.messages), handle: (records) => void joined.push(...records.map(text)) });
+    expect(reader.positions()).toEqual(new Map([[0, 2]]));
+    await append(Topics.messages, 'm2', 'm3');
+    await until(() => joined.length === 2);
+    expect(joined).toEqual(['m2', 'm3']);
+    expect(reader.positions()).toEqual(new Map([[0, 4]]));
+    await reader.stop();
+    await append(Topics.messages, 'm4');
+    await until(() => projected.length === 5);
+    expect(joined).toEqual(['m2', 'm3']);
+    // A topic no projections share a consumer of: a consumer of its own.
+    const own: string[] = [];
+    const alone = runner.join({ topic: Topics.usage, consumer: 'usage-reader', from: new Map(), handle: (records) => void own.push(...records.map(text)) });
+    await append(Topics.usage, 'u0');
+    await until(() => own.length === 1);
+    expect(consumed).toEqual(['messages-feed:messages', 'usage-reader:usage']);
+    await alone.stop();
+    await runner.stop();
+  });
+
+  it('join: a reader that joins while the shared consumer hands out a batch it starts in is handed that batch too', async () => {
+    await append(Topics.messages, 'm0');
+    const { logger } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger, shareConsumers: true });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
+    await runner.start(
+      {
+        name: 'a',
+        topics: [Topics.messages],
+        handle: async (records) => {
+          if (records.some((r) => text(r) === 'm1')) {
+            holding = true;
+            await held;
+          }
+        },
+      },
+      { name: 'b', topics: [Topics.messages], handle: () => undefined },
+    );
+    await append(Topics.messages, 'm1', 'm2');
+    await until(() => holding);
+    const joined: string[] = [];
+    const reader = runner.join({ topic: Topics.messages, consumer: 'delivery', from: new Map([[0, 2]]), handle: (records) => void joined.push(...records.map(text)) });
+    expect(reader.positions()).toEqual(new Map([[0, 2]]));
+    release();
+    await until(() => joined.length === 1);
+    expect(joined).toEqual(['m2']);
+    await runner.stop();
+  });
+
   it('applies nothing appended after stop(), and lists no consumer', async () => {
     const { logger } = capturedLogger();
     const runner = new ProjectionRunner({ log, logger });
