@@ -2,8 +2,8 @@
 // starting at once on Kafka with the same APPS_FILE rule (given without an id) deliver each message
 // (at least once, not everything twice: one consumer group between them) and skip none of what was
 // published around their starts; in either mode a restart resumes the same rule where it was.
-// TEST_SERVICE_MODE=production runs the two-instance test on the Kafka and ClickHouse
-// test/helpers/infra.ts finds; the embedded mode runs the restart test.
+// The two-instance test runs on the Kafka and ClickHouse test/helpers/infra.ts finds (REQUIRE_INFRA=1:
+// it must find them); the restart test and the rule's name run on the embedded log.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,11 +16,11 @@ import { productionAdapters } from '../../src/production-adapters.js';
 import { embeddedAdapters } from '../../src/adapters.js';
 import { loadAppsFile } from '../../src/apps/apps-file.js';
 import { findProductionInfra } from '../helpers/production.js';
-import { requireInfra } from '../helpers/infra.js';
+import { describeWithInfra } from '../helpers/infra.js';
 import { startReceiver, until, type Receiver } from '../helpers/webhook-receiver.js';
 import { removeDir } from '../helpers/service.js';
 
-const production = process.env.TEST_SERVICE_MODE === 'production';
+const infra = await findProductionInfra();
 const dirs: string[] = [];
 const services: Service[] = [];
 const receivers: Receiver[] = [];
@@ -52,7 +52,7 @@ async function metric(service: Service, name: string): Promise<number> {
 }
 const ruleRuns = (service: Service): boolean => service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule/.test(c.detail));
 
-describe(`a webhook rule's first start (${production ? 'production' : 'embedded'})`, () => {
+describe("a webhook rule's first start (embedded)", () => {
   it('names a rule given without an id in APPS_FILE alike on every read of the file (its consumer group and checkpoint)', () => {
     const path = appsFile('idless', 'idless.k1:secret-secret', 'https://example.com/hook');
     const [a, b] = [loadAppsFile(path, 1), loadAppsFile(path, 2)];
@@ -60,7 +60,7 @@ describe(`a webhook rule's first start (${production ? 'production' : 'embedded'
     expect(a[0].rules![0].id).toMatch(/^[A-Za-z0-9_-]{1,32}$/);
   });
 
-  it.skipIf(production)('resumes an APPS_FILE rule without an id where it was after a restart: what was published while it was down arrives', { timeout: 120_000 }, async () => {
+  it('resumes an APPS_FILE rule without an id where it was after a restart: what was published while it was down arrives', { timeout: 120_000 }, async () => {
     const r = await startReceiver();
     receivers.push(r);
     const tag = randomBytes(3).toString('hex');
@@ -90,12 +90,10 @@ describe(`a webhook rule's first start (${production ? 'production' : 'embedded'
     expect(r.messagesByChannel().get('first-1')).toEqual(['a', 'b']);
   });
 
-  it.skipIf(!production)('two instances starting at once with the same rule share its delivery: every message once or more, not everything twice', { timeout: 240_000 }, async () => {
-    const infra = await findProductionInfra();
-    if (!infra) {
-      if (requireInfra) throw new Error('REQUIRE_INFRA=1 but no Kafka and ClickHouse were found');
-      return;
-    }
+});
+
+describeWithInfra("a webhook rule's first start (production)", 'Kafka and ClickHouse', infra, (found) => {
+  it('two instances starting at once with the same rule share its delivery: every message once or more, not everything twice', { timeout: 240_000 }, async () => {
     const r = await startReceiver();
     receivers.push(r);
     const tag = randomBytes(3).toString('hex');
@@ -109,7 +107,7 @@ describe(`a webhook rule's first start (${production ? 'production' : 'embedded'
       dirs.push(dataDir);
       const config = parseConfig({
         DATA_DIR: dataDir, APPS_FILE: path, INSTANCE_ID: instanceId, WEBHOOKS_ALLOW_PRIVATE_TARGETS: '1', WEBHOOK_BATCH_SIZE: '10',
-        KAFKA_BROKERS: infra.brokers.join(','), CLICKHOUSE_URL: infra.clickhouseUrl, KAFKA_IDEMPOTENT: '0', KAFKA_SESSION_TIMEOUT_MS: '6000', LOG_LEVEL: 'silent',
+        KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: '0', KAFKA_SESSION_TIMEOUT_MS: '6000', LOG_LEVEL: 'silent',
       });
       const logger = pino({ level: 'silent' });
       const service = await startService(config, logger, await productionAdapters(config, logger, isolation));
