@@ -4,7 +4,9 @@
 // nested a million deep stalled every connection for 3.6 s; JSON nested 500,000 deep for 1.4 s; a
 // HEARTBEAT of 70,000 keys for 1.0 s). Each walk is one pass over the bytes with no allocation but
 // a stack of at most `maxDepth` counters: a few hundred µs a MiB measured (npm run bench: door).
-// Hand-written because no decoder bounds depth or width before it builds the value.
+// Hand-written because no decoder bounds depth or width before it builds the value. The stack is
+// one array kept between calls (the walks are synchronous): allocating it per call made the REST
+// body check 2.4 µs of every publish's 41 µs on the main thread (BENCH_CPU_PROF=1, 2026-11-27).
 import { isUtf8 } from 'node:buffer';
 import { newHead, readHead, strIsUtf8 } from './msgpack-head.js';
 
@@ -25,8 +27,9 @@ export type ShapeFault = 'depth' | 'width' | 'utf8' | undefined;
 export function msgpackShape(bytes: Uint8Array, limits: ShapeLimits): ShapeFault {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const end = bytes.byteLength;
-  // remaining[d]: items still to read in the container open at depth d (depth 0: the frame itself).
-  const remaining = new Float64Array(limits.maxDepth + 1);
+  // remaining[d]: items still to read in the container open at depth d (depth 0: the frame itself);
+  // each entry is written when its level opens, before it is read.
+  const remaining = stackOf(limits.maxDepth + 1);
   let depth = 0;
   remaining[0] = 1;
   const head = newHead();
@@ -63,9 +66,12 @@ CLOSERS[0x7d] = 1; // }
  * malformed text may be counted loosely: JSON.parse refuses it next). Strings are skipped whole.
  */
 export function jsonShape(text: Uint8Array, limits: ShapeLimits): ShapeFault {
-  const commas = new Float64Array(limits.maxDepth + 1);
-  let depth = 0;
   const end = text.byteLength;
+  // Each level needs an opening byte: a shorter text cannot pass the depth, nor hold maxWidth entries.
+  if (end <= limits.maxDepth && end <= limits.maxWidth) return undefined;
+  // commas[d]: entries past the first at depth d, written when the level opens.
+  const commas = stackOf(limits.maxDepth + 1);
+  let depth = 0;
   for (let pos = 0; pos < end; pos++) {
     const c = text[pos];
     if (c === QUOTE) {
@@ -86,3 +92,9 @@ export function jsonShape(text: Uint8Array, limits: ShapeLimits): ShapeFault {
   return undefined;
 }
 
+/** The walks' stack, kept between calls: each walk writes an entry before it reads it. */
+let stack = new Float64Array(64);
+function stackOf(size: number): Float64Array {
+  if (stack.length < size) stack = new Float64Array(size);
+  return stack;
+}
