@@ -6,18 +6,10 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { packValue, unpackValue } from '../codec/msgpack.js';
+import type { SignedHead } from '../log/port.js';
 
-export interface CheckpointHead {
-  topic: string;
-  partition: number;
-  /** the offset of the record whose link this is */
-  offset: number;
-  /** hex */
-  link: string;
-  /** Kafka: the writer (a producing instance) whose chain this is, and the head's sequence in it (src/log/kafka/kafka-chain.ts) */
-  writer?: string;
-  seq?: number;
-}
+/** A chain head as a checkpoint signs it: the log port's shape (src/log/port.ts). */
+export type CheckpointHead = SignedHead;
 
 export interface AuditCheckpoint {
   type: 'audit.checkpoint';

@@ -2,15 +2,11 @@
 // AUDIT_KEY_FILE's key (made at the first start), endorsed by AUDIT_PREVIOUS_KEY_FILE's after a
 // rotation, and the witness beside the key (witness.ts).
 import { existsSync } from 'node:fs';
-import type { CheckpointWitness, SignedHead } from '../log/port.js';
+import type { CheckpointOptions, CheckpointWitness } from '../log/port.js';
 import { CheckpointSigner } from './checkpoint.js';
 import { CheckpointWitness as Witness, witnessPathFor } from './witness.js';
 
-export interface Checkpointing<H> {
-  sign: (heads: H[], previous?: SignedHead[]) => Uint8Array;
-  intervalMs: number;
-  witness: CheckpointWitness;
-}
+export type Checkpointing<H> = CheckpointOptions<H> & { witness: CheckpointWitness };
 
 /** The settings it takes (src/config.ts's names): the audit layer does not import the service's configuration. */
 export interface CheckpointSettings {

@@ -165,3 +165,15 @@ export interface CheckpointWitness {
   pending(): SignedHead[] | undefined;
   appended(value: Uint8Array): Promise<void> | void;
 }
+
+/**
+ * How a log takes signed checkpoints of its chain heads `H` (the embedded log's per partition, Kafka's
+ * per writer): signed by `sign` every `intervalMs` when a head moved; `witness` (src/audit/witness.ts)
+ * holds the heads the run before signed last, which the first checkpoint after a start carries.
+ */
+export interface CheckpointOptions<H> {
+  sign: (heads: H[], previous?: SignedHead[]) => Uint8Array;
+  intervalMs: number;
+  onError?: (err: unknown) => void;
+  witness?: CheckpointWitness;
+}

@@ -3,15 +3,10 @@
 // (what a run that died left unsigned), and at close; one at a time. `witness` (src/audit/witness.ts):
 // the heads the run before signed last, which the next checkpoint carries (`previous`) even when
 // the log did not move, and is told of each checkpoint appended.
-import type { CheckpointWitness, SignedHead } from '../port.js';
+import type { CheckpointOptions as Options } from '../port.js';
 import type { ChainHead } from './chain-reader.js';
 
-export interface CheckpointOptions {
-  sign: (heads: ChainHead[], previous?: SignedHead[]) => Uint8Array;
-  intervalMs: number;
-  onError?: (err: unknown) => void;
-  witness?: CheckpointWitness;
-}
+export type CheckpointOptions = Options<ChainHead>;
 
 export class EmbeddedCheckpoints {
   private readonly timer: NodeJS.Timeout;

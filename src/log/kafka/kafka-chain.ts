@@ -13,7 +13,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { IHeaders } from 'kafkajs';
 import { nextLink, recordDigest, LINK_BYTES } from '../embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../embedded/segment.js';
-import { Topics, type AppendRecord, type CheckpointWitness, type SignedHead } from '../port.js';
+import { Topics, type AppendRecord, type CheckpointOptions as Options } from '../port.js';
 
 export const CHAIN_HEADERS = { writer: 'cm-chain-writer', seq: 'cm-chain-seq', prev: 'cm-chain-prev', link: 'cm-chain-link' } as const;
 
@@ -145,13 +145,7 @@ export class ProducerChains {
 
 const newWriterId = (): string => `w${randomBytes(6).toString('hex')}`;
 
-export interface CheckpointOptions {
-  sign: (heads: WriterHead[], previous?: SignedHead[]) => Uint8Array;
-  intervalMs: number;
-  onError?: (err: unknown) => void;
-  /** the heads this instance signed last before its start, carried by its first checkpoint (src/audit/witness.ts) */
-  witness?: CheckpointWitness;
-}
+export type CheckpointOptions = Options<WriterHead>;
 
 /**
  * A writer's signed checkpoints: every intervalMs, when a head moved, its acknowledged heads
