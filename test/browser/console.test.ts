@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import * as Ably from 'ably';
-import { basic, listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { basic, listening, publishJson, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { realtimeClient } from '../helpers/realtime.js';
 import { CHROMIUM, describeInChromium, OUTPUT } from './chromium.js';
 
@@ -83,25 +83,21 @@ describeInChromium('console in a browser (README: Console)', () => {
     await page.waitForSelector('#channel-state[data-state="attached"]');
   }
 
-  const restPublish = async (channel: string, messages: unknown) => {
-    const res = await t.service.app.inject({
-      method: 'POST',
-      url: `/channels/${encodeURIComponent(channel)}/messages`,
-      headers: { authorization: t.auth, 'content-type': 'application/json' },
-      payload: JSON.stringify(messages),
-    });
-    expect(res.statusCode).toBe(201);
-  };
+  /** A new page, connected, with `channel` open. */
+  async function pageOn(channel: string): Promise<Page> {
+    const page = await newPage();
+    await connected(page);
+    await openChannel(page, channel);
+    return page;
+  }
+
+  const restPublish = (channel: string, messages: unknown) => publishJson(t, channel, messages);
 
   it('publishes from the page (name, JSON data, extras) and a second browser context subscribed to the channel receives it', async () => {
     const channel = uniqueChannel('console-pub');
-    const watcher = await newPage();
-    await connected(watcher);
-    await openChannel(watcher, channel);
+    const watcher = await pageOn(channel);
 
-    const publisher = await newPage();
-    await connected(publisher);
-    await openChannel(publisher, channel);
+    const publisher = await pageOn(channel);
     await publisher.fill('#pub-name', 'greeting');
     await publisher.fill('#pub-data', '{"hello": "from the console", "n": 7}');
     await publisher.check('#pub-json');
@@ -143,9 +139,7 @@ describeInChromium('console in a browser (README: Console)', () => {
 
   it('shows a member that the node SDK enters, live, with its data; and its leave', async () => {
     const channel = uniqueChannel('console-presence');
-    const page = await newPage();
-    await connected(page);
-    await openChannel(page, channel);
+    const page = await pageOn(channel);
     expect(await page.locator('#members tbody tr').count()).toBe(0);
 
     const sdk = realtimeClient(port, false, { key: t.key, clientId: 'sdk-member' });
@@ -172,12 +166,8 @@ describeInChromium('console in a browser (README: Console)', () => {
     const channel = uniqueChannel('console-enter');
     const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false });
     const members = async () => (await rest.channels.get(channel).presence.get()).items.map((m) => [m.clientId, m.data]);
-    const page = await newPage();
-    await connected(page);
-    await openChannel(page, channel);
-    const watcher = await newPage();
-    await connected(watcher);
-    await openChannel(watcher, channel);
+    const page = await pageOn(channel);
+    const watcher = await pageOn(channel);
 
     await page.fill('#presence-client-id', 'page-member');
     await page.fill('#presence-data', '{"from": "the page"}');
@@ -376,9 +366,7 @@ describeInChromium('console in a browser (README: Console)', () => {
   }, 120_000);
 
   it('attaches to a metachannel: [meta]channel.lifecycle shows a channel becoming active', async () => {
-    const page = await newPage();
-    await connected(page);
-    await openChannel(page, '[meta]channel.lifecycle');
+    const page = await pageOn('[meta]channel.lifecycle');
     const channel = uniqueChannel('console-lifecycle');
     await restPublish(channel, { data: 'wakes it up' });
     const entry = page.locator('#log li[data-kind="message"]').filter({ hasText: channel }).first();

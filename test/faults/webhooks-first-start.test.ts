@@ -52,6 +52,16 @@ async function metric(service: Service, name: string): Promise<number> {
 }
 const ruleRuns = (service: Service): boolean => service.readiness().some((c) => c.name === 'webhooks' && /1 webhook rule/.test(c.detail));
 
+/** A receiver, and an APPS_FILE of a new app whose rule to it has no id; the app's root key as a Basic header. */
+async function idlessRuleApp() {
+  const r = await startReceiver();
+  receivers.push(r);
+  const tag = randomBytes(3).toString('hex');
+  const appId = `first${tag}`;
+  const key = `${appId}.k1:secret-${tag}-secret`;
+  return { r, tag, auth: `Basic ${Buffer.from(key).toString('base64')}`, path: appsFile(appId, key, r.url) };
+}
+
 describe("a webhook rule's first start (embedded)", () => {
   it('names a rule given without an id in APPS_FILE alike on every read of the file (its consumer group and checkpoint)', () => {
     const path = appsFile('idless', 'idless.k1:secret-secret', 'https://example.com/hook');
@@ -61,13 +71,7 @@ describe("a webhook rule's first start (embedded)", () => {
   });
 
   it('resumes an APPS_FILE rule without an id where it was after a restart: what was published while it was down arrives', { timeout: 120_000 }, async () => {
-    const r = await startReceiver();
-    receivers.push(r);
-    const tag = randomBytes(3).toString('hex');
-    const appId = `first${tag}`;
-    const key = `${appId}.k1:secret-${tag}-secret`;
-    const auth = `Basic ${Buffer.from(key).toString('base64')}`;
-    const path = appsFile(appId, key, r.url);
+    const { r, auth, path } = await idlessRuleApp();
     const dataDir = mkdtempSync(join(tmpdir(), 'cm-webhooks-first-data-'));
     dirs.push(dataDir);
     const config = parseConfig({ DATA_DIR: dataDir, APPS_FILE: path, WEBHOOKS_ALLOW_PRIVATE_TARGETS: '1', LOG_LEVEL: 'silent', KAFKA_BROKERS: '', CLICKHOUSE_URL: '' });
@@ -94,13 +98,7 @@ describe("a webhook rule's first start (embedded)", () => {
 
 describeWithInfra("a webhook rule's first start (production)", 'Kafka and ClickHouse', infra, (found) => {
   it('two instances starting at once with the same rule share its delivery: every message once or more, not everything twice', { timeout: 240_000 }, async () => {
-    const r = await startReceiver();
-    receivers.push(r);
-    const tag = randomBytes(3).toString('hex');
-    const appId = `first${tag}`;
-    const key = `${appId}.k1:secret-${tag}-secret`;
-    const auth = `Basic ${Buffer.from(key).toString('base64')}`;
-    const path = appsFile(appId, key, r.url);
+    const { r, tag, auth, path } = await idlessRuleApp();
     const isolation = { topicPrefix: `t${tag}-`, tablePrefix: `t${tag}_`, consumerPrefix: `t${tag}-` };
     const start = async (instanceId: string): Promise<Service> => {
       const dataDir = mkdtempSync(join(tmpdir(), `cm-webhooks-first-${instanceId}-`));

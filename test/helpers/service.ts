@@ -110,3 +110,14 @@ export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, f
 
 /** A channel name no other test uses. */
 export const uniqueChannel = (prefix = 'test'): string => `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
+
+/** Publishes `messages` (one or an array, as JSON) to `channel` with the root key; fails the test unless the service answers 201. */
+export async function publishJson(ts: TestService, channel: string, messages: unknown): Promise<void> {
+  const res = await ts.service.app.inject({
+    method: 'POST',
+    url: `/channels/${encodeURIComponent(channel)}/messages`,
+    headers: { authorization: ts.auth, 'content-type': 'application/json' },
+    payload: JSON.stringify(messages),
+  });
+  if (res.statusCode !== 201) throw new Error(`publish to ${channel} answered ${res.statusCode}: ${res.body}`);
+}

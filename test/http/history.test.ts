@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { publishJson, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 let t: TestService;
 let now = Date.now();
@@ -10,13 +10,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const publish = async (channel: string, messages: unknown) => {
-  const res = await t.service.app.inject({
-    method: 'POST',
-    url: `/channels/${encodeURIComponent(channel)}/messages`,
-    headers: { authorization: t.auth, 'content-type': 'application/json' },
-    payload: JSON.stringify(messages),
-  });
-  expect(res.statusCode).toBe(201);
+  await publishJson(t, channel, messages);
   now += 1; // time passes between requests
 };
 

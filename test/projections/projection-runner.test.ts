@@ -32,6 +32,19 @@ async function until(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((r) => setTimeout(r, 5));
 }
 
+/** `log`, but each consume is written down as `consumer:topic` in `consumed`. */
+function recordingConsumes(log: EmbeddedLog): { consumed: string[]; recording: EmbeddedLog } {
+  const consumed: string[] = [];
+  const recording = new Proxy(log, {
+    get(target, property) {
+      if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (consumed.push(`${options.consumer}:${options.topic}`), target.consume(options));
+      const v: unknown = Reflect.get(target, property, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  return { consumed, recording };
+}
+
 describe('ProjectionRunner on the embedded log', () => {
   let dir: string;
   let log: EmbeddedLog;
@@ -166,14 +179,7 @@ describe('ProjectionRunner on the embedded log', () => {
   it('with shareConsumers, reads a topic once for the projections of all its partitions, each from its own checkpoint, and lists each in lag()', async () => {
     await append(Topics.messages, 'm0', 'm1', 'm2');
     const { logger } = capturedLogger();
-    const consumed: string[] = [];
-    const recording = new Proxy(log, {
-      get(target, property) {
-        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (consumed.push(`${options.consumer}:${options.topic}`), target.consume(options));
-        const v: unknown = Reflect.get(target, property, target);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
+    const { consumed, recording } = recordingConsumes(log);
     const runner = new ProjectionRunner({ log: recording, logger, shareConsumers: true });
     const seen = { a: [] as string[], b: [] as string[], c: [] as string[] };
     await runner.start(
@@ -220,14 +226,7 @@ describe('ProjectionRunner on the embedded log', () => {
   it('join: a reader of a topic the projections share a consumer of is handed its records from its start on, through that consumer; stopped, it gets nothing more while they go on', async () => {
     await append(Topics.messages, 'm0', 'm1');
     const { logger } = capturedLogger();
-    const consumed: string[] = [];
-    const recording = new Proxy(log, {
-      get(target, property) {
-        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (consumed.push(`${options.consumer}:${options.topic}`), target.consume(options));
-        const v: unknown = Reflect.get(target, property, target);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
+    const { consumed, recording } = recordingConsumes(log);
     const runner = new ProjectionRunner({ log: recording, logger, shareConsumers: true });
     const projected: string[] = [];
     await runner.start(
