@@ -91,6 +91,23 @@ describeInChromium('console in a browser (README: Console)', () => {
     return page;
   }
 
+  /** A new page connected with a token of the root key's (bound to `clientId` if given), with `channel` open. */
+  async function pageWithToken(channel: string, clientId?: string): Promise<Page> {
+    const keyName = t.key.slice(0, t.key.indexOf(':'));
+    const payload = { keyName, timestamp: Date.now(), ...(clientId === undefined ? {} : { clientId }) };
+    const issued = await t.service.app.inject({ method: 'POST', url: `/keys/${keyName}/requestToken`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload });
+    expect(issued.statusCode).toBe(200);
+    const page = await newPage();
+    await page.goto(`${base}/console`);
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.selectOption('#auth-kind', 'token');
+    await page.fill('#credential', issued.json().token as string);
+    await page.click('#connect');
+    await page.waitForSelector('#connection[data-state="connected"]');
+    await openChannel(page, channel);
+    return page;
+  }
+
   const restPublish = (channel: string, messages: unknown) => publishJson(t, channel, messages);
 
   it('publishes from the page (name, JSON data, extras) and a second browser context subscribed to the channel receives it', async () => {
@@ -314,23 +331,8 @@ describeInChromium('console in a browser (README: Console)', () => {
   }, 120_000);
 
   it('works with a token instead of a key: connects, publishes, reads history and lists channels', async () => {
-    const keyName = t.key.slice(0, t.key.indexOf(':'));
-    const issued = await t.service.app.inject({
-      method: 'POST',
-      url: `/keys/${keyName}/requestToken`,
-      headers: { authorization: t.auth, 'content-type': 'application/json' },
-      payload: { keyName, timestamp: Date.now() },
-    });
-    expect(issued.statusCode).toBe(200);
     const channel = uniqueChannel('console-token');
-    const page = await newPage();
-    await page.goto(`${base}/console`);
-    await page.waitForSelector('body[data-ready="true"]');
-    await page.selectOption('#auth-kind', 'token');
-    await page.fill('#credential', issued.json().token as string);
-    await page.click('#connect');
-    await page.waitForSelector('#connection[data-state="connected"]');
-    await openChannel(page, channel);
+    const page = await pageWithToken(channel);
     await page.fill('#pub-name', 'by-token');
     await page.fill('#pub-data', 'plain text');
     await page.click('#publish');
@@ -344,19 +346,8 @@ describeInChromium('console in a browser (README: Console)', () => {
   }, 120_000);
 
   it('a token bound to a clientId enters presence as that clientId, shown in the field and not editable', async () => {
-    const keyName = t.key.slice(0, t.key.indexOf(':'));
-    const payload = { keyName, timestamp: Date.now(), clientId: 'token-client' };
-    const issued = await t.service.app.inject({ method: 'POST', url: `/keys/${keyName}/requestToken`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload });
-    expect(issued.statusCode).toBe(200);
     const channel = uniqueChannel('console-token-presence');
-    const page = await newPage();
-    await page.goto(`${base}/console`);
-    await page.waitForSelector('body[data-ready="true"]');
-    await page.selectOption('#auth-kind', 'token');
-    await page.fill('#credential', issued.json().token as string);
-    await page.click('#connect');
-    await page.waitForSelector('#connection[data-state="connected"]');
-    await openChannel(page, channel);
+    const page = await pageWithToken(channel, 'token-client');
     await page.waitForFunction(() => (document.querySelector('#presence-client-id') as HTMLInputElement).value === 'token-client');
     expect(await page.getAttribute('#presence-client-id', 'readonly')).not.toBeNull();
     await page.click('#presence-enter');
