@@ -192,6 +192,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     log, batcher, clock, logger,
     instanceId: config.instanceId,
     consumerName: consumerName('connections'),
+    consume: (options) => runner.join(options),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
     // Its start ends every earlier run's attachments, as removeMembersOfPreviousRun (below) their members (once the resume window has passed).
