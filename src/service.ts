@@ -230,6 +230,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const consumerLag = (): Map<string, number> => {
     const lags = runner.lag();
     if (gateway) lags.set('realtime-delivery', gateway.metrics().deliveryLag);
+    // A reader of the connections feed (runner.join), whose lag the runner does not list.
+    lags.set('connection-events', connectionEvents.lag());
     return lags;
   };
   let closing: Promise<void> | undefined;
