@@ -53,7 +53,7 @@ const sample = (text: string, name: string, labels: Record<string, string>): num
 };
 
 describeWithInfra('production mode: the connection events consumer in /ready and /metrics', 'Kafka and ClickHouse', infra, (found) => {
-  it('/ready fails naming connection-events while the connections feed is held, /metrics gives its lag, and both recover once it is released', { timeout: 60_000 }, async () => {
+  it('the connection events read the connections feed (no consumer of their own); /ready fails naming connection-events while the feed is held, /metrics gives its lag, and both recover once it is released', { timeout: 60_000 }, async () => {
     const tag = randomBytes(4).toString('hex');
     const isolation = { topicPrefix: `lag-${tag}-`, tablePrefix: `lag_${tag}_` };
     const { config } = productionConfig(found, [{ appId: 'lagapp', keys: [{ key: 'lagapp.k1:lag-secret-lag-secret' }] }], { INSTANCE_ID: `lag-${tag}`, READY_MAX_LAG: '2' });
@@ -64,25 +64,31 @@ describeWithInfra('production mode: the connection events consumer in /ready and
     let gate: Promise<void> | undefined;
     let release: () => void = () => {};
     const real = adapters.log;
+    const consumed: string[] = [];
     const log = new Proxy(real, {
       get: (target, property) =>
         property === 'consume'
-          ? (options: Parameters<Log['consume']>[0]) =>
-              target.consume({
+          ? (options: Parameters<Log['consume']>[0]) => {
+              consumed.push(`${options.topic}: ${options.consumer}`);
+              return target.consume({
                 ...options,
                 handle: async (records) => {
                   if (options.consumer.startsWith('connections-feed') && gate) await gate;
                   return options.handle(records);
                 },
-              })
+              });
+            }
           : Reflect.get(target, property, target),
     });
     const service = await startService(config, logger, { ...adapters, log });
     const inject = (url: string) => service.app.inject({ method: 'GET', url });
     try {
-      // Sharing the feed (runner.join), not a consumer of its own.
-      expect([...service.runner.lag().keys()].some((name) => name.startsWith('connections'))).toBe(false);
-      expect(service.runner.lag().has('channels-connections')).toBe(true);
+      // The connection events read the projections' feed (runner.join), not a consumer of their own:
+      // the topic's consumers are the feed and its stats writer (a consumer group shared among the instances).
+      const ofConnections = consumed.filter((c) => c.startsWith(`${Topics.connections}: `));
+      expect(ofConnections, ofConnections.join(', ')).toHaveLength(2);
+      expect(ofConnections).toContain(`${Topics.connections}: stats-writer-connections`);
+      expect(ofConnections.some((c) => c.startsWith(`${Topics.connections}: connections-feed-lag-${tag}-`)), ofConnections.join(', ')).toBe(true);
       await until('GET /ready answers 200 after the start', async () => (await inject('/ready')).statusCode === 200, 30_000, 50);
       gate = new Promise((r) => (release = r));
       const detaches = [...Array(5).keys()].map((i) => ({ key: `lagapp:gone-${i}`, build: () => encodeEvent({ type: 'channel.detached', appId: 'lagapp', channel: `gone-${i}`, connectionId: 'nobody' }) }));
