@@ -163,7 +163,7 @@ export class ProjectionRunner {
    * shared consumer cannot go back: a partition it has handed on past `options.from` starts there
    * for the reader, and positions() says where each starts. Its failed batch holds the projections
    * of the topic back while it is retried; stopping it stops only it. Not listed in lag(): its
-   * owner reports its own (GET /ready: realtime-delivery).
+   * owner reports its own (GET /ready, GET /metrics: realtime-delivery, connection-events).
    */
   join(options: ConsumeOptions): Subscription {
     const feed = options.shared ? undefined : this.wholeTopicFeeds.get(options.topic);

@@ -192,6 +192,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     log, batcher, clock, logger,
     instanceId: config.instanceId,
     consumerName: consumerName('connections'),
+    consume: (options) => runner.join(options),
     // One instance per DATA_DIR in the embedded mode: its restart removes what it left (below).
     aliveIntervalMs: log.kind === 'kafka' ? config.realtime.instanceAliveIntervalMs : 0,
     // Its start ends every earlier run's attachments, as removeMembersOfPreviousRun (below) their members (once the resume window has passed).
@@ -229,6 +230,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const consumerLag = (): Map<string, number> => {
     const lags = runner.lag();
     if (gateway) lags.set('realtime-delivery', gateway.metrics().deliveryLag);
+    // A reader of the connections feed (runner.join), whose lag the runner does not list.
+    lags.set('connection-events', connectionEvents.lag());
     return lags;
   };
   let closing: Promise<void> | undefined;

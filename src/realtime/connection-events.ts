@@ -17,7 +17,8 @@ export interface ConnectionEventsOptions {
   consumerName: string;
   /**
    * How it reads the log: the projection runner's join (projections/runner.ts), which hands it the
-   * records the projections' consumer of the topic fetched and decoded; default Log.consume.
+   * records the projections' consumer of the topic fetched and decoded; default Log.consume. Either
+   * way its lag is its own (lag(): GET /ready, GET /metrics as `connection-events`).
    */
   consume?: (options: ConsumeOptions) => Subscription;
   /** Instances say they are alive this often (production mode only; 0: never). */
@@ -152,6 +153,19 @@ export class ConnectionEvents {
       }, every);
       this.timer.unref();
     }
+  }
+
+  /**
+   * Records of the topic it has yet to read: the log's end as its consumer last saw it, minus
+   * where it is (GET /ready's `consumers` check, GET /metrics: `connection-events`); 0 before it started.
+   */
+  lag(): number {
+    const subscription = this.subscription;
+    if (!subscription) return 0;
+    const at = subscription.positions();
+    let lag = 0;
+    for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+    return lag;
   }
 
   /**

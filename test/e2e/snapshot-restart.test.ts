@@ -56,6 +56,27 @@ const production: Mode | undefined = found && {
 const FEEDS: Record<string, string> = { presence: 'presence-feed', 'channels-presence': 'presence-feed', 'channels-connections': 'connections-feed' };
 const readBy = (handed: Map<string, { partition: number; offset: number }[]>, name: string) => handed.get(name) ?? handed.get(FEEDS[name]);
 
+/**
+ * Whether the writers of these topics applied them up to their ends (a writer's close writes what it
+ * applied, with its checkpoint): production mode, where writers shared among the instances do
+ * (projections/projection-set.ts: presence history, stats), each topic's a consumer group handed
+ * its partitions seconds after the start. A restart depends on them: the presence snapshot serves
+ * only if presence history's store holds everything it covers (projections/presence: the reader's
+ * tail keeps what the store lacks, and those entries need the member set as it was then), and the
+ * stats reader, which shares a feed with the other projections reading the topic, resumes at the
+ * stats store's checkpoint. The embedded mode's projections write themselves.
+ */
+const writersCaughtUp = (s: Service, ends: [Topic, Map<number, number>][]): boolean => {
+  const writers = (topic: Topic) => (topic === Topics.presence ? ['presence-writer', `stats-writer-${topic}`] : [`stats-writer-${topic}`]);
+  return ends.every(([topic, end]) =>
+    writers(topic).every((name) => {
+      if (!s.runner.lag().has(name)) return true;
+      const at = s.runner.consumer(name).positions();
+      return [...end].every(([p, offset]) => (at.get(p) ?? 0) >= offset);
+    }),
+  );
+};
+
 const CHANNELS = 40;
 const PRESENCE_EVENTS = 2000;
 const CONNECTION_EVENTS = 400;
@@ -125,7 +146,12 @@ for (const mode of [embedded, production]) {
         await append(first.service.log, Topics.connections, connections);
         const presenceEnd = await first.service.log.endOffsets(Topics.presence);
         const connectionsEnd = await first.service.log.endOffsets(Topics.connections);
-        for (let i = 0; i < 3000 && (before(readBy(first.handed, 'presence'), presenceEnd) < PRESENCE_EVENTS || before(readBy(first.handed, 'channels-connections'), connectionsEnd) < CONNECTION_EVENTS); i++) await new Promise((r) => setTimeout(r, 20));
+        const caughtUp = () => writersCaughtUp(first.service, [[Topics.presence, presenceEnd], [Topics.connections, connectionsEnd]]);
+        // And, in production mode, the writers of both topics (writersCaughtUp): a start that
+        // answered at once (one consumer group fewer to join) is closed before they are handed
+        // their partitions otherwise, and the restart reads from their stores' checkpoints.
+        for (let i = 0; i < 3000 && (before(readBy(first.handed, 'presence'), presenceEnd) < PRESENCE_EVENTS || before(readBy(first.handed, 'channels-connections'), connectionsEnd) < CONNECTION_EVENTS || !caughtUp()); i++) await new Promise((r) => setTimeout(r, 20));
+        expect(caughtUp()).toBe(true);
         expect(first.service.presence.memberCount(appId)).toBeGreaterThan(0);
         // The graceful close saves both snapshots.
         await close(first.service);

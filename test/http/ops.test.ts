@@ -2,7 +2,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
-import type { Log } from '../../src/log/port.js';
+import { Topics, type Log } from '../../src/log/port.js';
+import { encodeEvent } from '../../src/log/event-codec.js';
 import type { AddressInfo } from 'node:net';
 import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
@@ -98,6 +99,56 @@ describe('GET /health and GET /ready', () => {
     }
   });
 
+  it('/ready answers 503 naming connection-events while the connection events consumer is behind, /metrics gives its lag, and both recover', async () => {
+    let release: () => void = () => {};
+    let gate: Promise<void> | undefined;
+    const s = await startTestService(
+      { READY_MAX_LAG: '2' },
+      {
+        adapters: (dataDir) => {
+          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+          const log = adapters.log;
+          // The connection events' consumer (embedded: one of their own, `connections`) waits at a gate while it is closed.
+          const held: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
+            consume: (options: Parameters<Log['consume']>[0]) =>
+              log.consume({
+                ...options,
+                handle: async (records) => {
+                  if (options.consumer === 'connections' && gate) await gate;
+                  return options.handle(records);
+                },
+              }),
+          });
+          return { ...adapters, log: held };
+        },
+      },
+    );
+    try {
+      gate = new Promise((r) => (release = r));
+      const detaches = [...Array(5).keys()].map((i) => ({ key: `gone-${i}`, build: () => encodeEvent({ type: 'channel.detached', appId: 'none', channel: `gone-${i}`, connectionId: 'nobody' }) }));
+      await s.service.batcher.append(Topics.connections, detaches);
+      let res = await s.service.app.inject({ method: 'GET', url: '/ready' });
+      while (res.statusCode !== 503) {
+        await new Promise((r) => setTimeout(r, 20));
+        res = await s.service.app.inject({ method: 'GET', url: '/ready' });
+      }
+      expect(res.json().error.message).toMatch(/connection-events \d+ records behind/);
+      const metrics = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      expect(sample(metrics, 'cm_consumer_lag_records', { consumer: 'connection-events' })).toBeGreaterThan(2);
+      gate = undefined;
+      release();
+      let ready = 503;
+      while (ready !== 200) {
+        await new Promise((r) => setTimeout(r, 20));
+        ready = (await s.service.app.inject({ method: 'GET', url: '/ready' })).statusCode;
+      }
+      expect(sample((await s.service.app.inject({ method: 'GET', url: '/metrics' })).body, 'cm_consumer_lag_records', { consumer: 'connection-events' })).toBe(0);
+    } finally {
+      release();
+      await s.close();
+    }
+  });
+
   it('/ready answers 503 while the log refuses appends, and 200 after an append succeeds again', async () => {
     let failing = false;
     const s = await startTestService(
@@ -166,7 +217,7 @@ describe('GET /metrics (Prometheus)', () => {
     expect(text).toMatch(/^nodejs_heap_size_used_bytes \d+/m);
     expect(text).toMatch(/^cm_build_info\{version="\d+\.\d+\.\d+",node="v\d+[^"]*",log="embedded",store="sqlite"\} 1$/m);
     expect(sample(text, 'cm_store_unstored_rows', { projection: 'history' })).toBe(0);
-    for (const consumer of ['apps', 'history', 'presence', 'channels-messages', 'channels-presence', 'channels-connections']) {
+    for (const consumer of ['apps', 'history', 'presence', 'channels-messages', 'channels-presence', 'channels-connections', 'realtime-delivery', 'connection-events']) {
       expect(sample(text, 'cm_consumer_lag_records', { consumer }), consumer).toBeGreaterThanOrEqual(0);
     }
   });
