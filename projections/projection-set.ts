@@ -122,11 +122,27 @@ export class ProjectionSet {
     });
     const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Shared writes on a store whose rollups may be written apart (ClickHouse): the writers write
+    // samples, and one instance, the holder of partition 0 of the messages writers' group, writes
+    // every rollup once (projections/stats/stats-reader.ts).
+    const rollupWriter = shareWrites ? stores.stats.rollupWriter : undefined;
+    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats'), rollUp: rollupWriter === undefined });
+    const isRoller = (): boolean => {
+      try {
+        return runner.partitionsOf(`stats-writer-${Topics.messages}`).includes(0);
+      } catch {
+        return false; // its consumer is not running (starting, or stopped)
+      }
+    };
     // Shared writes: stats rows are written by the instance holding the partition; every instance
     // follows every partition to keep its cache exact and to wait for its own writes in the store.
     const statsReader = shareWrites
-      ? new StatsReader({ store: stores.stats, invalidate: (touched) => options.statsCache?.invalidate(touched), flushOwn: () => stats.flush() })
+      ? new StatsReader({
+          store: stores.stats,
+          invalidate: (touched) => options.statsCache?.invalidate(touched),
+          flushOwn: () => stats.flush(),
+          ...(rollupWriter ? { rollups: { writer: rollupWriter, isRoller, everyMs: flushIntervalMs, onError: runner.storeWriteFailed('stats-rollups') } } : {}),
+        })
       : undefined;
     if (statsReader && options.statsCache) options.statsCache.mayKeep = (appId) => statsReader.mayKeep(appId);
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt

@@ -9,12 +9,19 @@
 //   nothing they read (they would keep rows without it);
 // - read your own writes: a read waits, boundedly, until the store's checkpoint of every partition
 //   this instance appended to includes its appends (`reflect`), whichever instance writes them.
+// With `rollups` (ClickHouse), the writers write samples alone, and the rollups (minute, hour, day,
+// month) are written once, by one instance, the roller (the holder of partition 0 of the messages
+// writers' group): its reader has every record's touch, so it recomputes the rollups of the touches
+// whose samples the writers' checkpoints say are written, then writes the rollups' checkpoint
+// (`rolledTopic`). The checkpoint this reader waits on and releases its touches by is then the
+// rollups' one: a GET /stats answer reads rollups.
 import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { intervalOf } from '../../src/domain/stats-sample.js';
 import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
-import type { StatsCheckpoint, StatsWriter } from './stats-store.js';
+import { rolledTopic, type StatsCheckpoint, type StatsRollups, type StatsWriter } from './stats-store.js';
+import { SAMPLE_MS } from '../../src/domain/stats-sample.js';
 
 export interface StatsReaderOptions {
   /** The store's checkpoints (what the writers have written). */
@@ -27,6 +34,16 @@ export interface StatsReaderOptions {
   maxPending?: number;
   /** How often the store's checkpoints are read while touches wait for their rows (default 1000 ms). */
   pollMs?: number;
+  /** The rollups are written by one instance for all (see the top of this file). */
+  rollups?: {
+    writer: StatsRollups;
+    /** Whether this instance is the roller now. */
+    isRoller: () => boolean;
+    /** How often the roller looks for written samples to roll up while records wait (default 250 ms). */
+    everyMs?: number;
+    /** Told of a roll-up that failed (tried again at the next tick). */
+    onError?: (err: unknown) => void;
+  };
 }
 
 /**
@@ -51,6 +68,9 @@ interface PartitionTouches {
   touches: Touch[];
   /** a touch was not kept (maxPending): nothing is kept by the cache until the store passes this offset */
   overflowUntil?: number;
+  /** the intervals of the touches not kept, oldest and newest (the roller recomputes every app's rollups over them) */
+  overflowFrom?: number;
+  overflowTo?: number;
 }
 
 /** What one record changes: the app and sample interval of its row (none for events stats does not count). */
@@ -87,6 +107,8 @@ export class StatsReader {
   private polling: Promise<void> | undefined;
   private closed = false;
   private initialized: Promise<void> | undefined;
+  private rollTimer: NodeJS.Timeout | undefined;
+  private rolling: Promise<void> | undefined;
 
   constructor(private readonly options: StatsReaderOptions) {
     this.maxPending = options.maxPending ?? 100_000;
@@ -96,7 +118,8 @@ export class StatsReader {
   async start(topic: Topic): Promise<Checkpoint> {
     // Once for the four topics (on ClickHouse, init is a few statements).
     await (this.initialized ??= this.options.store.init());
-    const from = positionsOf(await this.options.store.loadCheckpoint(topic));
+    // With a roller: from where the rollups end (none yet: the whole topic, rolled up once).
+    const from = positionsOf(await this.options.store.loadCheckpoint(this.checkpointOf(topic)));
     this.stored.set(topic, new Map(from));
     this.progress.include(topic, from);
     return from;
@@ -135,11 +158,95 @@ export class StatsReader {
       } else {
         if (partition.overflowUntil === undefined) this.overflowed++;
         partition.overflowUntil = record.offset;
+        partition.overflowFrom = Math.min(partition.overflowFrom ?? Infinity, touch.interval);
+        partition.overflowTo = Math.max(partition.overflowTo ?? -Infinity, touch.interval);
       }
     }
     if (touched.length > 0) this.options.invalidate(touched);
     this.progress.advance(records);
     if (this.pendingCount > 0 || this.overflowed > 0) this.schedulePoll();
+    this.scheduleRoll();
+  }
+
+  /** The checkpoint reads wait on for a topic: the rollups' with a roller, else the samples'. */
+  private checkpointOf(topic: Topic): string {
+    return this.options.rollups ? rolledTopic(topic) : topic;
+  }
+
+  /** Whether records applied here are not in the rollups' (or samples') checkpoint as last read. */
+  private behindStore(): boolean {
+    if (this.pendingCount > 0 || this.overflowed > 0) return true;
+    for (const [topic, stored] of this.stored) for (const [p, next] of this.progress.of(topic)) if (next > (stored.get(p) ?? 0)) return true;
+    return false;
+  }
+
+  /** While records wait for their rollups, the roller (whichever instance it is now) rolls up now and then. */
+  private scheduleRoll(): void {
+    const rollups = this.options.rollups;
+    if (!rollups || this.rollTimer || this.closed) return;
+    this.rollTimer = setTimeout(() => {
+      this.rollTimer = undefined;
+      if (!rollups.isRoller()) {
+        if (this.behindStore()) this.scheduleRoll();
+        return;
+      }
+      void this.rollNow()
+        .catch((err: unknown) => rollups.onError?.(err))
+        .finally(() => {
+          if (this.behindStore()) this.scheduleRoll();
+        });
+    }, rollups.everyMs ?? 250);
+    this.rollTimer.unref();
+  }
+
+  /** One roll-up at a time (the timer's and a read's). */
+  private rollNow(): Promise<void> {
+    return (this.rolling ??= this.roll().finally(() => {
+      this.rolling = undefined;
+    }));
+  }
+
+  /**
+   * The roller's step: reads the samples' checkpoints; recomputes the rollups of the touches they
+   * include (and that this reader has applied); then writes the rollups' checkpoint, and lets go
+   * of those touches here (the other instances' readers read that checkpoint).
+   */
+  private async roll(): Promise<void> {
+    const rollups = this.options.rollups!;
+    const topics = [...this.stored.keys()];
+    const written = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(topic))] as const));
+    const touched: Touch[] = [];
+    const ranges: [number, number][] = [];
+    const moved: [Topic, Map<number, number>][] = [];
+    for (const [topic, samples] of written) {
+      const applied = this.progress.of(topic);
+      const stored = this.stored.get(topic)!;
+      const upTo = new Map<number, number>();
+      for (const [p, next] of samples) {
+        // Records the writers wrote but this reader has not applied have no touch here yet.
+        const until = Math.min(next, applied.get(p) ?? 0);
+        if (until <= (stored.get(p) ?? 0)) continue;
+        upTo.set(p, until);
+        const part = this.pending.get(topic)?.get(p);
+        if (!part) continue;
+        for (const t of part.touches) {
+          if (t.offset >= until) break;
+          touched.push({ ...t });
+        }
+        if (part.overflowUntil !== undefined) ranges.push([part.overflowFrom!, part.overflowTo! + SAMPLE_MS]);
+      }
+      if (upTo.size > 0) moved.push([topic, upTo]);
+    }
+    if (moved.length === 0) return;
+    await rollups.writer.rollUp(touched);
+    for (const [from, to] of ranges) await rollups.writer.rollUpRange(from, to);
+    for (const [topic, upTo] of moved) {
+      const checkpoint: StatsCheckpoint = new Map([...upTo].map(([p, next]) => [p, { from: next, finalized: -Infinity, applied: next }]));
+      await rollups.writer.writeCheckpoint(rolledTopic(topic), checkpoint);
+    }
+    const released: Touch[] = [];
+    for (const [topic, upTo] of moved) this.storeMoved(topic, upTo, released);
+    if (released.length > 0) this.options.invalidate(released);
   }
 
   /**
@@ -164,6 +271,7 @@ export class StatsReader {
         throw new StatsWritersBehind(behind);
       }
       await this.options.flushOwn?.();
+      if (this.options.rollups?.isRoller()) await this.rollNow();
       await this.readStore(unmet.map(([topic]) => topic));
       if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
       // Another instance's writer writes at its next flush (every 250 ms by default).
@@ -176,6 +284,8 @@ export class StatsReader {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearTimeout(this.rollTimer);
+    this.rollTimer = undefined;
   }
 
   private storeHas(topic: Topic, target: Map<number, number>): boolean {
@@ -199,18 +309,21 @@ export class StatsReader {
 
   /** Reads the store's checkpoints of `topics` and lets go of the touches their rows now include. */
   private async readStore(topics: Topic[]): Promise<void> {
-    const read = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(topic))] as const));
+    const read = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(this.checkpointOf(topic)))] as const));
     const released: Touch[] = [];
-    for (const [topic, positions] of read) {
-      let stored = this.stored.get(topic);
-      if (!stored) this.stored.set(topic, (stored = new Map()));
-      for (const [p, next] of positions) {
-        if (next <= (stored.get(p) ?? 0)) continue;
-        stored.set(p, next);
-        this.release(topic, p, next, released);
-      }
-    }
+    for (const [topic, positions] of read) this.storeMoved(topic, positions, released);
     if (released.length > 0) this.options.invalidate(released);
+  }
+
+  /** The store's rows now include the records before `positions`: the touches before them let go. */
+  private storeMoved(topic: Topic, positions: Map<number, number>, released: Touch[]): void {
+    let stored = this.stored.get(topic);
+    if (!stored) this.stored.set(topic, (stored = new Map()));
+    for (const [p, next] of positions) {
+      if (next <= (stored.get(p) ?? 0)) continue;
+      stored.set(p, next);
+      this.release(topic, p, next, released);
+    }
   }
 
   /**
@@ -233,6 +346,8 @@ export class StatsReader {
     this.pendingCount -= gone;
     if (touches.overflowUntil !== undefined && touches.overflowUntil < next) {
       touches.overflowUntil = undefined;
+      touches.overflowFrom = undefined;
+      touches.overflowTo = undefined;
       this.overflowed--;
     }
   }
