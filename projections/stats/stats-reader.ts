@@ -34,6 +34,13 @@ export interface StatsReaderOptions {
   maxPending?: number;
   /** How often the store's checkpoints are read while touches wait for their rows (default 1000 ms). */
   pollMs?: number;
+  /**
+   * Writes the samples of a partition's records up to `upTo` (exclusive) from the store's
+   * checkpoint, as its writer would (the same rows: a sample is a function of its partition's
+   * records): what a read does for its own writes when their writer has not written them by half
+   * its wait (a writers' group rebalancing, a writer gone until the session timeout). See `reflect`.
+   */
+  standIn?: (topic: Topic, partition: number, upTo: number) => Promise<void>;
   /** The rollups are written by one instance for all (see the top of this file). */
   rollups?: {
     writer: StatsRollups;
@@ -253,6 +260,13 @@ export class StatsReader {
    * Resolves once the store's rows include the records at `positions` of each topic (this
    * instance's own appends, whichever instance writes their partitions), and this reader has
    * applied them (so the cache holds nothing older); throws after `timeoutMs`.
+   *
+   * Across a rebalance of the writers' groups (nobody writes a partition until it is handed on,
+   * up to the session timeout for an instance gone): when half of `timeoutMs` has passed with the
+   * rows not written, the read stands in: it writes the samples of the partitions behind itself
+   * (`standIn`), and with a roller, rolls up what is written as the roller does. The rows and
+   * rollups it writes are the ones their writer and the roller write (written twice then, the
+   * same rows: merged by ClickHouse as a replay's are).
    */
   async reflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
@@ -263,9 +277,17 @@ export class StatsReader {
       }
     }
     let pause = 10;
+    const standInAt = Date.now() + Math.floor(timeoutMs / 2);
+    let stoodIn = false;
     for (;;) {
       const unmet = wanted.filter(([topic, target]) => !this.storeHas(topic, target));
       if (unmet.length === 0) return;
+      if (!stoodIn && Date.now() >= standInAt && (this.options.standIn || this.options.rollups)) {
+        stoodIn = true;
+        // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers.
+        await this.standIn(unmet).catch((err: unknown) => this.options.rollups?.onError?.(err));
+        continue;
+      }
       if (Date.now() >= deadline) {
         const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
         throw new StatsWritersBehind(behind);
@@ -278,6 +300,19 @@ export class StatsReader {
       await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))));
       pause = Math.min(pause * 2, 100);
     }
+  }
+
+  /** Writes what the writers have not written of these targets (their samples, then their rollups): see `reflect`. */
+  private async standIn(unmet: (readonly [Topic, Map<number, number>])[]): Promise<void> {
+    const standIn = this.options.standIn;
+    if (standIn) {
+      for (const [topic, target] of unmet) {
+        const written = positionsOf(await this.options.store.loadCheckpoint(topic));
+        for (const [p, upTo] of target) if ((written.get(p) ?? 0) < upTo) await standIn(topic, p, upTo);
+      }
+    }
+    if (this.options.rollups) await this.rollNow();
+    else await this.readStore(unmet.map(([topic]) => topic));
   }
 
   close(): void {
