@@ -137,6 +137,11 @@ export class StatsReader {
     return this.overflowed === 0 && !this.perApp.has(appId);
   }
 
+  /** Reads that stood in for the writers (see `reflect`). */
+  standIns = 0;
+  /** When each partition's checkpoint (as this reader waits on it) last moved, by `topic\0partition`. */
+  private readonly movedAt = new Map<string, number>();
+
   /** Touches waiting for their rows (GET /metrics, tests). */
   get waiting(): number {
     return this.pendingCount;
@@ -277,16 +282,24 @@ export class StatsReader {
       }
     }
     let pause = 10;
-    const standInAt = Date.now() + Math.floor(timeoutMs / 2);
+    const half = Math.floor(timeoutMs / 2);
+    const standInAt = Date.now() + half;
     let stoodIn = false;
     for (;;) {
       const unmet = wanted.filter(([topic, target]) => !this.storeHas(topic, target));
       if (unmet.length === 0) return;
       if (!stoodIn && Date.now() >= standInAt && (this.options.standIn || this.options.rollups)) {
-        stoodIn = true;
-        // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers.
-        await this.standIn(unmet).catch((err: unknown) => this.options.rollups?.onError?.(err));
-        continue;
+        // Partitions whose rows nobody has written for half the wait (slow writers still writing are waited for).
+        const stalled = unmet
+          .map(([topic, target]) => [topic, new Map([...target].filter(([p, next]) => (this.stored.get(topic)?.get(p) ?? 0) < next && Date.now() - (this.movedAt.get(`${topic}\u0000${p}`) ?? 0) >= half))] as const)
+          .filter(([, target]) => target.size > 0);
+        if (stalled.length > 0) {
+          stoodIn = true;
+          this.standIns++;
+          // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers.
+          await this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
+          continue;
+        }
       }
       if (Date.now() >= deadline) {
         const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
@@ -357,6 +370,7 @@ export class StatsReader {
     for (const [p, next] of positions) {
       if (next <= (stored.get(p) ?? 0)) continue;
       stored.set(p, next);
+      this.movedAt.set(`${topic}\u0000${p}`, Date.now());
       this.release(topic, p, next, released);
     }
   }
