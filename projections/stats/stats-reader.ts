@@ -296,8 +296,12 @@ export class StatsReader {
         if (stalled.length > 0) {
           stoodIn = true;
           this.standIns++;
-          // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers.
-          await this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
+          // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers;
+          // one still going at the deadline goes on without the read.
+          const done = this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))))]);
+          clearTimeout(timer);
           continue;
         }
       }
