@@ -21,7 +21,7 @@ const basic = (key: string): string => `Basic ${Buffer.from(key).toString('base6
 const bearer = (token: string): string => `Bearer ${Buffer.from(token).toString('base64')}`;
 
 describeWithInfra('production mode: token revocation is an event on the Kafka log', 'Kafka and ClickHouse', infra, (found) => {
-  it('a token revoked through one instance is refused with 40141 by another, and by an instance started afterwards; stats fixtures read right after POST /stats', async () => {
+  it('a token revoked through one instance is refused with 40141 by another, and by an instance started afterwards; stats fixtures read right after POST /stats', { timeout: 120_000 }, async () => {
     const isolation = { topicPrefix: `rev-${randomBytes(4).toString('hex')}-`, tablePrefix: `rev_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<Service> => {
       const { service } = await startProductionInstance(found, { appId: 'revapp', key: 'revapp.k1:rev-secret-rev-secret', instanceId, isolation, env: { SANDBOX: '1', KAFKA_SESSION_TIMEOUT_MS: '6000' } });
