@@ -44,7 +44,7 @@ describe('JSON publish bodies: the plain-text fast path and the full parser answ
   });
 
   it('malformed and empty texts get the parser's own errors (40001)', async () => {
-    const channel = uniqueChannel();
+  it("malformed and empty texts get the parser's own errors (40001)", async () => {
     const malformed = await publish(channel, '{"name":');
     expect(malformed.statusCode).toBe(400);
     expect(malformed.json().error).toMatchObject({ code: 40001, message: INVALID_JSON });
