@@ -43,8 +43,8 @@ describe('JSON publish bodies: the plain-text fast path and the full parser answ
     expect((await history(channel)).map((m) => m.data)).toEqual(['__proto__', 'constructor']);
   });
 
-  it('malformed and empty texts get the parser's own errors (40001)', async () => {
   it("malformed and empty texts get the parser's own errors (40001)", async () => {
+    const channel = uniqueChannel();
     const malformed = await publish(channel, '{"name":');
     expect(malformed.statusCode).toBe(400);
     expect(malformed.json().error).toMatchObject({ code: 40001, message: INVALID_JSON });
