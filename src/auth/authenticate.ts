@@ -18,6 +18,14 @@ const decodeBase64 = (value: string): string | undefined => {
 };
 
 /**
+ * The verified-credentials cache's key: the Authorization value itself when no clientId header
+ * comes with it (a header value holds no NUL, so it cannot equal a key with one), and no string
+ * built per request for the common case.
+ */
+const cacheKeyOf = (authorization: string, clientIdHeader: string | undefined): string =>
+  clientIdHeader === undefined ? authorization : `${authorization}\u0000${clientIdHeader}`;
+
+/**
  * Authentication (spec: Authentication): `Basic base64(key)` or `Bearer base64(token)`, the token
  * a native one (src/auth/tokens.ts) or a JWT (src/auth/jwt.ts).
  * No credentials: 40106; credentials that do not check out: 40101. Never a 4014x for a key,
@@ -46,14 +54,14 @@ export class Authenticator {
     if (!this.tokens?.prepare || authorization === undefined || authorization.length < 8) return undefined;
     if (authorization.charCodeAt(0) !== 66 && authorization.charCodeAt(0) !== 98) return undefined; // B, b
     if (authorization.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
-    const hit = this.verified.get(`${authorization}\u0000${clientIdHeader ?? ''}`);
+    const hit = this.verified.get(cacheKeyOf(authorization, clientIdHeader));
     if (hit && hit.version === this.apps.version && hit.expires > now) return undefined;
     const token = decodeBase64(authorization.slice(7).trim());
     return token === undefined ? undefined : this.tokens.prepare(token, now);
   }
 
   authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {
-    const cacheKey = authorization === undefined ? undefined : `${authorization}\u0000${clientIdHeader ?? ''}`;
+    const cacheKey = authorization === undefined ? undefined : cacheKeyOf(authorization, clientIdHeader);
     const hit = cacheKey === undefined ? undefined : this.verified.get(cacheKey);
     if (hit && hit.version === this.apps.version && hit.expires > now) return this.notRevoked(hit.credentials, now);
     const credentials = this.notRevoked(this.check(authorization, clientIdHeader, now), now);

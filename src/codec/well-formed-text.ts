@@ -10,7 +10,8 @@ const wellFormedString = (s: string): boolean => (s as string & { isWellFormed()
 
 /** Whether every string (and key) of a value parsed from `text` is well-formed UTF-16. */
 export function jsonTextWellFormed(text: string, value: unknown): boolean {
-  return !SURROGATE_ESCAPE.test(text) || stringsWellFormed(value);
+  // Most texts have no escape at all: indexOf finds that sooner than the regular expression.
+  return text.indexOf('\\u') === -1 || !SURROGATE_ESCAPE.test(text) || stringsWellFormed(value);
 }
 
 /** Every string and key in a JSON value well-formed; iterative, so no nesting can overflow the stack. */

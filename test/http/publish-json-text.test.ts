@@ -1,0 +1,69 @@
+// JSON publish bodies take a fast path when their text needs none of the parser's checks
+// (src/app.ts: plainJson); every other text goes through fastify's parser and the surrogate check.
+// These are the answers of both paths, which must not differ from what the full parser gives.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(() => t.close());
+
+const publish = (channel: string, payload: string) =>
+  t.service.app.inject({
+    method: 'POST',
+    url: `/channels/${encodeURIComponent(channel)}/messages`,
+    headers: { authorization: t.auth, 'content-type': 'application/json' },
+    payload,
+  });
+
+const history = async (channel: string): Promise<Record<string, unknown>[]> => {
+  const res = await t.service.app.inject({ url: `/channels/${encodeURIComponent(channel)}/messages?direction=forwards`, headers: { authorization: t.auth } });
+  return res.json() as Record<string, unknown>[];
+};
+
+const INVALID_JSON = "malformed request: Body is not valid JSON but content-type is set to 'application/json'";
+
+describe('JSON publish bodies: the plain-text fast path and the full parser answer alike', () => {
+  it('a __proto__ or constructor key, plain or escaped, is refused as invalid JSON (40001); nothing is stored', async () => {
+    const channel = uniqueChannel();
+    for (const body of ['{"__proto__":{"x":1},"name":"p"}', '{"name":"c","constructor":{"prototype":{"x":1}}}', '{"\\u005f_proto__":{"x":1}}']) {
+      const res = await publish(channel, body);
+      expect(res.statusCode, body).toBe(400);
+      expect(res.json().error, body).toMatchObject({ code: 40001, statusCode: 400, message: INVALID_JSON });
+    }
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('"__proto__" and "constructor" as values are fine', async () => {
+    const channel = uniqueChannel();
+    expect((await publish(channel, '{"name":"q","data":"__proto__"}')).statusCode).toBe(201);
+    expect((await publish(channel, '{"name":"c","data":"constructor"}')).statusCode).toBe(201);
+    expect((await history(channel)).map((m) => m.data)).toEqual(['__proto__', 'constructor']);
+  });
+
+  it("malformed and empty texts get the parser's own errors (40001)", async () => {
+    const channel = uniqueChannel();
+    const malformed = await publish(channel, '{"name":');
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error).toMatchObject({ code: 40001, message: INVALID_JSON });
+    const empty = await publish(channel, '');
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json().error).toMatchObject({ code: 40001, message: "malformed request: Body cannot be empty when content-type is set to 'application/json'" });
+  });
+
+  it('a byte order mark before the text is dropped, and escapes are decoded', async () => {
+    const channel = uniqueChannel();
+    expect((await publish(channel, '\ufeff{"name":"bom"}')).statusCode).toBe(201);
+    expect((await publish(channel, '{"name":"esc\\u0041"}')).statusCode).toBe(201);
+    expect((await history(channel)).map((m) => m.name)).toEqual(['bom', 'escA']);
+  });
+
+  it('a text that is not a message object is refused by the publish rules, as before', async () => {
+    const channel = uniqueChannel();
+    expect((await publish(channel, '"just a string"')).json().error).toMatchObject({ code: 40001, message: 'message 0 is not an object' });
+    expect((await publish(channel, 'null')).json().error).toMatchObject({ code: 40001, message: expect.stringContaining('the request body is empty') });
+    expect((await publish(channel, '[]')).json().error).toMatchObject({ code: 40001, message: expect.stringContaining('empty array') });
+  });
+});
