@@ -80,6 +80,8 @@ export class ProjectionRunner {
   private readonly advisoryNames = new Set<string>();
   /** By topic, the feed of the projections reading all of it (RunnerOptions.shareConsumers), which join() adds readers to. */
   private readonly wholeTopicFeeds = new Map<string, TopicFeed>();
+  /** The shared projections' consumers (the writers: ProjectionWiring.shared) and their topics: what stop() drains. */
+  private readonly writers = new Map<string, Topic>();
 
   constructor(private readonly options: RunnerOptions) {}
 
@@ -119,6 +121,7 @@ export class ProjectionRunner {
       const feed = feeds.get(feedKey(projection, topic));
       const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
       if (feed) this.consumers.set(name, subscription);
+      if (projection.shared) this.writers.set(name, topic);
       const reported = subscription.caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
@@ -237,14 +240,85 @@ export class ProjectionRunner {
     };
   }
 
-  /** Stops every consumer; the first failure is thrown once all were asked to stop. */
-  async stop(): Promise<void> {
-    const stopping = [...this.consumers.values()];
+  /**
+   * Stops every consumer; the first failure is thrown once all were asked to stop. With `drainMs`,
+   * the writers (the projections sharing their partitions among the instances) are stopped last:
+   * the others first, so that what they applied is final, then the writers are given up to
+   * `drainMs` to apply, of the partitions they hold, the log up to its end (drain), which their
+   * close then writes to their stores. A start's snapshot of the projections reading every partition
+   * serves only if the stores hold what it covers (presence: projections/presence; README: A
+   * bounded start).
+   */
+  async stop(options: { drainMs?: number } = {}): Promise<void> {
+    const all = [...this.consumers];
+    const writers = (options.drainMs ?? 0) > 0 ? all.filter(([name]) => this.writers.has(name)) : [];
+    const others = all.filter(([name]) => !writers.some(([w]) => w === name));
     this.consumers.clear();
     this.wholeTopicFeeds.clear();
-    const results = await Promise.allSettled(stopping.map((s) => s.stop()));
+    const results = await Promise.allSettled(others.map(([, s]) => s.stop()));
+    if (writers.length > 0) {
+      await this.drain(writers, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
+      results.push(...(await Promise.allSettled(writers.map(([, s]) => s.stop()))));
+    }
+    this.writers.clear();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
+  }
+
+  /**
+   * Waits, up to `ms`, for each writer to be handed its partitions (a consumer group forming right
+   * after a start) and to have applied what the log holds of them up to its end as it is now (the
+   * readers have stopped). Logs what it waits for and, past `ms`, what it gave up on.
+   */
+  private async drain(writers: [string, Subscription][], ms: number): Promise<void> {
+    const { log, logger } = this.options;
+    const startedAt = Date.now();
+    const deadline = startedAt + ms;
+    const left = (): number => Math.max(0, deadline - Date.now());
+    const topics = [...new Set(writers.map(([name]) => this.writers.get(name)!))];
+    // The log's ends, as bounded as the rest (a broker gone meanwhile).
+    let timer: NodeJS.Timeout | undefined;
+    const asked = Promise.all(topics.map(async (topic) => [topic, await log.endOffsets(topic)] as const));
+    const answered = await Promise.race([asked, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]).finally(() => clearTimeout(timer));
+    if (!answered) {
+      asked.catch(() => undefined);
+      logger.warn({ writers: writers.map(([name]) => name), drainMs: ms }, "stop: gave up on the shared writers: the log's end offsets did not come");
+      return;
+    }
+    const ends = new Map<Topic, Map<number, number>>(answered);
+    const joined = new Set<string>();
+    for (const [name, subscription] of writers) void subscription.caughtUp.then(() => joined.add(name));
+    /** Per writer not yet done: the records it lacks of the partitions it holds, or undefined while it holds none yet (its group forming). */
+    const behind = (): Map<string, number | undefined> => {
+      const lacking = new Map<string, number | undefined>();
+      for (const [name, subscription] of writers) {
+        if (!joined.has(name)) {
+          lacking.set(name, undefined);
+          continue;
+        }
+        const end = ends.get(this.writers.get(name)!)!;
+        let records = 0;
+        for (const [p, at] of subscription.positions()) records += Math.max(0, (end.get(p) ?? 0) - at);
+        if (records > 0) lacking.set(name, records);
+      }
+      return lacking;
+    };
+    const describe = (lacking: Map<string, number | undefined>) =>
+      [...lacking].map(([name, records]) => ({ consumer: name, topic: this.writers.get(name), ...(records === undefined ? { handedPartitions: false } : { recordsBehind: records }) }));
+    // Let the caughtUp callbacks of writers already caught up run first.
+    await new Promise((resolve) => setImmediate(resolve));
+    let lacking = behind();
+    if (lacking.size === 0) return;
+    logger.info({ writers: describe(lacking), drainMs: ms }, 'stop: waiting for the shared writers to apply the log up to its end before their stores are written');
+    while (lacking.size > 0 && left() > 0) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(25, left())));
+      lacking = behind();
+    }
+    if (lacking.size === 0) {
+      logger.info({ ms: Date.now() - startedAt }, 'stop: the shared writers applied the log up to its end');
+      return;
+    }
+    logger.warn({ writers: describe(lacking), drainMs: ms }, 'stop: gave up waiting for the shared writers; the next start may not use this stop\'s snapshots (an older one, or a replay)');
   }
 
   private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected']): Subscription {
