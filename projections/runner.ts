@@ -288,23 +288,23 @@ export class ProjectionRunner {
     const ends = new Map<Topic, Map<number, number>>(answered);
     const joined = new Set<string>();
     for (const [name, subscription] of writers) void subscription.caughtUp.then(() => joined.add(name));
-    /** Per writer not yet done: the records it lacks of the partitions it holds, or undefined while it holds none yet (its group forming). */
+    /** Per writer not yet done: the records it lacks of the partitions it holds, or undefined while it waits for partitions (its group forming). */
     const behind = (): Map<string, number | undefined> => {
       const lacking = new Map<string, number | undefined>();
       for (const [name, subscription] of writers) {
-        if (!joined.has(name)) {
-          lacking.set(name, undefined);
-          continue;
-        }
+        // The partitions it was handed and has started (their positions); until caughtUp, its
+        // group may still be handing it some (Kafka: the first hand-over, or a partition whose start
+        // is being asked).
         const end = ends.get(this.writers.get(name)!)!;
         let records = 0;
         for (const [p, at] of subscription.positions()) records += Math.max(0, (end.get(p) ?? 0) - at);
         if (records > 0) lacking.set(name, records);
+        else if (!joined.has(name)) lacking.set(name, undefined);
       }
       return lacking;
     };
     const describe = (lacking: Map<string, number | undefined>) =>
-      [...lacking].map(([name, records]) => ({ consumer: name, topic: this.writers.get(name), ...(records === undefined ? { handedPartitions: false } : { recordsBehind: records }) }));
+      [...lacking].map(([name, records]) => ({ consumer: name, topic: this.writers.get(name), ...(records === undefined ? { waitingForPartitions: true } : { recordsBehind: records }) }));
     // Let the caughtUp callbacks of writers already caught up run first.
     await new Promise((resolve) => setImmediate(resolve));
     let lacking = behind();

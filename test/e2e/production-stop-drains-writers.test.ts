@@ -91,7 +91,7 @@ describe.skipIf(!found && !requireInfra)('graceful stop in production mode', () 
       await close(first.service);
       // It said what it waited for, and gave up on nothing.
       expect(first.lines.filter((l) => l.msg.startsWith('stop: gave up'))).toEqual([]);
-      expect(first.lines.find((l) => l.msg.startsWith('stop: waiting for the shared writers'))?.writers).toContainEqual({ consumer: 'presence-writer', topic: Topics.presence, handedPartitions: false });
+      expect(first.lines.find((l) => l.msg.startsWith('stop: waiting for the shared writers'))?.writers).toContainEqual({ consumer: 'presence-writer', topic: Topics.presence, waitingForPartitions: true });
 
       // 3. Presence changes while it is down; the restart is long after them (past the history window).
       now += 10 * 60_000;
