@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
 import { offsetAtTime } from '../src/log/offset-at-time.js';
+import { drainWriters } from './writer-drain.js';
 
 export interface ProjectionWiring {
   /** Its name in logs and metrics; a consumer of several topics is `<name>-<topic>`. */
@@ -257,68 +258,13 @@ export class ProjectionRunner {
     this.wholeTopicFeeds.clear();
     const results = await Promise.allSettled(others.map(([, s]) => s.stop()));
     if (writers.length > 0) {
-      await this.drain(writers, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
+      const draining = writers.map(([name, subscription]) => ({ name, topic: this.writers.get(name)!, subscription }));
+      await drainWriters(this.options.log, this.options.logger, draining, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
       results.push(...(await Promise.allSettled(writers.map(([, s]) => s.stop()))));
     }
     this.writers.clear();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-  }
-
-  /**
-   * Waits, up to `ms`, for each writer to be handed its partitions (a consumer group forming right
-   * after a start) and to have applied what the log holds of them up to its end as it is now (the
-   * readers have stopped). Logs what it waits for and, past `ms`, what it gave up on.
-   */
-  private async drain(writers: [string, Subscription][], ms: number): Promise<void> {
-    const { log, logger } = this.options;
-    const startedAt = Date.now();
-    const deadline = startedAt + ms;
-    const left = (): number => Math.max(0, deadline - Date.now());
-    const topics = [...new Set(writers.map(([name]) => this.writers.get(name)!))];
-    // The log's ends, as bounded as the rest (a broker gone meanwhile).
-    let timer: NodeJS.Timeout | undefined;
-    const asked = Promise.all(topics.map(async (topic) => [topic, await log.endOffsets(topic)] as const));
-    const answered = await Promise.race([asked, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]).finally(() => clearTimeout(timer));
-    if (!answered) {
-      asked.catch(() => undefined);
-      logger.warn({ writers: writers.map(([name]) => name), drainMs: ms }, "stop: gave up on the shared writers: the log's end offsets did not come");
-      return;
-    }
-    const ends = new Map<Topic, Map<number, number>>(answered);
-    const joined = new Set<string>();
-    for (const [name, subscription] of writers) void subscription.caughtUp.then(() => joined.add(name));
-    /** Per writer not yet done: the records it lacks of the partitions it holds, or undefined while it waits for partitions (its group forming). */
-    const behind = (): Map<string, number | undefined> => {
-      const lacking = new Map<string, number | undefined>();
-      for (const [name, subscription] of writers) {
-        // The partitions it was handed and has started (their positions); until caughtUp, its
-        // group may still be handing it some (Kafka: the first hand-over, or a partition whose start
-        // is being asked).
-        const end = ends.get(this.writers.get(name)!)!;
-        let records = 0;
-        for (const [p, at] of subscription.positions()) records += Math.max(0, (end.get(p) ?? 0) - at);
-        if (records > 0) lacking.set(name, records);
-        else if (!joined.has(name)) lacking.set(name, undefined);
-      }
-      return lacking;
-    };
-    const describe = (lacking: Map<string, number | undefined>) =>
-      [...lacking].map(([name, records]) => ({ consumer: name, topic: this.writers.get(name), ...(records === undefined ? { waitingForPartitions: true } : { recordsBehind: records }) }));
-    // Let the caughtUp callbacks of writers already caught up run first.
-    await new Promise((resolve) => setImmediate(resolve));
-    let lacking = behind();
-    if (lacking.size === 0) return;
-    logger.info({ writers: describe(lacking), drainMs: ms }, 'stop: waiting for the shared writers to apply the log up to its end before their stores are written');
-    while (lacking.size > 0 && left() > 0) {
-      await new Promise((resolve) => setTimeout(resolve, Math.min(25, left())));
-      lacking = behind();
-    }
-    if (lacking.size === 0) {
-      logger.info({ ms: Date.now() - startedAt }, 'stop: the shared writers applied the log up to its end');
-      return;
-    }
-    logger.warn({ writers: describe(lacking), drainMs: ms }, 'stop: gave up waiting for the shared writers; the next start may not use this stop\'s snapshots (an older one, or a replay)');
   }
 
   private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected']): Subscription {
