@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
 import { offsetAtTime } from '../src/log/offset-at-time.js';
+import { drainWriters } from './writer-drain.js';
 
 export interface ProjectionWiring {
   /** Its name in logs and metrics; a consumer of several topics is `<name>-<topic>`. */
@@ -80,6 +81,8 @@ export class ProjectionRunner {
   private readonly advisoryNames = new Set<string>();
   /** By topic, the feed of the projections reading all of it (RunnerOptions.shareConsumers), which join() adds readers to. */
   private readonly wholeTopicFeeds = new Map<string, TopicFeed>();
+  /** The shared projections' consumers (the writers: ProjectionWiring.shared) and their topics: what stop() drains. */
+  private readonly writers = new Map<string, Topic>();
 
   constructor(private readonly options: RunnerOptions) {}
 
@@ -119,6 +122,7 @@ export class ProjectionRunner {
       const feed = feeds.get(feedKey(projection, topic));
       const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
       if (feed) this.consumers.set(name, subscription);
+      if (projection.shared) this.writers.set(name, topic);
       const reported = subscription.caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
@@ -242,12 +246,28 @@ export class ProjectionRunner {
     };
   }
 
-  /** Stops every consumer; the first failure is thrown once all were asked to stop. */
-  async stop(): Promise<void> {
-    const stopping = [...this.consumers.values()];
+  /**
+   * Stops every consumer; the first failure is thrown once all were asked to stop. With `drainMs`,
+   * the writers (the projections sharing their partitions among the instances) are stopped last:
+   * the others first, so that what they applied is final, then the writers are given up to
+   * `drainMs` to apply, of the partitions they hold, the log up to its end (drain), which their
+   * close then writes to their stores. A start's snapshot of the projections reading every partition
+   * serves only if the stores hold what it covers (presence: projections/presence; README: A
+   * bounded start).
+   */
+  async stop(options: { drainMs?: number } = {}): Promise<void> {
+    const all = [...this.consumers];
+    const writers = (options.drainMs ?? 0) > 0 ? all.filter(([name]) => this.writers.has(name)) : [];
+    const others = all.filter(([name]) => !writers.some(([w]) => w === name));
     this.consumers.clear();
     this.wholeTopicFeeds.clear();
-    const results = await Promise.allSettled(stopping.map((s) => s.stop()));
+    const results = await Promise.allSettled(others.map(([, s]) => s.stop()));
+    if (writers.length > 0) {
+      const draining = writers.map(([name, subscription]) => ({ name, topic: this.writers.get(name)!, subscription }));
+      await drainWriters(this.options.log, this.options.logger, draining, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
+      results.push(...(await Promise.allSettled(writers.map(([, s]) => s.stop()))));
+    }
+    this.writers.clear();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }

@@ -455,7 +455,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['usage', () => usage.close()],
     ['lifecycle announcer', () => announcer.close()],
     ['webhooks', () => webhooks.close()],
-    ['consumers', () => runner.stop()],
+    // Production mode: the writers shared among the instances first apply, within half of
+    // SHUTDOWN_TIMEOUT_MS from the close's start, the log up to its end of the partitions they
+    // hold, so that the stores hold what this stop's snapshots cover (README: A bounded start).
+    // The embedded mode has none: its projections write themselves.
+    ['consumers', () => runner.stop({ drainMs: closeStartedAt + config.shutdownTimeoutMs / 2 - Date.now() })],
     ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
     ['projections', () => projections.close()],
     ['history store', () => historyStore.close()],
@@ -464,8 +468,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['log', () => log.close()],
     ['adapters', async () => adapters.close?.()], // last: the data directory's lock
   ];
+  let closeStartedAt = 0;
   const close = (): Promise<void> =>
     (closing ??= (async () => {
+      closeStartedAt = Date.now();
       for (const t of timers) clearInterval(t);
       let first: unknown;
       for (const [name, step] of steps) {

@@ -206,7 +206,10 @@ for (const mode of [embedded, production]) {
         expect(before(readBy(fallback.handed, 'presence'), presenceEnds)).toBe(PRESENCE_EVENTS + LATE);
         expect(before(readBy(fallback.handed, 'channels-connections'), connectionEnds)).toBe(connectionRecords);
         const reasons = (projection: string) => fallback.warnings.filter((w) => w.projection === projection).map((w) => w.reason ?? w.msg);
-        expect(reasons('presence')).toEqual([...files('presence').map(() => 'its checksum does not match: corrupt'), 'no usable snapshot: the projection replays its topics whole']);
+        const presenceReasons = [...files('presence').map(() => 'its checksum does not match: corrupt'), 'no usable snapshot: the projection replays its topics whole'];
+        // Production mode: the presence writer, once its group hands it partitions, loads them again
+        // for its member set (a stop drains it: the group may now form within the test).
+        expect([presenceReasons, [...presenceReasons, ...presenceReasons]]).toContainEqual(reasons('presence'));
         expect(reasons('channels')[0]).toBe("version 0 of the projection's state, this build reads version 1 (written by an older build)");
         expect(reasons('channels').at(-1)).toBe('no usable snapshot: the projection replays its topics whole');
         expect(await stateOf(fallback.service, appId)).toEqual(fromSnapshot);

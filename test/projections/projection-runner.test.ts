@@ -254,6 +254,57 @@ describe('ProjectionRunner on the embedded log', () => {
     await runner.stop();
   });
 
+  it('stop with drainMs: the other consumers stop first, then the writers apply the log up to its end before they stop, saying what it waits for', async () => {
+    await append(Topics.presence, 'p0', 'p1', 'p2');
+    const { logger, lines } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const written: string[] = [];
+    const read: string[] = [];
+    const shared = { from: () => new Map<number, number>() };
+    await runner.start(
+      { name: 'reader', topics: [Topics.presence], handle: (records) => void read.push(...records.map(text)) },
+      {
+        name: 'writer',
+        topics: [Topics.presence],
+        shared,
+        handle: async (records) => {
+          await held;
+          written.push(...records.map(text));
+        },
+      },
+    );
+    const stopped = runner.stop({ drainMs: 60_000 });
+    await until(() => lines.some((l) => l.msg === 'stop: waiting for the shared writers to apply the log up to its end before their stores are written'));
+    expect(lines.find((l) => String(l.msg).startsWith('stop: waiting'))!.writers).toEqual([{ consumer: 'writer', topic: Topics.presence, recordsBehind: 3 }]);
+    // The reader has stopped: what is appended now reaches it no more.
+    await append(Topics.presence, 'p3');
+    release();
+    await stopped;
+    expect(read).toEqual(['p0', 'p1', 'p2']);
+    expect(written.slice(0, 3)).toEqual(['p0', 'p1', 'p2']);
+    expect(lines.some((l) => l.msg === 'stop: the shared writers applied the log up to its end')).toBe(true);
+    expect(lines.filter((l) => String(l.msg).startsWith('stop: gave up'))).toEqual([]);
+  });
+
+  it('stop with drainMs: a writer that cannot apply the log up to its end is given up on after drainMs, with a warning naming it; without drainMs, nothing waits', async () => {
+    await append(Topics.presence, 'p0', 'p1');
+    const { logger, lines } = capturedLogger();
+    const failing = (): ProjectionRunner => new ProjectionRunner({ log, logger });
+    const wiring = (name: string) => ({ name, topics: [Topics.presence] as Topic[], shared: { from: () => new Map<number, number>() }, handle: () => Promise.reject(new Error('store down')) });
+    const runner = failing();
+    await runner.start(wiring('writer'));
+    await runner.stop({ drainMs: 150 });
+    const gaveUp = lines.filter((l) => String(l.msg).startsWith('stop: gave up waiting for the shared writers'));
+    expect(gaveUp.map((l) => [l.level, l.writers, l.drainMs])).toEqual([[40, [{ consumer: 'writer', topic: Topics.presence, recordsBehind: 2 }], 150]]);
+    const other = failing();
+    await other.start(wiring('writer'));
+    const before = lines.length;
+    await other.stop();
+    expect(lines.slice(before).filter((l) => String(l.msg).startsWith('stop:'))).toEqual([]);
+  });
+
   it('join: a reader that joins while the shared consumer hands out a batch it starts in is handed that batch too', async () => {
     await append(Topics.messages, 'm0');
     const { logger } = capturedLogger();
