@@ -455,10 +455,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['usage', () => usage.close()],
     ['lifecycle announcer', () => announcer.close()],
     ['webhooks', () => webhooks.close()],
-    // Production mode: the writers shared among the instances first apply, within half of
-    // SHUTDOWN_TIMEOUT_MS from the close's start, the log up to its end of the partitions they
-    // hold, so that the stores hold what this stop's snapshots cover (README: A bounded start).
-    // The embedded mode has none: its projections write themselves.
+    // Production: the shared writers first apply their partitions up to the log's end, within half of
+    // SHUTDOWN_TIMEOUT_MS, so the stores hold what the snapshots cover (projections/writer-drain.ts).
     ['consumers', () => runner.stop({ drainMs: closeStartedAt + config.shutdownTimeoutMs / 2 - Date.now() })],
     ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
     ['projections', () => projections.close()],
