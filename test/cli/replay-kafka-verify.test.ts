@@ -15,7 +15,7 @@ import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
 import { Topics, type AppendRecord } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import { partitionFor } from '../../src/log/partitioner.js';
-import { CHAIN_HEADERS, chainDigest, genesisLink } from '../../src/log/kafka/kafka-chain.js';
+import { CHAIN_HEADER, CHAIN_HEADERS_V0, chainDigest, encodeChainHeader, genesisLink, type ChainHeaders } from '../../src/log/kafka/kafka-chain.js';
 import { nextLink } from '../../src/log/embedded/chain.mjs';
 import { CheckpointSigner, decodeCheckpoint } from '../../src/audit/checkpoint.js';
 import { packValue } from '../../src/codec/msgpack.js';
@@ -29,6 +29,13 @@ const signer = CheckpointSigner.loadOrCreate(join(keyDir, 'audit-key.pem'));
 const rotated = CheckpointSigner.loadOrCreate(join(keyDir, 'rotated-key.pem'));
 const stranger = CheckpointSigner.loadOrCreate(join(keyDir, 'stranger-key.pem'));
 const request: ScopeRequest = { appId: 'app1', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER };
+
+/** Both formats of a record's chain headers: one cm-chain header (written today), four of earlier versions (read still). */
+type Format = 'one header' | 'four headers';
+const headersOf = ({ writer, seq, prev, link }: ChainHeaders, format: Format = 'one header'): IHeaders =>
+  format === 'one header'
+    ? { [CHAIN_HEADER]: encodeChainHeader(Buffer.from(writer), seq, prev, link) }
+    : { [CHAIN_HEADERS_V0.writer]: writer, [CHAIN_HEADERS_V0.seq]: String(seq), [CHAIN_HEADERS_V0.prev]: prev, [CHAIN_HEADERS_V0.link]: link };
 
 const publish = (channel: string, n: number): AppendRecord => ({
   key: `app1:${channel}`,
@@ -77,12 +84,12 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     });
   };
   /** The chain headers a forger that knows the scheme gives records[0..n) as seqs 0..n of writer `writerId`. */
-  const chainOf = (writerId: string, topic: string, records: AppendRecord[]): IHeaders[] => {
+  const chainOf = (writerId: string, topic: string, records: AppendRecord[], format?: Format): IHeaders[] => {
     let link = genesisLink(writerId, topic, partitionFor(records[0].key, 4));
     return records.map((record, seq) => {
       const prev = link;
       link = nextLink(prev, chainDigest(seq, record));
-      return { [CHAIN_HEADERS.writer]: writerId, [CHAIN_HEADERS.seq]: String(seq), [CHAIN_HEADERS.prev]: prev, [CHAIN_HEADERS.link]: link };
+      return headersOf({ writer: writerId, seq, prev, link }, format);
     });
   };
 
@@ -116,7 +123,7 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     await a.checkpoint();
     const [, second] = await a.readChained(Topics.messages, partitionFor('app1:x', 4), 0, 10);
     const chain = second.chain as { writer: string; seq: number; prev: Buffer; link: Buffer };
-    await forge(p, 'messages', [{ record: publish('x', 666), headers: { [CHAIN_HEADERS.writer]: chain.writer, [CHAIN_HEADERS.seq]: String(chain.seq), [CHAIN_HEADERS.prev]: chain.prev, [CHAIN_HEADERS.link]: chain.link } }]);
+    await forge(p, 'messages', [{ record: publish('x', 666), headers: headersOf(chain) }]);
     const problems = await problemsOf(a);
     expect(problems.some((m) => m.startsWith(`record changed: messages/${second.partition} offset 2 (writer ${chain.writer} seq 1) does not give the link its headers carry`)), problems.join('\n')).toBe(true);
   }, 60_000);
@@ -129,7 +136,7 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     const [, second] = await a.readChained(Topics.messages, partitionFor('app1:x', 4), 0, 10);
     const chain = second.chain as { writer: string; seq: number; prev: Buffer; link: Buffer };
     await forge(p, 'messages', [
-      { record: second, headers: { [CHAIN_HEADERS.writer]: chain.writer, [CHAIN_HEADERS.seq]: String(chain.seq), [CHAIN_HEADERS.prev]: chain.prev, [CHAIN_HEADERS.link]: chain.link } },
+      { record: second, headers: headersOf(chain) },
       { record: publish('x', 3) },
     ]);
     const problems = await problemsOf(a);
@@ -139,13 +146,13 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     ]);
   }, 60_000);
 
-  it('a record left out of a writer\'s sequence (a deletion) and records re-ordered are caught', async () => {
+  it.each(['one header', 'four headers'] as const)('a record left out of a writer\'s sequence (a deletion) and records re-ordered are caught, chains in %s', async (format) => {
     const p = prefix();
     const records = [0, 1, 2, 3].map((n) => publish('x', n));
     // seq 2 never produced: 0, 1, 3; then another writer's 0, 2, 1.
-    const gap = chainOf('wgap', 'messages', records);
+    const gap = chainOf('wgap', 'messages', records, format);
     await forge(p, 'messages', [0, 1, 3].map((seq) => ({ record: records[seq], headers: gap[seq] })));
-    const swapped = chainOf('wswap', 'messages', records);
+    const swapped = chainOf('wswap', 'messages', records, format);
     await forge(p, 'messages', [0, 2, 1].map((seq) => ({ record: records[seq], headers: swapped[seq] })));
     const problems = await problemsOf(writer(p));
     const partition = partitionFor('app1:x', 4);
@@ -154,6 +161,49 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
       `records missing: writer wswap's seqs 1 to 1 in messages/${partition} (between offsets 3 and 4)`,
       `records out of order: messages/${partition} offset 5 is writer wswap seq 1, after its seq 2 at offset 4 (re-ordered or forged)`,
     ]);
+  }, 60_000);
+
+  it('a log written with four chain headers per record (earlier versions) verifies, its checkpoint matched; a record changed in it is caught', async () => {
+    const p = prefix();
+    const records = [0, 1, 2, 3].map((n) => publish('x', n));
+    const partition = partitionFor('app1:x', 4);
+    const headers = chainOf('wv0', 'messages', records, 'four headers');
+    await forge(p, 'messages', records.map((record, seq) => ({ record, headers: headers[seq] })));
+    // Its writer's checkpoint of seq 3, itself chained in the audit topic as that writer wrote it.
+    const head = headers[3][CHAIN_HEADERS_V0.link] as Buffer;
+    const checkpoint = { key: 'checkpoint', timestamp: Date.now(), value: signer.encode([{ topic: 'messages', partition, offset: 3, link: head, writer: 'wv0', seq: 3 }]) };
+    await forge(p, 'audit', [{ record: checkpoint, headers: chainOf('wv0', 'audit', [checkpoint], 'four headers')[0] }]);
+    const a = writer(p);
+    const v = await verify(a);
+    expect(v.problems).toEqual([]);
+    expect(v.records).toBe(5); // the four and the checkpoint
+    expect(v.headsMatched).toBe(1);
+    expect(v.unsigned()).toBe(0);
+    // Read back as the service reads it: the same chain either way.
+    const read = await a.readChained(Topics.messages, partition, 0, 10);
+    expect(read.map((r) => r.chain !== undefined && r.chain !== 'malformed' && [r.chain.writer, r.chain.seq, r.chain.link.equals(headers[r.offset][CHAIN_HEADERS_V0.link] as Buffer)])).toEqual([0, 1, 2, 3].map((seq) => ['wv0', seq, true]));
+    // seq 3's headers on another value.
+    await forge(p, 'messages', [{ record: publish('x', 666), headers: headers[3] }]);
+    const problems = await problemsOf(a);
+    expect(problems.some((m) => m.startsWith(`record changed: messages/${partition} offset 4 (writer wv0 seq 3) does not give the link its headers carry`)), problems.join('\n')).toBe(true);
+  }, 60_000);
+
+  it('chain headers not well formed (a cm-chain cut short, of an unknown format, or beside the four headers) are caught as changed records', async () => {
+    const p = prefix();
+    const a = writer(p);
+    await a.append(Topics.messages, [publish('x', 1)]);
+    const [first] = await a.readChained(Topics.messages, partitionFor('app1:x', 4), 0, 10);
+    const chain = first.chain as ChainHeaders;
+    const one = headersOf(chain)[CHAIN_HEADER] as Buffer;
+    const unknownFormat = Buffer.from(one);
+    unknownFormat[0] = 2;
+    await forge(p, 'messages', [
+      { record: publish('x', 2), headers: { [CHAIN_HEADER]: one.subarray(0, 60) } },
+      { record: publish('x', 3), headers: { [CHAIN_HEADER]: unknownFormat } },
+      { record: publish('x', 4), headers: { ...headersOf(chain), ...headersOf(chain, 'four headers') } },
+    ]);
+    const problems = await problemsOf(a);
+    expect(problems).toEqual([1, 2, 3].map((offset) => `record changed: messages/${first.partition} offset ${offset} carries chain headers that are not well formed`));
   }, 60_000);
 
   it('records missing at the end of a writer\'s chain (past what a checkpoint signed) are caught', async () => {

@@ -5,17 +5,27 @@
 // (writer, topic, partition), numbered by a sequence of its own:
 //   digest(s) = SHA-256(s as 8 bytes big-endian, the record in its canonical form: chain.mjs)
 //   link(s)   = SHA-256(link(s - 1), digest(s)),  link(-1) = SHA-256("channel-messaging kafka chain v1\n" writer \n topic \n partition \n)
-// carried in each record's headers: cm-chain-writer, cm-chain-seq (decimal), cm-chain-prev and
-// cm-chain-link (32 bytes each). Prev is link(s - 1) again, so that a record whose predecessors
-// retention deleted still proves its own content. The genesis link binds a chain to its writer and
-// partition: a record moved to another partition breaks both chains.
+// carried in one header of each record, cm-chain: format 1 (1 byte), s (8 bytes big-endian),
+// link(s - 1) and link(s) (32 bytes each), the writer id (UTF-8, the rest). Prev is link(s - 1) again,
+// so that a record whose predecessors retention deleted still proves its own content. The genesis
+// link binds a chain to its writer and partition: a record moved to another partition breaks both
+// chains. Versions before carried the same four fields in four headers (CHAIN_HEADERS_V0): one header
+// is one encoding and one decoding per record instead of four, on the publish path and in every
+// consumer; records in that format are still read (chainOf), for the logs they wrote.
 import { createHash, randomBytes } from 'node:crypto';
 import type { IHeaders } from 'kafkajs';
 import { nextLink, recordDigest, LINK_BYTES } from '../embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../embedded/segment.js';
 import { Topics, type AppendRecord, type CheckpointOptions as Options } from '../port.js';
 
-export const CHAIN_HEADERS = { writer: 'cm-chain-writer', seq: 'cm-chain-seq', prev: 'cm-chain-prev', link: 'cm-chain-link' } as const;
+/** The header that carries a record's place in its writer's chain. */
+export const CHAIN_HEADER = 'cm-chain';
+/** The chain's headers before CHAIN_HEADER: read still, never written (seq in decimal). */
+export const CHAIN_HEADERS_V0 = { writer: 'cm-chain-writer', seq: 'cm-chain-seq', prev: 'cm-chain-prev', link: 'cm-chain-link' } as const;
+
+const FORMAT = 1;
+/** where each field of CHAIN_HEADER's value starts: the writer id is the rest */
+const AT = { seq: 1, prev: 9, link: 9 + LINK_BYTES, writer: 9 + 2 * LINK_BYTES } as const;
 
 /** A record's place in its writer's chain, as its headers carry it. */
 export interface ChainHeaders {
@@ -42,18 +52,44 @@ export function chainDigest(seq: number, record: AppendRecord): Buffer {
   return recordDigest(seq, scratch, 5, end);
 }
 
-/** The chain headers of a record as read, or undefined when it has none (or they are not well formed: `malformed`). */
+/** CHAIN_HEADER's value for a record: `writer` is the writer id's UTF-8 bytes. */
+export function encodeChainHeader(writer: Buffer, seq: number, prev: Buffer, link: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(AT.writer + writer.length);
+  out[0] = FORMAT;
+  out.writeUInt32BE(Math.floor(seq / 0x1_0000_0000), AT.seq);
+  out.writeUInt32BE(seq >>> 0, AT.seq + 4);
+  out.set(prev, AT.prev);
+  out.set(link, AT.link);
+  out.set(writer, AT.writer);
+  return out;
+}
+
+/**
+ * The chain of a record as its headers carry it (CHAIN_HEADER, or the four CHAIN_HEADERS_V0 of
+ * earlier versions), undefined when they carry none, `malformed` when they are not well formed
+ * (both formats at once included).
+ */
 export function chainOf(headers: IHeaders | undefined): ChainHeaders | 'malformed' | undefined {
   if (!headers) return undefined;
-  const writer = headers[CHAIN_HEADERS.writer];
-  const seq = headers[CHAIN_HEADERS.seq];
-  const prev = headers[CHAIN_HEADERS.prev];
-  const link = headers[CHAIN_HEADERS.link];
-  if (writer === undefined && seq === undefined && prev === undefined && link === undefined) return undefined;
+  const one = headers[CHAIN_HEADER];
+  const writer = headers[CHAIN_HEADERS_V0.writer];
+  const seq = headers[CHAIN_HEADERS_V0.seq];
+  const prev = headers[CHAIN_HEADERS_V0.prev];
+  const link = headers[CHAIN_HEADERS_V0.link];
+  const v0 = writer !== undefined || seq !== undefined || prev !== undefined || link !== undefined;
+  if (one !== undefined) return v0 ? 'malformed' : decodeChainHeader(one);
+  if (!v0) return undefined;
   if (!Buffer.isBuffer(writer) || !Buffer.isBuffer(seq) || !Buffer.isBuffer(prev) || !Buffer.isBuffer(link)) return 'malformed';
   const s = Number(seq.toString('latin1'));
   if (!Number.isSafeInteger(s) || s < 0 || prev.length !== LINK_BYTES || link.length !== LINK_BYTES) return 'malformed';
   return { writer: writer.toString('utf8'), seq: s, prev, link };
+}
+
+function decodeChainHeader(value: IHeaders[string]): ChainHeaders | 'malformed' {
+  if (!Buffer.isBuffer(value) || value.length <= AT.writer || value[0] !== FORMAT) return 'malformed';
+  const seq = value.readUInt32BE(AT.seq) * 0x1_0000_0000 + value.readUInt32BE(AT.seq + 4);
+  if (!Number.isSafeInteger(seq)) return 'malformed';
+  return { writer: value.toString('utf8', AT.writer), seq, prev: value.subarray(AT.prev, AT.link), link: value.subarray(AT.link, AT.writer) };
 }
 
 /** A chain's newest acknowledged record: what a checkpoint signs. */
@@ -69,6 +105,8 @@ export interface WriterHead {
 
 interface ChainState {
   writer: string;
+  /** the writer id's UTF-8 bytes, as CHAIN_HEADER carries it */
+  writerBytes: Buffer;
   /** the next record's sequence */
   seq: number;
   link: Buffer;
@@ -101,12 +139,12 @@ export class ProducerChains {
       const { record, partition } = messages[i];
       const id = `${topic}/${partition}`;
       let state = this.chains.get(id);
-      if (!state) this.chains.set(id, (state = { writer: this.writer, seq: 0, link: genesisLink(this.writer, topic, partition) }));
+      if (!state) this.chains.set(id, (state = { writer: this.writer, writerBytes: Buffer.from(this.writer), seq: 0, link: genesisLink(this.writer, topic, partition) }));
       const seq = state.seq;
       const prev = state.link;
       // nextLink answers in a buffer of its own each call (crypto.hash), never a shared one.
       const link = nextLink(prev, chainDigest(seq, record));
-      headers[i] = { [CHAIN_HEADERS.writer]: state.writer, [CHAIN_HEADERS.seq]: String(seq), [CHAIN_HEADERS.prev]: prev, [CHAIN_HEADERS.link]: link };
+      headers[i] = { [CHAIN_HEADER]: encodeChainHeader(state.writerBytes, seq, prev, link) };
       state.seq = seq + 1;
       state.link = link;
       heads.set(partition, { writer: state.writer, seq, link });
