@@ -5,6 +5,7 @@
 // retried), and stops them all. service.ts says which projections run; this says how.
 import type { Logger } from 'pino';
 import type { Checkpoint, ConsumeOptions, Log, LogRecord, Subscription, Topic } from '../src/log/port.js';
+import { lagOf } from '../src/log/port.js';
 import { offsetAtTime } from '../src/log/offset-at-time.js';
 import { drainWriters } from './writer-drain.js';
 
@@ -288,14 +289,6 @@ export class ProjectionRunner {
     this.consumers.set(name, subscription);
     return subscription;
   }
-}
-
-/** Records a consumer has yet to apply: the log's end as it last saw it, minus its position. */
-function lagOf(subscription: Subscription): number {
-  const at = subscription.positions();
-  let lag = 0;
-  for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-  return lag;
 }
 
 interface FeedReader {

@@ -71,6 +71,14 @@ export interface Subscription {
   stop(): Promise<void>;
 }
 
+/** Records a consumer has yet to apply: the log's end as it last saw it, minus its position, over its partitions. */
+export function lagOf(subscription: Pick<Subscription, 'positions' | 'highWatermarks'>): number {
+  const at = subscription.positions();
+  let lag = 0;
+  for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
+  return lag;
+}
+
 /**
  * One record seen in place: its value is bytes[start, end) of a buffer the log owns, and its key
  * where `key` says, valid during the call only (copy what is kept).

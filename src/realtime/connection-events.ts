@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import type { ConsumeOptions, Log, Subscription } from '../log/port.js';
-import { Topics } from '../log/port.js';
+import { lagOf, Topics } from '../log/port.js';
 import { channelKey } from '../log/partitioner.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import type { ConnectionEvent } from '../domain/events.js';
@@ -160,12 +160,7 @@ export class ConnectionEvents {
    * where it is (GET /ready's `consumers` check, GET /metrics: `connection-events`); 0 before it started.
    */
   lag(): number {
-    const subscription = this.subscription;
-    if (!subscription) return 0;
-    const at = subscription.positions();
-    let lag = 0;
-    for (const [p, end] of subscription.highWatermarks()) lag += Math.max(0, end - (at.get(p) ?? 0));
-    return lag;
+    return this.subscription ? lagOf(this.subscription) : 0;
   }
 
   /**
