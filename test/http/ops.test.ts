@@ -31,6 +31,43 @@ const sample = (text: string, name: string, labels: Record<string, string> = {})
   return undefined;
 };
 
+/**
+ * A service on the embedded log whose consumer named `consumer` waits at a gate, closed once the
+ * service has started and until `release()`: its lag grows while the others go on.
+ */
+async function startWithGatedConsumer(consumer: string): Promise<{ s: TestService; release: () => void }> {
+  let open: () => void = () => {};
+  let gate: Promise<void> | undefined;
+  const s = await startTestService(
+    { READY_MAX_LAG: '2' },
+    {
+      adapters: (dataDir) => {
+        const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
+        const log = adapters.log;
+        const held: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
+          consume: (options: Parameters<Log['consume']>[0]) =>
+            log.consume({
+              ...options,
+              handle: async (records) => {
+                if (options.consumer === consumer && gate) await gate;
+                return options.handle(records);
+              },
+            }),
+        });
+        return { ...adapters, log: held };
+      },
+    },
+  );
+  gate = new Promise((r) => (open = r));
+  return {
+    s,
+    release: () => {
+      gate = undefined;
+      open();
+    },
+  };
+}
+
 describe('GET /health and GET /ready', () => {
   it('/health answers 200 without credentials', async () => {
     const res = await t.service.app.inject({ method: 'GET', url: '/health' });
@@ -49,31 +86,9 @@ describe('GET /health and GET /ready', () => {
   });
 
   it('/ready answers 503 (50005, error headers) while a consumer is more than READY_MAX_LAG behind, and 200 once it caught up', async () => {
-    let release: () => void = () => {};
-    let gate: Promise<void> | undefined;
-    const s = await startTestService(
-      { READY_MAX_LAG: '2' },
-      {
-        adapters: (dataDir) => {
-          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
-          const log = adapters.log;
-          // The history projection's consumer waits at a gate (a slow store, say) while it is closed.
-          const held: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
-            consume: (options: Parameters<Log['consume']>[0]) =>
-              log.consume({
-                ...options,
-                handle: async (records) => {
-                  if (options.consumer === 'history' && gate) await gate;
-                  return options.handle(records);
-                },
-              }),
-          });
-          return { ...adapters, log: held };
-        },
-      },
-    );
+    // The history projection's consumer waits at a gate (a slow store, say) while it is closed.
+    const { s, release } = await startWithGatedConsumer('history');
     try {
-      gate = new Promise((r) => (release = r));
       const channel = uniqueChannel();
       for (let i = 0; i < 5; i++) expect((await publish(s, channel, `m${i}`)).statusCode).toBe(201);
       const res = await s.service.app.inject({ method: 'GET', url: '/ready' });
@@ -85,7 +100,6 @@ describe('GET /health and GET /ready', () => {
       expect(body.checks.find((c) => c.name === 'consumers')?.ok).toBe(false);
       const metrics = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
       expect(sample(metrics, 'cm_consumer_lag_records', { consumer: 'history' })).toBeGreaterThan(2);
-      gate = undefined;
       release();
       let ready = 503;
       while (ready !== 200) {
@@ -100,31 +114,9 @@ describe('GET /health and GET /ready', () => {
   });
 
   it('/ready answers 503 naming connection-events while the connection events consumer is behind, /metrics gives its lag, and both recover', async () => {
-    let release: () => void = () => {};
-    let gate: Promise<void> | undefined;
-    const s = await startTestService(
-      { READY_MAX_LAG: '2' },
-      {
-        adapters: (dataDir) => {
-          const adapters = embeddedAdapters(parseConfig({ DATA_DIR: dataDir }));
-          const log = adapters.log;
-          // The connection events' consumer (embedded: one of their own, `connections`) waits at a gate while it is closed.
-          const held: Log = Object.assign(Object.create(Object.getPrototypeOf(log)), log, {
-            consume: (options: Parameters<Log['consume']>[0]) =>
-              log.consume({
-                ...options,
-                handle: async (records) => {
-                  if (options.consumer === 'connections' && gate) await gate;
-                  return options.handle(records);
-                },
-              }),
-          });
-          return { ...adapters, log: held };
-        },
-      },
-    );
+    // The connection events' consumer (embedded: one of their own, `connections`) waits at a gate while it is closed.
+    const { s, release } = await startWithGatedConsumer('connections');
     try {
-      gate = new Promise((r) => (release = r));
       const detaches = [...Array(5).keys()].map((i) => ({ key: `gone-${i}`, build: () => encodeEvent({ type: 'channel.detached', appId: 'none', channel: `gone-${i}`, connectionId: 'nobody' }) }));
       await s.service.batcher.append(Topics.connections, detaches);
       let res = await s.service.app.inject({ method: 'GET', url: '/ready' });
@@ -135,7 +127,6 @@ describe('GET /health and GET /ready', () => {
       expect(res.json().error.message).toMatch(/connection-events \d+ records behind/);
       const metrics = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
       expect(sample(metrics, 'cm_consumer_lag_records', { consumer: 'connection-events' })).toBeGreaterThan(2);
-      gate = undefined;
       release();
       let ready = 503;
       while (ready !== 200) {
