@@ -25,3 +25,9 @@ export async function rejection(promise: Promise<unknown>): Promise<ErrorLike> {
   }
   throw new Error('expected the SDK to reject');
 }
+
+/** The SDK's two wire formats, for `describe.each`: JSON, and MessagePack (`useBinaryProtocol`). */
+export const WIRE_FORMATS: { format: 'json' | 'msgpack'; useBinaryProtocol: boolean }[] = [
+  { format: 'json', useBinaryProtocol: false },
+  { format: 'msgpack', useBinaryProtocol: true },
+];

@@ -4,10 +4,9 @@
 // Realtime subscription to [meta]channel.lifecycle that sees a channel opened, its occupancy from
 // realtime attachments and presence, and the channel closed (spec: Events, Occupancy).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
-import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { basic, removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Clients, NetworkCut, connectionState, realtimeClient, within } from '../helpers/realtime.js';
 
 const IDLE_MS = 1_500;
@@ -18,8 +17,7 @@ const clients = new Clients();
 
 beforeAll(async () => {
   ts = await startTestService({ CHANNEL_IDLE_MS: String(IDLE_MS), CHANNEL_OCCUPANCY_THROTTLE_MS: '100' });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
   const created = await ts.service.app.inject({
     method: 'POST',
     url: '/apps',
@@ -38,10 +36,7 @@ afterAll(async () => {
 
 const ZERO = { connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceMembers: 0, presenceSubscribers: 0 };
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 ($format)', ({ useBinaryProtocol }) => {
   const rest = (key = keys[0].keyStr): Ably.Rest => new Ably.Rest({ key, restHost: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
   const realtime = (key = keys[0].keyStr, clientId?: string): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, clientId === undefined ? { key } : { key, clientId }));
 

@@ -5,10 +5,9 @@
 // with the messages published meanwhile, in both wire formats.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import {
   Arrivals,
   Clients,
@@ -32,8 +31,7 @@ const cuts: NetworkCut[] = [];
 
 beforeAll(async () => {
   ts = await startTestService();
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
   const root = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
   const created = await root.request('post', '/apps', 6, null, postApps as Record<string, unknown>);
   expect(created.statusCode).toBe(201);
@@ -51,12 +49,7 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-const FORMATS = [
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-];
-
-describe.each(FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', ({ format, useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', ({ format, useBinaryProtocol }) => {
   const realtime = (options: Ably.ClientOptions, via = port): Ably.Realtime => clients.add(realtimeClient(via, useBinaryProtocol, options));
   const rest = (options: Ably.ClientOptions = { key: ts.key }): Ably.Rest =>
     new Ably.Rest({ endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...options });

@@ -6,7 +6,7 @@
 // run, and MessagePack over comet is checked on the wire in test/realtime/comet-protocol.test.ts.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Clients, NetworkCut, collectMessages, collectPresence, connectionState, realtimeClient, stateLog, within } from '../helpers/realtime.js';
 
@@ -35,12 +35,7 @@ afterAll(async () => {
 const transportOf = (client: Ably.Realtime): string | undefined =>
   (client.connection as unknown as { connectionManager: { activeProtocol?: { transport?: { shortName?: string } } } }).connectionManager.activeProtocol?.transport?.shortName;
 
-const FORMATS = [
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-];
-
-describe.each(FORMATS)('ably-js v2 Realtime client over comet (useBinaryProtocol: $useBinaryProtocol)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client over comet (useBinaryProtocol: $useBinaryProtocol)', ({ useBinaryProtocol }) => {
   const comet = (options: Ably.ClientOptions = { key: ts.key }, via = port): Ably.Realtime =>
     clients.add(realtimeClient(via, useBinaryProtocol, { transports: ['comet'], ...options }));
   const webSocket = (options: Ably.ClientOptions = { key: ts.key }, via = port): Ably.Realtime =>

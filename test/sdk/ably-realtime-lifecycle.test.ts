@@ -5,10 +5,9 @@
 // back are present again, and members of a connection that never comes back do not stay present
 // for ever. Each test starts its own service (they change its settings or restart it). Both wire formats.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Arrivals, Clients, NetworkCut, collectMessages, collectPresence, connectionState, realtimeClient, stateLog } from '../helpers/realtime.js';
 
 const clients = new Clients();
@@ -26,25 +25,20 @@ afterEach(async () => {
   }
 });
 
-const FORMATS = [
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-];
-
 /** The SDK's transport in use (not in its typings), which emits `heartbeat` for every HEARTBEAT it gets. */
 type Transport = { maxIdleInterval: number | null; on(event: 'heartbeat', listener: () => void): void };
 const activeTransport = (client: Ably.Realtime): Transport =>
   (client.connection as unknown as { connectionManager: { activeProtocol: { getTransport(): Transport } } }).connectionManager.activeProtocol.getTransport();
 
-describe.each(FORMATS)('ably-js v2 Realtime client, connection lifetime ($format)', ({ format, useBinaryProtocol }) => {
-  const listening = async (env: Record<string, string> = {}): Promise<number> => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, connection lifetime ($format)', ({ format, useBinaryProtocol }) => {
+  /** A service of this test's own, listening; its port. */
+  const serve = async (env: Record<string, string> = {}): Promise<number> => {
     ts = await startTestService(env);
-    await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-    return (ts.service.app.server.address() as AddressInfo).port;
+    return listening(ts);
   };
 
   it('RTN23a, CD2d: an idle connection gets a HEARTBEAT whenever the service was silent for maxIdleInterval, and outlives the SDK\'s idle timeout', async () => {
-    const port = await listening({ REALTIME_MAX_IDLE_INTERVAL_MS: '1000' });
+    const port = await serve({ REALTIME_MAX_IDLE_INTERVAL_MS: '1000' });
     // The SDK drops a transport silent for maxIdleInterval + realtimeRequestTimeout + 100 ms: 2.6 s here.
     const client = clients.add(realtimeClient(port, useBinaryProtocol, { key: ts!.key, realtimeRequestTimeout: 1_500 }));
     await connectionState(client, 'connected');
@@ -62,7 +56,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection lifetime ($format
   });
 
   it('CD2f, RTN14e, RTL3c: the SDK takes the service\'s connectionStateTtl: cut off longer, it goes suspended, then connects again and its channel attaches again', async () => {
-    const port = await listening({ REALTIME_CONNECTION_STATE_TTL_MS: '1500' });
+    const port = await serve({ REALTIME_CONNECTION_STATE_TTL_MS: '1500' });
     cut = await NetworkCut.start(port);
     const client = clients.add(
       realtimeClient(cut.port, useBinaryProtocol, { key: ts!.key, realtimeRequestTimeout: 1_000, suspendedRetryTimeout: 250, disconnectedRetryTimeout: 250 }),
@@ -91,7 +85,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection lifetime ($format
   });
 
   it('CD2c, RTL6d: limits reach the SDK: maxMessageSize from CONNECTED (the SDK refuses a larger publish with 40009), larger presence data is refused with 40009, an attach past the channels a connection may hold fails that channel', async () => {
-    const port = await listening({ MAX_MESSAGE_SIZE: '2048', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
+    const port = await serve({ MAX_MESSAGE_SIZE: '2048', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
     const client = clients.add(realtimeClient(port, useBinaryProtocol, { key: ts!.key, clientId: `limited-${format}` }));
     const [first, second, third] = [uniqueChannel('rt-limit'), uniqueChannel('rt-limit'), uniqueChannel('rt-limit')].map((n) => client.channels.get(n));
     const arrivals = await collectMessages(first);
@@ -114,7 +108,7 @@ describe.each(FORMATS)('ably-js v2 Realtime client, connection lifetime ($format
 
   it('RTN15c6, RTP17i, RTP5: after a restart clients resume with every message once; members back stay present without a leave, a member gone for good leaves after the resume window', async () => {
     // The previous run's members stay for REALTIME_PRESENCE_DROP_MS after the restarted service listens (2 s here).
-    const port = await listening({ REALTIME_PRESENCE_DROP_MS: '2000' });
+    const port = await serve({ REALTIME_PRESENCE_DROP_MS: '2000' });
     // The SDK retries a refused connection after disconnectedRetryTimeout (15 s by default).
     const realtime = (options: Ably.ClientOptions, via = port): Ably.Realtime =>
       clients.add(realtimeClient(via, useBinaryProtocol, { key: ts!.key, disconnectedRetryTimeout: 250, ...options }));

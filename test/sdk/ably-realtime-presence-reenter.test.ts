@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Clients, NetworkCut, collectPresence, connectionState, realtimeClient } from '../helpers/realtime.js';
+import { WIRE_FORMATS } from '../helpers/sdk.js';
 
 let ts: TestService;
 let port: number;
@@ -32,10 +33,7 @@ afterAll(async () => {
 /** [action, clientId, connectionId, data] of presence events or members. */
 const summary = (items: Ably.PresenceMessage[]): [string, string, string, unknown][] => items.map((m) => [m.action, m.clientId, m.connectionId, m.data]);
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2, one clientId entering again from a new connection ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2, one clientId entering again from a new connection ($format)', ({ useBinaryProtocol }) => {
   const realtime = (options: Ably.ClientOptions, via = port): Ably.Realtime => clients.add(realtimeClient(via, useBinaryProtocol, options));
   const rest = (): Ably.Rest => new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
 

@@ -3,10 +3,9 @@
 // wildcard identity, the SYNC of 1,000 members to a client that attaches, the leave of a member
 // whose connection drops without a word, and what REST sees of realtime members, in both wire formats.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { allPages, rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { allPages, rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Clients, NetworkCut, collectPresence, connectionState, realtimeClient } from '../helpers/realtime.js';
 
 /**
@@ -22,8 +21,7 @@ const cuts: NetworkCut[] = [];
 
 beforeAll(async () => {
   ts = await startTestService({ REALTIME_PRESENCE_DROP_MS: String(DROP_MS) });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterEach(async () => {
@@ -37,15 +35,10 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-const FORMATS = [
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-];
-
 /** [action, clientId, data] of presence events or members, for comparing. */
 const summary = (items: Ably.PresenceMessage[]): [string, string, unknown][] => items.map((m) => [m.action, m.clientId, m.data]);
 
-describe.each(FORMATS)('ably-js v2 Realtime client, presence ($format)', ({ format, useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, presence ($format)', ({ format, useBinaryProtocol }) => {
   const realtime = (options: Ably.ClientOptions = { key: ts.key }, via = port): Ably.Realtime =>
     clients.add(realtimeClient(via, useBinaryProtocol, options));
   const identified = (clientId: string, via = port): Ably.Realtime => realtime({ key: ts.key, clientId }, via);

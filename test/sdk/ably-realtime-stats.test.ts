@@ -4,10 +4,10 @@
 // to a connection (outbound: MESSAGE, PRESENCE and the `present` members of SYNC), connections
 // made and open, channels active (published to or attached). Read back with the SDK's own `stats()`, in both wire formats, with exact numbers.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Clients, NetworkCut, collectMessages, collectPresence, connectionState, realtimeClient, within } from '../helpers/realtime.js';
+import { WIRE_FORMATS } from '../helpers/sdk.js';
 
 // A clock the test moves: every count lands in one known minute. Realtime timers (heartbeats,
 // idle cuts) read it too, so it stands still while clients are connected.
@@ -21,8 +21,7 @@ const cuts: NetworkCut[] = [];
 
 beforeAll(async () => {
   ts = await startTestService({}, { clock });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterEach(async () => {
@@ -71,10 +70,7 @@ async function statsOfMinute(rest: Ably.Rest, minute: number, expected: Record<s
   return entries;
 }
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 Realtime client, usage statistics ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, usage statistics ($format)', ({ useBinaryProtocol }) => {
   const realtime = (key: string, options: Ably.ClientOptions = {}, via = port): Ably.Realtime =>
     clients.add(realtimeClient(via, useBinaryProtocol, { key, ...options }));
   const rest = (key: string): Ably.Rest => new Ably.Rest({ key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });

@@ -3,10 +3,9 @@
 // messages both ways (realtime and REST publishes, fields, payload types, echo, history), in both
 // of its wire formats.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Clients, collectMessages, connectionState, currentToken, realtimeClient, stateLog, within } from '../helpers/realtime.js';
 
 let ts: TestService;
@@ -15,8 +14,7 @@ const clients = new Clients();
 
 beforeAll(async () => {
   ts = await startTestService();
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterEach(() => clients.closeAll());
@@ -27,12 +25,7 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-const FORMATS = [
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-];
-
-describe.each(FORMATS)('ably-js v2 Realtime client, connection and messages ($format)', ({ format, useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, connection and messages ($format)', ({ format, useBinaryProtocol }) => {
   const realtime = (options: Ably.ClientOptions = { key: ts.key }): Ably.Realtime =>
     clients.add(realtimeClient(port, useBinaryProtocol, options));
   const rest = (options: Ably.ClientOptions = { key: ts.key }): Ably.Rest =>

@@ -4,11 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { allPages, rejection, type ErrorLike } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-
+import { allPages, rejection, type ErrorLike, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 
 const FIXTURES = 'persisted:presence_fixtures';
 const postApps: unknown = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
@@ -20,8 +18,7 @@ let fixtureApp: { appId: string; keys: string[] };
 
 beforeAll(async () => {
   ts = await startTestService();
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
   const created = await rest({ key: ts.key }, false).request('post', '/apps', 6, null, postApps as Record<string, unknown>);
   expect(created.statusCode).toBe(201);
   const body = created.items[0] as unknown as { appId: string; keys: { keyStr: string }[] };
@@ -44,7 +41,6 @@ function rest(auth: Ably.ClientOptions, useBinaryProtocol: boolean): Ably.Rest {
     logLevel: 0,
   });
 }
-
 
 /** One request the server answered: `auth` is the scheme, `token` the bearer token if any. */
 type Exchange = { method: string; path: string; auth: string; token: string | undefined; status: number };
@@ -84,10 +80,7 @@ const batchPresence = async (rest: Ably.Rest, channels: string[]): Promise<Batch
 
 const sleepUntil = (time: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, time - Date.now())));
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 Rest client, auth and presence ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Rest client, auth and presence ($format)', ({ useBinaryProtocol }) => {
   const client = (auth: Ably.ClientOptions = { key: ts.key }): Ably.Rest => rest(auth, useBinaryProtocol);
   const keyName = (): string => ts.key.split(':')[0];
 

@@ -5,10 +5,9 @@
 // in both wire formats.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Arrivals, Clients, connectionState, realtimeClient } from '../helpers/realtime.js';
 
 const postApps = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps as Record<string, unknown>;
@@ -21,8 +20,7 @@ const clients = new Clients();
 
 beforeAll(async () => {
   ts = await startTestService();
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
   const root = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
   const created = await root.request('post', '/apps', 6, null, postApps);
   expect(created.statusCode).toBe(201);
@@ -37,10 +35,7 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 Rest client, the calls issue 12 fixed ($format)', ({ format, useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Rest client, the calls issue 12 fixed ($format)', ({ format, useBinaryProtocol }) => {
   const rest = (options: Ably.ClientOptions = {}): Ably.Rest =>
     new Ably.Rest({ key: fixtureKeys[0].keyStr, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...options });
 

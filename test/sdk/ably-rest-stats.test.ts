@@ -3,10 +3,9 @@
 // both of its wire formats: sandbox fixtures seeded as the SDK test harnesses seed them, and the
 // SDK's own traffic counted exactly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { allPages, rejection } from '../helpers/sdk.js';
-import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { allPages, rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { basic, removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 
 /** The SDK's Stats also carries the record's `unit`, which its typings leave out. */
 type SdkStats = Ably.Stats & { unit?: string };
@@ -21,8 +20,7 @@ let port: number;
 
 beforeAll(async () => {
   ts = await startTestService({}, { clock });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterAll(async () => {
@@ -46,7 +44,6 @@ function freshMinute(): number {
 
 /** yyyy-mm-dd:hh:mm of a time (UTC). */
 const minuteId = (ms: number): string => new Date(ms).toISOString().slice(0, 16).replace('T', ':');
-
 
 /**
  * The fixtures of ably-js's test/rest/stats.test.js (three consecutive minutes, the last with
@@ -90,10 +87,7 @@ const FIXTURES = [
 /** Every fixture minute lies in this window. */
 const ALL_FIXTURES = { start: Date.UTC(2030, 2, 1), end: Date.UTC(2030, 3, 30, 23, 59, 59) };
 
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 Rest client, stats ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Rest client, stats ($format)', ({ useBinaryProtocol }) => {
   /** A fresh sandbox app per format, so every number is exact. */
   let app: { appId: string; key: string };
 

@@ -2,19 +2,16 @@
 // (ARCHITECTURE: Compatibility with existing clients), in both of its wire formats.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { allPages, rejection } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-
+import { allPages, rejection, WIRE_FORMATS } from '../helpers/sdk.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 
 let ts: TestService;
 let port: number;
 
 beforeAll(async () => {
   ts = await startTestService();
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterAll(async () => {
@@ -22,11 +19,7 @@ afterAll(async () => {
   if (ts) removeDir(ts.dataDir);
 });
 
-
-describe.each([
-  { format: 'json', useBinaryProtocol: false },
-  { format: 'msgpack', useBinaryProtocol: true },
-])('ably-js v2 Rest client ($format)', ({ useBinaryProtocol }) => {
+describe.each(WIRE_FORMATS)('ably-js v2 Rest client ($format)', ({ useBinaryProtocol }) => {
   const client = (key = ts.key): Ably.Rest =>
     new Ably.Rest({
       key,
