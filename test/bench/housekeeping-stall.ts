@@ -5,8 +5,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { AddressInfo } from 'node:net';
-import { removeDir, startTestService } from '../helpers/service.js';
+import { removeDir, startTestService, listening } from '../helpers/service.js';
 
 const N = Number(process.argv[2] ?? 8000);
 
@@ -26,8 +25,7 @@ if (process.argv[2] === 'clients') {
   }
 } else {
   const ts = await startTestService({ REALTIME_MAX_IDLE_INTERVAL_MS: '2000', MAX_CONNECTIONS: String(N + 1000) });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  const port = (ts.service.app.server.address() as AddressInfo).port;
+  const port = await listening(ts);
   const child = fork(fileURLToPath(import.meta.url), ['clients', String(port), ts.key, String(N)], { execArgv: ['--import', 'tsx'] });
   process.stderr.write(`opening ${N} connections...\n`);
   await new Promise((r) => child.once('message', r));

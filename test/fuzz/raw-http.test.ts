@@ -5,8 +5,7 @@
 // (no 5xx, the spec's error shape); GET /time must keep answering. Seeded like routes.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { startTestService, type TestService, listening } from '../helpers/service.js';
 import { fuzzSettings, replayHint } from './settings.js';
 import { parseRawResponse, rawExchange } from './http-client.js';
 import { violationsOf } from './invariants.js';
@@ -75,8 +74,7 @@ function check(route: string, input: string, raw: Buffer): void {
 
 beforeAll(async () => {
   t = await startTestService();
-  await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (t.service.app.server.address() as AddressInfo).port;
+  port = await listening(t);
   watch = new TimeWatch(port);
   watch.start();
 });

@@ -9,11 +9,10 @@
 // GET /time must keep answering. Seeded (FUZZ_SEED) and bounded (FUZZ_RUNS per format, FUZZ_SECONDS).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import type { AddressInfo } from 'node:net';
 import { isUtf8 } from 'node:buffer';
 import { decode as decodeMsgpack } from '@msgpack/msgpack';
 import pino from 'pino';
-import { removeDir, startTestService, type TestService } from '../helpers/service.js';
+import { removeDir, startTestService, type TestService, listening } from '../helpers/service.js';
 import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
 import { fuzzSettings, replayHint } from './settings.js';
 import { describeFailures, Tally } from './tally.js';
@@ -42,8 +41,7 @@ const onUncaught = (err: unknown): void => void serviceErrors.push(`uncaught: ${
 beforeAll(async () => {
   const logger = pino({ level: 'error' }, { write: (line: string) => void serviceErrors.push(line.slice(0, 2000)) });
   t = await startTestService({ REALTIME_MAX_FRAME_BYTES: String(FRAME_LIMIT), REALTIME_MAX_INBOUND_RATE: '10000' }, { logger });
-  await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (t.service.app.server.address() as AddressInfo).port;
+  port = await listening(t);
   const keyName = t.key.split(':')[0];
   const res = await t.service.app.inject({
     method: 'POST',

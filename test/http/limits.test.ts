@@ -3,7 +3,7 @@ import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
-import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 
 // Issue 10, items 2, 3, 6 and 8: limits on what one client can make the service spend, and every
 // refusal in the spec's error format, router- and parser-level ones included. A real listener, so
@@ -13,8 +13,7 @@ let t: TestService;
 let port: number;
 beforeAll(async () => {
   t = await startTestService({ REQUEST_TIMEOUT_MS: '1500', MAX_INFLIGHT_BODY_BYTES: String(1024 * 1024), MAX_BATCH_MESSAGES: '2000', MAX_MESSAGE_SIZE: '800000' });
-  await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (t.service.app.server.address() as AddressInfo).port;
+  port = await listening(t);
 });
 afterAll(() => t.close());
 

@@ -4,8 +4,7 @@ import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { Topics, type Log } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
-import type { AddressInfo } from 'node:net';
-import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
 let t: TestService;
@@ -261,8 +260,7 @@ describe('GET /metrics: the realtime gateway', () => {
     const s = await startTestService();
     let client: RawClient | undefined;
     try {
-      await s.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (s.service.app.server.address() as AddressInfo).port;
+      const port = await listening(s);
       client = await RawClient.connect(port, { key: s.key });
       const channel = uniqueChannel();
       client.send({ action: Actions.ATTACH, channel });

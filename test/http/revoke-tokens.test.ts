@@ -2,9 +2,8 @@
 // `targets`, for keys made with `revocableTokens`; revoked tokens refused with 40141 from the moment
 // the revocation applies; a revocation is an event on the log, so a restart keeps it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { basic, removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
-import type { AddressInfo } from 'node:net';
 import type { InjectOptions } from 'fastify';
 
 let t: TestService;
@@ -283,8 +282,7 @@ async function revocableApp(svc: TestService) {
 describe('realtime connections on a revoked token', () => {
   it('are disconnected with 40141 when the revocation applies; with allowReauthMargin they get an AUTH first', async () => {
     const own = await startTestService({}, { clock });
-    await own.service.app.listen({ port: 0, host: '127.0.0.1' });
-    const port = (own.service.app.server.address() as AddressInfo).port;
+    const port = await listening(own);
     const clients: RawClient[] = [];
     try {
       const { tokenFor, revokeOne } = await revocableApp(own);
@@ -332,8 +330,7 @@ describe('realtime connections on a revoked token', () => {
       expect(res.statusCode).toBe(201);
       // A new instance (the same log), started within the margin: Mia's token still works there.
       restarted = await own.restart();
-      await restarted.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (restarted.service.app.server.address() as AddressInfo).port;
+      const port = await listening(restarted);
       const miaClient = await RawClient.connect(port, { access_token: mia });
       const noahClient = await RawClient.connect(port, { access_token: noah });
       clients.push(miaClient, noahClient);

@@ -4,8 +4,7 @@
 // MESSAGE or PRESENCE (REALTIME-PROTOCOL.md §4.1), so no frame may carry a position past a
 // message this client has not been sent before it.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { DEFAULT_REALTIME_SETTINGS } from '../../src/realtime/settings.js';
@@ -65,8 +64,7 @@ describe('a subscriber receives every message of its attachment in order, or is 
     // gateway holds them for the attachment, more than it may (maxReplayRecords), and cuts the client off.
     const { service, setGate, readStarted } = await serviceWithGatedReads();
     ts = service;
-    await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-    const port = (ts.service.app.server.address() as AddressInfo).port;
+    const port = await listening(ts);
     const appId = ts.key.split('.')[0];
     const channel = uniqueChannel();
     const connect = async (query: Record<string, string>): Promise<RawClient> => {
@@ -122,8 +120,7 @@ describe('a subscriber receives every message of its attachment in order, or is 
     // backlog was queued behind the deliveries held during its read, so newer messages came first.
     const { service, setGate, readStarted } = await serviceWithGatedReads();
     ts = service;
-    await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-    const port = (ts.service.app.server.address() as AddressInfo).port;
+    const port = await listening(ts);
     const channel = uniqueChannel();
     const publish = async (data: string): Promise<void> => {
       const res = await ts!.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: ts!.auth }, payload: { name: 'm', data } });

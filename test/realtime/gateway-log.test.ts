@@ -3,9 +3,8 @@
 // a connection (spec: Message, connectionKey), resuming after the service restarted, and the
 // presence members of connections lost in a restart leaving.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import * as Ably from 'ably';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { Topics, type ConsumeOptions, type Log } from '../../src/log/port.js';
@@ -33,8 +32,7 @@ async function attachedClient(port: number, key: string, format: Format, channel
 }
 
 async function listen(t: TestService): Promise<number> {
-  await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-  return (t.service.app.server.address() as AddressInfo).port;
+  return listening(t);
 }
 
 function realtime(port: number, key: string, useBinaryProtocol: boolean, more: Ably.ClientOptions = {}): Ably.Realtime {

@@ -3,9 +3,8 @@
 // connections (JSON and MessagePack), so that they share the log's group commits; every good
 // publish must be ACKed and in history, and the hostile frames get their own NACK or ERROR (4xx).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import { encode as encodeMsgpack } from '@msgpack/msgpack';
-import { removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Actions, nested, RawClient, sleep, type Format, type Pm } from '../helpers/raw-realtime.js';
 
 let ts: TestService;
@@ -15,8 +14,7 @@ const hostiles: RawClient[] = [];
 
 beforeAll(async () => {
   ts = await startTestService({ REALTIME_MAX_INBOUND_RATE: '10000' });
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
   good = await Promise.all((['json', 'json', 'msgpack', 'msgpack'] as Format[]).map((f, i) => RawClient.connect(port, { key: ts.key, clientId: `good-${i}` }, f)));
 });
 

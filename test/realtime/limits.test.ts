@@ -4,7 +4,6 @@
 // lowered through the environment.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AddressInfo } from 'node:net';
 import { connect as tcpConnect } from 'node:net';
 import { encode as encodeMsgpack } from '@msgpack/msgpack';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
@@ -42,8 +41,7 @@ async function open(query: Record<string, string | undefined>, format: 'json' | 
 
 beforeAll(async () => {
   ts = await startTestService(LIMITS);
-  await ts.service.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (ts.service.app.server.address() as AddressInfo).port;
+  port = await listening(ts);
 });
 
 afterAll(async () => {
@@ -252,8 +250,7 @@ describe('publishes in flight per connection', () => {
   beforeAll(async () => {
     // Frames of 400 KB written at once: far over the inbound bytes budget, which is not what this tests.
     small = await startTestService({ REALTIME_MAX_INFLIGHT_BYTES: '1024', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
-    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
-    smallPort = (small.service.app.server.address() as AddressInfo).port;
+    smallPort = await listening(small);
   });
   afterAll(async () => {
     await small?.close();
@@ -286,8 +283,7 @@ describe('publishes in flight, all connections together', () => {
     // whatever order the answers come in (it once stayed paused when its last answer came while
     // the total was over).
     small = await startTestService({ REALTIME_MAX_TOTAL_INFLIGHT_BYTES: '1024', REALTIME_MAX_INFLIGHT_BYTES: '1024', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
-    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
-    smallPort = (small.service.app.server.address() as AddressInfo).port;
+    smallPort = await listening(small);
   });
   afterAll(async () => {
     await small?.close();
@@ -320,8 +316,7 @@ describe('presence members in the service and per app', () => {
   it('an enter beyond REALTIME_MAX_PRESENCE_MEMBERS_PER_APP or REALTIME_MAX_PRESENCE_MEMBERS gets NACK 91003; another app enters while one app is full; a leave makes room', async () => {
     const t = await startTestService({ REALTIME_MAX_PRESENCE_MEMBERS_PER_APP: '4', REALTIME_MAX_PRESENCE_MEMBERS: '6' });
     try {
-      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (t.service.app.server.address() as AddressInfo).port;
+      const port = await listening(t);
       expect(t.service.presence.memberCount()).toBe(0);
       const otherKey = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json().keys[0].keyStr as string;
       const a = await RawClient.connect(port, { key: t.key });
@@ -439,8 +434,7 @@ describe('presence members per connection', () => {
   let smallPort: number;
   beforeAll(async () => {
     small = await startTestService({ REALTIME_MAX_MEMBERS_PER_CONNECTION: '5', REALTIME_MAX_CHANNELS_PER_CONNECTION: '2' });
-    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
-    smallPort = (small.service.app.server.address() as AddressInfo).port;
+    smallPort = await listening(small);
   });
   afterAll(async () => {
     await small?.close();
@@ -708,8 +702,7 @@ describe('connections per instance', () => {
   let smallPort: number;
   beforeAll(async () => {
     small = await startTestService({ REALTIME_MAX_CONNECTIONS: '3' });
-    await small.service.app.listen({ port: 0, host: '127.0.0.1' });
-    smallPort = (small.service.app.server.address() as AddressInfo).port;
+    smallPort = await listening(small);
   });
   afterAll(async () => {
     await small?.close();
@@ -741,8 +734,7 @@ describe('connections per instance', () => {
   it('realtime sockets do not count against MAX_CONNECTIONS (open HTTP connections): with 3 allowed, 5 WebSocket connections and 3 HTTP ones are served, a 4th HTTP one is closed', async () => {
     const t = await startTestService({ MAX_CONNECTIONS: '3' });
     try {
-      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (t.service.app.server.address() as AddressInfo).port;
+      const port = await listening(t);
       const sockets = await Promise.all([1, 2, 3, 4, 5].map(() => RawClient.connect(port, { key: t.key })));
       clients.push(...sockets);
       for (const c of sockets) await c.ping();
@@ -773,8 +765,7 @@ describe('connections per instance', () => {
   it('an upgrade the gateway refuses (another path) is answered 404 and its socket closed by the service, even when the client never closes its end', async () => {
     const t = await startTestService({ MAX_CONNECTIONS: '5' });
     try {
-      await t.service.app.listen({ port: 0, host: '127.0.0.1' });
-      const port = (t.service.app.server.address() as AddressInfo).port;
+      const port = await listening(t);
       const sockets = Array.from({ length: 20 }, () => {
         const socket = tcpConnect({ port, host: '127.0.0.1', allowHalfOpen: true });
         let answer = '';
@@ -828,8 +819,7 @@ describe('a client that does not read', () => {
   let slowPort: number;
   beforeAll(async () => {
     slow = await startTestService({ REALTIME_MAX_BUFFERED_BYTES: String(MAX_BUFFERED) });
-    await slow.service.app.listen({ port: 0, host: '127.0.0.1' });
-    slowPort = (slow.service.app.server.address() as AddressInfo).port;
+    slowPort = await listening(slow);
   });
   afterAll(async () => {
     await slow?.close();
