@@ -8,12 +8,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-import { decodeEvent } from '../../src/log/event-codec.js';
-import { Topics } from '../../src/log/port.js';
 import { requireInfra } from '../helpers/infra.js';
 import { basic, removeDir } from '../helpers/service.js';
-import { sleep, startServer, type ServerProcess } from '../helpers/server-process.js';
+import { readHistory, readLogFile, sleep, startServer, type ServerProcess } from '../helpers/server-process.js';
 
 const APP_ID = 'fullapp';
 const KEY = `${APP_ID}.k1:full-disk-secret`;
@@ -44,40 +41,6 @@ const unmount = (dir: string): void => {
   execFileSync('umount', [dir], { stdio: 'pipe' });
   rmSync(dir, { recursive: true, force: true });
 };
-
-/** Every message of the channel in the log file itself, in log order. */
-async function readLogFile(dataDir: string): Promise<string[]> {
-  const log = new EmbeddedLog({ path: join(dataDir, 'log.db') });
-  try {
-    const data: string[] = [];
-    for (const [partition, end] of await log.endOffsets(Topics.messages)) {
-      for (const record of await log.read(Topics.messages, partition, 0, end + 1)) {
-        const event = decodeEvent(record.value);
-        if (event.type === 'messages.published' && event.appId === APP_ID && event.channel === CHANNEL) {
-          data.push(...event.messages.map((m) => (m.data as string).split('|')[0]));
-        }
-      }
-    }
-    return data;
-  } finally {
-    await log.close();
-  }
-}
-
-/** Every message of the channel in history, oldest first, following Link rel="next". */
-async function readHistory(port: number): Promise<string[]> {
-  const data: string[] = [];
-  let path: string | undefined = `/channels/${encodeURIComponent(CHANNEL)}/messages?direction=forwards&limit=1000`;
-  while (path) {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: basic(KEY) } });
-    expect(res.status).toBe(200);
-    const page = (await res.json()) as { data: string }[];
-    data.push(...page.map((m) => m.data.split('|')[0]));
-    const next = /<\.\/messages(\?[^>]*)>; rel="next"/.exec(res.headers.get('link') ?? '');
-    path = next && page.length > 0 ? `/channels/${encodeURIComponent(CHANNEL)}/messages${next[1]}` : undefined;
-  }
-  return data;
-}
 
 const free = (dir: string): number => {
   const s = statfsSync(dir);
@@ -227,11 +190,11 @@ describeOnTmpfs('embedded mode on a full disk', (mountDir) => {
     console.log(`the service logged: ${JSON.stringify(Object.fromEntries(logged), null, 1)}`);
     expect(output).not.toMatch(/unhandled|uncaught/i);
 
-    const inLog = await readLogFile(dataDir);
+    const inLog = (await readLogFile(dataDir, APP_ID, CHANNEL)).map((data) => data.split('|')[0]);
     const logSet = new Set(inLog);
     const restarted = await startServer(env);
     servers.push(restarted);
-    const inHistory = new Set(await readHistory(restarted.port));
+    const inHistory = new Set((await readHistory({ port: restarted.port, key: KEY, channel: CHANNEL })).map((data) => data.split('|')[0]));
     const lostFromLog = [...acked].filter((id) => !logSet.has(id));
     const lostFromHistory = [...acked].filter((id) => !inHistory.has(id));
     const sortedTimes = [...timeLatencies].sort((a, b) => a - b);

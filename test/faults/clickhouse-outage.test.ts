@@ -9,7 +9,8 @@ import { describeWithInfra } from '../helpers/infra.js';
 import { basic } from '../helpers/service.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled } from './service-process.js';
-import { PublishLoad, historyWithAcked, readHistory, reckon, report, sleep, until } from './publish-load.js';
+import { PublishLoad, historyWithAcked, reckon, report, sleep, until } from './publish-load.js';
+import { readHistory } from '../helpers/server-process.js';
 
 const OUTAGE_MS = 5_000;
 // History older than this comes from ClickHouse alone, so the final read proves what it holds.

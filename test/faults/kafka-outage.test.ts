@@ -10,7 +10,8 @@ import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra, type PrivateInfra } from './private-infra.js';
 import { assertRunning, faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
-import { PublishLoad, historyWithAcked, readHistory, reckon, report, sleep, until, type Target } from './publish-load.js';
+import { PublishLoad, historyWithAcked, reckon, report, sleep, until } from './publish-load.js';
+import { readHistory, type Target } from '../helpers/server-process.js';
 
 const APPEND_TIMEOUT_MS = 2_000;
 // A publish waits at most for the append before it (in flight when it came) and its own.

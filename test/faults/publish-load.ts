@@ -1,6 +1,7 @@
 // A steady, bounded publish load on one channel of a service process, and the reckoning the fault
 // tier prints for each fault: acknowledged / found / lost / doubled.
 import { basic } from '../helpers/service.js';
+import { readHistory, type Target } from '../helpers/server-process.js';
 
 export interface Outcome {
   data: string;
@@ -11,12 +12,6 @@ export interface Outcome {
   error?: string;
   sentAt: number;
   ms: number;
-}
-
-export interface Target {
-  port: number;
-  key: string;
-  channel: string;
 }
 
 /**
@@ -83,22 +78,6 @@ export class PublishLoad {
       if (this.options.pauseMs) await new Promise((r) => setTimeout(r, this.options.pauseMs));
     }
   }
-}
-
-/** Every message of the channel in history, oldest first, following Link rel="next". */
-export async function readHistory(target: Target): Promise<string[]> {
-  const base = `http://127.0.0.1:${target.port}/channels/${encodeURIComponent(target.channel)}/messages`;
-  const data: string[] = [];
-  let query: string | undefined = '?direction=forwards&limit=1000';
-  while (query) {
-    const res = await fetch(base + query, { headers: { authorization: basic(target.key) } });
-    if (res.status !== 200) throw new Error(`history answered ${res.status}: ${await res.text()}`);
-    const page = (await res.json()) as { data: string }[];
-    data.push(...page.map((m) => m.data));
-    const next = /<\.\/messages(\?[^>]*)>; rel="next"/.exec(res.headers.get('link') ?? '');
-    query = next && page.length > 0 ? next[1] : undefined;
-  }
-  return data;
 }
 
 export interface Reckoning {

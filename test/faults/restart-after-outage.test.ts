@@ -9,7 +9,8 @@ import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
-import { PublishLoad, readHistory, reckon, report, sleep, until, type Target } from './publish-load.js';
+import { PublishLoad, reckon, report, sleep, until } from './publish-load.js';
+import { readHistory, type Target } from '../helpers/server-process.js';
 
 const infra = await startPrivateInfra();
 

@@ -14,7 +14,8 @@ import { expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
 import { PRIVATE_INFRA_NEEDS, startPrivateInfra } from './private-infra.js';
 import { faultApp, startServiceProcess, unhandled, type ServiceProcess } from './service-process.js';
-import { PublishLoad, readHistory, reckon, report, sleep, until } from './publish-load.js';
+import { PublishLoad, reckon, report, sleep, until } from './publish-load.js';
+import { readHistory } from '../helpers/server-process.js';
 
 const ALIVE_MS = 1_000;
 /** How long a dropped connection's members wait for a resume (REALTIME_PRESENCE_DROP_MS): a dead instance's too. */

@@ -2,7 +2,11 @@
 // itself (tsx as a loader, not a wrapper), so signals reach it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { decodeEvent } from '../../src/log/event-codec.js';
+import { Topics } from '../../src/log/port.js';
+import { basic } from './service.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 
@@ -97,5 +101,47 @@ async function startOn(env: Record<string, string>, port: number, readyWithinMs:
       throw new Error(`server not ready after ${readyWithinMs / 1000} s:\n${server.output.join('')}`);
     }
     await sleep(100);
+  }
+}
+
+/** A channel of a running service, and a key that may read it. */
+export interface Target {
+  port: number;
+  key: string;
+  channel: string;
+}
+
+/** Every message's data of the channel in history, oldest first, following Link rel="next". */
+export async function readHistory(target: Target): Promise<string[]> {
+  const base = `http://127.0.0.1:${target.port}/channels/${encodeURIComponent(target.channel)}/messages`;
+  const data: string[] = [];
+  let query: string | undefined = '?direction=forwards&limit=1000';
+  while (query) {
+    const res = await fetch(base + query, { headers: { authorization: basic(target.key) } });
+    if (res.status !== 200) throw new Error(`history answered ${res.status}: ${await res.text()}`);
+    const page = (await res.json()) as { data: string }[];
+    data.push(...page.map((m) => m.data));
+    const next = /<\.\/messages(\?[^>]*)>; rel="next"/.exec(res.headers.get('link') ?? '');
+    query = next && page.length > 0 ? next[1] : undefined;
+  }
+  return data;
+}
+
+/** Every message's data of an app's channel in the embedded log file itself (DATA_DIR/log.db, the service stopped), in log order. */
+export async function readLogFile(dataDir: string, appId: string, channel: string): Promise<string[]> {
+  const log = new EmbeddedLog({ path: join(dataDir, 'log.db') });
+  try {
+    const data: string[] = [];
+    for (const [partition, end] of await log.endOffsets(Topics.messages)) {
+      for (const record of await log.read(Topics.messages, partition, 0, end + 1)) {
+        const event = decodeEvent(record.value);
+        if (event.type === 'messages.published' && event.appId === appId && event.channel === channel) {
+          data.push(...event.messages.map((m) => m.data as string));
+        }
+      }
+    }
+    return data;
+  } finally {
+    await log.close();
   }
 }
