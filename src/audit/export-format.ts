@@ -17,6 +17,25 @@ export async function partitionsOf(log: Pick<Log, 'partitions' | 'endOffsets'>, 
   return out;
 }
 
+/** An export's first line: what it covers, and the keys whose signatures it carries (`log`: "kafka" for a Kafka export). */
+export function exportHeader(request: ScopeRequest, publicKeys: Iterable<string>, partitions: { topic: Topic; partition: number; end: number; low?: number }[], log?: 'kafka'): string {
+  const header = {
+    export: {
+      version: EXPORT_VERSION,
+      ...(log ? { log } : {}),
+      appId: request.appId,
+      channels: request.channels,
+      include: [...request.include],
+      from: request.from,
+      to: request.to,
+      createdAt: new Date().toISOString(),
+      publicKeys: [...new Set(publicKeys)],
+      partitions,
+    },
+  };
+  return `${JSON.stringify(header)}\n`;
+}
+
 export interface ExportLine {
   /** `log`: "kafka" for a Kafka export (kafka-proof.ts), whose partitions say their first offset (`low`) */
   export?: { version: number; log?: string; publicKeys: string[]; partitions: { topic: string; partition: number; end: number; low?: number }[] };

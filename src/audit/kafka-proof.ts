@@ -10,7 +10,7 @@ import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { kafkaChained, KafkaChainVerifier, type KafkaChainedLog } from './kafka-verify.js';
-import { EXPORT_VERSION, ExportFormatError, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
+import { ExportFormatError, exportHeader, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
 
 /** A record's chain headers as an export line carries them (hex), or `chain: "malformed"`; nothing when it has none. */
@@ -51,21 +51,7 @@ export async function* exportKafkaWithProof(log: KafkaChainedLog, request: Scope
     const cp = decodeCheckpoint(r.value);
     if (cp) publicKeys.add(cp.publicKey);
   }
-  const header = {
-    export: {
-      version: EXPORT_VERSION,
-      log: 'kafka',
-      appId: request.appId,
-      channels: request.channels,
-      include: [...request.include],
-      from: request.from,
-      to: request.to,
-      createdAt: new Date().toISOString(),
-      publicKeys: [...publicKeys],
-      partitions: parts,
-    },
-  };
-  yield `${JSON.stringify(header)}\n`;
+  yield exportHeader(request, publicKeys, parts, 'kafka');
   let out = '';
   for (const r of audit) {
     out += `${JSON.stringify({ topic: r.topic, partition: r.partition, offset: r.offset, time: r.timestamp, checkpoint: decodeCheckpoint(r.value), key: r.key, value: Buffer.from(r.value).toString('base64'), ...chainFields(r) })}\n`;

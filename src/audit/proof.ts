@@ -12,7 +12,7 @@ import { decodeEvent } from '../log/event-codec.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
-import { EXPORT_VERSION, ExportFormatError, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
+import { EXPORT_VERSION, ExportFormatError, exportHeader, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
 export { ExportFormatError };
@@ -78,20 +78,7 @@ const hex = (b: Buffer | undefined): string | undefined => b?.toString('hex');
 export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, onFound: () => void = () => {}): AsyncGenerator<string> {
   const parts = await partitionsOf(log, request);
   const checkpoints = await checkpointsOf(log, parts);
-  const header = {
-    export: {
-      version: EXPORT_VERSION,
-      appId: request.appId,
-      channels: request.channels,
-      include: [...request.include],
-      from: request.from,
-      to: request.to,
-      createdAt: new Date().toISOString(),
-      publicKeys: [...new Set(checkpoints.map(({ cp }) => cp.publicKey))],
-      partitions: parts,
-    },
-  };
-  yield `${JSON.stringify(header)}\n`;
+  yield exportHeader(request, checkpoints.map(({ cp }) => cp.publicKey), parts);
   for (const { topic, partition, end } of parts) {
     for await (const records of chained(log, topic, partition, end)) {
       let out = '';
