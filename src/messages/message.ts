@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
 import { ServiceError } from '../errors.js';
 import type { Limits } from '../limits.js';
 import { messageSize, type MessageData, type StoredMessage } from '../domain/message.js';
@@ -36,12 +36,25 @@ export function wellFormed(value: unknown, max: number): boolean {
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const BASE64URL = /^[A-Za-z0-9_-]*={0,2}$/;
 
-// Ids need to be unique, not unguessable: a random prefix per process and a counter.
+// Ids are unique (a random prefix per process and a counter) and cannot be guessed (6 random bytes
+// per publish): history keeps one message per id and channel within the idempotency window, so a
+// client that could tell the id the service will assign next could publish it first, and another
+// client's message given that id would be dropped from history. The random bytes are drawn from a
+// pool refilled 1,024 publishes at a time (one randomFillSync instead of one call per publish).
 const ID_PREFIX = randomBytes(6).toString('base64url');
 let idCounter = 0;
+const RANDOM_POOL = Buffer.allocUnsafe(6 * 1024);
+let poolAt = RANDOM_POOL.length;
 
 /** A fresh base for the ids of one publish (`<base>:<index>`, like the SDKs' idempotent ids). */
-export const newIdBase = (): string => `${ID_PREFIX}${(idCounter++).toString(36)}`;
+export function newIdBase(): string {
+  if (poolAt === RANDOM_POOL.length) {
+    randomFillSync(RANDOM_POOL);
+    poolAt = 0;
+  }
+  const random = RANDOM_POOL.toString('base64url', poolAt, (poolAt += 6));
+  return `${ID_PREFIX}${(idCounter++).toString(36)}${random}`;
+}
 
 /** Whether this process assigned the id: such ids never repeat, so they need no duplicate check. */
 export const isAssignedId = (id: string): boolean => id.startsWith(ID_PREFIX);

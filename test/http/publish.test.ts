@@ -90,6 +90,25 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
     expect((await history(channel)).map((m) => m.id)).toEqual(['fixed:0', 'fixed:1']);
   });
 
+  it("a client cannot take the id the service assigns next: publishing the ids that would follow an assigned one does not drop another client's message from history", async () => {
+    const channel = uniqueChannel();
+    // A publish mixing a client's id and an assigned one shows an assigned id (its base, then ":1").
+    expect((await publish(channel, [{ id: 'first', data: 'a' }, { data: 'b' }])).statusCode).toBe(201);
+    const assigned = (await history(channel))[1].id as string;
+    const base = assigned.slice(0, -':1'.length);
+    // Were ids a per-process prefix (8 characters) and a counter, these would be the next ones.
+    const counter = parseInt(base.slice(8), 36);
+    const guesses = Array.from({ length: 20 }, (_, k) => `${base.slice(0, 8)}${(counter + 1 + k).toString(36)}:1`);
+    for (const [k, id] of guesses.entries()) {
+      // Mixed with an id of the client's own, so history checks every id of the publish.
+      expect((await publish(channel, [{ id, data: 'taken' }, { id: `hostile-${k}`, data: 'x' }])).statusCode).toBe(201);
+    }
+    expect((await publish(channel, [{ id: 'victim-own', data: 'c' }, { data: 'victim' }])).statusCode).toBe(201);
+    const data = (await history(channel)).map((m) => m.data);
+    expect(data).toContain('victim');
+    expect(data.filter((d) => d === 'taken')).toHaveLength(guesses.length);
+  });
+
   it('stores data and encoding unchanged (encrypted data stays as it came)', async () => {
     const channel = uniqueChannel();
     const data = 'HO4cYSP8LybPYBPZPHQOtuD53yrD3YV3NBoTEYBh4U0N1QXHbtkfsDfTspKeLQFt';
