@@ -22,6 +22,15 @@ const decodeBase64 = (value: string): string | undefined => {
  * comes with it (a header value holds no NUL, so it cannot equal a key with one), and no string
  * built per request for the common case.
  */
+/** Credentials kept verified at the most (the oldest goes first). */
+export const CREDENTIALS_CACHE_SIZE = 10_000;
+/**
+ * The longest Authorization (+ clientId) header kept: what one client can make the cache hold is
+ * bounded in bytes too (10,000 × 2,048 characters), not only in entries. Longer ones (padded
+ * headers, very large JWTs) are verified every time.
+ */
+export const CREDENTIALS_CACHE_KEY_CHARS = 2_048;
+
 const cacheKeyOf = (authorization: string, clientIdHeader: string | undefined): string =>
   clientIdHeader === undefined ? authorization : `${authorization}\u0000${clientIdHeader}`;
 
@@ -37,7 +46,6 @@ export class Authenticator {
    * unchanged: a server publishing at high volume sends the same header every time.
    */
   private readonly verified = new Map<string, { credentials: Credentials; version: number; expires: number }>();
-  private static readonly CACHE_SIZE = 10_000;
 
   constructor(
     private readonly apps: AppRegistry,
@@ -65,8 +73,9 @@ export class Authenticator {
     const hit = cacheKey === undefined ? undefined : this.verified.get(cacheKey);
     if (hit && hit.version === this.apps.version && hit.expires > now) return this.notRevoked(hit.credentials, now);
     const credentials = this.notRevoked(this.check(authorization, clientIdHeader, now), now);
-    if (cacheKey !== undefined) {
-      if (this.verified.size >= Authenticator.CACHE_SIZE) this.verified.clear();
+    if (cacheKey !== undefined && cacheKey.length <= CREDENTIALS_CACHE_KEY_CHARS) {
+      // Full: the oldest entry goes (a Map keeps insertion order), not every client's.
+      if (this.verified.size >= CREDENTIALS_CACHE_SIZE) this.verified.delete(this.verified.keys().next().value!);
       this.verified.set(cacheKey, { credentials, version: this.apps.version, expires: credentials.expires ?? Infinity });
     }
     return credentials;
