@@ -80,6 +80,9 @@ export class ConnectionEvents {
   /** Instances known to hold members, and when each was last heard of (this process's clock). */
   private readonly lastSeen = new Map<string, number>();
   private startedAt: number | undefined;
+  /** When the reader last applied a batch (checkDead: a stalled reader declares nobody dead). */
+  private handledAt: number | undefined;
+  private stallReported = false;
   private readonly byConnection = new Map<string, ConnectionAttachments>();
   /** Connections with attachments waiting for a token. */
   private readonly waiting = new Set<string>();
@@ -116,32 +119,21 @@ export class ConnectionEvents {
       consumer: this.options.consumerName,
       from: await log.endOffsets(Topics.connections),
       handle: (records) => {
+        this.handledAt = clock.now();
         for (const r of records) {
-          const event = decodeEvent(r.value) as ConnectionEvent;
-          if (event.type === 'connection.opened' && event.instanceId === instanceId) {
-            const left = (this.ownOpens.get(event.connectionId) ?? 1) - 1;
-            if (left > 0) this.ownOpens.set(event.connectionId, left);
-            else this.ownOpens.delete(event.connectionId);
-          }
-          if (event.type === 'connection.opened' && event.instanceId !== instanceId && !this.ownOpens.has(event.connectionId)) {
-            // The other instance attaches it now: this one's detaches would end its attachments.
-            this.forgetConnection(event.connectionId);
-            handlers.movedAway(event.connectionId);
-          }
-          if (event.type === 'connection.closed') {
-            this.forgetConnection(event.connectionId);
-            handlers.ended(event.connectionId);
-          }
-          if (event.type === 'instance.alive' && event.instanceId !== instanceId) {
-            // A new instance learns of this one at once, not an interval later (leads()).
-            if (!this.lastSeen.has(event.instanceId) && this.options.aliveIntervalMs > 0) this.alive();
-            this.lastSeen.set(event.instanceId, clock.now());
+          // Per record: a record this cannot apply is logged and passed over, never retried, so it
+          // cannot hold back the readers sharing this feed (the channels and stats projections).
+          try {
+            this.apply(decodeEvent(r.value) as ConnectionEvent, handlers);
+          } catch (err) {
+            this.options.logger.error({ err, partition: r.partition, offset: r.offset }, 'connection events: a record could not be applied; passed over');
           }
         }
       },
       onError: (err) => this.options.logger.error({ err }, 'connection events consumer failed on a batch; retrying'),
     });
     await this.subscription.caughtUp;
+    this.handledAt = clock.now();
     this.flusher = setInterval(() => this.flush(), FLUSH_MS);
     this.flusher.unref();
     const every = this.options.aliveIntervalMs;
@@ -184,9 +176,41 @@ export class ConnectionEvents {
     return seen !== undefined && this.options.clock.now() - seen <= 3 * this.options.aliveIntervalMs;
   }
 
+  private apply(event: ConnectionEvent, handlers: ConnectionEventHandlers): void {
+    const { instanceId, clock } = this.options;
+    if (event.type === 'connection.opened' && event.instanceId === instanceId) {
+      const left = (this.ownOpens.get(event.connectionId) ?? 1) - 1;
+      if (left > 0) this.ownOpens.set(event.connectionId, left);
+      else this.ownOpens.delete(event.connectionId);
+    }
+    if (event.type === 'connection.opened' && event.instanceId !== instanceId && !this.ownOpens.has(event.connectionId)) {
+      // The other instance attaches it now: this one's detaches would end its attachments.
+      this.forgetConnection(event.connectionId);
+      handlers.movedAway(event.connectionId);
+    }
+    if (event.type === 'connection.closed') {
+      this.forgetConnection(event.connectionId);
+      handlers.ended(event.connectionId);
+    }
+    if (event.type === 'instance.alive' && event.instanceId !== instanceId) {
+      // A new instance learns of this one at once, not an interval later (leads()).
+      if (!this.lastSeen.has(event.instanceId) && this.options.aliveIntervalMs > 0) this.alive();
+      this.lastSeen.set(event.instanceId, clock.now());
+    }
+  }
+
   private checkDead(handlers: ConnectionEventHandlers): void {
     const now = this.options.clock.now();
     const deadline = 3 * this.options.aliveIntervalMs;
+    // This instance reads its own alive records back every interval: a reader that has applied
+    // nothing for two intervals is stalled (the log unreachable, or a reader sharing its feed
+    // failing on a batch), and what it has not read says nothing about the others.
+    if (this.handledAt !== undefined && now - this.handledAt > 2 * this.options.aliveIntervalMs) {
+      if (!this.stallReported) this.options.logger.warn({ sinceMs: now - this.handledAt, lag: this.lag() }, 'connection events: the reader has applied nothing for two alive intervals; no instance is declared dead until it reads again');
+      this.stallReported = true;
+      return;
+    }
+    this.stallReported = false;
     const alive = [this.options.instanceId];
     const dead: string[] = [];
     for (const [id, seen] of this.lastSeen) (now - seen > deadline ? dead : alive).push(id);
