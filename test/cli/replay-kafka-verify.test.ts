@@ -150,16 +150,16 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     const p = prefix();
     const records = [0, 1, 2, 3].map((n) => publish('x', n));
     // seq 2 never produced: 0, 1, 3; then another writer's 0, 2, 1.
-    const gap = chainOf('wgap', 'messages', records, format);
+    const gap = chainOf('w00000000a9a0', 'messages', records, format);
     await forge(p, 'messages', [0, 1, 3].map((seq) => ({ record: records[seq], headers: gap[seq] })));
-    const swapped = chainOf('wswap', 'messages', records, format);
+    const swapped = chainOf('w00000000b5b0', 'messages', records, format);
     await forge(p, 'messages', [0, 2, 1].map((seq) => ({ record: records[seq], headers: swapped[seq] })));
     const problems = await problemsOf(writer(p));
     const partition = partitionFor('app1:x', 4);
     expect(problems).toEqual([
-      `records missing: writer wgap's seqs 2 to 2 in messages/${partition} (between offsets 1 and 2)`,
-      `records missing: writer wswap's seqs 1 to 1 in messages/${partition} (between offsets 3 and 4)`,
-      `records out of order: messages/${partition} offset 5 is writer wswap seq 1, after its seq 2 at offset 4 (re-ordered or forged)`,
+      `records missing: writer w00000000a9a0's seqs 2 to 2 in messages/${partition} (between offsets 1 and 2)`,
+      `records missing: writer w00000000b5b0's seqs 1 to 1 in messages/${partition} (between offsets 3 and 4)`,
+      `records out of order: messages/${partition} offset 5 is writer w00000000b5b0 seq 1, after its seq 2 at offset 4 (re-ordered or forged)`,
     ]);
   }, 60_000);
 
@@ -167,12 +167,12 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     const p = prefix();
     const records = [0, 1, 2, 3].map((n) => publish('x', n));
     const partition = partitionFor('app1:x', 4);
-    const headers = chainOf('wv0', 'messages', records, 'four headers');
+    const headers = chainOf('w000000000000', 'messages', records, 'four headers');
     await forge(p, 'messages', records.map((record, seq) => ({ record, headers: headers[seq] })));
     // Its writer's checkpoint of seq 3, itself chained in the audit topic as that writer wrote it.
     const head = headers[3][CHAIN_HEADERS_V0.link] as Buffer;
-    const checkpoint = { key: 'checkpoint', timestamp: Date.now(), value: signer.encode([{ topic: 'messages', partition, offset: 3, link: head, writer: 'wv0', seq: 3 }]) };
-    await forge(p, 'audit', [{ record: checkpoint, headers: chainOf('wv0', 'audit', [checkpoint], 'four headers')[0] }]);
+    const checkpoint = { key: 'checkpoint', timestamp: Date.now(), value: signer.encode([{ topic: 'messages', partition, offset: 3, link: head, writer: 'w000000000000', seq: 3 }]) };
+    await forge(p, 'audit', [{ record: checkpoint, headers: chainOf('w000000000000', 'audit', [checkpoint], 'four headers')[0] }]);
     const a = writer(p);
     const v = await verify(a);
     expect(v.problems).toEqual([]);
@@ -181,14 +181,14 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     expect(v.unsigned()).toBe(0);
     // Read back as the service reads it: the same chain either way.
     const read = await a.readChained(Topics.messages, partition, 0, 10);
-    expect(read.map((r) => r.chain !== undefined && r.chain !== 'malformed' && [r.chain.writer, r.chain.seq, r.chain.link.equals(headers[r.offset][CHAIN_HEADERS_V0.link] as Buffer)])).toEqual([0, 1, 2, 3].map((seq) => ['wv0', seq, true]));
+    expect(read.map((r) => r.chain !== undefined && r.chain !== 'malformed' && [r.chain.writer, r.chain.seq, r.chain.link.equals(headers[r.offset][CHAIN_HEADERS_V0.link] as Buffer)])).toEqual([0, 1, 2, 3].map((seq) => ['w000000000000', seq, true]));
     // seq 3's headers on another value.
     await forge(p, 'messages', [{ record: publish('x', 666), headers: headers[3] }]);
     const problems = await problemsOf(a);
-    expect(problems.some((m) => m.startsWith(`record changed: messages/${partition} offset 4 (writer wv0 seq 3) does not give the link its headers carry`)), problems.join('\n')).toBe(true);
+    expect(problems.some((m) => m.startsWith(`record changed: messages/${partition} offset 4 (writer w000000000000 seq 3) does not give the link its headers carry`)), problems.join('\n')).toBe(true);
   }, 60_000);
 
-  it('chain headers not well formed (a cm-chain cut short, of an unknown format, or beside the four headers) are caught as changed records', async () => {
+  it('chain headers not well formed (a cm-chain cut short, too long, of an unknown format, not naming a writer id, or beside the four headers; a seq not in decimal) are caught as changed records', async () => {
     const p = prefix();
     const a = writer(p);
     await a.append(Topics.messages, [publish('x', 1)]);
@@ -197,13 +197,18 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     const one = headersOf(chain)[CHAIN_HEADER] as Buffer;
     const unknownFormat = Buffer.from(one);
     unknownFormat[0] = 2;
+    const notAWriterId = Buffer.from(one);
+    notAWriterId[notAWriterId.length - 1] = 0xff;
     await forge(p, 'messages', [
       { record: publish('x', 2), headers: { [CHAIN_HEADER]: one.subarray(0, 60) } },
       { record: publish('x', 3), headers: { [CHAIN_HEADER]: unknownFormat } },
       { record: publish('x', 4), headers: { ...headersOf(chain), ...headersOf(chain, 'four headers') } },
+      { record: publish('x', 5), headers: { [CHAIN_HEADER]: notAWriterId } },
+      { record: publish('x', 6), headers: { [CHAIN_HEADER]: Buffer.concat([one, Buffer.alloc(1_000, 0x61)]) } },
+      { record: publish('x', 7), headers: { ...headersOf(chain, 'four headers'), [CHAIN_HEADERS_V0.seq]: '0x0' } },
     ]);
     const problems = await problemsOf(a);
-    expect(problems).toEqual([1, 2, 3].map((offset) => `record changed: messages/${first.partition} offset ${offset} carries chain headers that are not well formed`));
+    expect(problems).toEqual([1, 2, 3, 4, 5, 6].map((offset) => `record changed: messages/${first.partition} offset ${offset} carries chain headers that are not well formed`));
   }, 60_000);
 
   it('records missing at the end of a writer\'s chain (past what a checkpoint signed) are caught', async () => {

@@ -80,16 +80,24 @@ export function chainOf(headers: IHeaders | undefined): ChainHeaders | 'malforme
   if (one !== undefined) return v0 ? 'malformed' : decodeChainHeader(one);
   if (!v0) return undefined;
   if (!Buffer.isBuffer(writer) || !Buffer.isBuffer(seq) || !Buffer.isBuffer(prev) || !Buffer.isBuffer(link)) return 'malformed';
-  const s = Number(seq.toString('latin1'));
-  if (!Number.isSafeInteger(s) || s < 0 || prev.length !== LINK_BYTES || link.length !== LINK_BYTES) return 'malformed';
-  return { writer: writer.toString('utf8'), seq: s, prev, link };
+  const digits = seq.toString('latin1');
+  const s = Number(digits);
+  if (!DECIMAL.test(digits) || !Number.isSafeInteger(s) || prev.length !== LINK_BYTES || link.length !== LINK_BYTES) return 'malformed';
+  const id = writer.toString('latin1');
+  return WRITER_ID.test(id) ? { writer: id, seq: s, prev, link } : 'malformed';
 }
 
+/** A writer id as newWriterId makes them, the only form there has been. */
+const WRITER_ID = /^w[0-9a-f]{12}$/;
+const WRITER_ID_BYTES = 13;
+const DECIMAL = /^(0|[1-9][0-9]*)$/;
+
 function decodeChainHeader(value: IHeaders[string]): ChainHeaders | 'malformed' {
-  if (!Buffer.isBuffer(value) || value.length <= AT.writer || value[0] !== FORMAT) return 'malformed';
+  if (!Buffer.isBuffer(value) || value.length !== AT.writer + WRITER_ID_BYTES || value[0] !== FORMAT) return 'malformed';
   const seq = value.readUInt32BE(AT.seq) * 0x1_0000_0000 + value.readUInt32BE(AT.seq + 4);
-  if (!Number.isSafeInteger(seq)) return 'malformed';
-  return { writer: value.toString('utf8', AT.writer), seq, prev: value.subarray(AT.prev, AT.link), link: value.subarray(AT.link, AT.writer) };
+  const writer = value.toString('latin1', AT.writer);
+  if (!Number.isSafeInteger(seq) || !WRITER_ID.test(writer)) return 'malformed';
+  return { writer, seq, prev: value.subarray(AT.prev, AT.link), link: value.subarray(AT.link, AT.writer) };
 }
 
 /** A chain's newest acknowledged record: what a checkpoint signs. */
