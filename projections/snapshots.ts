@@ -117,6 +117,8 @@ export class SnapshotStore {
   save(name: string, version: number, positions: SnapshotPositions, state: unknown, to: SaveTo = {}): Promise<{ shared: boolean }> {
     const body = encode(state, { ignoreUndefined: true });
     const writtenAt = this.now();
+    // Copied now, as the state: the caller's maps may move on while the write waits its turn.
+    const held: SnapshotPositions = new Map([...positions].map(([topic, cp]) => [topic, new Map(cp)]));
     const previous = this.writing.get(name) ?? Promise.resolve();
     const done = previous.then(async () => {
       const header: Header = {
@@ -124,8 +126,8 @@ export class SnapshotStore {
         name,
         version,
         log: this.options.logId,
-        positions: Object.fromEntries([...positions].map(([topic, cp]) => [topic, [...cp]])),
-        partitions: await this.partitionCounts(positions),
+        positions: Object.fromEntries([...held].map(([topic, cp]) => [topic, [...cp]])),
+        partitions: await this.partitionCounts(held),
         writtenAt,
         bytes: body.byteLength,
         sha256: createHash('sha256').update(body).digest('hex'),
@@ -139,7 +141,7 @@ export class SnapshotStore {
           localError = err;
         }
       }
-      const shared = await this.saveShared(name, version, writtenAt, positions, bytes, to.shared ?? 'due');
+      const shared = await this.saveShared(name, version, writtenAt, held, bytes, to.shared ?? 'due');
       if (localError !== undefined) throw localError;
       return { shared };
     });
