@@ -331,18 +331,24 @@ export class SnapshotStore {
     for (const [topic, cp] of snapshot.positions) {
       const counted = snapshot.partitions?.[topic];
       if (counted === undefined && ![...cp.values()].some((offset) => offset > 0)) continue; // nothing of it read: nothing to be past
+      const past = (end: Map<number, number>) => [...cp].find(([partition, offset]) => offset > (end.get(partition) ?? 0));
       let end = ends.get(topic);
-      if (!end) {
-        try {
+      try {
+        const earlier = end === undefined;
+        end ??= await this.endOf(topic);
+        // The end this store read earlier (at the start) may be older than a snapshot saved since: read it again, once per load.
+        if (earlier && past(end)) {
+          this.ends.delete(topic);
           end = await this.endOf(topic);
-        } catch (err) {
-          return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
         }
-        ends.set(topic, end);
+      } catch (err) {
+        return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
       }
-      for (const [partition, offset] of cp) {
-        const at = end.get(partition) ?? 0;
-        if (offset > at) return { reason: `its ${topic} position ${partition}:${offset} is past the log's end (${at}): the log was reset or is another one` };
+      ends.set(topic, end);
+      const beyond = past(end);
+      if (beyond) {
+        const [partition, offset] = beyond;
+        return { reason: `its ${topic} position ${partition}:${offset} is past the log's end (${end.get(partition) ?? 0}): the log was reset or is another one` };
       }
       // Another partition count: its keys were on other partitions (its state is of another layout).
       if (counted !== undefined && counted !== end.size) return { reason: `it covers ${counted} partitions of the ${topic} topic, which has ${end.size}` };
