@@ -41,6 +41,7 @@ export interface SharedSnapshots {
 /** The shared snapshots in a ClickHouse table, `<prefix>projection_snapshots`, made at first use. */
 export class ClickHouseSharedSnapshots implements SharedSnapshots {
   readonly where: string;
+  readonly maxBytes: number;
   private readonly ch: ClickHouseSession;
   private readonly table;
   private ready: Promise<void> | undefined;
@@ -52,8 +53,6 @@ export class ClickHouseSharedSnapshots implements SharedSnapshots {
     this.where = `clickhouse:${name}`;
     this.maxBytes = options.maxBytes;
   }
-
-  readonly maxBytes: number;
 
   private init(): Promise<void> {
     this.ready ??= this.ch
