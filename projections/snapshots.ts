@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
 import type { Logger } from 'pino';
 import type { Checkpoint, Log, Topic } from '../src/log/port.js';
+import type { SharedSnapshots } from './shared-snapshots.js';
 
 /**
  * Snapshots of the in-memory projections (README: A bounded start). A projection rebuilt from its
@@ -18,7 +19,15 @@ import type { Checkpoint, Log, Topic } from '../src/log/port.js';
  * The newest `keep` of each projection are kept: presence needs one older than the history window
  * (projections/presence). The file: one line of JSON (the header), then the state as MessagePack
  * (message data may be bytes). The header names the format, the projection and its version, the
- * log the positions are of, the positions, and the body's length and SHA-256.
+ * log the positions are of, the positions, the topics' partition counts, and the body's length
+ * and SHA-256.
+ *
+ * Production mode also keeps them in a store every instance reads (`shared`, ClickHouse:
+ * projections/shared-snapshots.ts), the same bytes: an instance with an empty DATA_DIR starts from
+ * the newest there. A start tries every snapshot, local and shared, the furthest into the log
+ * first (the local one first at equal positions), under the same checks. Not every save goes
+ * there: only one when the newest shared one of the projection (any instance's) is older than
+ * `sharedEveryMs`, and every graceful stop's (SnapshotSchedule.close).
  */
 
 export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/1';
@@ -30,6 +39,8 @@ export interface Snapshot<S> {
   name: string;
   version: number;
   positions: SnapshotPositions;
+  /** Each topic's partition count when written (undefined: a file of an earlier build). */
+  partitions?: Record<string, number>;
   writtenAt: number;
   state: S;
 }
@@ -40,6 +51,8 @@ interface Header {
   version: number;
   log: string;
   positions: Record<string, [number, number][]>;
+  /** Each topic's partition count when written (absent in files of earlier builds). */
+  partitions?: Record<string, number>;
   writtenAt: number;
   bytes: number;
   sha256: string;
@@ -57,6 +70,22 @@ export interface SnapshotStoreOptions {
   keep?: number;
   /** The clock of writtenAt (file names order by it). */
   now?: () => number;
+  /** The store every instance reads (production mode), and how often one of a projection goes there at most. */
+  shared?: { store: SharedSnapshots; everyMs: number; instance: string };
+}
+
+/** Which stores a save writes: `due` writes the shared one when its newest is older than `sharedEveryMs`. */
+export interface SaveTo {
+  local?: boolean;
+  shared?: 'no' | 'due' | 'now';
+}
+
+/** One snapshot a start may try: where it is, how far into the log it goes, and its bytes when asked. */
+interface Candidate {
+  where: string;
+  shared: boolean;
+  covered: number;
+  bytes: () => Promise<Buffer | undefined>;
 }
 
 /** Why a snapshot is not used: `warn` for one that cannot be read, not for one merely too new. */
@@ -81,36 +110,88 @@ export class SnapshotStore {
 
   /**
    * Saves a snapshot. The state is encoded before the first await, so it is the state at the
-   * call, consistent with `positions`; the write goes on in the background of the returned promise.
+   * call, consistent with `positions`; the write goes on in the background of the returned promise,
+   * which tells whether the shared store was written. A shared write that fails, or a snapshot
+   * too large for the shared store, is logged and not thrown (the local one stands).
    */
-  save(name: string, version: number, positions: SnapshotPositions, state: unknown): Promise<void> {
+  save(name: string, version: number, positions: SnapshotPositions, state: unknown, to: SaveTo = {}): Promise<{ shared: boolean }> {
     const body = encode(state, { ignoreUndefined: true });
     const writtenAt = this.now();
-    const header: Header = {
-      format: SNAPSHOT_FORMAT,
-      name,
-      version,
-      log: this.options.logId,
-      positions: Object.fromEntries([...positions].map(([topic, cp]) => [topic, [...cp]])),
-      writtenAt,
-      bytes: body.byteLength,
-      sha256: createHash('sha256').update(body).digest('hex'),
-    };
+    // Copied now, as the state: the caller's maps may move on while the write waits its turn.
+    const held: SnapshotPositions = new Map([...positions].map(([topic, cp]) => [topic, new Map(cp)]));
     const previous = this.writing.get(name) ?? Promise.resolve();
-    const done = previous.then(() => this.write(name, writtenAt, header, body));
-    this.writing.set(name, done.catch(() => undefined));
+    const done = previous.then(async () => {
+      const header: Header = {
+        format: SNAPSHOT_FORMAT,
+        name,
+        version,
+        log: this.options.logId,
+        positions: Object.fromEntries([...held].map(([topic, cp]) => [topic, [...cp]])),
+        partitions: await this.partitionCounts(held),
+        writtenAt,
+        bytes: body.byteLength,
+        sha256: createHash('sha256').update(body).digest('hex'),
+      };
+      const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), body]);
+      let localError: unknown;
+      if (to.local !== false) {
+        try {
+          await this.write(name, writtenAt, bytes);
+        } catch (err) {
+          localError = err;
+        }
+      }
+      const shared = await this.saveShared(name, version, writtenAt, held, bytes, to.shared ?? 'due');
+      if (localError !== undefined) throw localError;
+      return { shared };
+    });
+    this.writing.set(name, done.then(() => undefined, () => undefined));
     return done;
   }
 
-  private async write(name: string, writtenAt: number, header: Header, body: Uint8Array): Promise<void> {
+  /** Partition counts of the topics a snapshot covers (from the log's ends, read once per store). */
+  private async partitionCounts(positions: SnapshotPositions): Promise<Record<string, number> | undefined> {
+    const counts: Record<string, number> = {};
+    try {
+      for (const topic of positions.keys()) counts[topic] = (await this.endOf(topic)).size;
+    } catch {
+      return undefined; // the log did not say: the snapshot is checked against the log's ends only
+    }
+    return counts;
+  }
+
+  private async saveShared(name: string, version: number, writtenAt: number, positions: SnapshotPositions, bytes: Buffer, when: 'no' | 'due' | 'now'): Promise<boolean> {
+    const shared = this.options.shared;
+    if (!shared || when === 'no') return false;
+    const { logger } = this.options;
+    try {
+      if (when === 'due') {
+        const newest = Math.max(0, ...(await shared.store.list(name, this.options.logId)).map((e) => e.writtenAt));
+        if (writtenAt - newest < shared.everyMs) return false;
+      }
+      if (bytes.byteLength > shared.store.maxBytes) {
+        logger.warn({ projection: name, bytes: bytes.byteLength, maxBytes: shared.store.maxBytes }, 'snapshot too large for the shared store: not shared (a new instance replays this projection from its topics)');
+        return false;
+      }
+      const id = `${String(writtenAt).padStart(15, '0')}-${randomBytes(4).toString('hex')}`;
+      await shared.store.write({ name, log: this.options.logId, version, covered: coveredBy(positions), writtenAt, id, instance: shared.instance }, bytes);
+      await shared.store.prune(name, this.options.logId, this.keep);
+      logger.info({ projection: name, where: shared.store.where, id, bytes: bytes.byteLength }, 'snapshot shared');
+      return true;
+    } catch (err) {
+      logger.warn({ err, projection: name, where: shared.store.where }, 'shared snapshot write failed; a later one tries again');
+      return false;
+    }
+  }
+
+  private async write(name: string, writtenAt: number, bytes: Buffer): Promise<void> {
     const dir = join(this.options.dir, name);
     mkdirSync(dir, { recursive: true });
     const file = `${String(writtenAt).padStart(15, '0')}-${randomBytes(4).toString('hex')}${SUFFIX}`;
     const temp = join(dir, `.${file}.tmp`);
     const handle = await open(temp, 'w');
     try {
-      await handle.write(`${JSON.stringify(header)}\n`);
-      await handle.write(body);
+      await handle.write(bytes);
       await handle.sync();
     } finally {
       await handle.close();
@@ -132,45 +213,70 @@ export class SnapshotStore {
   }
 
   /**
-   * The newest snapshot of `name` that can be used: readable, of this `version` and this log,
-   * within the log's end for every topic it names, and accepted by `accept` (a projection's own
-   * condition). Each one passed over is logged with its reason; undefined means a full replay.
+   * The newest snapshot of `name` that can be used: readable, of this `version` and this log, of
+   * the topics' partitions as they are, within the log's end for every topic it names, and
+   * accepted by `accept` (a projection's own condition). Local and shared ones are tried the
+   * furthest into the log first. Each one passed over is logged with its reason; undefined means a
+   * full replay.
    */
   async load<S>(name: string, version: number, accept?: (s: Snapshot<S>) => Refusal | undefined): Promise<Snapshot<S> | undefined> {
     const { logger } = this.options;
-    const files = this.files(name);
-    if (files.length === 0) {
+    const candidates = [...this.localCandidates(name), ...(await this.sharedCandidates(name))];
+    // Stable: at equal positions the local one (first in the list) is tried first.
+    candidates.sort((x, y) => y.covered - x.covered);
+    if (candidates.length === 0) {
       logger.info({ projection: name }, 'no snapshot yet: the projection replays its topics whole');
       return undefined;
     }
     const ends = new Map<Topic, Map<number, number>>();
-    for (const file of files) {
-      const path = join(this.options.dir, name, file);
-      const read = this.read<S>(path, name, version);
+    for (const candidate of candidates) {
+      const where = { projection: name, file: candidate.where, ...(candidate.shared ? { shared: true } : {}) };
+      let read: { snapshot: Snapshot<S> } | Refusal;
+      try {
+        const bytes = await candidate.bytes();
+        read = bytes ? this.read<S>(bytes, name, version) : { reason: 'gone (removed meanwhile)', warn: false };
+      } catch (err) {
+        read = { reason: `cannot be read: ${(err as Error).message}` };
+      }
       let refusal = 'reason' in read ? read : undefined;
       if (!refusal && 'snapshot' in read) {
-        refusal = await this.beyondEnd(read.snapshot.positions, ends);
+        refusal = await this.beyondEnd(read.snapshot, ends);
         refusal ??= accept?.(read.snapshot);
         if (!refusal) {
-          logger.info({ projection: name, file: path, writtenAt: new Date(read.snapshot.writtenAt).toISOString(), positions: describe(read.snapshot.positions) }, 'projection restored from its snapshot; reading the log after it');
+          logger.info({ ...where, writtenAt: new Date(read.snapshot.writtenAt).toISOString(), positions: describe(read.snapshot.positions) }, 'projection restored from its snapshot; reading the log after it');
           return read.snapshot;
         }
       }
-      const fields = { projection: name, file: path, reason: refusal!.reason };
+      const fields = { ...where, reason: refusal!.reason };
       if (refusal!.warn === false) logger.info(fields, 'snapshot passed over');
       else logger.warn(fields, 'snapshot not used');
     }
-    logger.warn({ projection: name, snapshots: files.length }, 'no usable snapshot: the projection replays its topics whole');
+    logger.warn({ projection: name, snapshots: candidates.length }, 'no usable snapshot: the projection replays its topics whole');
     return undefined;
   }
 
-  private read<S>(path: string, name: string, version: number): { snapshot: Snapshot<S> } | Refusal {
-    let bytes: Buffer;
+  /** The local files, each placed by its header's positions (one whose header cannot be read last: it is reported). */
+  private localCandidates(name: string): Candidate[] {
+    return this.files(name).map((file) => {
+      const path = join(this.options.dir, name, file);
+      return { where: path, shared: false, covered: headerCovered(path), bytes: async () => readFileSync(path) };
+    });
+  }
+
+  /** The shared store's, by what their rows say; none (with a warning) when it cannot be listed. */
+  private async sharedCandidates(name: string): Promise<Candidate[]> {
+    const shared = this.options.shared?.store;
+    if (!shared) return [];
     try {
-      bytes = readFileSync(path);
+      const entries = await shared.list(name, this.options.logId);
+      return entries.map((e) => ({ where: `${shared.where}#${e.id}`, shared: true, covered: e.covered, bytes: () => shared.read(e.id) }));
     } catch (err) {
-      return { reason: `cannot be read: ${(err as Error).message}` };
+      this.options.logger.warn({ err, projection: name, where: shared.where }, 'shared snapshots could not be listed: only local ones are tried');
+      return [];
     }
+  }
+
+  private read<S>(bytes: Buffer, name: string, version: number): { snapshot: Snapshot<S> } | Refusal {
     const eol = bytes.indexOf(10);
     let header: Header;
     try {
@@ -194,7 +300,7 @@ export class SnapshotStore {
       return { reason: `its state does not decode: ${(err as Error).message}` };
     }
     const positions: SnapshotPositions = new Map(Object.entries(header.positions).map(([topic, cp]) => [topic as Topic, new Map(cp)]));
-    return { snapshot: { name, version, positions, writtenAt: header.writtenAt, state } };
+    return { snapshot: { name, version, positions, partitions: header.partitions, writtenAt: header.writtenAt, state } };
   }
 
   /**
@@ -221,24 +327,54 @@ export class SnapshotStore {
     return end;
   }
 
-  private async beyondEnd(positions: SnapshotPositions, ends: Map<Topic, Map<number, number>>): Promise<Refusal | undefined> {
-    for (const [topic, cp] of positions) {
-      if (![...cp.values()].some((offset) => offset > 0)) continue; // nothing of it read: nothing to be past
+  private async beyondEnd(snapshot: Snapshot<unknown>, ends: Map<Topic, Map<number, number>>): Promise<Refusal | undefined> {
+    for (const [topic, cp] of snapshot.positions) {
+      const counted = snapshot.partitions?.[topic];
+      if (counted === undefined && ![...cp.values()].some((offset) => offset > 0)) continue; // nothing of it read: nothing to be past
+      const past = (end: Map<number, number>) => [...cp].find(([partition, offset]) => offset > (end.get(partition) ?? 0));
       let end = ends.get(topic);
-      if (!end) {
-        try {
+      try {
+        const earlier = end === undefined;
+        end ??= await this.endOf(topic);
+        // The end this store read earlier (at the start) may be older than a snapshot saved since: read it again, once per load.
+        if (earlier && past(end)) {
+          this.ends.delete(topic);
           end = await this.endOf(topic);
-        } catch (err) {
-          return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
         }
-        ends.set(topic, end);
+      } catch (err) {
+        return { reason: `the ${topic} topic's end could not be read to check it against (${(err as Error).message})` };
       }
-      for (const [partition, offset] of cp) {
-        const at = end.get(partition) ?? 0;
-        if (offset > at) return { reason: `its ${topic} position ${partition}:${offset} is past the log's end (${at}): the log was reset or is another one` };
+      ends.set(topic, end);
+      const beyond = past(end);
+      if (beyond) {
+        const [partition, offset] = beyond;
+        return { reason: `its ${topic} position ${partition}:${offset} is past the log's end (${end.get(partition) ?? 0}): the log was reset or is another one` };
       }
+      // Another partition count: its keys were on other partitions (its state is of another layout).
+      if (counted !== undefined && counted !== end.size) return { reason: `it covers ${counted} partitions of the ${topic} topic, which has ${end.size}` };
     }
     return undefined;
+  }
+}
+
+/** How far into the log positions are: the sum of their offsets. */
+const coveredBy = (positions: SnapshotPositions): number => [...positions.values()].reduce((sum, cp) => sum + [...cp.values()].reduce((a, b) => a + b, 0), 0);
+
+/** How far a local file goes (its header line alone read); one whose header cannot be read is tried last, to be reported. */
+function headerCovered(path: string): number {
+  try {
+    const handle = openSync(path, 'r');
+    try {
+      const head = Buffer.alloc(64 * 1024);
+      const n = readSync(handle, head, 0, head.length, 0);
+      const eol = head.subarray(0, n).indexOf(10);
+      const header = JSON.parse(head.subarray(0, eol < 0 ? n : eol).toString('utf8')) as Header;
+      return coveredBy(new Map(Object.entries(header.positions).map(([topic, cp]) => [topic as Topic, new Map(cp)])));
+    } finally {
+      closeSync(handle);
+    }
+  } catch {
+    return -1;
   }
 }
 
@@ -255,11 +391,15 @@ export interface SnapshotSource {
 
 /**
  * Saves each source every `intervalMs` when its positions moved, and once more at close (after
- * the consumers stopped). A failed write (a full disk) is logged; the next one tries again.
+ * the consumers stopped). A failed write (a full disk) is logged; the next one tries again. With a
+ * shared store: an interval's save goes there too when the newest shared one is older than its
+ * interval (SnapshotStore), and the close's always does (unless this instance shared those
+ * positions already): a stop leaves the newest state for the next instance to start, whichever it is.
  */
 export class SnapshotSchedule {
   private timer: NodeJS.Timeout | undefined;
   private readonly saved = new Map<string, string>();
+  private readonly shared = new Map<string, string>();
   private running: Promise<void> | undefined;
 
   constructor(
@@ -276,16 +416,19 @@ export class SnapshotSchedule {
   }
 
   /** Saves what moved since the last save; resolves when written (failures are logged, not thrown). */
-  saveAll(): Promise<void> {
+  saveAll(final = false): Promise<void> {
     const run = async (): Promise<void> => {
       for (const source of this.sources) {
         const taken = source.take();
         if (!taken) continue;
         const mark = JSON.stringify(describe(taken.positions));
-        if (this.saved.get(source.name) === mark) continue;
+        const local = this.saved.get(source.name) !== mark;
+        const shared = this.shared.get(source.name) !== mark;
+        if (!local && !(final && shared)) continue;
         try {
-          await this.store.save(source.name, source.version, taken.positions, taken.state);
+          const done = await this.store.save(source.name, source.version, taken.positions, taken.state, { local, shared: !shared ? 'no' : final ? 'now' : 'due' });
           this.saved.set(source.name, mark);
+          if (done.shared) this.shared.set(source.name, mark);
         } catch (err) {
           this.logger.warn({ err, projection: source.name }, 'snapshot write failed; the next one tries again');
         }
@@ -299,7 +442,7 @@ export class SnapshotSchedule {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    if (this.intervalMs > 0) await this.saveAll();
+    if (this.intervalMs > 0) await this.saveAll(true);
   }
 }
 

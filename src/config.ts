@@ -72,6 +72,10 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** How often the in-memory projections save a snapshot (and at close); 0: none. SNAPSHOT_INTERVAL_MS */
   snapshotIntervalMs: number;
+  /** Production mode: at most how often a projection's snapshot also goes to the shared store (ClickHouse); 0: never. SHARED_SNAPSHOT_INTERVAL_MS */
+  sharedSnapshotIntervalMs: number;
+  /** The largest snapshot written to the shared store; a larger one is not shared. SHARED_SNAPSHOT_MAX_BYTES */
+  sharedSnapshotMaxBytes: number;
   /** Webhook delivery's bounds (src/webhooks/settings.ts). */
   webhooks: WebhookSettings;
   // Faults of the production parts (prod-faults).
@@ -280,6 +284,8 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     startupTimeoutMs: int(e, 'STARTUP_TIMEOUT_MS', 30_000, 100, 3600_000),
     shutdownTimeoutMs: int(e, 'SHUTDOWN_TIMEOUT_MS', 15_000, 100, 3600_000),
     snapshotIntervalMs: int(e, 'SNAPSHOT_INTERVAL_MS', 60_000, 0, 24 * 3600_000),
+    sharedSnapshotIntervalMs: int(e, 'SHARED_SNAPSHOT_INTERVAL_MS', 600_000, 0, 7 * 24 * 3600_000),
+    sharedSnapshotMaxBytes: int(e, 'SHARED_SNAPSHOT_MAX_BYTES', 64 * 1024 * 1024, 1024, 256 * 1024 * 1024),
   };
 }
 

@@ -8,6 +8,7 @@ import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/c
 import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
 import { ClickHouseWebhookCheckpoints } from '../projections/webhooks/webhook-checkpoints.js';
+import { ClickHouseSharedSnapshots } from '../projections/shared-snapshots.js';
 
 export interface Isolation {
   /** Prepended to Kafka topic names (tests and tenants use their own topics). */
@@ -70,6 +71,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_` }),
     statsStore: new ClickHouseStatsStore({ client, tablePrefix: prefix }),
     webhookCheckpoints: new ClickHouseWebhookCheckpoints({ client, tablePrefix: prefix }),
+    // A new instance (empty DATA_DIR) starts from these (README: A bounded start).
+    sharedSnapshots: new ClickHouseSharedSnapshots({ client, tablePrefix: prefix, maxBytes: config.sharedSnapshotMaxBytes }),
     // Fewer, larger inserts: ClickHouse wants parts, not rows (recent history is served from memory).
     projectionFlushMs: 1000,
     close: () => client.close(),

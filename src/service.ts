@@ -40,6 +40,7 @@ import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
 import { StatsWritersBehind } from '../projections/stats/stats-reader.js';
 import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
+import type { SharedSnapshots } from '../projections/shared-snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 import { startWebhookDelivery } from '../projections/webhooks/webhook-delivery.js';
 import { packageVersion } from './build-info.js';
@@ -112,7 +113,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const appsApplied = new AppliedPositions();
 
   // The in-memory projections start from their snapshots (README: A bounded start).
-  const snapshots = snapshotStoreFor(config, log, logger);
+  const snapshots = snapshotStoreFor(config, log, logger, adapters.sharedSnapshots);
   // Applications created through the sandbox route, key management and token revocations: restored
   // from their snapshot and the topic after it (or the topic whole), before the others (they ask
   // it which channels persist).
@@ -487,14 +488,22 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
 }
 
 /**
- * Where the in-memory projections keep their snapshots: DATA_DIR/snapshots, on this instance's
- * disk in production mode too (every instance holds these projections whole, so any instance's
- * snapshot serves any other on the same disk). None with SNAPSHOT_INTERVAL_MS=0.
+ * Where the in-memory projections keep their snapshots: DATA_DIR/snapshots, and in production
+ * mode the shared store too (ClickHouse), which an instance with an empty DATA_DIR starts from
+ * (every instance holds these projections whole, so any instance's snapshot serves any other).
+ * None with SNAPSHOT_INTERVAL_MS=0; no shared ones with SHARED_SNAPSHOT_INTERVAL_MS=0.
  */
-function snapshotStoreFor(config: Config, log: Log, logger: Logger): SnapshotStore | undefined {
+function snapshotStoreFor(config: Config, log: Log, logger: Logger, shared: SharedSnapshots | undefined): SnapshotStore | undefined {
   if (config.snapshotIntervalMs <= 0) return undefined;
   // Presence needs a snapshot older than the history window: keep enough to reach past it.
   const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
   const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;
-  return new SnapshotStore({ dir: join(config.dataDir, 'snapshots'), logId, log, logger: logger.child({ component: 'snapshots' }), keep });
+  return new SnapshotStore({
+    dir: join(config.dataDir, 'snapshots'),
+    logId,
+    log,
+    logger: logger.child({ component: 'snapshots' }),
+    keep,
+    ...(shared && config.sharedSnapshotIntervalMs > 0 ? { shared: { store: shared, everyMs: config.sharedSnapshotIntervalMs, instance: config.instanceId } } : {}),
+  });
 }

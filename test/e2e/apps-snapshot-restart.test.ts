@@ -33,7 +33,8 @@ interface Mode {
 const embedded: Mode = { name: 'embedded', env: () => ({}), adapters: async (config) => embeddedAdapters(config) };
 const production: Mode | undefined = found && {
   name: 'production (Kafka + ClickHouse)',
-  env: () => ({ KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: '0' }),
+  // DATA_DIR's snapshots alone: the shared ones (ClickHouse) are test/e2e/production-shared-snapshot.test.ts's.
+  env: () => ({ KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: '0', SHARED_SNAPSHOT_INTERVAL_MS: '0' }),
   adapters: async (config, isolation) => (await import('../../src/production-adapters.js')).productionAdapters(config, pino({ level: 'silent' }), isolation),
   cleanUp: async ({ tablePrefix }) => {
     const query = async (sql: string): Promise<string> => (await fetch(found.clickhouseUrl, { method: 'POST', body: sql })).text();

@@ -20,6 +20,7 @@ import { Flag } from '../../src/realtime/protocol.js';
 import { findProductionInfra } from '../helpers/production.js';
 import { requireInfra } from '../helpers/infra.js';
 import { countingAdapters, handedBefore as before } from '../helpers/counting-log.js';
+import { readBy, writersCaughtUp } from '../helpers/snapshot-start.js';
 
 const found = await findProductionInfra();
 afterAll(() => found?.stop());
@@ -39,42 +40,14 @@ const embedded: Mode = {
 
 const production: Mode | undefined = found && {
   name: 'production (Kafka + ClickHouse)',
-  env: () => ({ KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: '0' }),
+  // DATA_DIR's snapshots alone: the shared ones (ClickHouse) are test/e2e/production-shared-snapshot.test.ts's.
+  env: () => ({ KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: '0', SHARED_SNAPSHOT_INTERVAL_MS: '0' }),
   adapters: async (config, isolation) => (await import('../../src/production-adapters.js')).productionAdapters(config, pino({ level: 'silent' }), isolation),
   cleanUp: async ({ tablePrefix }) => {
     const query = async (sql: string): Promise<string> => (await fetch(found.clickhouseUrl, { method: 'POST', body: sql })).text();
     const names = await query(`SELECT name FROM system.tables WHERE database = currentDatabase() AND startsWith(name, '${tablePrefix}')`);
     for (const name of names.split('\n').filter((n) => n !== '')) await query(`DROP TABLE IF EXISTS \`${name}\``);
   },
-};
-
-/**
- * What a projection's consumer was handed. On Kafka the projections reading a whole topic share one
- * consumer (projections/runner.ts, `<topic>-feed`), which starts at the earliest of their positions:
- * what it read is what each of them read at most.
- */
-const FEEDS: Record<string, string> = { presence: 'presence-feed', 'channels-presence': 'presence-feed', 'channels-connections': 'connections-feed' };
-const readBy = (handed: Map<string, { partition: number; offset: number }[]>, name: string) => handed.get(name) ?? handed.get(FEEDS[name]);
-
-/**
- * Whether the writers of these topics applied them up to their ends (a writer's close writes what it
- * applied, with its checkpoint): production mode, where writers shared among the instances do
- * (projections/projection-set.ts: presence history, stats), each topic's a consumer group handed
- * its partitions seconds after the start. A restart depends on them: the presence snapshot serves
- * only if presence history's store holds everything it covers (projections/presence: the reader's
- * tail keeps what the store lacks, and those entries need the member set as it was then), and the
- * stats reader, which shares a feed with the other projections reading the topic, resumes at the
- * stats store's checkpoint. The embedded mode's projections write themselves.
- */
-const writersCaughtUp = (s: Service, ends: [Topic, Map<number, number>][]): boolean => {
-  const writers = (topic: Topic) => (topic === Topics.presence ? ['presence-writer', `stats-writer-${topic}`] : [`stats-writer-${topic}`]);
-  return ends.every(([topic, end]) =>
-    writers(topic).every((name) => {
-      if (!s.runner.lag().has(name)) return true;
-      const at = s.runner.consumer(name).positions();
-      return [...end].every(([p, offset]) => (at.get(p) ?? 0) >= offset);
-    }),
-  );
 };
 
 const CHANNELS = 40;

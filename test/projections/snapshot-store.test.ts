@@ -106,6 +106,29 @@ describe('snapshot files', () => {
     expect(reset.warnings()[0].reason).toBe("its presence position 0:90 is past the log's end (12): the log was reset or is another one");
   });
 
+  it("a snapshot saved after the store first read the log's end (a writer's hand-over minutes after the start) is used: the end is read again", async () => {
+    const { dir } = setup();
+    let end = new Map([[0, 50], [1, 50]]);
+    const lines: Line[] = [];
+    const store = new SnapshotStore({ dir, logId: 'embedded:test', log: { endOffsets: async () => end }, logger: pino({ level: 'warn' }, { write: (l: string) => lines.push(JSON.parse(l) as Line) }) });
+    await store.save('presence', 1, at(40, 40), { n: 1 });
+    expect((await store.load<{ n: number }>('presence', 1))?.state.n).toBe(1);
+    end = new Map([[0, 100], [1, 100]]);
+    await store.save('presence', 1, at(90, 90), { n: 2 });
+    expect((await store.load<{ n: number }>('presence', 1))?.state.n).toBe(2);
+    expect(lines).toEqual([]);
+  });
+
+  it('a snapshot of a topic whose partition count changed since (its keys were on other partitions) is not used', async () => {
+    const { dir } = setup();
+    const first = setup({ dir });
+    await first.store.save('presence', 1, at(10, 5), {});
+    const grown = setup({ dir, ends: new Map([[0, 100], [1, 100], [2, 0], [3, 0]]) });
+    expect(await grown.store.load('presence', 1)).toBeUndefined();
+    expect(grown.warnings()[0].reason).toBe('it covers 2 partitions of the presence topic, which has 4');
+    expect(await setup({ dir }).store.load('presence', 1)).toBeDefined();
+  });
+
   it("a log whose end cannot be read (a broker error) passes the snapshot over with a warning instead of failing the start", async () => {
     const { dir, store } = setup();
     await store.save('presence', 1, at(5), {});
