@@ -451,3 +451,34 @@ export function atOrBefore(a: Checkpoint, b: Checkpoint): boolean {
   for (const [p, o] of a) if (o > (b.get(p) ?? 0)) return false;
   return true;
 }
+
+/** The settings it reads (src/config.ts: SNAPSHOT_INTERVAL_MS, SHARED_SNAPSHOT_INTERVAL_MS, …). */
+export interface SnapshotSettings {
+  dataDir: string;
+  instanceId: string;
+  snapshotIntervalMs: number;
+  sharedSnapshotIntervalMs: number;
+  historyTailMs: number;
+  kafkaBrokers?: readonly string[];
+}
+
+/**
+ * Where the in-memory projections keep their snapshots: DATA_DIR/snapshots, and in production
+ * mode the shared store too (ClickHouse), which an instance with an empty DATA_DIR starts from
+ * (every instance holds these projections whole, so any instance's snapshot serves any other).
+ * None with SNAPSHOT_INTERVAL_MS=0; no shared ones with SHARED_SNAPSHOT_INTERVAL_MS=0.
+ */
+export function snapshotStoreFor(config: SnapshotSettings, log: Pick<Log, 'kind' | 'endOffsets'>, logger: Logger, shared: SharedSnapshots | undefined): SnapshotStore | undefined {
+  if (config.snapshotIntervalMs <= 0) return undefined;
+  // Presence needs a snapshot older than the history window: keep enough to reach past it.
+  const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
+  const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;
+  return new SnapshotStore({
+    dir: join(config.dataDir, 'snapshots'),
+    logId,
+    log,
+    logger: logger.child({ component: 'snapshots' }),
+    keep,
+    ...(shared && config.sharedSnapshotIntervalMs > 0 ? { shared: { store: shared, everyMs: config.sharedSnapshotIntervalMs, instance: config.instanceId } } : {}),
+  });
+}

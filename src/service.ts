@@ -39,8 +39,7 @@ import { ChannelsProjection } from '../projections/channels/channels-projection.
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
 import { StatsWritersBehind } from '../projections/stats/stats-reader.js';
-import { SnapshotSchedule, SnapshotStore } from '../projections/snapshots.js';
-import type { SharedSnapshots } from '../projections/shared-snapshots.js';
+import { SnapshotSchedule, snapshotStoreFor } from '../projections/snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 import { startWebhookDelivery } from '../projections/webhooks/webhook-delivery.js';
 import { packageVersion } from './build-info.js';
@@ -485,25 +484,4 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
-}
-
-/**
- * Where the in-memory projections keep their snapshots: DATA_DIR/snapshots, and in production
- * mode the shared store too (ClickHouse), which an instance with an empty DATA_DIR starts from
- * (every instance holds these projections whole, so any instance's snapshot serves any other).
- * None with SNAPSHOT_INTERVAL_MS=0; no shared ones with SHARED_SNAPSHOT_INTERVAL_MS=0.
- */
-function snapshotStoreFor(config: Config, log: Log, logger: Logger, shared: SharedSnapshots | undefined): SnapshotStore | undefined {
-  if (config.snapshotIntervalMs <= 0) return undefined;
-  // Presence needs a snapshot older than the history window: keep enough to reach past it.
-  const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
-  const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;
-  return new SnapshotStore({
-    dir: join(config.dataDir, 'snapshots'),
-    logId,
-    log,
-    logger: logger.child({ component: 'snapshots' }),
-    keep,
-    ...(shared && config.sharedSnapshotIntervalMs > 0 ? { shared: { store: shared, everyMs: config.sharedSnapshotIntervalMs, instance: config.instanceId } } : {}),
-  });
 }
