@@ -48,6 +48,38 @@ export interface ProjectionSetOptions {
   snapshots?: SnapshotStore;
 }
 
+/** The most records a stats read's stand-in applies (StatsReader.reflect); further behind, the read waits for the writers. */
+const STATS_STAND_IN_MAX_RECORDS = 100_000;
+
+/**
+ * Writes the stats samples of a partition's records up to `upTo`, from the store's checkpoint, as
+ * the partition's writer does (a projection of its own, the same rows): a read's stand-in for a
+ * writer that has not written them (StatsReader.reflect).
+ */
+async function standInStats(o: {
+  topic: Topic;
+  partition: number;
+  upTo: number;
+  store: StatsStore;
+  isPersisted: (appId: string, channel: string) => boolean;
+  rollUp: boolean;
+  read: (from: number, max: number) => Promise<LogRecord[]>;
+}): Promise<void> {
+  const projection = new StatsProjection({ store: o.store, isPersisted: o.isPersisted, rollUp: o.rollUp, flushIntervalMs: 3_600_000 });
+  let next = (await projection.handOver(o.topic, [o.partition])).get(o.partition) ?? 0;
+  if (o.upTo - next > STATS_STAND_IN_MAX_RECORDS) return;
+  try {
+    while (next < o.upTo) {
+      const records = await o.read(next, Math.min(10_000, o.upTo - next));
+      if (records.length === 0) break;
+      projection.apply(records);
+      next = records[records.length - 1].offset + 1;
+    }
+  } finally {
+    await projection.close();
+  }
+}
+
 /** The topics stats counts: messages, presence, usage reports and realtime connections made. */
 export const STATS_TOPICS: readonly Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
 
@@ -122,11 +154,28 @@ export class ProjectionSet {
     });
     const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Shared writes on a store whose rollups may be written apart (ClickHouse): the writers write
+    // samples, and one instance, the holder of partition 0 of the messages writers' group, writes
+    // every rollup once (projections/stats/stats-reader.ts).
+    const rollupWriter = shareWrites ? stores.stats.rollupWriter : undefined;
+    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats'), rollUp: rollupWriter === undefined });
+    const isRoller = (): boolean => {
+      try {
+        return runner.partitionsOf(`stats-writer-${Topics.messages}`).includes(0);
+      } catch {
+        return false; // its consumer is not running (starting, or stopped)
+      }
+    };
     // Shared writes: stats rows are written by the instance holding the partition; every instance
     // follows every partition to keep its cache exact and to wait for its own writes in the store.
     const statsReader = shareWrites
-      ? new StatsReader({ store: stores.stats, invalidate: (touched) => options.statsCache?.invalidate(touched), flushOwn: () => stats.flush() })
+      ? new StatsReader({
+          store: stores.stats,
+          invalidate: (touched) => options.statsCache?.invalidate(touched),
+          flushOwn: () => stats.flush(),
+          standIn: (topic, partition, upTo) => standInStats({ topic, partition, upTo, store: stores.stats, isPersisted, rollUp: rollupWriter === undefined, read: (from, max) => runner.read(topic, partition, from, max) }),
+          ...(rollupWriter ? { rollups: { writer: rollupWriter, isRoller, everyMs: flushIntervalMs, onError: runner.storeWriteFailed('stats-rollups') } } : {}),
+        })
       : undefined;
     if (statsReader && options.statsCache) options.statsCache.mayKeep = (appId) => statsReader.mayKeep(appId);
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
