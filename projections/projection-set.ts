@@ -159,12 +159,14 @@ export class ProjectionSet {
     // every rollup once (projections/stats/stats-reader.ts).
     const rollupWriter = shareWrites ? stores.stats.rollupWriter : undefined;
     const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats'), rollUp: rollupWriter === undefined });
-    const isRoller = (): boolean => {
-      try {
-        return runner.partitionsOf(`stats-writer-${Topics.messages}`).includes(0);
-      } catch {
-        return false; // its consumer is not running (starting, or stopped)
-      }
+    // The roller is chosen by the messages stats writers' group assignment (told at each hand-over,
+    // whether or not the topic has traffic), not by its batches; the last word stands once its
+    // consumer stopped (a graceful stop's last roll-up: ProjectionSet.close). The embedded log has
+    // one process, which holds every partition (it tells no hand-over): always the roller.
+    let roller = runner.logKind === 'embedded';
+    const isRoller = (): boolean => roller;
+    const rollerAssigned = (partitions: number[], held: boolean): void => {
+      if (partitions.includes(0)) roller = held;
     };
     // Shared writes: stats rows are written by the instance holding the partition; every instance
     // follows every partition to keep its cache exact and to wait for its own writes in the store.
@@ -173,6 +175,7 @@ export class ProjectionSet {
           store: stores.stats,
           invalidate: (touched) => options.statsCache?.invalidate(touched),
           flushOwn: () => stats.flush(),
+          read: (topic, partition, from, max) => runner.read(topic, partition, from, max),
           standIn: (topic, partition, upTo) => standInStats({ topic, partition, upTo, store: stores.stats, isPersisted, rollUp: rollupWriter === undefined, read: (from, max) => runner.read(topic, partition, from, max) }),
           ...(rollupWriter ? { rollups: { writer: rollupWriter, isRoller, everyMs: flushIntervalMs, onError: runner.storeWriteFailed('stats-rollups') } } : {}),
         })
@@ -218,7 +221,16 @@ export class ProjectionSet {
             topics: [topic],
             from: () => holdingNone(() => stats.start(topic), (partitions) => stats.revoke(topic, partitions)),
             handle: (records: LogRecord[]) => stats.apply(records),
-            shared: { from: (partitions: number[]) => stats.handOver(topic, partitions), revoked: (partitions: number[]) => stats.revoke(topic, partitions) },
+            shared: {
+              from: (partitions: number[]) => {
+                if (topic === Topics.messages) rollerAssigned(partitions, true);
+                return stats.handOver(topic, partitions);
+              },
+              revoked: (partitions: number[]) => {
+                if (topic === Topics.messages) rollerAssigned(partitions, false);
+                stats.revoke(topic, partitions);
+              },
+            },
           })),
         ]
       : [];
@@ -282,10 +294,13 @@ export class ProjectionSet {
    * tried even when an earlier one fails (a full disk); the first failure is thrown.
    */
   async close(): Promise<void> {
-    this.statsReader?.close();
     const results = [];
     const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
-    for (const projection of [this.stats, this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
+    results.push(await this.stats.close().then(() => undefined, (err: unknown) => ({ err })));
+    // The roller rolls up what the stats writers' close wrote (the next start has no gap to roll by time range).
+    if (this.statsReader) results.push(await this.statsReader.finish().then(() => undefined, (err: unknown) => ({ err })));
+    this.statsReader?.close();
+    for (const projection of [this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
     const failed = results.find((r) => r !== undefined);
     if (failed) throw failed.err;
   }

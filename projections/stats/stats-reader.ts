@@ -15,13 +15,17 @@
 // whose samples the writers' checkpoints say are written, then writes the rollups' checkpoint
 // (`rolledTopic`). The checkpoint this reader waits on and releases its touches by is then the
 // rollups' one: a GET /stats answer reads rollups.
-import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
+// A start reads each topic from the samples' checkpoint, never from the rollups' when that one is
+// behind or missing (no roller wrote it: a bounded start must not read presence and connections from
+// 0). The records in between (samples written, rollups maybe not) are a gap: the cache keeps
+// nothing until the rollups' checkpoint passes it, and the roller rolls it up by time range (the
+// range of its records' sample intervals, read from the log: see `gapRange`).
+import { Topics, type Checkpoint, type LogPosition, type LogRecord, type Topic } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
-import { intervalOf } from '../../src/domain/stats-sample.js';
 import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
 import { rolledTopic, type StatsCheckpoint, type StatsRollups, type StatsWriter } from './stats-store.js';
-import { SAMPLE_MS } from '../../src/domain/stats-sample.js';
+import { intervalOf, SAMPLE_MS } from '../../src/domain/stats-sample.js';
 
 export interface StatsReaderOptions {
   /** The store's checkpoints (what the writers have written). */
@@ -41,6 +45,8 @@ export interface StatsReaderOptions {
    * its wait (a writers' group rebalancing, a writer gone until the session timeout). See `reflect`.
    */
   standIn?: (topic: Topic, partition: number, upTo: number) => Promise<void>;
+  /** Reads records of a partition (the roller finds a start's gap's time range: see `gapRange`). */
+  read?: (topic: Topic, partition: number, from: number, max: number) => Promise<LogRecord[]>;
   /** The rollups are written by one instance for all (see the top of this file). */
   rollups?: {
     writer: StatsRollups;
@@ -78,7 +84,18 @@ interface PartitionTouches {
   /** the intervals of the touches not kept, oldest and newest (the roller recomputes every app's rollups over them) */
   overflowFrom?: number;
   overflowTo?: number;
+  /**
+   * A start's gap (offsets [from, to): samples written, rollups maybe not), with overflowUntil
+   * set to its last offset: its range of intervals (overflowFrom, overflowTo) is found by the
+   * roller when it rolls it up (`gapRange`).
+   */
+  gap?: { from: number; to: number; ranged?: boolean };
 }
+
+/** Past this many records, a gap's time range is taken from its first and last records' timestamps (widened by GAP_MARGIN_MS), not from every record. */
+const GAP_READ_ALL = 10_000;
+/** How far a record's timestamp may be out of order in its partition (instances' clocks): a gap's range read from its ends is widened by this. */
+const GAP_MARGIN_MS = 60_000;
 
 /** What one record changes: the app and sample interval of its row (none for events stats does not count). */
 function touchOf(record: LogRecord, published: PublishedSummary): { appId: string; interval: number } | undefined {
@@ -121,15 +138,55 @@ export class StatsReader {
     this.maxPending = options.maxPending ?? 100_000;
   }
 
-  /** Starts where the store's rows end: records before that are in the store, which the cache reads. */
+  /**
+   * Starts where the store's samples end: records before that are in the store, which the cache
+   * reads. With a roller, the rollups' checkpoint may be behind (or missing): the records in
+   * between are a gap the roller rolls up by time range (see the top of this file), and until it
+   * has, the cache keeps nothing.
+   */
   async start(topic: Topic): Promise<Checkpoint> {
     // Once for the four topics (on ClickHouse, init is a few statements).
     await (this.initialized ??= this.options.store.init());
-    // With a roller: from where the rollups end (none yet: the whole topic, rolled up once).
-    const from = positionsOf(await this.options.store.loadCheckpoint(this.checkpointOf(topic)));
-    this.stored.set(topic, new Map(from));
+    const samples = positionsOf(await this.options.store.loadCheckpoint(topic));
+    if (!this.options.rollups) {
+      this.stored.set(topic, new Map(samples));
+      this.progress.include(topic, samples);
+      return samples;
+    }
+    const rolled = positionsOf(await this.options.store.loadCheckpoint(rolledTopic(topic)));
+    const from = new Map(rolled);
+    for (const [p, next] of samples) {
+      const at = rolled.get(p) ?? 0;
+      if (next <= at) continue;
+      from.set(p, next);
+      const partition = this.partitionTouches(topic, p);
+      this.overflowed++;
+      partition.overflowUntil = next - 1;
+      partition.gap = { from: at, to: next };
+    }
+    this.stored.set(topic, rolled);
     this.progress.include(topic, from);
+    if (this.overflowed > 0) {
+      this.schedulePoll();
+      this.scheduleRoll();
+    }
     return from;
+  }
+
+  /** Partitions whose start left a gap for the roller (tests, logs). */
+  get gaps(): number {
+    let n = 0;
+    for (const parts of this.pending.values()) for (const t of parts.values()) if (t.gap) n++;
+    return n;
+  }
+
+  /**
+   * The roller's last roll-up at a graceful stop (after the writers wrote what they applied):
+   * what this reader applied is rolled up, so the next start has no gap to roll by time range.
+   */
+  async finish(): Promise<void> {
+    if (!this.options.rollups?.isRoller()) return;
+    await this.rollNow();
   }
 
   /** Whether the cache may keep what it read of `appId` (no record of it waits for its rows). */
@@ -245,7 +302,8 @@ export class StatsReader {
           if (t.offset >= until) break;
           touched.push({ ...t });
         }
-        if (part.overflowUntil !== undefined) ranges.push([part.overflowFrom!, part.overflowTo! + SAMPLE_MS]);
+        if (part.gap && !part.gap.ranged) await this.gapRange(topic, p, part);
+        if (part.overflowUntil !== undefined && part.overflowFrom !== undefined) ranges.push([part.overflowFrom, part.overflowTo! + SAMPLE_MS]);
       }
       if (upTo.size > 0) moved.push([topic, upTo]);
     }
@@ -259,6 +317,48 @@ export class StatsReader {
     const released: Touch[] = [];
     for (const [topic, upTo] of moved) this.storeMoved(topic, upTo, released);
     if (released.length > 0) this.options.invalidate(released);
+  }
+
+  /**
+   * The intervals a start's gap's records fall in, onto `part` (overflowFrom, overflowTo): of every
+   * record where the gap is small or its touches are not by record time (usage reports and
+   * fixtures name their interval); else of its first and last records' timestamps, widened by
+   * GAP_MARGIN_MS. None (no record counted by stats): the range stays unset, nothing to roll up.
+   */
+  private async gapRange(topic: Topic, partition: number, part: PartitionTouches): Promise<void> {
+    const read = this.options.read;
+    const gap = part.gap!;
+    if (!read) throw new Error('the stats reader cannot read the log: a gap cannot be rolled up');
+    let from = Infinity;
+    let to = -Infinity;
+    const widen = (interval: number): void => {
+      from = Math.min(from, interval);
+      to = Math.max(to, interval);
+    };
+    if (gap.to - gap.from <= GAP_READ_ALL || topic === Topics.usage) {
+      for (let next = gap.from; next < gap.to; ) {
+        const records = await read(topic, partition, next, Math.min(GAP_READ_ALL, gap.to - next));
+        if (records.length === 0) break;
+        for (const record of records) {
+          if (record.offset >= gap.to) break;
+          const touch = touchOf(record, this.published);
+          if (touch) widen(touch.interval);
+        }
+        next = records[records.length - 1].offset + 1;
+      }
+    } else {
+      const [first] = await read(topic, partition, gap.from, 1);
+      const [last] = await read(topic, partition, gap.to - 1, 1);
+      for (const record of [first, last]) {
+        if (!record) continue;
+        widen(intervalOf(record.timestamp - GAP_MARGIN_MS));
+        widen(intervalOf(record.timestamp + GAP_MARGIN_MS));
+      }
+    }
+    gap.ranged = true;
+    if (from === Infinity) return;
+    part.overflowFrom = Math.min(part.overflowFrom ?? Infinity, from);
+    part.overflowTo = Math.max(part.overflowTo ?? -Infinity, to);
   }
 
   /**
@@ -401,6 +501,7 @@ export class StatsReader {
       touches.overflowUntil = undefined;
       touches.overflowFrom = undefined;
       touches.overflowTo = undefined;
+      touches.gap = undefined;
       this.overflowed--;
     }
   }
