@@ -128,17 +128,7 @@ export class ClickHouseStatsStore implements StatsStore {
     this.clock = options.clock ?? systemClock;
   }
 
-  /** One init at a time per store (the stats projection, its reader and a read's stand-in each ask). */
-  private initializing: Promise<void> | undefined;
-
-  init(): Promise<void> {
-    return (this.initializing ??= this.createTables().catch((err: unknown) => {
-      this.initializing = undefined; // tried again by the next caller
-      throw err;
-    }));
-  }
-
-  private async createTables(): Promise<void> {
+  async init(): Promise<void> {
     if (this.database !== 'default') await this.ch.command(sql`CREATE DATABASE IF NOT EXISTS ${sqlIdentifier(this.database)}`);
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.samples} (
         app_id String, sample_start UInt64, topic String, partition UInt32, slot UInt64, version UInt64,
@@ -157,9 +147,8 @@ export class ClickHouseStatsStore implements StatsStore {
         topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64, applied_offset Int64 DEFAULT -1
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
-    // A table made by an older release has no `applied_offset` (-1: unknown, `from` stands for it):
-    // added once (a table made now has it, so no start runs the ALTER, whose loser of a race
-    // ClickHouse logs as "Cannot add column applied_offset"; 18.16 has no ADD COLUMN IF NOT EXISTS).
+    // A table made by an older release has no `applied_offset` (-1: unknown, `from` stands for it);
+    // one made now has it, so no start alters it (the loser of that race is logged by ClickHouse).
     const checkpointColumns = await this.ch.select<{ name: string }>(
       sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName}`,
     );

@@ -20,12 +20,12 @@
 // 0). The records in between (samples written, rollups maybe not) are a gap: the cache keeps
 // nothing until the rollups' checkpoint passes it, and the roller rolls it up by time range (the
 // range of its records' sample intervals, read from the log: see `gapRange`).
-import { Topics, type Checkpoint, type LogPosition, type LogRecord, type Topic } from '../../src/log/port.js';
-import { decodeEvent } from '../../src/log/event-codec.js';
-import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
+import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
+import type { PublishedSummary } from '../../src/log/published-summary.js';
 import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
 import { rolledTopic, type StatsCheckpoint, type StatsRollups, type StatsWriter } from './stats-store.js';
-import { intervalOf, SAMPLE_MS } from '../../src/domain/stats-sample.js';
+import { SAMPLE_MS } from '../../src/domain/stats-sample.js';
+import { gapIntervals, touchOf } from './stats-touches.js';
 
 export interface StatsReaderOptions {
   /** The store's checkpoints (what the writers have written). */
@@ -90,29 +90,6 @@ interface PartitionTouches {
    * roller when it rolls it up (`gapRange`).
    */
   gap?: { from: number; to: number; ranged?: boolean };
-}
-
-/** Past this many records, a gap's time range is taken from its first and last records' timestamps (widened by GAP_MARGIN_MS), not from every record. */
-const GAP_READ_ALL = 10_000;
-/** How far a record's timestamp may be out of order in its partition (instances' clocks): a gap's range read from its ends is widened by this. */
-const GAP_MARGIN_MS = 60_000;
-
-/** What one record changes: the app and sample interval of its row (none for events stats does not count). */
-function touchOf(record: LogRecord, published: PublishedSummary): { appId: string; interval: number } | undefined {
-  if (readPublished(record.value, 0, record.value.length, published)) return { appId: published.appId, interval: intervalOf(record.timestamp) };
-  const event = decodeEvent(record.value);
-  switch (event.type) {
-    case 'messages.published':
-    case 'channel.used':
-    case 'presence.changed':
-    case 'connection.opened':
-      return { appId: event.appId, interval: intervalOf(record.timestamp) };
-    case 'usage.reported':
-    case 'stats.fixture':
-      return { appId: event.appId, interval: intervalOf(event.intervalStart) };
-    default:
-      return undefined;
-  }
 }
 
 export class StatsReader {
@@ -319,46 +296,14 @@ export class StatsReader {
     if (released.length > 0) this.options.invalidate(released);
   }
 
-  /**
-   * The intervals a start's gap's records fall in, onto `part` (overflowFrom, overflowTo): of every
-   * record where the gap is small or its touches are not by record time (usage reports and
-   * fixtures name their interval); else of its first and last records' timestamps, widened by
-   * GAP_MARGIN_MS. None (no record counted by stats): the range stays unset, nothing to roll up.
-   */
+  /** A start's gap's intervals, onto `part` (overflowFrom, overflowTo): see `gapIntervals`. */
   private async gapRange(topic: Topic, partition: number, part: PartitionTouches): Promise<void> {
-    const read = this.options.read;
-    const gap = part.gap!;
-    if (!read) throw new Error('the stats reader cannot read the log: a gap cannot be rolled up');
-    let from = Infinity;
-    let to = -Infinity;
-    const widen = (interval: number): void => {
-      from = Math.min(from, interval);
-      to = Math.max(to, interval);
-    };
-    if (gap.to - gap.from <= GAP_READ_ALL || topic === Topics.usage) {
-      for (let next = gap.from; next < gap.to; ) {
-        const records = await read(topic, partition, next, Math.min(GAP_READ_ALL, gap.to - next));
-        if (records.length === 0) break;
-        for (const record of records) {
-          if (record.offset >= gap.to) break;
-          const touch = touchOf(record, this.published);
-          if (touch) widen(touch.interval);
-        }
-        next = records[records.length - 1].offset + 1;
-      }
-    } else {
-      const [first] = await read(topic, partition, gap.from, 1);
-      const [last] = await read(topic, partition, gap.to - 1, 1);
-      for (const record of [first, last]) {
-        if (!record) continue;
-        widen(intervalOf(record.timestamp - GAP_MARGIN_MS));
-        widen(intervalOf(record.timestamp + GAP_MARGIN_MS));
-      }
-    }
-    gap.ranged = true;
-    if (from === Infinity) return;
-    part.overflowFrom = Math.min(part.overflowFrom ?? Infinity, from);
-    part.overflowTo = Math.max(part.overflowTo ?? -Infinity, to);
+    if (!this.options.read) throw new Error('the stats reader cannot read the log: a gap cannot be rolled up');
+    const range = await gapIntervals(this.options.read, topic, partition, part.gap!, this.published);
+    part.gap!.ranged = true;
+    if (!range) return;
+    part.overflowFrom = Math.min(part.overflowFrom ?? Infinity, range[0]);
+    part.overflowTo = Math.max(part.overflowTo ?? -Infinity, range[1]);
   }
 
   /**
