@@ -92,6 +92,7 @@ describeWithInfra('production mode: each stats row written by one instance', 'Ka
     let sent = 0;
     const lagging: number[] = [];
     const rolledBefore = [a.store.rollupStatements, b.store.rollupStatements];
+    const standInsBefore = [a, b].map(({ service }) => service.statsReader!.standIns);
     for (let round = 0; round < ROUNDS; round++) {
       const channel = `ch-${tag}-${round % CHANNELS}`;
       await Promise.all([publish(a.port, KEYS.one, channel, PER_ROUND), publish(b.port, KEYS.two, channel, PER_ROUND)]);
@@ -116,7 +117,7 @@ describeWithInfra('production mode: each stats row written by one instance', 'Ka
     const rolled = [a.store.rollupStatements - rolledBefore[0], b.store.rollupStatements - rolledBefore[1]];
     console.log(
       `two instances, ${2 * sent} messages: ClickHouse received ${received} sample rows for ${distinct} samples, ${repeated} row versions more than once; ` +
-        `${rollupsReceived} rollup rows for ${rollupsDistinct} rollups, rollup statements by each instance ${rolled.join(' and ')}; ` +
+        `${rollupsReceived} rollup rows for ${rollupsDistinct} rollups, rollup statements by each instance ${rolled.join(' and ')} (reads that stood in ${[a, b].map(({ service }, i) => service.statsReader!.standIns - standInsBefore[i]).join(' and ')}); ` +
         `writers hold ${JSON.stringify(Object.fromEntries(topics.map((t) => [t, held(t)])))}; the other instance's count behind after each round: ${lagging.join(',')}`,
     );
     // Every instance writing every row would send each row version twice.
@@ -124,7 +125,13 @@ describeWithInfra('production mode: each stats row written by one instance', 'Ka
     expect(distinct).toBeGreaterThan(0);
     // Each rollup is written by one instance: every writer rolling up the apps of its partitions
     // would have both instances write app one's and app two's minutes, hours, days and months.
-    expect(rolled.filter((n) => n > 0), `rollup statements by each instance: ${rolled.join(', ')}`).toHaveLength(1);
+    // A read that waited past half its wait for its rows stands in (projections/stats/stats-reader.ts:
+    // reflect) and rolls up what it wrote itself, roller or not: on a loaded machine a
+    // non-roller's read may; every other rollup statement is the roller's.
+    const standIns = [a, b].map(({ service }, i) => service.statsReader!.standIns - standInsBefore[i]);
+    const why = `rollup statements by each instance: ${rolled.join(', ')}; reads that stood in: ${standIns.join(', ')}`;
+    expect(rolled.filter((n, i) => n > 0 && standIns[i] === 0).length, why).toBeLessThanOrEqual(1);
+    expect(Math.max(...rolled), why).toBeGreaterThan(0);
     expect(rollupsDistinct).toBeGreaterThan(0);
     for (const s of services.splice(0)) await s.close();
   }, 240_000);
