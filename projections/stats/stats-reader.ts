@@ -150,13 +150,6 @@ export class StatsReader {
     return from;
   }
 
-  /** Partitions whose start left a gap for the roller (tests, logs). */
-  get gaps(): number {
-    let n = 0;
-    for (const parts of this.pending.values()) for (const t of parts.values()) if (t.gap) n++;
-    return n;
-  }
-
   /**
    * The roller's last roll-up at a graceful stop (after the writers wrote what they applied):
    * what this reader applied is rolled up, so the next start has no gap to roll by time range.
