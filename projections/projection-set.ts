@@ -48,6 +48,38 @@ export interface ProjectionSetOptions {
   snapshots?: SnapshotStore;
 }
 
+/** The most records a stats read's stand-in applies (StatsReader.reflect); further behind, the read waits for the writers. */
+const STATS_STAND_IN_MAX_RECORDS = 100_000;
+
+/**
+ * Writes the stats samples of a partition's records up to `upTo`, from the store's checkpoint, as
+ * the partition's writer does (a projection of its own, the same rows): a read's stand-in for a
+ * writer that has not written them (StatsReader.reflect).
+ */
+async function standInStats(o: {
+  topic: Topic;
+  partition: number;
+  upTo: number;
+  store: StatsStore;
+  isPersisted: (appId: string, channel: string) => boolean;
+  rollUp: boolean;
+  read: (from: number, max: number) => Promise<LogRecord[]>;
+}): Promise<void> {
+  const projection = new StatsProjection({ store: o.store, isPersisted: o.isPersisted, rollUp: o.rollUp, flushIntervalMs: 3_600_000 });
+  let next = (await projection.handOver(o.topic, [o.partition])).get(o.partition) ?? 0;
+  if (o.upTo - next > STATS_STAND_IN_MAX_RECORDS) return;
+  try {
+    while (next < o.upTo) {
+      const records = await o.read(next, Math.min(10_000, o.upTo - next));
+      if (records.length === 0) break;
+      projection.apply(records);
+      next = records[records.length - 1].offset + 1;
+    }
+  } finally {
+    await projection.close();
+  }
+}
+
 /** The topics stats counts: messages, presence, usage reports and realtime connections made. */
 export const STATS_TOPICS: readonly Topic[] = [Topics.messages, Topics.presence, Topics.usage, Topics.connections];
 
@@ -122,11 +154,31 @@ export class ProjectionSet {
     });
     const presenceWriter = shareWrites ? new PresenceProjection({ ...common, store: stores.presenceHistory, onFlushError: runner.storeWriteFailed('presence') }) : presence;
     const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
-    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats') });
+    // Shared writes on a store whose rollups may be written apart (ClickHouse): the writers write
+    // samples, and one instance, the holder of partition 0 of the messages writers' group, writes
+    // every rollup once (projections/stats/stats-reader.ts).
+    const rollupWriter = shareWrites ? stores.stats.rollupWriter : undefined;
+    const stats = new StatsProjection({ store: stores.stats, isPersisted, flushIntervalMs, onFlushError: runner.storeWriteFailed('stats'), rollUp: rollupWriter === undefined });
+    // The roller is chosen by the messages stats writers' group assignment (told at each hand-over,
+    // whether or not the topic has traffic), not by its batches; the last word stands once its
+    // consumer stopped (a graceful stop's last roll-up: ProjectionSet.close). The embedded log has
+    // one process, which holds every partition (it tells no hand-over): always the roller.
+    let roller = runner.logKind === 'embedded';
+    const isRoller = (): boolean => roller;
+    const rollerAssigned = (partitions: number[], held: boolean): void => {
+      if (partitions.includes(0)) roller = held;
+    };
     // Shared writes: stats rows are written by the instance holding the partition; every instance
     // follows every partition to keep its cache exact and to wait for its own writes in the store.
     const statsReader = shareWrites
-      ? new StatsReader({ store: stores.stats, invalidate: (touched) => options.statsCache?.invalidate(touched), flushOwn: () => stats.flush() })
+      ? new StatsReader({
+          store: stores.stats,
+          invalidate: (touched) => options.statsCache?.invalidate(touched),
+          flushOwn: () => stats.flush(),
+          read: (topic, partition, from, max) => runner.read(topic, partition, from, max),
+          standIn: (topic, partition, upTo) => standInStats({ topic, partition, upTo, store: stores.stats, isPersisted, rollUp: rollupWriter === undefined, read: (from, max) => runner.read(topic, partition, from, max) }),
+          ...(rollupWriter ? { rollups: { writer: rollupWriter, isRoller, everyMs: flushIntervalMs, onError: runner.storeWriteFailed('stats-rollups') } } : {}),
+        })
       : undefined;
     if (statsReader && options.statsCache) options.statsCache.mayKeep = (appId) => statsReader.mayKeep(appId);
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
@@ -169,7 +221,16 @@ export class ProjectionSet {
             topics: [topic],
             from: () => holdingNone(() => stats.start(topic), (partitions) => stats.revoke(topic, partitions)),
             handle: (records: LogRecord[]) => stats.apply(records),
-            shared: { from: (partitions: number[]) => stats.handOver(topic, partitions), revoked: (partitions: number[]) => stats.revoke(topic, partitions) },
+            shared: {
+              from: (partitions: number[]) => {
+                if (topic === Topics.messages) rollerAssigned(partitions, true);
+                return stats.handOver(topic, partitions);
+              },
+              revoked: (partitions: number[]) => {
+                if (topic === Topics.messages) rollerAssigned(partitions, false);
+                stats.revoke(topic, partitions);
+              },
+            },
           })),
         ]
       : [];
@@ -233,10 +294,13 @@ export class ProjectionSet {
    * tried even when an earlier one fails (a full disk); the first failure is thrown.
    */
   async close(): Promise<void> {
-    this.statsReader?.close();
     const results = [];
     const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
-    for (const projection of [this.stats, this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
+    results.push(await this.stats.close().then(() => undefined, (err: unknown) => ({ err })));
+    // The roller rolls up what the stats writers' close wrote (the next start has no gap to roll by time range).
+    if (this.statsReader) results.push(await this.statsReader.finish().then(() => undefined, (err: unknown) => ({ err })));
+    this.statsReader?.close();
+    for (const projection of [this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));
     const failed = results.find((r) => r !== undefined);
     if (failed) throw failed.err;
   }

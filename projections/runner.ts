@@ -217,6 +217,16 @@ export class ProjectionRunner {
     return [...this.consumer(name).positions().keys()].sort((a, b) => a - b);
   }
 
+  /** The log's kind: the embedded log has one process, which holds every partition of a shared consumer. */
+  get logKind(): Log['kind'] {
+    return this.options.log.kind;
+  }
+
+  /** Records of a partition from an offset, at most `maxRecords` (a stats read's stand-in: projections/stats/stats-reader.ts). */
+  read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
+    return this.options.log.read(topic, partition, fromOffset, maxRecords);
+  }
+
   /** The first offset of a partition of `topic` at or after `timestamp` (src/log/offset-at-time.ts). */
   offsetAt(topic: Topic, partition: number, timestamp: number): Promise<number> {
     return offsetAtTime(this.options.log, topic, partition, timestamp);

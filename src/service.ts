@@ -38,7 +38,7 @@ import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
-import { StatsWritersBehind } from '../projections/stats/stats-reader.js';
+import { StatsWritersBehind, type StatsReader } from '../projections/stats/stats-reader.js';
 import { SnapshotSchedule, snapshotStoreFor } from '../projections/snapshots.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
 import { startWebhookDelivery } from '../projections/webhooks/webhook-delivery.js';
@@ -65,6 +65,8 @@ export interface Service {
   runner: ProjectionRunner;
   /** The rows GET /stats reads, held in memory (its counts are in GET /metrics). */
   statsCache: CachedStatsStore;
+  /** Production mode: what follows every stats partition for the cache and read-your-writes (its stand-ins: tests). */
+  statsReader?: StatsReader;
   channels: ChannelsProjection;
   usage: UsageMeter;
   batcher: AppendBatcher;
@@ -483,5 +485,5 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       if (first !== undefined) throw first;
     })());
 
-  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
+  return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, statsReader: projections.statsReader, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
 }

@@ -3,7 +3,7 @@ import { sql, sqlDottedName, sqlIdentifier, sqlInt, sqlJoin, sqlTable, type Sql 
 import { NAMED_COLUMNS } from './named-columns.js';
 import { systemClock, type Clock } from '../../src/clock.js';
 import { BASE_COUNTERS, bucketEnd, bucketStart, SAMPLE_MS, type Counters, type StatsBucket, type Unit } from '../../src/domain/stats-sample.js';
-import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRollups, StatsRow, StatsStore } from './stats-store.js';
 import type { StatsQuery } from '../../src/domain/stats-sample.js';
 import { bucketsOf, dirtyRanges, sampleAggregate, ROLLUP_UNITS, UNIT_CODE, type DirtyRange, type LevelRow, type Piece } from './rollups.js';
 
@@ -108,6 +108,10 @@ export class ClickHouseStatsStore implements StatsStore {
   private readonly viewName: string;
   private readonly clock: Clock;
   private version = 0;
+  /** INSERT ... SELECT statements of rollups this store ran (tests: which instance rolls up). */
+  rollupStatements = 0;
+  /** Its rollups may be written apart from samples, by one instance for all (StatsRollups). */
+  readonly rollupWriter: StatsRollups = this;
 
   constructor(options: ClickHouseStatsStoreOptions) {
     this.ch = new ClickHouseSession(options, 'ClickHouseStatsStore');
@@ -140,10 +144,11 @@ export class ClickHouseStatsStore implements StatsStore {
       await this.ch.command(sql`ALTER TABLE ${this.samples} ADD COLUMN connections UInt32 DEFAULT 0`);
     }
     await this.ch.command(sql`CREATE TABLE IF NOT EXISTS ${this.checkpoints} (
-        topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64
+        topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64, applied_offset Int64 DEFAULT -1
       ) ENGINE = ReplacingMergeTree(version)
       ORDER BY (topic, partition)`);
-    // A table made by an older release has no `applied_offset` (-1: unknown, `from` stands for it).
+    // A table made by an older release has no `applied_offset` (-1: unknown, `from` stands for it);
+    // one made now has it, so no start alters it (the loser of that race is logged by ClickHouse).
     const checkpointColumns = await this.ch.select<{ name: string }>(
       sql`SELECT name FROM system.columns WHERE database = ${this.database} AND table = ${this.checkpointsName}`,
     );
@@ -237,6 +242,7 @@ export class ClickHouseStatsStore implements StatsStore {
   /** Recomputes the rollups of a unit over these ranges, from the samples (minutes) or the unit below. */
   private async rollUpUnit(unit: Unit, ranges: DirtyRange[]): Promise<void> {
     if (ranges.length === 0) return;
+    this.rollupStatements++;
     const startCol = unit === 'minute' ? id('sample_start') : id('bucket_start');
     const where = sqlJoin(
       ranges.map((r) => sql`(app_id = ${r.appId} AND ${startCol} >= ${r.from} AND ${startCol} < ${r.to})`),
@@ -279,13 +285,23 @@ export class ClickHouseStatsStore implements StatsStore {
     for (const unit of ROLLUP_UNITS) await this.rollUpUnit(unit, dirty[unit]);
   }
 
+  /** Recomputes the rollups of every app with samples in [from, to), bottom up. */
+  async rollUpRange(from: number, to: number): Promise<void> {
+    if (from >= to) return;
+    const apps = await this.ch.select<{ app_id: string }>(sql`SELECT DISTINCT app_id FROM ${this.samples} WHERE sample_start >= ${sqlInt(from)} AND sample_start < ${sqlInt(to)}`);
+    for (const unit of ROLLUP_UNITS) {
+      await this.rollUpUnit(unit, apps.map((a) => ({ appId: a.app_id, from: bucketStart(from, unit), to: bucketEnd(bucketStart(to - 1, unit), unit) })));
+    }
+  }
+
   /**
-   * Samples, then the rollups they fall in, then the checkpoint: a crash between any two replays
-   * samples the table already has (the same rows again) and recomputes their rollups; none is lost.
+   * Samples, then the rollups they fall in (unless the roller does: StatsRollups), then the
+   * checkpoint: a crash between any two replays samples the table already has (the same rows
+   * again) and recomputes their rollups; none is lost.
    */
-  async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
+  async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint, options?: { rollUp?: boolean }): Promise<void> {
     await this.writeSamples(rows);
-    await this.rollUp(rows);
+    if (options?.rollUp !== false) await this.rollUp(rows);
     await this.writeCheckpoint(topic, checkpoint);
   }
 

@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../../src/clock.js';
 import type { StatsBucket } from '../../src/domain/stats-sample.js';
 import { bucketsOf, endOf, LEVELS, startOf, type Level, type LevelRow, type Piece } from './rollups.js';
-import type { StatsCheckpoint, StatsRow, StatsStore } from './stats-store.js';
+import type { StatsCheckpoint, StatsRollups, StatsRow, StatsStore } from './stats-store.js';
 import type { StatsQuery } from '../../src/domain/stats-sample.js';
 
 export interface StatsCacheOptions {
@@ -172,9 +172,14 @@ export class CachedStatsStore implements StatsStore {
     return this.inner.loadCheckpoint(topic);
   }
 
-  async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void> {
+  /** The store's own (its rollups' writes change rows the cache may hold: the stats reader drops them). */
+  get rollupWriter(): StatsRollups | undefined {
+    return this.inner.rollupWriter;
+  }
+
+  async write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint, options?: { rollUp?: boolean }): Promise<void> {
     try {
-      await this.inner.write(topic, rows, checkpoint);
+      await this.inner.write(topic, rows, checkpoint, options);
     } finally {
       // Whether or not it finished: a failed write may have changed some rows (ClickHouse writes
       // samples, then rollups, then the checkpoint).

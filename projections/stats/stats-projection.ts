@@ -89,6 +89,8 @@ export interface StatsProjectionOptions {
   flushIntervalMs?: number;
   /** Told of a store write that failed (it is retried at the next flush). */
   onFlushError?: (err: unknown) => void;
+  /** Whether its writes recompute the rollups their samples fall in (default true; false: the roller does, StatsRollups). */
+  rollUp?: boolean;
 }
 
 /**
@@ -460,7 +462,7 @@ export class StatsProjection {
         // that an instance waiting for its own writes in the store sees them (stats-reader.ts).
         if (written.every(([state, closed, dirty]) => closed.length === 0 && dirty.length === 0 && state.writtenNext === state.next)) continue;
         const nexts = written.map(([state]) => state.next);
-        await this.options.store.write(topic, rows, checkpoint);
+        await this.options.store.write(topic, rows, checkpoint, this.options.rollUp === false ? { rollUp: false } : undefined);
         for (const [i, [state, closed, dirty]] of written.entries()) {
           state.writtenNext = nexts[i];
           state.unwritten.splice(0, closed.length);

@@ -9,12 +9,23 @@
 //   nothing they read (they would keep rows without it);
 // - read your own writes: a read waits, boundedly, until the store's checkpoint of every partition
 //   this instance appended to includes its appends (`reflect`), whichever instance writes them.
+// With `rollups` (ClickHouse), the writers write samples alone, and the rollups (minute, hour, day,
+// month) are written once, by one instance, the roller (the holder of partition 0 of the messages
+// writers' group): its reader has every record's touch, so it recomputes the rollups of the touches
+// whose samples the writers' checkpoints say are written, then writes the rollups' checkpoint
+// (`rolledTopic`). The checkpoint this reader waits on and releases its touches by is then the
+// rollups' one: a GET /stats answer reads rollups.
+// A start reads each topic from the samples' checkpoint, never from the rollups' when that one is
+// behind or missing (no roller wrote it: a bounded start must not read presence and connections from
+// 0). The records in between (samples written, rollups maybe not) are a gap: the cache keeps
+// nothing until the rollups' checkpoint passes it, and the roller rolls it up by time range (the
+// range of its records' sample intervals, read from the log: see `gapRange`).
 import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
-import { decodeEvent } from '../../src/log/event-codec.js';
-import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
-import { intervalOf } from '../../src/domain/stats-sample.js';
+import type { PublishedSummary } from '../../src/log/published-summary.js';
 import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
-import type { StatsCheckpoint, StatsWriter } from './stats-store.js';
+import { rolledTopic, type StatsCheckpoint, type StatsRollups, type StatsWriter } from './stats-store.js';
+import { SAMPLE_MS } from '../../src/domain/stats-sample.js';
+import { gapIntervals, touchOf } from './stats-touches.js';
 
 export interface StatsReaderOptions {
   /** The store's checkpoints (what the writers have written). */
@@ -27,6 +38,25 @@ export interface StatsReaderOptions {
   maxPending?: number;
   /** How often the store's checkpoints are read while touches wait for their rows (default 1000 ms). */
   pollMs?: number;
+  /**
+   * Writes the samples of a partition's records up to `upTo` (exclusive) from the store's
+   * checkpoint, as its writer would (the same rows: a sample is a function of its partition's
+   * records): what a read does for its own writes when their writer has not written them by half
+   * its wait (a writers' group rebalancing, a writer gone until the session timeout). See `reflect`.
+   */
+  standIn?: (topic: Topic, partition: number, upTo: number) => Promise<void>;
+  /** Reads records of a partition (the roller finds a start's gap's time range: see `gapRange`). */
+  read?: (topic: Topic, partition: number, from: number, max: number) => Promise<LogRecord[]>;
+  /** The rollups are written by one instance for all (see the top of this file). */
+  rollups?: {
+    writer: StatsRollups;
+    /** Whether this instance is the roller now. */
+    isRoller: () => boolean;
+    /** How often the roller looks for written samples to roll up while records wait (default 250 ms). */
+    everyMs?: number;
+    /** Told of a roll-up that failed (tried again at the next tick). */
+    onError?: (err: unknown) => void;
+  };
 }
 
 /**
@@ -51,24 +81,15 @@ interface PartitionTouches {
   touches: Touch[];
   /** a touch was not kept (maxPending): nothing is kept by the cache until the store passes this offset */
   overflowUntil?: number;
-}
-
-/** What one record changes: the app and sample interval of its row (none for events stats does not count). */
-function touchOf(record: LogRecord, published: PublishedSummary): { appId: string; interval: number } | undefined {
-  if (readPublished(record.value, 0, record.value.length, published)) return { appId: published.appId, interval: intervalOf(record.timestamp) };
-  const event = decodeEvent(record.value);
-  switch (event.type) {
-    case 'messages.published':
-    case 'channel.used':
-    case 'presence.changed':
-    case 'connection.opened':
-      return { appId: event.appId, interval: intervalOf(record.timestamp) };
-    case 'usage.reported':
-    case 'stats.fixture':
-      return { appId: event.appId, interval: intervalOf(event.intervalStart) };
-    default:
-      return undefined;
-  }
+  /** the intervals of the touches not kept, oldest and newest (the roller recomputes every app's rollups over them) */
+  overflowFrom?: number;
+  overflowTo?: number;
+  /**
+   * A start's gap (offsets [from, to): samples written, rollups maybe not), with overflowUntil
+   * set to its last offset: its range of intervals (overflowFrom, overflowTo) is found by the
+   * roller when it rolls it up (`gapRange`).
+   */
+  gap?: { from: number; to: number; ranged?: boolean };
 }
 
 export class StatsReader {
@@ -87,25 +108,66 @@ export class StatsReader {
   private polling: Promise<void> | undefined;
   private closed = false;
   private initialized: Promise<void> | undefined;
+  private rollTimer: NodeJS.Timeout | undefined;
+  private rolling: Promise<void> | undefined;
 
   constructor(private readonly options: StatsReaderOptions) {
     this.maxPending = options.maxPending ?? 100_000;
   }
 
-  /** Starts where the store's rows end: records before that are in the store, which the cache reads. */
+  /**
+   * Starts where the store's samples end: records before that are in the store, which the cache
+   * reads. With a roller, the rollups' checkpoint may be behind (or missing): the records in
+   * between are a gap the roller rolls up by time range (see the top of this file), and until it
+   * has, the cache keeps nothing.
+   */
   async start(topic: Topic): Promise<Checkpoint> {
     // Once for the four topics (on ClickHouse, init is a few statements).
     await (this.initialized ??= this.options.store.init());
-    const from = positionsOf(await this.options.store.loadCheckpoint(topic));
-    this.stored.set(topic, new Map(from));
+    const samples = positionsOf(await this.options.store.loadCheckpoint(topic));
+    if (!this.options.rollups) {
+      this.stored.set(topic, new Map(samples));
+      this.progress.include(topic, samples);
+      return samples;
+    }
+    const rolled = positionsOf(await this.options.store.loadCheckpoint(rolledTopic(topic)));
+    const from = new Map(rolled);
+    for (const [p, next] of samples) {
+      const at = rolled.get(p) ?? 0;
+      if (next <= at) continue;
+      from.set(p, next);
+      const partition = this.partitionTouches(topic, p);
+      this.overflowed++;
+      partition.overflowUntil = next - 1;
+      partition.gap = { from: at, to: next };
+    }
+    this.stored.set(topic, rolled);
     this.progress.include(topic, from);
+    if (this.overflowed > 0) {
+      this.schedulePoll();
+      this.scheduleRoll();
+    }
     return from;
+  }
+
+  /**
+   * The roller's last roll-up at a graceful stop (after the writers wrote what they applied):
+   * what this reader applied is rolled up, so the next start has no gap to roll by time range.
+   */
+  async finish(): Promise<void> {
+    if (!this.options.rollups?.isRoller()) return;
+    await this.rollNow();
   }
 
   /** Whether the cache may keep what it read of `appId` (no record of it waits for its rows). */
   mayKeep(appId: string): boolean {
     return this.overflowed === 0 && !this.perApp.has(appId);
   }
+
+  /** Reads that stood in for the writers (see `reflect`). */
+  standIns = 0;
+  /** When each partition's checkpoint (as this reader waits on it) last moved, by `topic\0partition`. */
+  private readonly movedAt = new Map<string, number>();
 
   /** Touches waiting for their rows (GET /metrics, tests). */
   get waiting(): number {
@@ -135,17 +197,119 @@ export class StatsReader {
       } else {
         if (partition.overflowUntil === undefined) this.overflowed++;
         partition.overflowUntil = record.offset;
+        partition.overflowFrom = Math.min(partition.overflowFrom ?? Infinity, touch.interval);
+        partition.overflowTo = Math.max(partition.overflowTo ?? -Infinity, touch.interval);
       }
     }
     if (touched.length > 0) this.options.invalidate(touched);
     this.progress.advance(records);
     if (this.pendingCount > 0 || this.overflowed > 0) this.schedulePoll();
+    this.scheduleRoll();
+  }
+
+  /** The checkpoint reads wait on for a topic: the rollups' with a roller, else the samples'. */
+  private checkpointOf(topic: Topic): string {
+    return this.options.rollups ? rolledTopic(topic) : topic;
+  }
+
+  /** Whether records applied here are not in the rollups' (or samples') checkpoint as last read. */
+  private behindStore(): boolean {
+    if (this.pendingCount > 0 || this.overflowed > 0) return true;
+    for (const [topic, stored] of this.stored) for (const [p, next] of this.progress.of(topic)) if (next > (stored.get(p) ?? 0)) return true;
+    return false;
+  }
+
+  /** While records wait for their rollups, the roller (whichever instance it is now) rolls up now and then. */
+  private scheduleRoll(): void {
+    const rollups = this.options.rollups;
+    if (!rollups || this.rollTimer || this.closed) return;
+    this.rollTimer = setTimeout(() => {
+      this.rollTimer = undefined;
+      if (!rollups.isRoller()) {
+        if (this.behindStore()) this.scheduleRoll();
+        return;
+      }
+      void this.rollNow()
+        .catch((err: unknown) => rollups.onError?.(err))
+        .finally(() => {
+          if (this.behindStore()) this.scheduleRoll();
+        });
+    }, rollups.everyMs ?? 250);
+    this.rollTimer.unref();
+  }
+
+  /** One roll-up at a time (the timer's and a read's). */
+  private rollNow(): Promise<void> {
+    return (this.rolling ??= this.roll().finally(() => {
+      this.rolling = undefined;
+    }));
+  }
+
+  /**
+   * The roller's step: reads the samples' checkpoints; recomputes the rollups of the touches they
+   * include (and that this reader has applied); then writes the rollups' checkpoint, and lets go
+   * of those touches here (the other instances' readers read that checkpoint).
+   */
+  private async roll(): Promise<void> {
+    const rollups = this.options.rollups!;
+    const topics = [...this.stored.keys()];
+    const written = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(topic))] as const));
+    const touched: Touch[] = [];
+    const ranges: [number, number][] = [];
+    const moved: [Topic, Map<number, number>][] = [];
+    for (const [topic, samples] of written) {
+      const applied = this.progress.of(topic);
+      const stored = this.stored.get(topic)!;
+      const upTo = new Map<number, number>();
+      for (const [p, next] of samples) {
+        // Records the writers wrote but this reader has not applied have no touch here yet.
+        const until = Math.min(next, applied.get(p) ?? 0);
+        if (until <= (stored.get(p) ?? 0)) continue;
+        upTo.set(p, until);
+        const part = this.pending.get(topic)?.get(p);
+        if (!part) continue;
+        for (const t of part.touches) {
+          if (t.offset >= until) break;
+          touched.push({ ...t });
+        }
+        if (part.gap && !part.gap.ranged) await this.gapRange(topic, p, part);
+        if (part.overflowUntil !== undefined && part.overflowFrom !== undefined) ranges.push([part.overflowFrom, part.overflowTo! + SAMPLE_MS]);
+      }
+      if (upTo.size > 0) moved.push([topic, upTo]);
+    }
+    if (moved.length === 0) return;
+    await rollups.writer.rollUp(touched);
+    for (const [from, to] of ranges) await rollups.writer.rollUpRange(from, to);
+    for (const [topic, upTo] of moved) {
+      const checkpoint: StatsCheckpoint = new Map([...upTo].map(([p, next]) => [p, { from: next, finalized: -Infinity, applied: next }]));
+      await rollups.writer.writeCheckpoint(rolledTopic(topic), checkpoint);
+    }
+    const released: Touch[] = [];
+    for (const [topic, upTo] of moved) this.storeMoved(topic, upTo, released);
+    if (released.length > 0) this.options.invalidate(released);
+  }
+
+  /** A start's gap's intervals, onto `part` (overflowFrom, overflowTo): see `gapIntervals`. */
+  private async gapRange(topic: Topic, partition: number, part: PartitionTouches): Promise<void> {
+    if (!this.options.read) throw new Error('the stats reader cannot read the log: a gap cannot be rolled up');
+    const range = await gapIntervals(this.options.read, topic, partition, part.gap!, this.published);
+    part.gap!.ranged = true;
+    if (!range) return;
+    part.overflowFrom = Math.min(part.overflowFrom ?? Infinity, range[0]);
+    part.overflowTo = Math.max(part.overflowTo ?? -Infinity, range[1]);
   }
 
   /**
    * Resolves once the store's rows include the records at `positions` of each topic (this
    * instance's own appends, whichever instance writes their partitions), and this reader has
    * applied them (so the cache holds nothing older); throws after `timeoutMs`.
+   *
+   * Across a rebalance of the writers' groups (nobody writes a partition until it is handed on,
+   * up to the session timeout for an instance gone): when half of `timeoutMs` has passed with the
+   * rows not written, the read stands in: it writes the samples of the partitions behind itself
+   * (`standIn`), and with a roller, rolls up what is written as the roller does. The rows and
+   * rollups it writes are the ones their writer and the roller write (written twice then, the
+   * same rows: merged by ClickHouse as a replay's are).
    */
   async reflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
@@ -156,14 +320,35 @@ export class StatsReader {
       }
     }
     let pause = 10;
+    const half = Math.floor(timeoutMs / 2);
+    const standInAt = Date.now() + half;
+    let stoodIn = false;
     for (;;) {
       const unmet = wanted.filter(([topic, target]) => !this.storeHas(topic, target));
       if (unmet.length === 0) return;
+      if (!stoodIn && Date.now() >= standInAt && (this.options.standIn || this.options.rollups)) {
+        // Partitions whose rows nobody has written for half the wait (slow writers still writing are waited for).
+        const stalled = unmet
+          .map(([topic, target]) => [topic, new Map([...target].filter(([p, next]) => (this.stored.get(topic)?.get(p) ?? 0) < next && Date.now() - (this.movedAt.get(`${topic}\u0000${p}`) ?? 0) >= half))] as const)
+          .filter(([, target]) => target.size > 0);
+        if (stalled.length > 0) {
+          stoodIn = true;
+          this.standIns++;
+          // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers;
+          // one still going at the deadline goes on without the read.
+          const done = this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))))]);
+          clearTimeout(timer);
+          continue;
+        }
+      }
       if (Date.now() >= deadline) {
         const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
         throw new StatsWritersBehind(behind);
       }
       await this.options.flushOwn?.();
+      if (this.options.rollups?.isRoller()) await this.rollNow();
       await this.readStore(unmet.map(([topic]) => topic));
       if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
       // Another instance's writer writes at its next flush (every 250 ms by default).
@@ -172,10 +357,25 @@ export class StatsReader {
     }
   }
 
+  /** Writes what the writers have not written of these targets (their samples, then their rollups): see `reflect`. */
+  private async standIn(unmet: (readonly [Topic, Map<number, number>])[]): Promise<void> {
+    const standIn = this.options.standIn;
+    if (standIn) {
+      for (const [topic, target] of unmet) {
+        const written = positionsOf(await this.options.store.loadCheckpoint(topic));
+        for (const [p, upTo] of target) if ((written.get(p) ?? 0) < upTo) await standIn(topic, p, upTo);
+      }
+    }
+    if (this.options.rollups) await this.rollNow();
+    else await this.readStore(unmet.map(([topic]) => topic));
+  }
+
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    clearTimeout(this.rollTimer);
+    this.rollTimer = undefined;
   }
 
   private storeHas(topic: Topic, target: Map<number, number>): boolean {
@@ -199,18 +399,22 @@ export class StatsReader {
 
   /** Reads the store's checkpoints of `topics` and lets go of the touches their rows now include. */
   private async readStore(topics: Topic[]): Promise<void> {
-    const read = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(topic))] as const));
+    const read = await Promise.all(topics.map(async (topic) => [topic, positionsOf(await this.options.store.loadCheckpoint(this.checkpointOf(topic)))] as const));
     const released: Touch[] = [];
-    for (const [topic, positions] of read) {
-      let stored = this.stored.get(topic);
-      if (!stored) this.stored.set(topic, (stored = new Map()));
-      for (const [p, next] of positions) {
-        if (next <= (stored.get(p) ?? 0)) continue;
-        stored.set(p, next);
-        this.release(topic, p, next, released);
-      }
-    }
+    for (const [topic, positions] of read) this.storeMoved(topic, positions, released);
     if (released.length > 0) this.options.invalidate(released);
+  }
+
+  /** The store's rows now include the records before `positions`: the touches before them let go. */
+  private storeMoved(topic: Topic, positions: Map<number, number>, released: Touch[]): void {
+    let stored = this.stored.get(topic);
+    if (!stored) this.stored.set(topic, (stored = new Map()));
+    for (const [p, next] of positions) {
+      if (next <= (stored.get(p) ?? 0)) continue;
+      stored.set(p, next);
+      this.movedAt.set(`${topic}\u0000${p}`, Date.now());
+      this.release(topic, p, next, released);
+    }
   }
 
   /**
@@ -233,6 +437,9 @@ export class StatsReader {
     this.pendingCount -= gone;
     if (touches.overflowUntil !== undefined && touches.overflowUntil < next) {
       touches.overflowUntil = undefined;
+      touches.overflowFrom = undefined;
+      touches.overflowTo = undefined;
+      touches.gap = undefined;
       this.overflowed--;
     }
   }

@@ -34,8 +34,13 @@ export type StatsCheckpoint = Map<number, { from: number; finalized: number; app
 export interface StatsStore {
   readonly kind: string;
   init(): Promise<void>;
-  /** Writes rows, then the checkpoint of the topic they came from. */
-  write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint): Promise<void>;
+  /**
+   * Writes rows, the rollups they fall in (unless `rollUp` is false: one instance rolls up for all,
+   * StatsRollups), then the checkpoint of the topic they came from.
+   */
+  write(topic: string, rows: StatsRow[], checkpoint: StatsCheckpoint, options?: { rollUp?: boolean }): Promise<void>;
+  /** A store whose rollups may be written apart from the samples, by one instance for all (ClickHouse). */
+  readonly rollupWriter?: StatsRollups;
   loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
   /** Buckets of the unit with any sample in [start, end], oldest first (read from the rollups: `bucketsOf`). */
   query(q: StatsQuery): Promise<StatsBucket[]>;
@@ -55,6 +60,24 @@ export interface StatsStore {
   appsWithData(): Promise<string[]>;
   close(): Promise<void>;
 }
+
+/**
+ * Rollups written apart from their samples (production mode: the stats writers share the
+ * partitions, and one instance, the roller, recomputes the rollups that every writer's samples fall
+ * in: projections/stats/stats-reader.ts). The roller's progress is a checkpoint of its own per topic
+ * (`rolledTopic`): the next offset of each partition whose records the rollups do not include yet.
+ */
+export interface StatsRollups {
+  /** Recomputes every rollup that samples of these (app, interval) fall in, bottom up. */
+  rollUp(touched: { appId: string; interval: number }[]): Promise<void>;
+  /** Recomputes the rollups of every app with samples in [from, to) (touches not kept: a reader over its limit). */
+  rollUpRange(from: number, to: number): Promise<void>;
+  loadCheckpoint(topic: string): Promise<StatsCheckpoint>;
+  writeCheckpoint(topic: string, checkpoint: StatsCheckpoint): Promise<void>;
+}
+
+/** The name the rollups' checkpoint of a topic is kept under (in the checkpoints table). */
+export const rolledTopic = (topic: string): string => `rollups:${topic}`;
 
 /** What the stats projection needs of a store: its checkpoint, and writes. */
 export type StatsWriter = Pick<StatsStore, 'init' | 'loadCheckpoint' | 'write'>;

@@ -234,6 +234,38 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
     }
   });
 
+  it('a checkpoints table an older release made gets applied_offset and keeps its rows; a new one is made with it, so no start alters it', async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const table = sqlTable('default', `${tablePrefix}stats_checkpoints`);
+    const client = createClickHouseClient({ url });
+    const columns = async (prefix: string): Promise<string[]> =>
+      ((await (await client.query({ query: `SELECT name FROM system.columns WHERE database = currentDatabase() AND table = '${prefix}stats_checkpoints' ORDER BY name`, format: 'JSONEachRow' })).json()) as { name: string }[]).map((c) => c.name);
+    const stores: ClickHouseStatsStore[] = [];
+    const fresh = `t_${randomBytes(4).toString('hex')}_`;
+    try {
+      await client.command({ query: sql`CREATE TABLE ${table} (topic String, partition UInt32, from_offset UInt64, finalized Int64, version UInt64) ENGINE = ReplacingMergeTree(version) ORDER BY (topic, partition)`.text });
+      await client.insert({ table: table.text, format: 'JSONEachRow', values: [{ topic: 'messages', partition: 2, from_offset: 40, finalized: -1, version: 1 }] });
+      // Two instances starting together: both find the column missing, one adds it, neither fails.
+      stores.push(new ClickHouseStatsStore({ url, tablePrefix }), new ClickHouseStatsStore({ url, tablePrefix }));
+      await Promise.all(stores.map((s) => s.init()));
+      expect(await columns(tablePrefix)).toContain('applied_offset');
+      expect(await stores[0].loadCheckpoint('messages')).toEqual(new Map([[2, { from: 40, finalized: -Infinity }]]));
+      // A new table has it from its CREATE.
+      const made = new ClickHouseStatsStore({ url, tablePrefix: fresh });
+      stores.push(made);
+      await made.init();
+      expect(await columns(fresh)).toContain('applied_offset');
+    } finally {
+      for (const s of stores) await s.close();
+      for (const prefix of [tablePrefix, fresh]) {
+        for (const name of ['stats_samples', 'stats_checkpoints', 'stats_rollups', 'stats']) {
+          await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', prefix + name)}`.text });
+        }
+      }
+      await client.close();
+    }
+  });
+
   it('a table an older release made gets the connections column, and keeps its rows', async () => {
     const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
     const table = sqlTable('default', `${tablePrefix}stats_samples`);
@@ -253,7 +285,10 @@ describeWithInfra('ClickHouseStatsStore', 'ClickHouse', clickhouse, ({ url }) =>
         values: [{ app_id: 'a', sample_start: T0, topic: 'messages', partition: 0, slot: 0, version: 1, counter_ids: [1], counter_values: [5], channels: 2, day: '2030-01-01' }],
       });
       await store.init();
-      await store.init(); // again: the column is there now
+      // Another instance's start: the column is there now.
+      const again = new ClickHouseStatsStore({ url, tablePrefix });
+      await again.init();
+      await again.close();
       await store.write('usage', [{ appId: 'a', interval: T0 + 6000, topic: 'usage', partition: 0, slot: 0, version: 1, counters: { [Base.connectionsOpened]: 3 }, channels: 0, connections: 4 }], new Map());
       const [minute] = await store.query({ appId: 'a', unit: 'minute', start: T0, end: T0 + 59_999 });
       expect(minute.counters).toEqual({ [Base.inbound('rest', 'messages', 'count')]: 5, [Base.connectionsOpened]: 3 });

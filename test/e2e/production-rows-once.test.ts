@@ -3,7 +3,9 @@
 // so ClickHouse receives each persisted message once, not once per instance; and every instance
 // still answers every read, from its own in-memory tail of every partition and from rows the
 // others wrote. Rows received are counted before any merge, by a materialized view (a Log table:
-// it never merges) that sees every insert into the history table.
+// it never merges) that sees every insert into the history table. The stats rows of those messages
+// are counted the same way: samples written by the instance holding their partition, rollups by
+// one instance, the roller (projections/stats/stats-reader.ts).
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import pino from 'pino';
@@ -13,6 +15,9 @@ import { findProductionInfra, productionConfig, productionTeardown, type Product
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { basic } from '../helpers/service.js';
+import type { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
+import { rolledTopic } from '../../projections/stats/stats-store.js';
+import { Topics } from '../../src/log/port.js';
 
 const infra = await findProductionInfra();
 const KEY = 'onceapp.k1:once-secret-once-secret';
@@ -32,7 +37,7 @@ describeWithInfra('production mode: each history row written by one instance', '
   it(`three instances, ${MESSAGES.toLocaleString('en')} persisted messages: ClickHouse receives each row once, and every instance reads every channel's history`, async () => {
     const tag = randomBytes(3).toString('hex');
     const isolation = { topicPrefix: `once-${tag}-`, tablePrefix: `once_${tag}_` };
-    const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
+    const start = async (instanceId: string): Promise<{ service: Service; port: number; store: ClickHouseStatsStore }> => {
       // A one-second memory tail: reads of older messages come from the rows the writers stored.
       const { config } = productionConfig(found, [{ appId: 'onceapp', keys: [{ key: KEY }], namespaces: [{ id: 'persisted', persisted: true }] }], {
         INSTANCE_ID: instanceId,
@@ -42,15 +47,20 @@ describeWithInfra('production mode: each history row written by one instance', '
         KAFKA_SESSION_TIMEOUT_MS: '6000',
       });
       const logger = pino({ level: 'silent' });
-      const service = await startService(config, logger, await productionAdapters(config, logger, isolation));
+      const adapters = await productionAdapters(config, logger, isolation);
+      const service = await startService(config, logger, adapters);
       services.push(service);
       await service.app.listen({ port: 0, host: '127.0.0.1' });
-      return { service, port: (service.app.server.address() as AddressInfo).port };
+      return { service, port: (service.app.server.address() as AddressInfo).port, store: adapters.statsStore as ClickHouseStatsStore };
     };
     const first = await start('once-a');
     // Every insert into the history table, counted as it arrives (before ReplacingMergeTree merges).
     const table = `${isolation.tablePrefix}history_messages`;
     await clickhouse(found, `CREATE MATERIALIZED VIEW ${isolation.tablePrefix}rows_received ENGINE = Log AS SELECT app_id, channel, serial FROM ${table}`);
+    const samples = `${isolation.tablePrefix}stats_samples`;
+    const rollups = `${isolation.tablePrefix}stats_rollups`;
+    await clickhouse(found, `CREATE MATERIALIZED VIEW ${isolation.tablePrefix}samples_received ENGINE = Log AS SELECT app_id, sample_start, topic, partition, slot, version FROM ${samples}`);
+    await clickhouse(found, `CREATE MATERIALIZED VIEW ${isolation.tablePrefix}rollups_received ENGINE = Log AS SELECT app_id, unit, bucket_start, version FROM ${rollups}`);
     const instances = [first, await start('once-b'), await start('once-c')];
 
     // The writers' group has handed each instance some of the 4 partitions, and all of them once.
@@ -60,6 +70,7 @@ describeWithInfra('production mode: each history row written by one instance', '
       return held().every((p) => p.length > 0) && all.join() === '0,1,2,3';
     }, 60_000);
 
+    const rolledBefore = instances.map((i) => i.store.rollupStatements);
     const channels = Array.from({ length: CHANNELS }, (_, c) => `persisted:once-${tag}-${c}`);
     const post = async (port: number, channel: string, body: unknown): Promise<void> => {
       const res = await fetch(`http://127.0.0.1:${port}/channels/${encodeURIComponent(channel)}/messages`, {
@@ -82,7 +93,26 @@ describeWithInfra('production mode: each history row written by one instance', '
     const distinct = async (): Promise<number> => Number(await clickhouse(found, `SELECT uniqExact(app_id, channel, serial) FROM ${table}`));
     await until(`${MESSAGES} distinct rows in ClickHouse`, async () => (await distinct()) >= MESSAGES, 60_000);
     const received = Number(await clickhouse(found, `SELECT count() FROM ${isolation.tablePrefix}rows_received`));
-    console.log(`three instances, ${MESSAGES} persisted messages: ClickHouse received ${received} history rows (${(received / MESSAGES).toFixed(3)} per message; each instance writing every row: ${3 * MESSAGES}); writers hold partitions ${JSON.stringify(held())}`);
+    // Stats: the rollups' checkpoint (the roller's) at the end of messages: every sample written and rolled up.
+    const ends = await first.service.log.endOffsets(Topics.messages);
+    await until('the stats of every message rolled up', async () => {
+      const rolled = await first.store.loadCheckpoint(rolledTopic(Topics.messages));
+      return [...ends].every(([p, end]) => (rolled.get(p)?.applied ?? rolled.get(p)?.from ?? 0) >= end);
+    }, 60_000);
+    const count = async (query: string): Promise<number> => Number(await clickhouse(found, query));
+    const sampleRows = await count(`SELECT count() FROM ${isolation.tablePrefix}samples_received`);
+    const sampleRepeats = await count(`SELECT count() FROM (SELECT count() AS n FROM ${isolation.tablePrefix}samples_received GROUP BY app_id, sample_start, topic, partition, slot, version HAVING n > 1)`);
+    const samplesDistinct = await count(`SELECT uniqExact(app_id, sample_start, topic, partition, slot) FROM ${samples}`);
+    const rollupRows = await count(`SELECT count() FROM ${isolation.tablePrefix}rollups_received`);
+    const rollupsDistinct = await count(`SELECT uniqExact(app_id, unit, bucket_start) FROM ${rollups}`);
+    const rolled = instances.map((i, n) => i.store.rollupStatements - rolledBefore[n]);
+    console.log(
+      `three instances, ${MESSAGES} persisted messages: ClickHouse received ${received} history rows (${(received / MESSAGES).toFixed(3)} per message; each instance writing every row: ${3 * MESSAGES}); writers hold partitions ${JSON.stringify(held())}; ` +
+        `stats: ${sampleRows} sample rows for ${samplesDistinct} samples (${sampleRepeats} row versions more than once), ${rollupRows} rollup rows for ${rollupsDistinct} rollups, rollup statements by each instance ${rolled.join(', ')}`,
+    );
+    // Sample row versions once each (a writer writes its own partitions), rollups by one instance.
+    expect(sampleRepeats).toBe(0);
+    expect(rolled.filter((n) => n > 0), `rollup statements by each instance: ${rolled.join(', ')}`).toHaveLength(1);
     expect(await distinct()).toBe(MESSAGES);
     // Once each; a hand-over can repeat a few rows (the next holder starts at the stored checkpoint).
     expect(received).toBeLessThan(MESSAGES * 1.05);
