@@ -28,6 +28,31 @@ const LONG_COPY = 24;
 /** Not in the layout the fast path reads: the generic path serves the record. */
 const NOT_FAST = false;
 
+/** How many publishes' prefixes (their fields before the messages) are remembered, by their key's hash (past it, they are forgotten and remembered again). */
+const PREFIXES = 65536;
+
+interface Prefix {
+  /** the MessagePack from the event's map to its `messages` key, included */
+  input: Buffer;
+  /** the JSON it gives: the fields, then `"messages":[` */
+  output: Buffer;
+  /** the credential's `"keyName":...` (undefined: none) */
+  keyName: Buffer | undefined;
+}
+
+/** A record key's hash (FNV-1a of its bytes, 31 bits), under which its prefix is remembered: a hint only, a prefix is compared whole before it is used. */
+function hashOfBytes(b: Uint8Array, s: number, e: number): number {
+  let h = 0x811c9dc5;
+  for (let i = s; i < e; i++) h = Math.imul(h ^ b[i], 0x01000193);
+  return h >>> 1;
+}
+
+function hashOfText(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return h >>> 1;
+}
+
 /** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
 export class NdjsonChunks {
   private buf = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -86,7 +111,7 @@ export class NdjsonChunks {
     if (fast && record.topic === Topics.messages) {
       if (!inScope(record, request)) return false;
       this.lineStart = this.pos;
-      if (this.publish(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp)) {
+      if (this.publish(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp, hashOfText(record.key))) {
         this.lineStart = this.pos;
         this.fast++;
         return true;
@@ -109,7 +134,8 @@ export class NdjsonChunks {
     if (key.text === undefined ? !scope.holds(topic, key.keyBytes, key.start, key.end) : !scope.holdsText(topic, key.text)) return false;
     if (topic === Topics.messages) {
       this.lineStart = this.pos;
-      if (this.publish(bytes, start, end, partition, offset, timestamp)) {
+      const hash = key.text === undefined ? hashOfBytes(key.keyBytes, key.start, key.end) : hashOfText(key.text);
+      if (this.publish(bytes, start, end, partition, offset, timestamp, hash)) {
         this.lineStart = this.pos;
         this.fast++;
         return true;
@@ -123,7 +149,7 @@ export class NdjsonChunks {
   // The transcoder: b is the value, positions into it; the output at this.pos.
 
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
-  private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number): boolean {
+  private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number, hash: number): boolean {
     this.limit = end;
     if (b !== this.input) {
       this.input = b;
@@ -134,31 +160,39 @@ export class NdjsonChunks {
     // string's copy write within it unchecked; the other writers (ascii) keep it reserved past them.
     this.reserve = 12 * (end - start) + 1024;
     this.room(this.reserve);
-    let p = start;
-    let n: number;
-    const h = b[p];
-    if (h >= 0x80 && h <= 0x8f) {
-      n = h & 0x0f;
-      p++;
-    } else return NOT_FAST;
-    // Each field's value span, by field number (-1: absent).
+    // The event's fields before its messages, as a publish of a key of the same hash had them: the
+    // same bytes give the same JSON, copied whole (one compare, one copy), not read field by field.
+    const known = this.prefixAt(hash, b, start, end);
+    const hit = known !== undefined;
+    let n = 0;
+    let messagesAt: number;
     const at = this.eventAt;
-    for (let f = 0; f < at.length; f++) at[f] = -1;
     const order = this.eventOrder;
-    for (let i = 0; i < n; i++) {
-      const field = EVENT_TABLE.keyOf(b, p);
-      if (field < 0 || at[field] >= 0) return NOT_FAST;
-      p = skip(b, p, end);
-      at[field] = p;
-      order[i] = field;
-      // The messages, last as event-codec writes them, are read (and bounds-checked) below: not walked twice.
-      if (field === E_MESSAGES && i === n - 1) break;
-      p = skip(b, p, end);
-      if (p < 0) return NOT_FAST;
+    if (known !== undefined) messagesAt = start + known.input.length;
+    else {
+      let p = start;
+      const h = b[p];
+      if (h >= 0x80 && h <= 0x8f) {
+        n = h & 0x0f;
+        p++;
+      } else return NOT_FAST;
+      // Each field's value span, by field number (-1: absent).
+      for (let f = 0; f < at.length; f++) at[f] = -1;
+      for (let i = 0; i < n; i++) {
+        const field = EVENT_TABLE.keyOf(b, p);
+        if (field < 0 || at[field] >= 0) return NOT_FAST;
+        p = skip(b, p, end);
+        at[field] = p;
+        order[i] = field;
+        // The messages, last as event-codec writes them, are read (and bounds-checked) below: not walked twice.
+        if (field === E_MESSAGES && i === n - 1) break;
+        p = skip(b, p, end);
+        if (p < 0) return NOT_FAST;
+      }
+      if (at[E_TYPE] < 0 || !strEquals(b, at[E_TYPE], EVENT_TYPE)) return NOT_FAST;
+      messagesAt = at[E_MESSAGES];
+      if (messagesAt < 0) return NOT_FAST;
     }
-    if (at[E_TYPE] < 0 || !strEquals(b, at[E_TYPE], EVENT_TYPE)) return NOT_FAST;
-    const messagesAt = at[E_MESSAGES];
-    if (messagesAt < 0) return NOT_FAST;
     let count: number;
     let m = messagesAt;
     const ah = b[m];
@@ -177,23 +211,33 @@ export class NdjsonChunks {
     this.bytes(T_TIME);
     this.int(timestamp);
     this.bytes(T_EVENT);
-    let first = true;
-    for (let i = 0; i < n; i++) {
-      const field = order[i];
-      if (field === E_MESSAGES) continue;
-      if (!first) this.byte(0x2c);
-      first = false;
-      if (field === E_TYPE) {
-        // strEquals checked it above
-        this.bytes(T_TYPE);
-        continue;
+    // where the event's fields' JSON starts and ends, and the key name's in the credential (from the line's start: a chunk may move)
+    let fieldsFrom = 0;
+    let fieldsTo = 0;
+    if (known !== undefined) {
+      this.buf.set(known.output, this.pos);
+      this.pos += known.output.length;
+    } else {
+      fieldsFrom = this.pos - this.lineStart;
+      let first = true;
+      for (let i = 0; i < n; i++) {
+        const field = order[i];
+        if (field === E_MESSAGES) continue;
+        if (!first) this.byte(0x2c);
+        first = false;
+        if (field === E_TYPE) {
+          // strEquals checked it above
+          this.bytes(T_TYPE);
+          continue;
+        }
+        this.bytes(EVENT_KEY_TEXT[field]);
+        if (!this.value(b, at[field])) return NOT_FAST;
       }
-      this.bytes(EVENT_KEY_TEXT[field]);
-      if (!this.value(b, at[field])) return NOT_FAST;
+      if (!first) this.byte(0x2c);
+      this.bytes(EVENT_KEY_TEXT[E_MESSAGES]);
+      this.byte(0x5b);
+      fieldsTo = this.pos - this.lineStart;
     }
-    if (!first) this.byte(0x2c);
-    this.bytes(EVENT_KEY_TEXT[E_MESSAGES]);
-    this.byte(0x5b);
     // The first message's clientId and connectionId: the credential.
     let clientIdAt = -1;
     let connectionIdAt = -1;
@@ -266,14 +310,23 @@ export class NdjsonChunks {
       this.byte(0x7d);
     }
     this.bytes(T_END_EVENT);
-    const keyNameAt = at[E_KEYNAME];
-    if (keyNameAt >= 0 || clientIdAt >= 0 || connectionIdAt >= 0) {
+    const keyNameAt = hit ? -1 : at[E_KEYNAME];
+    const knownKeyName = known?.keyName;
+    let keyNameFrom = 0;
+    let keyNameTo = 0;
+    if (keyNameAt >= 0 || knownKeyName !== undefined || clientIdAt >= 0 || connectionIdAt >= 0) {
       this.bytes(T_CREDENTIAL);
       let any = false;
-      if (keyNameAt >= 0) {
+      if (knownKeyName !== undefined) {
         any = true;
+        this.buf.set(knownKeyName, this.pos);
+        this.pos += knownKeyName.length;
+      } else if (keyNameAt >= 0) {
+        any = true;
+        keyNameFrom = this.pos - this.lineStart;
         this.bytes(EVENT_KEY_TEXT[E_KEYNAME]);
         if (!this.value(b, keyNameAt)) return NOT_FAST;
+        keyNameTo = this.pos - this.lineStart;
       }
       if (clientIdAt >= 0) {
         if (any) this.byte(0x2c);
@@ -289,8 +342,27 @@ export class NdjsonChunks {
       this.byte(0x7d);
     }
     this.bytes(T_END_LINE);
+    // The messages last (event-codec's layout): what came before them is this slot's prefix now.
+    if (!hit && order[n - 1] === E_MESSAGES) {
+      const line = this.lineStart;
+      if (this.prefixes.size >= PREFIXES) this.prefixes.clear();
+      this.prefixes.set(hash, {
+        input: Buffer.from(b.subarray(start, messagesAt)),
+        output: Buffer.from(this.buf.subarray(line + fieldsFrom, line + fieldsTo)),
+        keyName: keyNameAt >= 0 ? Buffer.from(this.buf.subarray(line + keyNameFrom, line + keyNameTo)) : undefined,
+      });
+    }
     return true;
   }
+
+  /** The prefix under hash when the value b[start, end) starts with it (and goes on past it). */
+  private prefixAt(hash: number, b: Uint8Array, start: number, end: number): Prefix | undefined {
+    const known = this.prefixes.get(hash);
+    return known !== undefined && known.input.length < end - start && known.input.compare(b, start, start + known.input.length) === 0 ? known : undefined;
+  }
+
+  /** Publishes' fields before their messages (MessagePack and JSON), by their key's hash. */
+  private readonly prefixes = new Map<number, Prefix>();
 
   /** the end of the value being transcoded */
   private limit = 0;
