@@ -15,7 +15,7 @@ import { unpackValue } from '../codec/msgpack.js';
 import { isStr, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
 import {
   E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL,
-  T_END_EVENT, T_END_LINE, T_EVENT, T_FALSE, T_LINE, T_NULL, T_OFFSET, T_TIME, T_TRUE, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER,
+  T_END_EVENT, T_END_LINE, T_EVENT, T_FALSE, T_NULL, T_TIME, T_TRUE, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER,
 } from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
 import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
@@ -204,9 +204,7 @@ export class NdjsonChunks {
       m += 3;
     } else return NOT_FAST;
 
-    this.bytes(T_LINE);
-    this.int(partition);
-    this.bytes(T_OFFSET);
+    this.bytes(this.lineHead(partition));
     this.int(offset);
     this.bytes(T_TIME);
     this.int(timestamp);
@@ -402,17 +400,41 @@ export class NdjsonChunks {
       return;
     }
     // Digits by 32-bit division, 8 at a time (no string made: a 13-digit time, four a line, made
-    // strings that cost more than this and their collection).
+    // strings that cost more than this and their collection); a time's first digits (the same for
+    // 27 hours) kept from the number before.
     const out = this.buf;
     let o = this.pos;
     if (n < 1e8) o = digits(out, o, n);
     else {
       // below 2^53, hi is below 10^8
       const hi = Math.floor(n / 1e8);
-      o = eightDigits(out, digits(out, o, hi), n - hi * 1e8);
+      if (hi !== this.high) {
+        this.high = hi;
+        this.highDigits = digits(this.highText, 0, hi);
+      }
+      const from = this.highText;
+      for (let i = 0; i < this.highDigits; i++) out[o++] = from[i];
+      o = eightDigits(out, o, n - hi * 1e8);
     }
     this.pos = o;
   }
+
+  /** the first digits (n / 10^8) of the last number past 10^8, and how many */
+  private high = -1;
+  private readonly highText = Buffer.alloc(8);
+  private highDigits = 0;
+
+  /** A line's start up to its offset, per partition. */
+  private lineHead(partition: number): Text {
+    let head = this.heads[partition];
+    if (head === undefined) {
+      head = new Text(`{"topic":"messages","partition":${JSON.stringify(partition)},"offset":`);
+      if (partition >= 0 && partition < 4096) this.heads[partition] = head;
+    }
+    return head;
+  }
+
+  private readonly heads: Text[] = [];
 
   /** Text (JSON already): written as UTF-8. */
   private ascii(s: string): void {
