@@ -19,7 +19,8 @@ export class Text {
   readonly bytes: Buffer;
   readonly view: DataView;
   readonly length: number;
-  constructor(text: string) {
+  /** the text, or its bytes (copied) */
+  constructor(text: string | Uint8Array) {
     this.bytes = Buffer.from(text);
     this.view = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length);
     this.length = this.bytes.length;
