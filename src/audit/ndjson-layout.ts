@@ -19,7 +19,8 @@ export class Text {
   readonly bytes: Buffer;
   readonly view: DataView;
   readonly length: number;
-  constructor(text: string) {
+  /** the text, or its bytes (copied) */
+  constructor(text: string | Uint8Array) {
     this.bytes = Buffer.from(text);
     this.view = new DataView(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length);
     this.length = this.bytes.length;
@@ -28,9 +29,7 @@ export class Text {
 export const KEY_TEXT = (list: Buffer[]): Text[] => list.map((n) => new Text(`"${n.toString()}":`));
 export const EVENT_KEY_TEXT = KEY_TEXT(EVENT_KEYS);
 // The line's frame around the event.
-export const T_LINE = new Text('{"topic":"messages","partition":');
 export const T_TYPE = new Text(`"type":${JSON.stringify(EVENT_TYPE.toString())}`);
-export const T_OFFSET = new Text(',"offset":');
 export const T_TIME = new Text(',"time":');
 export const T_EVENT = new Text(',"event":{');
 export const T_END_EVENT = new Text(']}');

@@ -109,6 +109,32 @@ describe('replay NDJSON: the transcoded lines are the generic path\'s, byte for 
       12 * 9,
     ],
     [
+      'publishes of one channel (one record key) whose fields before the messages change from one to the next (key name, transport, clientIds, field order), then come back: each line its own fields, none a remembered one\'s',
+      [
+        publish([{ id: 'k:0', timestamp: 9_100, data: 'a' }], { keyName: 'app1.k1' }),
+        publish([{ id: 'k:1', timestamp: 9_101, data: 'b' }], { keyName: 'app1.k2' }),
+        publish([{ id: 'k:2', timestamp: 9_102, data: 'c' }], { keyName: 'app1.k2', transport: 'realtime' }),
+        publish([{ id: 'k:3', timestamp: 9_103, data: 'd' }], { keyName: 'app1.k2', clientIds: ['ann'] }),
+        publish([{ id: 'k:4', timestamp: 9_104, data: 'e' }]),
+        record(Topics.messages, 'app1:ch-1', packValue({ messages: [{ id: 'k:5', timestamp: 9_105, data: 'f' }], type: 'messages.published', appId: 'app1', channel: 'ch-1', transport: 'rest', keyName: 'app1.k1' })),
+        publish([{ id: 'k:6', timestamp: 9_106, data: 'g', clientId: 'cl' }], { keyName: 'app1.k1' }),
+        publish([{ id: 'k:7', timestamp: 9_107, data: 'h' }, { id: 'k:8', timestamp: 9_107, data: 'i' }], { keyName: 'app1.k2' }),
+        publish([{ id: 'k:9', timestamp: 9_108, data: 'j' }], { keyName: 'app1.k1' }),
+      ],
+      9,
+    ],
+    [
+      'strings longer than an output chunk (256 KiB), with and without escapes and multi-byte UTF-8, and a time past 10^8 whose first digits change',
+      [
+        publish([{ id: 'big:0', timestamp: 99_999_999, data: 'é✓😀"\\\n'.repeat(40_000), clientId: 'a' }]),
+        publish([{ id: 'big:1', timestamp: 100_000_000, data: 'plain'.repeat(60_000), name: 'é'.repeat(70_000) }]),
+        publish([{ id: 'big:2', timestamp: 1_893_456_000_000, data: 'x' }]),
+        publish([{ id: 'big:3', timestamp: 1_893_499_999_999, data: 'x' }]),
+        publish([{ id: 'big:4', timestamp: 1_893_500_000_001, data: 'x' }]),
+      ],
+      5,
+    ],
+    [
       'presence and the app\'s events (the generic path)',
       [
         record(Topics.presence, 'app1:ch-1', new Uint8Array(encodeEvent({ type: 'presence.changed', appId: 'app1', channel: 'ch-1', event: { action: 'enter', id: 'p:0', timestamp: 8_000, clientId: 'ann', connectionId: 'c1', data: 'here' } } as LogEvent))),
