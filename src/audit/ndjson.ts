@@ -4,7 +4,8 @@
 // MessagePack to its JSON line in one pass over the bytes, with no event object, no wire message
 // and no JSON.stringify of either; its strings are copied byte for byte when they need no escape.
 // Anything else (presence, the app's events, a publish of a shape this does not know) takes the
-// generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line).
+// generic path. Lines go into a buffer handed out whole (one stdout write per chunk, not per line:
+// json-chunks.ts, the byte writer this extends).
 // Plain bytes (strings needing no escape, the constants) move 4 at a time through DataViews, the
 // escape test done on the 4 at once (SWAR); the known keys are found by length and first byte; the
 // messages are walked once, not skipped then read. Those bought 0.28 -> 0.34 of the raw read's CPU
@@ -17,20 +18,11 @@
 // more than the loop at 77 bytes), Buffer.compare / TypedArray.set for the remembered bytes (5% of
 // the replay: JavaScript 4 bytes at a time is cheaper at ~100 bytes), commas fused into the keys.
 import { Topics, type Log, type LogRecord, type RecordKeyBytes, type RecordVisitor, type Topic } from '../log/port.js';
-import { isUtf8 } from 'node:buffer';
-import { unpackValue } from '../codec/msgpack.js';
-import { isStr, skip, spanLength, spanStart, strEquals, u32 } from './msgpack-spans.js';
-import {
-  E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL,
-  T_END_EVENT, T_END_LINE, T_EVENT, T_FALSE, T_NULL, T_TIME, T_TRUE, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER,
-} from './ndjson-layout.js';
-import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
+import { isStr, skip, spanLength, spanStart, strEquals } from './msgpack-spans.js';
+import { E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL, T_END_EVENT, T_END_LINE, T_EVENT, T_TIME, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER } from './ndjson-layout.js';
 import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 import { KeyScope } from './key-scope.js';
-
-const CHUNK_BYTES = 256 * 1024;
-/** From this many bytes a constant is copied by TypedArray.set, below it by a loop (measured: 43 ns against 28 at 32 bytes, 15 against 28 at 8) */
-const LONG_COPY = 24;
+import { JsonChunks } from './json-chunks.js';
 
 /** Not in the layout the fast path reads: the generic path serves the record. */
 const NOT_FAST = false;
@@ -61,53 +53,10 @@ function hashOfText(key: string): number {
 }
 
 /** The NDJSON being written: a buffer of its own per chunk, handed out when full. */
-export class NdjsonChunks {
-  private buf = Buffer.allocUnsafe(CHUNK_BYTES);
-  /** buf, as 4-byte words are written to it */
-  private view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
-  /** the value being transcoded, as 4-byte words are read from it (made again for each segment) */
-  private input: Uint8Array = Buffer.alloc(0);
-  private inputView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
-  private pos = 0;
-  /** chunks full, to hand out */
-  readonly full: Buffer[] = [];
+export class NdjsonChunks extends JsonChunks {
   /** lines written by the transcoder, and by the generic path */
   fast = 0;
   generic = 0;
-
-  /** where the line being written starts: a new buffer takes it along, so a line is never split (nor lost when undone) */
-  private lineStart = 0;
-
-  private room(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    const partial = this.pos - this.lineStart;
-    const next = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, 2 * (partial + n)));
-    this.buf.copy(next, 0, this.lineStart, this.pos);
-    if (this.lineStart > 0) this.full.push(this.buf.subarray(0, this.lineStart));
-    this.buf = next;
-    this.view = new DataView(next.buffer, next.byteOffset, next.length);
-    this.lineStart = 0;
-    this.pos = partial;
-  }
-
-  /** The chunks written so far (the last one however full), emptied. */
-  take(): Buffer[] {
-    if (this.pos > 0) {
-      this.full.push(this.buf.subarray(0, this.pos));
-      this.buf = Buffer.allocUnsafe(CHUNK_BYTES);
-      this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
-      this.pos = 0;
-      this.lineStart = 0;
-    }
-    return this.full.splice(0);
-  }
-
-  private text(s: string): void {
-    this.lineStart = this.pos;
-    this.room(3 * s.length);
-    this.pos += this.buf.write(s, this.pos, 'utf8');
-    this.lineStart = this.pos;
-  }
 
   /**
    * One record's line, fast when it is a publish in event-codec's layout; true when it was in the
@@ -378,81 +327,9 @@ export class NdjsonChunks {
   /** Publishes' fields before their messages (MessagePack and JSON), by their key's hash. */
   private readonly prefixes = new Map<number, Prefix>();
 
-  /** the end of the value being transcoded */
-  private limit = 0;
-  /** bytes kept free for the rest of the line being transcoded */
-  private reserve = 0;
   private readonly eventAt = new Int32Array(EVENT_KEYS.length);
   private readonly eventOrder = new Int32Array(16);
   private readonly messageAt = new Int32Array(MESSAGE_KEYS.length);
-
-  private byte(c: number): void {
-    this.buf[this.pos++] = c;
-  }
-
-  private bytes(src: Text): void {
-    const n = src.length;
-    if (n >= LONG_COPY) {
-      this.buf.set(src.bytes, this.pos);
-      this.pos += n;
-      return;
-    }
-    // 4 bytes a store (DataView's are single instructions once optimised), then the rest
-    const out = this.view;
-    const from = src.view;
-    let o = this.pos;
-    let i = 0;
-    for (; i + 4 <= n; i += 4, o += 4) out.setInt32(o, from.getInt32(i, true), true);
-    const tail = src.bytes;
-    const buf = this.buf;
-    for (; i < n; i++) buf[o++] = tail[i];
-    this.pos = o;
-  }
-
-  /** A constant however long, 4 bytes a store (TypedArray.set, a native call, costs more up to some 100 bytes: measured). */
-  private copy(src: Text): void {
-    const n = src.length;
-    const out = this.view;
-    const from = src.view;
-    let o = this.pos;
-    let i = 0;
-    for (; i + 4 <= n; i += 4, o += 4) out.setInt32(o, from.getInt32(i, true), true);
-    const tail = src.bytes;
-    const buf = this.buf;
-    for (; i < n; i++) buf[o++] = tail[i];
-    this.pos = o;
-  }
-
-  /** A whole number (an offset, a partition, a time: never negative), its digits written directly. */
-  private int(n: number): void {
-    if (!(n >= 0 && n <= Number.MAX_SAFE_INTEGER && Math.floor(n) === n)) {
-      this.ascii(JSON.stringify(n));
-      return;
-    }
-    // Digits by 32-bit division, 8 at a time (no string made: a 13-digit time, four a line, made
-    // strings that cost more than this and their collection); a time's first digits (the same for
-    // 27 hours) kept from the number before.
-    const out = this.buf;
-    let o = this.pos;
-    if (n < 1e8) o = digits(out, o, n);
-    else {
-      // below 2^53, hi is below 10^8
-      const hi = Math.floor(n / 1e8);
-      if (hi !== this.high) {
-        this.high = hi;
-        this.highDigits = digits(this.highText, 0, hi);
-      }
-      const from = this.highText;
-      for (let i = 0; i < this.highDigits; i++) out[o++] = from[i];
-      o = eightDigits(out, o, n - hi * 1e8);
-    }
-    this.pos = o;
-  }
-
-  /** the first digits (n / 10^8) of the last number past 10^8, and how many */
-  private high = -1;
-  private readonly highText = Buffer.alloc(8);
-  private highDigits = 0;
 
   /** A line's start up to its offset, per partition. */
   private lineHead(partition: number): Text {
@@ -466,107 +343,6 @@ export class NdjsonChunks {
 
   private readonly heads: Text[] = [];
 
-  /** Text (JSON already): written as UTF-8. */
-  private ascii(s: string): void {
-    // and the rest of the line's reservation (publish)
-    this.room(s.length * 3 + this.reserve);
-    this.pos += this.buf.write(s, this.pos, 'utf8');
-  }
-
-  /** A value as JSON.stringify writes what the decoder gives: strings and numbers here, anything else decoded and stringified. */
-  private value(b: Uint8Array, p: number): boolean {
-    const h = b[p];
-    if ((h >= 0xa0 && h <= 0xbf) || h === 0xd9 || h === 0xda || h === 0xdb) {
-      const s = spanStart(b, p);
-      const e = s + spanLength(b, p);
-      const out = this.buf;
-      const view = this.view;
-      // publish() made it b's
-      const words = this.inputView;
-      let o = this.pos;
-      out[o++] = 0x22;
-      let checked = false;
-      for (let i = s; i < e; i++) {
-        if (i + 4 <= e) {
-          // 4 bytes at once when none needs a look (SWAR: no byte >= 0x80, < 0x20, a quote or a
-          // backslash; the tests flag too much at times, never too little), else one by one.
-          const w = words.getInt32(i, true);
-          const q = w ^ 0x22222222;
-          const k = w ^ 0x5c5c5c5c;
-          if (((w | (w - 0x20202020) | ((q - 0x01010101) & ~q) | ((k - 0x01010101) & ~k)) & 0x80808080) === 0) {
-            view.setInt32(o, w, true);
-            o += 4;
-            i += 3;
-            continue;
-          }
-        }
-        const c = b[i];
-        const plain = PLAIN[c];
-        if (plain === 1) {
-          out[o++] = c;
-          continue;
-        }
-        if (plain === 2) {
-          // Non-ASCII: as it is when the string is well-formed UTF-8 (JSON.stringify writes it so),
-          // checked once; otherwise as the decoder reads it (its own way with bad bytes), decoded.
-          if (!checked && !isUtf8(b.subarray(s, e))) {
-            this.ascii(JSON.stringify(unpackValue(b.subarray(p, e))));
-            return true;
-          }
-          checked = true;
-          out[o++] = c;
-          continue;
-        }
-        // An escape as JSON.stringify writes it: \" \\ \b \f \n \r \t, else \u00xx.
-        out[o++] = 0x5c;
-        const short = SHORT_ESCAPE[c];
-        if (short !== 0) out[o++] = short;
-        else {
-          out[o++] = 0x75;
-          out[o++] = 0x30;
-          out[o++] = 0x30;
-          out[o++] = HEX[c >> 4];
-          out[o++] = HEX[c & 0x0f];
-        }
-      }
-      out[o++] = 0x22;
-      this.pos = o;
-      return true;
-    }
-    if (h <= 0x7f) {
-      this.int(h);
-      return true;
-    }
-    switch (h) {
-      case 0xcc:
-        this.int(b[p + 1]);
-        return true;
-      case 0xcd:
-        this.int((b[p + 1] << 8) | b[p + 2]);
-        return true;
-      case 0xce:
-        this.int(u32(b, p + 1));
-        return true;
-      case 0xcf:
-        this.int(u32(b, p + 1) * 0x1_0000_0000 + u32(b, p + 5));
-        return true;
-      case 0xc0:
-        this.bytes(T_NULL);
-        return true;
-      case 0xc2:
-        this.bytes(T_FALSE);
-        return true;
-      case 0xc3:
-        this.bytes(T_TRUE);
-        return true;
-    }
-    const end = skip(b, p, this.limit);
-    if (end < 0) return false;
-    const json = JSON.stringify(unpackValue(b.subarray(p, end)));
-    if (json === undefined) return false;
-    this.ascii(json);
-    return true;
-  }
 }
 
 /**
