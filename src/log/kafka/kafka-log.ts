@@ -6,6 +6,7 @@ import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
 import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
+import { OwnValues } from './kafka-own-values.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -118,6 +119,8 @@ export class KafkaLog implements Log {
   /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
   readonly chains = new ProducerChains();
   private readonly checkpoints: ChainCheckpoints | undefined;
+  /** What this process appended, handed to its own consumers as it was appended (decoded already). */
+  private readonly ownValues = new OwnValues();
   private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
@@ -366,6 +369,7 @@ export class KafkaLog implements Log {
     const counts = new Map<number, number>();
     for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
     const { headers, heads } = this.chains.headersFor(topic, messages);
+    if (this.consumed(kafkaTopic)) this.ownValues.sent(kafkaTopic, messages.map(({ record }) => record.value), headers);
     const base = new Map<number, number>();
     try {
       const results = await producer.send({
@@ -398,12 +402,19 @@ export class KafkaLog implements Log {
     return base;
   }
 
+  /** Whether a subscription of this process reads `kafkaTopic`. */
+  private consumed(kafkaTopic: string): boolean {
+    for (const s of this.subscriptions) if (s.kafkaTopic === kafkaTopic) return true;
+    return false;
+  }
+
   consume(options: ConsumeOptions): Subscription {
     if (this.closed) throw new Error('log is closed');
+    const kafkaTopic = this.kafkaTopic(options.topic);
     const subscription = KafkaSubscription.start(
       {
         kafka: this.kafka,
-        kafkaTopic: this.kafkaTopic(options.topic),
+        kafkaTopic,
         topic: options.topic,
         ensureTopic: (t) => this.ensureTopic(t),
         offsets: (t) => this.offsets(t),
@@ -411,7 +422,11 @@ export class KafkaLog implements Log {
         fetchMaxWaitMs: this.fetchMaxWaitMs,
         sessionTimeoutMs: this.options.sessionTimeoutMs,
         retryDelayMs: this.options.retryDelayMs ?? 200,
-        onStopped: (s) => this.subscriptions.delete(s),
+        onStopped: (s) => {
+          this.subscriptions.delete(s);
+          if (!this.consumed(kafkaTopic)) this.ownValues.forget(kafkaTopic);
+        },
+        valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
       },
       options,
     );

@@ -22,6 +22,8 @@ export interface SubscriptionContext {
   sessionTimeoutMs?: number;
   retryDelayMs: number;
   onStopped: (subscription: KafkaSubscription) => void;
+  /** The value to hand on for a record read (OwnValues: the appended one when this process appended it). */
+  valueOf?: (headers: KafkaMessage['headers'], read: Buffer) => Uint8Array;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -29,13 +31,14 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** How long stop() waits for a shared consumer to leave its group (see stop). */
 const SHARED_LEAVE_WAIT_MS = 2_000;
 
-export function toLogRecord(topic: string, partition: number, m: KafkaMessage): LogRecord {
+/** `value`: the record's value as handed on (KafkaLog: this process's own appended value when it is one). */
+export function toLogRecord(topic: string, partition: number, m: KafkaMessage, value?: (read: Buffer) => Uint8Array): LogRecord {
   return {
     topic,
     partition,
     offset: Number(m.offset),
     key: m.key ? m.key.toString('utf8') : '',
-    value: m.value ?? Buffer.alloc(0),
+    value: m.value ? (value ? value(m.value) : m.value) : Buffer.alloc(0),
     timestamp: Number(m.timestamp),
   };
 }
@@ -271,9 +274,10 @@ export class KafkaSubscription implements Subscription {
     // A partition handed over but not sought to where it starts yet: nothing of it is applied.
     if (this.held && !this.ready.has(partition)) return;
     const from = this.position(partition);
+    const valueOf = this.ctx.valueOf;
     const records = batch.messages
       .filter((m) => Number(m.offset) >= from)
-      .map((m) => toLogRecord(this.ctx.topic, partition, m));
+      .map((m) => toLogRecord(this.ctx.topic, partition, m, valueOf && ((read) => valueOf(m.headers, read))));
     if (records.length === 0) {
       resolveOffset(batch.lastOffset());
       return;

@@ -1,0 +1,60 @@
+// The values this process appended, found again when its consumers read them back. An appended
+// value carries the event it was encoded from (event-codec.ts), so a consumer handed that same
+// value decodes nothing; a value read from Kafka is a new Buffer that each consumer of this process
+// (the projections' feed, the writers) decoded again: two MessagePack decodings per publish on
+// `messages`, the most common record, that the instance had in hand already.
+//
+// A record is found by its chain header (kafka-chain.ts): its link is a SHA-256 over the record's
+// content and its place in the writer's chain, known before the request is sent, so a record is
+// found whether the consumer fetches it before or after the produce's answer. The bytes are compared
+// too, so that the value handed on is always exactly the one read.
+import { CHAIN_HEADER, CHAIN_LINK_AT } from './kafka-chain.js';
+import type { IHeaders } from 'kafkajs';
+
+/**
+ * Values kept per topic: the newest this many, which is more than the consumers of this process
+ * lag behind its producers while they keep up (a produce request's records, a few times over); a
+ * consumer further behind decodes as it did before.
+ */
+const KEPT_PER_TOPIC = 4_096;
+/** Bytes of the link that name a record here (the bytes themselves are compared on a hit). */
+const KEY_BYTES = 16;
+
+const keyOf = (header: Buffer): string | undefined =>
+  header.length >= CHAIN_LINK_AT + KEY_BYTES ? header.toString('latin1', CHAIN_LINK_AT, CHAIN_LINK_AT + KEY_BYTES) : undefined;
+
+export class OwnValues {
+  private readonly byTopic = new Map<string, Map<string, Uint8Array>>();
+
+  /** Keeps the values of records about to be sent to `kafkaTopic`, by their chain headers. */
+  sent(kafkaTopic: string, values: readonly Uint8Array[], headers: readonly IHeaders[]): void {
+    let kept = this.byTopic.get(kafkaTopic);
+    if (!kept) this.byTopic.set(kafkaTopic, (kept = new Map()));
+    for (let i = 0; i < values.length; i++) {
+      const header = headers[i]?.[CHAIN_HEADER];
+      const key = Buffer.isBuffer(header) ? keyOf(header) : undefined;
+      if (key !== undefined) kept.set(key, values[i]);
+    }
+    // Oldest first (a Map keeps insertion order).
+    for (const key of kept.keys()) {
+      if (kept.size <= KEPT_PER_TOPIC) break;
+      kept.delete(key);
+    }
+  }
+
+  /** The appended value equal to `read`, a record of `kafkaTopic` with these headers; else `read`. */
+  valueOf(kafkaTopic: string, headers: IHeaders | undefined, read: Buffer): Uint8Array {
+    const kept = this.byTopic.get(kafkaTopic);
+    const header = headers?.[CHAIN_HEADER];
+    if (!kept || !Buffer.isBuffer(header)) return read;
+    const key = keyOf(header);
+    const own = key === undefined ? undefined : kept.get(key);
+    if (!own || own.byteLength !== read.length || !read.equals(own)) return read;
+    return own;
+  }
+
+  /** Forgets a topic's values (no consumer of it is left in this process). */
+  forget(kafkaTopic: string): void {
+    this.byTopic.delete(kafkaTopic);
+  }
+}
