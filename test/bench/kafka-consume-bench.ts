@@ -6,13 +6,16 @@
 // moment all have delivered every record, the process's CPU (user + system) and the main thread's
 // busy time per record delivered. No baseline of its own: run it from two trees, alternately.
 //   source /work/infra-<name>.env && npx tsx test/bench/kafka-consume-bench.ts
+// KAFKA_BENCH_PHASE=live: the consumers start first and read while the records are appended (as
+// the service's feed and writers read its publishes), each decoding every event as a projection
+// does; CPU and busy time per record appended, appends and consumption together.
 // KAFKA_BENCH_RECORDS (20000), KAFKA_BENCH_CONSUMERS (2).
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
 import { Topics, type AppendRecord } from '../../src/log/port.js';
-import { encodeEvent } from '../../src/log/event-codec.js';
+import { decodeEvent, encodeEvent } from '../../src/log/event-codec.js';
 
 const numberOf = (name: string, fallback: number): number => {
   const v = Number(process.env[name] ?? fallback);
@@ -43,8 +46,11 @@ const prefix = process.env.KAFKA_BENCH_PREFIX ?? `kcb-${randomBytes(4).toString(
 const log = new KafkaLog({ brokers, clientId: 'kafka-consume-bench', topicPrefix: prefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100 });
 
 try {
-  if (phase !== 'consume') while (n < total) await Promise.all(Array.from({ length: Math.min(64, total - n) }, () => log.append(Topics.messages, [publish()])));
-  if (phase === 'produce') {
+  if (phase === 'live') await live();
+  else if (phase !== 'consume') while (n < total) await Promise.all(Array.from({ length: Math.min(64, total - n) }, () => log.append(Topics.messages, [publish()])));
+  if (phase === 'live') {
+    // measured in live()
+  } else if (phase === 'produce') {
     console.log(`kafka consume: ${total} records appended under KAFKA_BENCH_PREFIX=${prefix}`);
   } else await consumeAll();
 } finally {
@@ -78,5 +84,37 @@ async function consumeAll(): Promise<void> {
   console.log(
     `kafka consume: ${consumers} consumers × ${total} records: CPU ${f((used.user + used.system) / delivered)} µs/record, ` +
       `main thread busy ${f((busy.active * 1000) / delivered)} µs/record, ${Math.round(wallMs)} ms (group joins included); load ${loadavg()[0].toFixed(2)}`,
+  );
+}
+
+async function live(): Promise<void> {
+  let delivered = 0;
+  let decoded = 0;
+  const subs = Array.from({ length: consumers }, (_, i) =>
+    log.consume({
+      topic: Topics.messages,
+      consumer: `kcb-${randomBytes(4).toString('hex')}-${i}`,
+      from: new Map(),
+      handle: async (records) => {
+        for (const r of records) if (decodeEvent(r.value).type === 'messages.published') decoded++;
+        delivered += records.length;
+      },
+    }),
+  );
+  await Promise.all(subs.map((s) => s.caughtUp));
+  const elu = performance.eventLoopUtilization();
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
+  while (n < total) await Promise.all(Array.from({ length: Math.min(64, total - n) }, () => log.append(Topics.messages, [publish()])));
+  while (delivered < total * consumers) await new Promise((r) => setTimeout(r, 5));
+  const wallMs = performance.now() - t0;
+  const used = process.cpuUsage(cpu);
+  const busy = performance.eventLoopUtilization(elu);
+  await Promise.all(subs.map((s) => s.stop()));
+  if (decoded !== delivered) throw new Error(`decoded ${decoded} of ${delivered}`);
+  const f = (x: number): string => x.toFixed(1);
+  console.log(
+    `kafka live: ${total} appends read by ${consumers} consumers: CPU ${f((used.user + used.system) / total)} µs/append, ` +
+      `main thread busy ${f((busy.active * 1000) / total)} µs/append, ${Math.round(wallMs)} ms; load ${loadavg()[0].toFixed(2)}`,
   );
 }
