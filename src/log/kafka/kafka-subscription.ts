@@ -53,6 +53,8 @@ export class KafkaSubscription implements Subscription {
   readonly caughtUp: Promise<void>;
   readonly kafkaTopic: string;
   private markCaughtUp!: () => void;
+  /** caughtUp resolved: checkCaughtUp, called after every batch, has nothing left to do. */
+  private isCaughtUp = false;
   private readonly next = new Map<number, number>();
   private readonly ends = new Map<number, number>();
   private startOffsets: Map<number, PartitionOffsets> | undefined;
@@ -307,7 +309,7 @@ export class KafkaSubscription implements Subscription {
 
   private checkCaughtUp(): void {
     const start = this.startOffsets;
-    if (!start) return;
+    if (!start || this.isCaughtUp) return;
     if (this.held && !this.joined) return;
     for (const [p, { low, high }] of start) {
       if (this.held && !(this.held.has(p) && this.ready.has(p))) {
@@ -316,6 +318,7 @@ export class KafkaSubscription implements Subscription {
       }
       if (Math.max(this.position(p), low) < high) return;
     }
+    this.isCaughtUp = true;
     this.markCaughtUp();
   }
 }
