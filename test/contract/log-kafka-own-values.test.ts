@@ -20,10 +20,10 @@ describe('OwnValues', () => {
   const headersOf = (records: AppendRecord[]) => new ProducerChains().headersFor('messages', records.map((record) => ({ record, partition: 0 }))).headers;
 
   it('hands back the appended value when the bytes read are the same, and the bytes read otherwise', () => {
-    const own = new OwnValues();
+    const own = new OwnValues(() => 5);
     const records = [rec('a', 'one'), rec('a', 'two')];
     const headers = headersOf(records);
-    own.sent('t-messages', records.map((r) => r.value), headers);
+    own.sent('t-messages', records.map((record) => ({ record, partition: 0 })), headers);
     const same = Buffer.from('one');
     expect(own.valueOf('t-messages', headers[0], same)).toBe(records[0].value);
     // The same chain link with other bytes (a record that is not the one appended): the bytes read.
@@ -36,15 +36,24 @@ describe('OwnValues', () => {
     expect(own.valueOf('t-messages', { [CHAIN_HEADER]: Buffer.alloc(80) }, plain)).toBe(plain);
   });
 
+  it('keeps a value until each of its readers has read it, and none for a partition no consumer here reads', () => {
+    const own = new OwnValues((_, partition) => (partition === 0 ? 2 : 0));
+    const records = [rec('a', 'one'), rec('b', 'two')];
+    const headers = headersOf(records);
+    own.sent('t', records.map((record, i) => ({ record, partition: i })), headers);
+    expect(own.valueOf('t', headers[0], Buffer.from('one'))).toBe(records[0].value);
+    expect(own.valueOf('t', headers[0], Buffer.from('one'))).toBe(records[0].value);
+    expect(own.valueOf('t', headers[0], Buffer.from('one'))).not.toBe(records[0].value);
+    expect(own.valueOf('t', headers[1], Buffer.from('two'))).not.toBe(records[1].value);
+  });
+
   it('keeps a bounded number of values per topic, the newest', () => {
-    const own = new OwnValues();
+    const own = new OwnValues(() => 1);
     const records = Array.from({ length: 5_000 }, (_, i) => rec('k', `v${i}`));
     const headers = headersOf(records);
-    own.sent('t', records.map((r) => r.value), headers);
+    own.sent('t', records.map((record) => ({ record, partition: 0 })), headers);
     expect(own.valueOf('t', headers[0], Buffer.from('v0'))).not.toBe(records[0].value);
     expect(own.valueOf('t', headers[4_999], Buffer.from('v4999'))).toBe(records[4_999].value);
-    own.forget('t');
-    expect(own.valueOf('t', headers[4_999], Buffer.from('v4999'))).not.toBe(records[4_999].value);
   });
 });
 

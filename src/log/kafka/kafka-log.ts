@@ -119,8 +119,8 @@ export class KafkaLog implements Log {
   /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
   readonly chains = new ProducerChains();
   private readonly checkpoints: ChainCheckpoints | undefined;
-  /** What this process appended, handed to its own consumers as it was appended (decoded already). */
-  private readonly ownValues = new OwnValues();
+  /** What this process appended, handed to its consumers that read its partition as it was appended (decoded already). */
+  private readonly ownValues = new OwnValues((kafkaTopic, partition) => [...this.subscriptions].filter((s) => s.kafkaTopic === kafkaTopic && s.reads(partition)).length);
   private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
@@ -369,7 +369,7 @@ export class KafkaLog implements Log {
     const counts = new Map<number, number>();
     for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
     const { headers, heads } = this.chains.headersFor(topic, messages);
-    if (this.consumed(kafkaTopic)) this.ownValues.sent(kafkaTopic, messages.map(({ record }) => record.value), headers);
+    this.ownValues.sent(kafkaTopic, messages, headers);
     const base = new Map<number, number>();
     try {
       const results = await producer.send({
@@ -402,12 +402,6 @@ export class KafkaLog implements Log {
     return base;
   }
 
-  /** Whether a subscription of this process reads `kafkaTopic`. */
-  private consumed(kafkaTopic: string): boolean {
-    for (const s of this.subscriptions) if (s.kafkaTopic === kafkaTopic) return true;
-    return false;
-  }
-
   consume(options: ConsumeOptions): Subscription {
     if (this.closed) throw new Error('log is closed');
     const kafkaTopic = this.kafkaTopic(options.topic);
@@ -422,10 +416,7 @@ export class KafkaLog implements Log {
         fetchMaxWaitMs: this.fetchMaxWaitMs,
         sessionTimeoutMs: this.options.sessionTimeoutMs,
         retryDelayMs: this.options.retryDelayMs ?? 200,
-        onStopped: (s) => {
-          this.subscriptions.delete(s);
-          if (!this.consumed(kafkaTopic)) this.ownValues.forget(kafkaTopic);
-        },
+        onStopped: (s) => this.subscriptions.delete(s),
         valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
       },
       options,

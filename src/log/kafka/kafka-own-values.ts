@@ -12,9 +12,11 @@ import { CHAIN_HEADER, CHAIN_LINK_AT } from './kafka-chain.js';
 import type { IHeaders } from 'kafkajs';
 
 /**
- * Values kept per topic: the newest this many, which is more than the consumers of this process
- * lag behind its producers while they keep up (a produce request's records, a few times over); a
- * consumer further behind decodes as it did before.
+ * A value is kept until each consumer of this process that holds its partition has read it, so that
+ * it dies young (kept longer, a value and its event outlive a few scavenges and are copied into the
+ * old generation: the embedded log's lesson, embedded-log.ts `recent`). At most this many per
+ * topic, the newest, for the consumers that never come to read one (a partition handed over
+ * meanwhile, a consumer far behind): more than they lag behind the producers while they keep up.
  */
 const KEPT_PER_TOPIC = 4_096;
 /**
@@ -26,18 +28,37 @@ const KEY_BYTES = 6;
 
 const keyOf = (header: Buffer): number | undefined => (header.length >= CHAIN_LINK_AT + KEY_BYTES ? header.readUIntBE(CHAIN_LINK_AT, KEY_BYTES) : undefined);
 
-export class OwnValues {
-  private readonly byTopic = new Map<string, Map<number, Uint8Array>>();
+/** A value and how many consumers of this process are still to read it. */
+interface Kept {
+  value: Uint8Array;
+  readers: number;
+}
 
-  /** Keeps the values of records about to be sent to `kafkaTopic`, by their chain headers. */
-  sent(kafkaTopic: string, values: readonly Uint8Array[], headers: readonly IHeaders[]): void {
+export class OwnValues {
+  private readonly byTopic = new Map<string, Map<number, Kept>>();
+
+  /** `readers`: how many consumers of this process read a topic's partition. */
+  constructor(private readonly readers: (kafkaTopic: string, partition: number) => number) {}
+
+  /**
+   * Keeps the values of records about to be sent to `kafkaTopic`, by their chain headers, for the
+   * consumers of this process that will read them (none: nothing is kept).
+   */
+  sent(kafkaTopic: string, records: readonly { record: { value: Uint8Array }; partition: number }[], headers: readonly IHeaders[]): void {
     let kept = this.byTopic.get(kafkaTopic);
-    if (!kept) this.byTopic.set(kafkaTopic, (kept = new Map()));
-    for (let i = 0; i < values.length; i++) {
+    const counts = new Map<number, number>();
+    for (let i = 0; i < records.length; i++) {
+      const { record: { value }, partition } = records[i];
+      let n = counts.get(partition);
+      if (n === undefined) counts.set(partition, (n = this.readers(kafkaTopic, partition)));
+      if (n === 0) continue;
       const header = headers[i]?.[CHAIN_HEADER];
       const key = Buffer.isBuffer(header) ? keyOf(header) : undefined;
-      if (key !== undefined) kept.set(key, values[i]);
+      if (key === undefined) continue;
+      if (!kept) this.byTopic.set(kafkaTopic, (kept = new Map()));
+      kept.set(key, { value, readers: n });
     }
+    if (!kept) return;
     // Oldest first (a Map keeps insertion order).
     for (const key of kept.keys()) {
       if (kept.size <= KEPT_PER_TOPIC) break;
@@ -52,12 +73,8 @@ export class OwnValues {
     if (!kept || !Buffer.isBuffer(header)) return read;
     const key = keyOf(header);
     const own = key === undefined ? undefined : kept.get(key);
-    if (!own || own.byteLength !== read.length || !read.equals(own)) return read;
-    return own;
-  }
-
-  /** Forgets a topic's values (no consumer of it is left in this process). */
-  forget(kafkaTopic: string): void {
-    this.byTopic.delete(kafkaTopic);
+    if (!own || own.value.byteLength !== read.length || !read.equals(own.value)) return read;
+    if (--own.readers <= 0) kept.delete(key!);
+    return own.value;
   }
 }

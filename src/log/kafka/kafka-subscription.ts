@@ -99,6 +99,11 @@ export class KafkaSubscription implements Subscription {
     return new Map([...this.next].filter(([p]) => this.holds(p)));
   }
 
+  /** Whether this subscription reads `partition` (a shared one: whether it holds it now). */
+  reads(partition: number): boolean {
+    return !this.stopped && this.holds(partition);
+  }
+
   private holds(partition: number): boolean {
     return this.held === undefined || this.held.has(partition);
   }
