@@ -7,6 +7,7 @@ import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.j
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
 import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
 import { OwnValues } from './kafka-own-values.js';
+import { quietIdleRequestQueues } from './kafkajs-idle-timers.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -58,10 +59,7 @@ export interface KafkaLogOptions {
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
 const DEFAULT_PRODUCERS = 1;
-/**
- * A producer's queued shares go together up to this many bytes of keys and values: a partition's
- * record batch must stay under the broker's message.max.bytes (1 MiB by default).
- */
+/** A producer's queued shares go together up to this many bytes of keys and values (a partition's record batch stays under the broker's message.max.bytes, 1 MiB by default). */
 const MAX_REQUEST_BYTES = 512 * 1024;
 
 /** One append's records for one producer, waiting for their request. */
@@ -125,6 +123,7 @@ export class KafkaLog implements Log {
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
+    if (!quietIdleRequestQueues()) options.logger?.warn({}, 'kafkajs is not the version whose idle timer loop this log stops (kafkajs-idle-timers.ts)');
     this.options = options;
     this.clientId = options.clientId ?? 'channel-messaging';
     this.prefix = options.topicPrefix ?? '';
