@@ -26,6 +26,8 @@ export const CHAIN_HEADERS_V0 = { writer: 'cm-chain-writer', seq: 'cm-chain-seq'
 const FORMAT = 1;
 /** where each field of CHAIN_HEADER's value starts: the writer id is the rest */
 const AT = { seq: 1, prev: 9, link: 9 + LINK_BYTES, writer: 9 + 2 * LINK_BYTES } as const;
+/** Where link(s) starts in CHAIN_HEADER's value (kafka-own-values.ts finds a record by it). */
+export const CHAIN_LINK_AT = AT.link;
 
 /** A record's place in its writer's chain, as its headers carry it. */
 export interface ChainHeaders {

@@ -6,6 +6,8 @@ import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
 import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
+import { OwnValues } from './kafka-own-values.js';
+import { quietIdleRequestQueues } from './kafkajs-idle-timers.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -57,10 +59,7 @@ export interface KafkaLogOptions {
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
 const DEFAULT_PRODUCERS = 1;
-/**
- * A producer's queued shares go together up to this many bytes of keys and values: a partition's
- * record batch must stay under the broker's message.max.bytes (1 MiB by default).
- */
+/** A producer's queued shares go together up to this many bytes of keys and values (a partition's record batch stays under the broker's message.max.bytes, 1 MiB by default). */
 const MAX_REQUEST_BYTES = 512 * 1024;
 
 /** One append's records for one producer, waiting for their request. */
@@ -118,10 +117,13 @@ export class KafkaLog implements Log {
   /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
   readonly chains = new ProducerChains();
   private readonly checkpoints: ChainCheckpoints | undefined;
+  /** What this process appended, handed to its consumers that read its partition as it was appended (decoded already). */
+  private readonly ownValues = new OwnValues((kafkaTopic, partition) => [...this.subscriptions].filter((s) => s.kafkaTopic === kafkaTopic && s.reads(partition)).length);
   private closing: Promise<void> | undefined;
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
+    if (!quietIdleRequestQueues()) options.logger?.warn({}, 'kafkajs is not the version whose idle timer loop this log stops (kafkajs-idle-timers.ts)');
     this.options = options;
     this.clientId = options.clientId ?? 'channel-messaging';
     this.prefix = options.topicPrefix ?? '';
@@ -366,6 +368,7 @@ export class KafkaLog implements Log {
     const counts = new Map<number, number>();
     for (const { partition } of messages) counts.set(partition, (counts.get(partition) ?? 0) + 1);
     const { headers, heads } = this.chains.headersFor(topic, messages);
+    this.ownValues.sent(kafkaTopic, messages, headers);
     const base = new Map<number, number>();
     try {
       const results = await producer.send({
@@ -400,10 +403,11 @@ export class KafkaLog implements Log {
 
   consume(options: ConsumeOptions): Subscription {
     if (this.closed) throw new Error('log is closed');
+    const kafkaTopic = this.kafkaTopic(options.topic);
     const subscription = KafkaSubscription.start(
       {
         kafka: this.kafka,
-        kafkaTopic: this.kafkaTopic(options.topic),
+        kafkaTopic,
         topic: options.topic,
         ensureTopic: (t) => this.ensureTopic(t),
         offsets: (t) => this.offsets(t),
@@ -412,6 +416,7 @@ export class KafkaLog implements Log {
         sessionTimeoutMs: this.options.sessionTimeoutMs,
         retryDelayMs: this.options.retryDelayMs ?? 200,
         onStopped: (s) => this.subscriptions.delete(s),
+        valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
       },
       options,
     );

@@ -22,6 +22,8 @@ export interface SubscriptionContext {
   sessionTimeoutMs?: number;
   retryDelayMs: number;
   onStopped: (subscription: KafkaSubscription) => void;
+  /** The value to hand on for a record read (OwnValues: the appended one when this process appended it). */
+  valueOf?: (headers: KafkaMessage['headers'], read: Buffer) => Uint8Array;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -29,13 +31,14 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** How long stop() waits for a shared consumer to leave its group (see stop). */
 const SHARED_LEAVE_WAIT_MS = 2_000;
 
-export function toLogRecord(topic: string, partition: number, m: KafkaMessage): LogRecord {
+/** `value`: the record's value as handed on (KafkaLog: this process's own appended value when it is one). */
+export function toLogRecord(topic: string, partition: number, m: KafkaMessage, value?: (read: Buffer) => Uint8Array): LogRecord {
   return {
     topic,
     partition,
     offset: Number(m.offset),
     key: m.key ? m.key.toString('utf8') : '',
-    value: m.value ?? Buffer.alloc(0),
+    value: m.value ? (value ? value(m.value) : m.value) : Buffer.alloc(0),
     timestamp: Number(m.timestamp),
   };
 }
@@ -50,6 +53,8 @@ export class KafkaSubscription implements Subscription {
   readonly caughtUp: Promise<void>;
   readonly kafkaTopic: string;
   private markCaughtUp!: () => void;
+  /** caughtUp resolved: checkCaughtUp, called after every batch, has nothing left to do. */
+  private isCaughtUp = false;
   private readonly next = new Map<number, number>();
   private readonly ends = new Map<number, number>();
   private startOffsets: Map<number, PartitionOffsets> | undefined;
@@ -92,6 +97,11 @@ export class KafkaSubscription implements Subscription {
 
   positions(): Map<number, number> {
     return new Map([...this.next].filter(([p]) => this.holds(p)));
+  }
+
+  /** Whether this subscription reads `partition` (a shared one: whether it holds it now). */
+  reads(partition: number): boolean {
+    return !this.stopped && this.holds(partition);
   }
 
   private holds(partition: number): boolean {
@@ -179,7 +189,7 @@ export class KafkaSubscription implements Subscription {
     const groupId = this.options.shared ? `${kafkaTopic}.${this.options.consumer}` : generation === 0 ? this.options.consumer : `${this.options.consumer}.${generation}`;
     const consumer = kafka.consumer({
       groupId,
-      maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
+      maxWaitTimeInMs: this.options.idleWaitMs ?? this.ctx.fetchMaxWaitMs,
       allowAutoTopicCreation: false,
       // kafkajs would restart a crashed consumer in the same group; restart() does it instead.
       retry: { retries: 5, restartOnFailure: async () => false },
@@ -271,9 +281,10 @@ export class KafkaSubscription implements Subscription {
     // A partition handed over but not sought to where it starts yet: nothing of it is applied.
     if (this.held && !this.ready.has(partition)) return;
     const from = this.position(partition);
+    const valueOf = this.ctx.valueOf;
     const records = batch.messages
       .filter((m) => Number(m.offset) >= from)
-      .map((m) => toLogRecord(this.ctx.topic, partition, m));
+      .map((m) => toLogRecord(this.ctx.topic, partition, m, valueOf && ((read) => valueOf(m.headers, read))));
     if (records.length === 0) {
       resolveOffset(batch.lastOffset());
       return;
@@ -303,7 +314,7 @@ export class KafkaSubscription implements Subscription {
 
   private checkCaughtUp(): void {
     const start = this.startOffsets;
-    if (!start) return;
+    if (!start || this.isCaughtUp) return;
     if (this.held && !this.joined) return;
     for (const [p, { low, high }] of start) {
       if (this.held && !(this.held.has(p) && this.ready.has(p))) {
@@ -312,6 +323,7 @@ export class KafkaSubscription implements Subscription {
       }
       if (Math.max(this.position(p), low) < high) return;
     }
+    this.isCaughtUp = true;
     this.markCaughtUp();
   }
 }
