@@ -47,11 +47,6 @@ export interface RunnerOptions {
    * others of its topic back while it is retried, as it held its own consumer back.
    */
   shareConsumers?: boolean;
-  /**
-   * ConsumeOptions.idleWaitMs of the writers' consumers (ProjectionWiring.shared), which flush to
-   * their store on a timer: idle, they poll the log less often. Absent: the log's own wait.
-   */
-  writersIdleWaitMs?: number;
   /** Counts a failed batch of a consumer (GET /metrics). */
   onBatchFailed?: (consumer: string) => void;
   /** Counts a failed store write of a projection (GET /metrics). */
@@ -126,7 +121,7 @@ export class ProjectionRunner {
       const name = nameOf(projection, topic);
       const startedAt = Date.now();
       const feed = feeds.get(feedKey(projection, topic));
-      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared, undefined, projection.shared && this.options.writersIdleWaitMs);
+      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
       if (feed) this.consumers.set(name, subscription);
       if (projection.shared) this.writers.set(name, topic);
       const reported = subscription.caughtUp.then(() =>
@@ -154,9 +149,7 @@ export class ProjectionRunner {
       consumer: shared ? feedName : (this.options.consumerName?.(feedName) ?? feedName),
       from: feed.from(),
       handle: (records) => feed.handle(records),
-      ...(shared
-        ? { shared: { from: (partitions: number[]) => feed.handOver(partitions), revoked: (partitions: number[]) => feed.revoke(partitions) }, idleWaitMs: this.options.writersIdleWaitMs }
-        : {}),
+      ...(shared ? { shared: { from: (partitions: number[]) => feed.handOver(partitions), revoked: (partitions: number[]) => feed.revoke(partitions) } } : {}),
       // Failures are reported under the projection's name by the feed (above); others (the consumer's own) here.
       onError: (err) => {
         if (feed.reported(err)) return;
@@ -285,15 +278,7 @@ export class ProjectionRunner {
     if (failed) throw failed.reason;
   }
 
-  private consume(
-    name: string,
-    topic: Topic,
-    from: Checkpoint,
-    handle: ProjectionWiring['handle'],
-    shared?: ProjectionWiring['shared'],
-    expected?: FollowOptions['expected'],
-    idleWaitMs?: number,
-  ): Subscription {
+  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected']): Subscription {
     if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
     const { log, logger } = this.options;
     const subscription = log.consume({
@@ -302,7 +287,6 @@ export class ProjectionRunner {
       from,
       handle,
       shared,
-      ...(idleWaitMs ? { idleWaitMs } : {}),
       onError: (err) => {
         if (expected?.(err)) {
           logger.debug({ consumer: name, topic, error: (err as Error).message }, 'batch waits; retrying');

@@ -100,8 +100,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     logger,
     consumerName,
     shareConsumers: log.kind === 'kafka', // each Kafka consumer fetches and decodes every record: one per topic for the projections reading all of it
-    // The writers flush every projectionFlushMs: idle, they poll half as often as that (production: 2 fetches a second, not 10).
-    ...(adapters.projectionFlushMs ? { writersIdleWaitMs: Math.floor(adapters.projectionFlushMs / 2) } : {}),
     onBatchFailed: (consumer) => metrics.batchFailed(consumer),
     onStoreWriteFailed: (projection) => metrics.storeWriteFailed(projection),
   });

@@ -59,14 +59,6 @@ export interface ConsumeOptions {
     from: (partitions: number[]) => Promise<Checkpoint> | Checkpoint;
     revoked?: (partitions: number[]) => void;
   };
-  /**
-   * The longest a poll of the log that finds nothing new may wait for records (Kafka: the fetch's
-   * max wait); the adapter's own when absent. A consumer whose work waits on a timer anyway (the
-   * projections' writers, flushed to their store every second) asks for a longer one and polls
-   * less often when idle. On Kafka, which answers a waiting fetch as soon as records arrive, it
-   * delays nothing; librdkafka's mock broker answers only when the wait is over.
-   */
-  idleWaitMs?: number;
 }
 
 export interface Subscription {

@@ -176,30 +176,6 @@ describe('ProjectionRunner on the embedded log', () => {
     await runner.stop();
   });
 
-  it('asks the log for writersIdleWaitMs on the writers\' consumers (shared, alone or together), and for the log\'s own wait on the others', async () => {
-    const { logger } = capturedLogger();
-    const waits: string[] = [];
-    const recording = new Proxy(log, {
-      get(target, property) {
-        if (property === 'consume') return (options: Parameters<EmbeddedLog['consume']>[0]) => (waits.push(`${options.consumer}:${options.idleWaitMs ?? 'log'}`), target.consume(options));
-        const v: unknown = Reflect.get(target, property, target);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
-    const runner = new ProjectionRunner({ log: recording, logger, shareConsumers: true, writersIdleWaitMs: 500 });
-    const shared = { from: () => new Map<number, number>() };
-    await runner.start(
-      { name: 'a', topics: [Topics.messages], handle: () => undefined },
-      { name: 'b', topics: [Topics.messages], handle: () => undefined },
-      { name: 'writer-1', topics: [Topics.messages], handle: () => undefined, shared },
-      { name: 'writer-2', topics: [Topics.messages], handle: () => undefined, shared },
-      { name: 'writer-3', topics: [Topics.presence], handle: () => undefined, shared },
-      { name: 'c', topics: [Topics.presence], handle: () => undefined },
-    );
-    expect(waits.sort()).toEqual(['c:log', 'messages-feed:log', 'messages-writers:500', 'writer-3:500']);
-    await runner.stop();
-  });
-
   it('with shareConsumers, reads a topic once for the projections of all its partitions, each from its own checkpoint, and lists each in lag()', async () => {
     await append(Topics.messages, 'm0', 'm1', 'm2');
     const { logger } = capturedLogger();

@@ -189,7 +189,7 @@ export class KafkaSubscription implements Subscription {
     const groupId = this.options.shared ? `${kafkaTopic}.${this.options.consumer}` : generation === 0 ? this.options.consumer : `${this.options.consumer}.${generation}`;
     const consumer = kafka.consumer({
       groupId,
-      maxWaitTimeInMs: this.options.idleWaitMs ?? this.ctx.fetchMaxWaitMs,
+      maxWaitTimeInMs: this.ctx.fetchMaxWaitMs,
       allowAutoTopicCreation: false,
       // kafkajs would restart a crashed consumer in the same group; restart() does it instead.
       retry: { retries: 5, restartOnFailure: async () => false },
