@@ -76,21 +76,13 @@ export class JsonChunks {
       this.pos += n;
       return;
     }
-    // 4 bytes a store (DataView's are single instructions once optimised), then the rest
-    const out = this.view;
-    const from = src.view;
-    let o = this.pos;
-    let i = 0;
-    for (; i + 4 <= n; i += 4, o += 4) out.setInt32(o, from.getInt32(i, true), true);
-    const tail = src.bytes;
-    const buf = this.buf;
-    for (; i < n; i++) buf[o++] = tail[i];
-    this.pos = o;
+    this.copy(src);
   }
 
   /** A constant however long, 4 bytes a store (TypedArray.set, a native call, costs more up to some 100 bytes: measured). */
   protected copy(src: Text): void {
     const n = src.length;
+    // 4 bytes a store (DataView's are single instructions once optimised), then the rest
     const out = this.view;
     const from = src.view;
     let o = this.pos;
