@@ -11,7 +11,7 @@ import { expect, it } from 'vitest';
 import pino from 'pino';
 import type { AddressInfo } from 'node:net';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra } from '../helpers/production.js';
+import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra, clickhouse } from '../helpers/production.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import { basic } from '../helpers/service.js';
@@ -25,13 +25,6 @@ const MESSAGES = 10_000;
 const CHANNELS = 20;
 const PER_REQUEST = 100;
 const { services, until } = productionTeardown();
-
-async function clickhouse(found: ProductionInfra, query: string): Promise<string> {
-  const res = await fetch(found.clickhouseUrl, { method: 'POST', body: query });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`ClickHouse: ${text}`);
-  return text.trim();
-}
 
 describeWithInfra('production mode: each history row written by one instance', 'Kafka and ClickHouse', infra, (found) => {
   it(`three instances, ${MESSAGES.toLocaleString('en')} persisted messages: ClickHouse receives each row once, and every instance reads every channel's history`, async () => {

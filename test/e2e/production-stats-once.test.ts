@@ -12,7 +12,7 @@ import { expect, it } from 'vitest';
 import pino from 'pino';
 import type { AddressInfo } from 'node:net';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra } from '../helpers/production.js';
+import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra, clickhouse } from '../helpers/production.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
 import type { ClickHouseStatsStore } from '../../projections/stats/clickhouse-stats-store.js';
@@ -24,13 +24,6 @@ const ROUNDS = 20;
 const PER_ROUND = 25;
 const CHANNELS = 16;
 const { services, until } = productionTeardown();
-
-async function clickhouse(found: ProductionInfra, query: string): Promise<string> {
-  const res = await fetch(found.clickhouseUrl, { method: 'POST', body: query });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`ClickHouse: ${text}`);
-  return text.trim();
-}
 
 describeWithInfra('production mode: each stats row written by one instance', 'Kafka and ClickHouse', infra, (found) => {
   it('two instances: messages published through each are in the stats each answers at once, in the other\'s soon after, and each sample row version reaches ClickHouse once, and one instance alone writes the rollups', async () => {

@@ -14,7 +14,7 @@ import { expect, it } from 'vitest';
 import pino from 'pino';
 import type { AddressInfo } from 'node:net';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra } from '../helpers/production.js';
+import { findProductionInfra, productionConfig, productionTeardown, type ProductionInfra, clickhouse } from '../helpers/production.js';
 import { countingAdapters, handedBefore } from '../helpers/counting-log.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
@@ -30,13 +30,6 @@ const KEY = 'statsgap.k1:stats-gap-secret';
 const EVENTS = 400;
 const CHANNELS = 16;
 const { services, until } = productionTeardown();
-
-async function clickhouse(found: ProductionInfra, query: string): Promise<string> {
-  const res = await fetch(found.clickhouseUrl, { method: 'POST', body: query });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`ClickHouse: ${text}`);
-  return text.trim();
-}
 
 const applied = (c: StatsCheckpoint): Map<number, number> => new Map([...c].map(([p, v]) => [p, v.applied ?? v.from]));
 

@@ -116,3 +116,11 @@ export async function statsWritersFormed(services: Service[], timeoutMs = 60_000
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** A query's answer from the infrastructure's ClickHouse, trimmed (tests count the rows the writers sent). */
+export async function clickhouse(found: ProductionInfra, query: string): Promise<string> {
+  const res = await fetch(found.clickhouseUrl, { method: 'POST', body: query });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`ClickHouse: ${text}`);
+  return text.trim();
+}
