@@ -12,6 +12,7 @@
 //   source /tmp/infra-bench.env && BENCH_TOPIC_PREFIX=newinst- npx tsx test/bench/new-instance-bench.ts 200000 20000
 //
 // (each run with that prefix needs a fresh broker: the events are appended again). Default: 200000 20000.
+// 1,000,000 presence events: TOPICS="newinst-presence:64 newinst-connections:8" and arguments 1000000 100000.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +27,7 @@ import type { LogEvent } from '../../src/domain/events.js';
 import { Topics, type Log, type Topic } from '../../src/log/port.js';
 import { Flag } from '../../src/realtime/protocol.js';
 import { countingAdapters } from '../helpers/counting-log.js';
+import { writersCaughtUp } from '../helpers/snapshot-start.js';
 import { dropTables, productionEnv } from './production-env.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -78,13 +80,21 @@ async function fill(log: Log): Promise<void> {
 
 interface Start {
   ms: number;
+  /** How long the instance waited, after its start, for its shared writers to write what the log holds (settle). */
+  settleMs: number;
   presenceRead: number;
   connectionsRead: number;
   members: number;
 }
 
-/** Starts an instance with a new, empty DATA_DIR; closes it (its stop shares its snapshots when shared ones are on). */
-async function newInstance(env: Record<string, string>, adapters: (config: Config) => Promise<Adapters>): Promise<Start> {
+/**
+ * Starts an instance with a new, empty DATA_DIR; closes it (its stop shares its snapshots when shared
+ * ones are on). With `settle`, it first waits until its shared writers (presence history, stats) have
+ * written everything the log holds, as they would have over the months the churn stands for: the
+ * fill appends it in a burst, faster than ClickHouse takes the rows, and a stop whose writers are
+ * still behind shares snapshots the next start rightly refuses (README: A bounded start).
+ */
+async function newInstance(env: Record<string, string>, adapters: (config: Config) => Promise<Adapters>, settle = false): Promise<Start> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cm-new-instance-bench-'));
   try {
     const config = parseConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', INSTANCE_ID: `new-${randomBytes(3).toString('hex')}`, SNAPSHOT_INTERVAL_MS: '60000', ...env });
@@ -93,9 +103,21 @@ async function newInstance(env: Record<string, string>, adapters: (config: Confi
     const service = await startService(config, logger, counted.adapters);
     const ms = performance.now() - started;
     const members = service.presence.memberCount(APP);
+    const settling = performance.now();
+    if (settle) {
+      const ends: [Topic, Map<number, number>][] = [[Topics.presence, await service.log.endOffsets(Topics.presence)], [Topics.connections, await service.log.endOffsets(Topics.connections)]];
+      const behind = (): number => [...service.runner.lag()].filter(([name]) => /writer/.test(name)).reduce((sum, [, lag]) => sum + lag, 0);
+      for (let waited = 0; !writersCaughtUp(service, ends); waited += 1) {
+        if (waited % 10 === 0) process.stderr.write(`\r[new-instance-bench] the sharing instance's writers: ${behind().toLocaleString('en')} records behind   `);
+        if (waited > 3_600) throw new Error('the shared writers did not catch up within an hour');
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      process.stderr.write('\n');
+    }
+    const settleMs = performance.now() - settling;
     await service.close();
     const read = (name: string, feed: string) => (counted.handed.get(name) ?? counted.handed.get(feed))?.length ?? 0;
-    return { ms, members, presenceRead: read('presence', 'presence-feed'), connectionsRead: read('channels-connections', 'connections-feed') };
+    return { ms, settleMs, members, presenceRead: read('presence', 'presence-feed'), connectionsRead: read('channels-connections', 'connections-feed') };
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
@@ -121,12 +143,12 @@ try {
   // (a) No shared snapshot: the new instance replays the topics whole.
   const before = await newInstance({ ...found.env, SHARED_SNAPSHOT_INTERVAL_MS: '0' }, adapters);
   // An instance that stops gracefully: its stop shares its snapshots.
-  const sharer = await newInstance(found.env, adapters);
+  const sharer = await newInstance(found.env, adapters, true);
   // (b) A new instance: from the shared snapshots.
   const after = await newInstance(found.env, adapters);
   if (after.members !== before.members) throw new Error(`members differ: ${after.members} from the shared snapshot, ${before.members} replayed`);
   if (before.presenceRead < PRESENCE) console.log(`[new-instance-bench] the log kept only ${before.presenceRead} of ${PRESENCE} presence events (the mock broker keeps ~5 MiB per partition): use fewer`);
-  console.log(`[new-instance-bench] filled in ${s(fillMs)} s; the instance that shared its snapshots started in ${s(sharer.ms)} s`);
+  console.log(`[new-instance-bench] filled in ${s(fillMs)} s; the instance that shared its snapshots started in ${s(sharer.ms)} s, and its writers wrote what the log holds in ${s(sharer.settleMs)} s more`);
   console.log('| new instance (empty DATA_DIR), production | presence / connection events | start s | records read at start (presence / connections) | members present |\n|---|---:|---:|---:|---:|');
   const row = (label: string, r: Start) => `| ${label} | ${PRESENCE.toLocaleString('en')} / ${CONNECTIONS.toLocaleString('en')} | ${s(r.ms)} | ${r.presenceRead.toLocaleString('en')} / ${r.connectionsRead.toLocaleString('en')} | ${r.members.toLocaleString('en')} |`;
   console.log(row('before: no shared snapshot (full replay)', before));

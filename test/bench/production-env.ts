@@ -94,7 +94,7 @@ function reachable(hostPort: string): Promise<boolean> {
 /** Drops the ClickHouse tables a bench run created (its Kafka topics stay: the mock broker forgets them on restart). */
 export async function dropTables(clickhouseUrl: string, prefix: string): Promise<void> {
   const query = async (sql: string): Promise<string> => {
-    const res = await fetch(clickhouseUrl, { method: 'POST', body: sql, signal: AbortSignal.timeout(10_000) });
+    const res = await fetch(clickhouseUrl, { method: 'POST', body: sql, signal: AbortSignal.timeout(60_000) });
     const text = await res.text();
     if (!res.ok) throw new Error(`ClickHouse: ${text.slice(0, 200)}`);
     return text;
