@@ -430,6 +430,7 @@ class TopicFeed {
         const partitions = reader.shared ? held : new Set([...held, ...reader.next.keys()]);
         return new Map([...partitions].map((p) => [p, reader.next.get(p) ?? 0]));
       },
+      starting: () => this.subscription.starting?.() ?? [],
       highWatermarks: () => this.subscription.highWatermarks(),
       stop: () => (this.stopping ??= this.subscription.stop()),
     };

@@ -38,13 +38,13 @@ export async function drainWriters(log: Log, logger: Logger, writers: DrainedWri
     const lacking = new Map<DrainedWriter, number | undefined>();
     for (const writer of writers) {
       // The partitions it was handed and has started (their positions); until caughtUp, its group
-      // may still be handing it some (Kafka: the first hand-over, or a partition whose start is
-      // being asked).
+      // may still be handing it some (Kafka: the first hand-over), and after it a rebalance during
+      // the drain (other instances stopping) may hand it partitions whose start is being asked.
       const end = ends.get(writer.topic)!;
       let records = 0;
       for (const [p, at] of writer.subscription.positions()) records += Math.max(0, (end.get(p) ?? 0) - at);
       if (records > 0) lacking.set(writer, records);
-      else if (!joined.has(writer.name)) lacking.set(writer, undefined);
+      else if (!joined.has(writer.name) || (writer.subscription.starting?.().length ?? 0) > 0) lacking.set(writer, undefined);
     }
     return lacking;
   };

@@ -68,6 +68,12 @@ export interface Subscription {
   highWatermarks(): Map<number, number>;
   /** Per-partition next offset this consumer will deliver (its lag: highWatermarks minus this). */
   positions(): Map<number, number>;
+  /**
+   * Partitions handed to this consumer whose start is still being asked (a shared consumer's
+   * hand-over: `shared.from`), none of them applied yet, so not in `positions()` (README: A bounded
+   * start, the drain). Absent or empty where every partition read has a position.
+   */
+  starting?(): number[];
   stop(): Promise<void>;
 }
 

@@ -3,7 +3,9 @@
 // starting where `from` says at each hand-over. What each row written once (issue 23) stands on.
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
+import pino from 'pino';
 import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
+import { drainWriters } from '../../projections/writer-drain.js';
 import { Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
 import { describeWithInfra, findKafka } from '../helpers/infra.js';
 
@@ -91,6 +93,74 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
       expect(applied.slice(afterLeave).map((x) => x.member)).toEqual(Array(8).fill('a'));
       await a.stop();
     } finally {
+      await logB.close();
+      await logA.close();
+    }
+  }, 120_000);
+
+  it('partitions handed over after the start, their start still being asked, are starting() and not drained: a stop\'s drain waits for them to be applied up to the end', async () => {
+    const topicPrefix = `shared-${randomBytes(4).toString('hex')}-`;
+    const open = (clientId: string): KafkaLog =>
+      new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const logA = open('drain-a');
+    const logB = open('drain-b');
+    const stored: Checkpoint = new Map();
+    const applied = new Map<string, number>();
+    // b's starts answer at once until `hold` is set, then wait for `release`.
+    let hold = false;
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const member = (log: KafkaLog, name: string): Subscription =>
+      log.consume({
+        topic: Topics.usage,
+        consumer: 'writer',
+        from: new Map(),
+        handle: (records) => {
+          for (const record of records) applied.set(`${record.partition}:${record.offset}`, (applied.get(`${record.partition}:${record.offset}`) ?? 0) + 1);
+          const last = records[records.length - 1];
+          stored.set(last.partition, last.offset + 1);
+        },
+        shared: {
+          from: async (partitions) => {
+            if (name === 'b' && hold) await held;
+            return new Map(partitions.map((p) => [p, stored.get(p) ?? 0]));
+          },
+        },
+      });
+    const append = async (n: number): Promise<void> => {
+      await logA.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${i}-${randomBytes(2).toString('hex')}`, value: Buffer.from(`v${i}`), timestamp: Date.now() })));
+    };
+    try {
+      await append(40);
+      const a = member(logA, 'a');
+      await a.caughtUp;
+      const b = member(logB, 'b');
+      await until('the partitions split between a and b', () => a.positions().size === 2 && b.positions().size === 2);
+      await b.caughtUp;
+      const aHolds = [...a.positions().keys()].sort();
+      // a leaves while b's next starts wait: b is handed a's partitions, their start being asked.
+      hold = true;
+      await a.stop();
+      await until("b handed a's partitions", () => (b.starting?.() ?? []).length === 2);
+      expect(b.starting!().sort()).toEqual(aHolds);
+      expect([...b.positions().keys()].sort()).not.toEqual([0, 1, 2, 3]);
+      await append(40);
+      const ends = await logB.endOffsets(Topics.usage);
+      const bHolds = [...b.positions().keys()];
+      await until('b applied its own partitions up to the end', () => bHolds.every((p) => b.positions().get(p) === ends.get(p)));
+      // The drain (b's instance stopping) starts now, with all b has started applied; the starts
+      // of a's partitions are answered a little later.
+      const drained = drainWriters(logB, pino({ level: 'silent' }), [{ name: 'writer', topic: Topics.usage, subscription: b }], 60_000);
+      setTimeout(release, 200);
+      await drained;
+      // Before, the drain ended at once (b's own partitions applied, a's counted as drained).
+      expect(b.starting!()).toEqual([]);
+      for (const [p, end] of ends) expect(b.positions().get(p)).toBe(end);
+      expect([...applied.values()].every((n) => n === 1)).toBe(true);
+      expect(applied.size).toBe(80);
+      await b.stop();
+    } finally {
+      release();
       await logB.close();
       await logA.close();
     }

@@ -99,6 +99,11 @@ export class KafkaSubscription implements Subscription {
     return new Map([...this.next].filter(([p]) => this.holds(p)));
   }
 
+  /** A shared consumer's partitions handed over and not sought yet (their `from` still asked). */
+  starting(): number[] {
+    return this.held === undefined || this.stopped ? [] : [...this.held].filter((p) => !this.ready.has(p));
+  }
+
   /** Whether this subscription reads `partition` (a shared one: whether it holds it now). */
   reads(partition: number): boolean {
     return !this.stopped && this.holds(partition);
