@@ -9,6 +9,7 @@ import type { AppliedPositions } from '../../src/log/applied-positions.js';
 import { Topics } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
+import { SortedMemberKeys, upperBound } from './sorted-member-keys.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -79,6 +80,8 @@ export class PresenceProjection {
   /** Members present, all apps and per app (what the realtime limits on members read). */
   private total = 0;
   private readonly perApp = new Map<string, number>();
+  /** The member keys of the sets read in order (query: REST pages), kept in order as members come and go. */
+  private readonly order = new SortedMemberKeys();
   /** Subscribers to the changes as they are applied (onApplied). */
   private readonly appliedSubscribers = new Set<PresenceApplied>();
   /** The channels of each partition (a channel's events are all on one), and the batch's partition. */
@@ -329,8 +332,11 @@ export class PresenceProjection {
         if (e.instanceId !== undefined) member.instanceId = e.instanceId;
         const key = memberKey(member);
         const present = members.has(key);
-        if (!present) count(1);
         members.set(key, member);
+        if (!present) {
+          count(1);
+          this.order.added(members, key);
+        }
         // An enter of a member already present (same clientId and connection) is an update, as
         // the platform broadcasts it: subscribers see its new data, not a second arrival.
         messages = [entry(e, e.action === 'enter' && !present ? PresenceAction.enter : PresenceAction.update)];
@@ -338,8 +344,11 @@ export class PresenceProjection {
       }
       case 'leave': {
         const existed = members.get(memberKey(e));
-        if (existed) count(-1);
-        members.delete(memberKey(e));
+        if (existed) {
+          count(-1);
+          members.delete(memberKey(e));
+          this.order.removed(members, memberKey(e));
+        }
         // A leave carries the member's last data when it sends none of its own.
         messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
         break;
@@ -347,7 +356,10 @@ export class PresenceProjection {
       case 'drop': {
         // An abrupt disconnect not resumed within the resume window: each of its members leaves.
         const gone = [...members.values()].filter((m) => m.connectionId === e.connectionId);
-        for (const m of gone) members.delete(memberKey(m));
+        for (const m of gone) {
+          members.delete(memberKey(m));
+          this.order.removed(members, memberKey(m));
+        }
         count(-gone.length);
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
         break;
@@ -394,14 +406,24 @@ export class PresenceProjection {
       const member = all.get(key);
       return { members: member && member.clientId === q.clientId && q.limit > 0 && (q.after === undefined || key > q.after) ? [member] : [] };
     }
-    const sorted = [...all.entries()]
-      .filter(([, m]) => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    const start = q.after === undefined ? 0 : sorted.findIndex(([k]) => k > q.after!);
-    const from = start < 0 ? sorted.length : start;
-    const page = sorted.slice(from, from + q.limit);
-    const more = from + q.limit < sorted.length;
-    return { members: page.map(([, m]) => m), next: more ? page[page.length - 1] && memberKey(page[page.length - 1][1]) : undefined };
+    // In member key order, kept beside the set (sorted-member-keys.ts): a page costs a search and its members.
+    const keys = this.order.of(all);
+    const matches = (m: PresenceMember): boolean => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId);
+    const page: PresenceMember[] = [];
+    let i = q.after === undefined ? 0 : upperBound(keys, q.after);
+    for (; i < keys.length && page.length < q.limit; i++) {
+      const m = all.get(keys[i])!;
+      if (matches(m)) page.push(m);
+    }
+    let more = false;
+    for (; i < keys.length && !more; i++) more = matches(all.get(keys[i])!);
+    return { members: page, next: more && page.length > 0 ? memberKey(page[page.length - 1]) : undefined };
+  }
+
+  /** Every member present on a channel, in no particular order (a realtime SYNC: the SDK merges by newness). */
+  present(appId: string, channel: string): PresenceMember[] {
+    const all = this.members.get(channelKey(appId, channel));
+    return all ? [...all.values()] : [];
   }
 
   /**

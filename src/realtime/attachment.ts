@@ -50,6 +50,6 @@ export interface Attachment {
   /** Deliveries that came while the attachment's backlog was read from the log, sent after it. */
   held?: (() => void)[];
   overflowed?: boolean;
-  /** The SYNC being sent to this attachment, page by page (PresenceSync). */
-  sync?: object;
+  /** The SYNC being sent to this attachment, page by page (PresenceSync), on the socket of `epoch`. */
+  sync?: { epoch: number };
 }

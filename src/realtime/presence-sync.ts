@@ -21,7 +21,7 @@ export function presenceToWire(m: StoredMessage | PresenceMember, format: WireFo
 }
 
 export interface PresenceSyncDeps {
-  presence: Pick<PresenceProjection, 'query' | 'connectionsHeldBy'>;
+  presence: Pick<PresenceProjection, 'query' | 'present' | 'connectionsHeldBy'>;
   presenceProducer: PresenceProducer;
   settings: RealtimeSettings;
   instanceId: string;
@@ -36,9 +36,9 @@ export interface PresenceSyncDeps {
 export class PresenceSync {
   constructor(private readonly deps: PresenceSyncDeps) {}
 
-  /** The members present on a channel, every one. */
+  /** The members present on a channel, every one, unsorted (a copy of the set: no sort per ATTACH or SYNC request). */
   members(appId: string, channel: string): PresenceMember[] {
-    return this.deps.presence.query({ appId, channel, limit: Number.MAX_SAFE_INTEGER }).members;
+    return this.deps.presence.present(appId, channel);
   }
 
   /** Whether a member is present here with that id (held by this instance, not one it moved from). */
@@ -47,9 +47,15 @@ export class PresenceSync {
     return member?.id === id && member.instanceId === this.deps.instanceId;
   }
 
-  /** The whole presence set, again (a client's SYNC request). */
+  /**
+   * The whole presence set, again (a client's SYNC request). While a SYNC of the attachment is still
+   * being sent on this socket, the request joins it: that one ends with the whole set too (changes
+   * go out as they come), and a client asking again and again costs a copy of the set once per
+   * complete SYNC, not once per request.
+   */
   resend(attachment: Attachment): void {
     if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) return;
+    if (attachment.sync !== undefined && attachment.sync.epoch === attachment.conn.socketEpoch) return;
     this.send(attachment, this.members(attachment.conn.appId, attachment.base));
   }
 
@@ -65,7 +71,7 @@ export class PresenceSync {
     const { conn, channel } = attachment;
     const epoch = conn.socketEpoch;
     const syncId = randomBytes(6).toString('base64url');
-    const sync = (attachment.sync = {});
+    const sync = (attachment.sync = { epoch });
     const size = this.deps.settings.syncPageSize;
     const pages = Math.max(1, Math.ceil(members.length / size));
     const highWater = Math.min(SYNC_HIGH_WATER_BYTES, this.deps.settings.maxBufferedBytes / 4);

@@ -411,6 +411,42 @@ describe('a large presence set is synced to a client that reads', () => {
   });
 });
 
+describe('SYNC requests while a SYNC is being sent', () => {
+  it('join the SYNC being sent: a reader that stops reading and asks 50 times gets one SYNC of the whole set, and is not cut off', async () => {
+    const t = await startTestService({ REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
+    try {
+      const port = await listening(t);
+      const enterer = await RawClient.connect(port, { key: t.key });
+      clients.push(enterer);
+      const channel = uniqueChannel();
+      const data = 'm'.repeat(2000);
+      const entered = await Promise.all(Array.from({ length: 40 }, (_, f) => enterer.presence(channel, Array.from({ length: 250 }, (_, i) => ({ action: 2, clientId: `c${f}-${i}`, data })))));
+      expect(entered.every((a) => a.action === Actions.ACK)).toBe(true);
+      for (let i = 0; i < 500 && t.service.presence.memberCount() < 10_000; i++) await sleep(10);
+      const reader = await RawClient.connect(port, { key: t.key });
+      clients.push(reader);
+      // 20 MB of SYNC: the service waits for the socket while the reader reads nothing.
+      expect((await reader.attach(channel)).action).toBe(Actions.ATTACHED);
+      pausable(reader).pause();
+      // Each request used to start the SYNC again, a page sent at once and the set copied each time.
+      for (let i = 0; i < 50; i++) reader.send({ action: Actions.SYNC, channel });
+      await enterer.ping();
+      pausable(reader).resume();
+      await reader.next((pm) => pm.action === Actions.SYNC && String(pm.channelSerial).endsWith(':'), 60_000);
+      const syncs = reader.frames.filter((f) => f.action === Actions.SYNC);
+      const ids = new Set(syncs.map((f) => String(f.channelSerial).split(':')[0]));
+      // One, or two should a request be read only after the first SYNC ended (a new one, whole).
+      expect(ids.size).toBeLessThanOrEqual(2);
+      expect(new Set(syncs.flatMap((f) => (f.presence as { clientId: string }[]).map((m) => m.clientId))).size).toBe(10_000);
+      expect(reader.frames.filter((f) => f.action === Actions.DISCONNECTED)).toEqual([]);
+      expect(reader.isClosed).toBe(false);
+    } finally {
+      await t.close();
+      removeDir(t.dataDir);
+    }
+  });
+});
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
