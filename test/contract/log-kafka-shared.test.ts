@@ -98,6 +98,52 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
     }
   }, 120_000);
 
+  it('a hand-over whose start is answered after its consumer crashed and was replaced is dropped: no retries against the gone consumer, each record applied once', async () => {
+    const log = new KafkaLog({ brokers, clientId: 'crash-a', topicPrefix: `shared-${randomBytes(4).toString('hex')}-`, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000, retryDelayMs: 100 });
+    const append = (n: number) => log.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${i}-${randomBytes(2).toString('hex')}`, timestamp: Date.now(), value: Buffer.from([i]) })));
+    let calls = 0;
+    let release: () => void = () => undefined;
+    const firstHeld = new Promise<void>((resolve) => (release = resolve));
+    const applied = new Map<string, number>();
+    try {
+      await append(8);
+      const sub = log.consume({
+        topic: Topics.usage,
+        consumer: 'crash-writers',
+        from: new Map(),
+        handle: (records) => {
+          for (const r of records) applied.set(`${r.partition}:${r.offset}`, (applied.get(`${r.partition}:${r.offset}`) ?? 0) + 1);
+        },
+        onError: () => undefined,
+        shared: {
+          from: async (partitions) => {
+            // The first hand-over's start is slow (ClickHouse slow or down) and outlives its consumer.
+            if (++calls === 1) await firstHeld;
+            return new Map(partitions.map((p) => [p, 0]));
+          },
+        },
+      });
+      await until('the first hand-over', () => calls === 1);
+      // What kafkajs' CRASH event makes the subscription do: a new consumer, handed the partitions again.
+      const internal = sub as unknown as { consumer: unknown; restart(crashed: unknown, err: unknown): void };
+      internal.restart(internal.consumer, new Error('a crash'));
+      await until("the new consumer's hand-over", () => calls === 2);
+      await sub.caughtUp;
+      release();
+      await append(8);
+      await until('the later 8 applied', () => applied.size === 16);
+      // Before, the late start was retried against the crashed consumer every 250 ms to 2 s, for
+      // ever, each retry resetting the new consumer's positions: give it the time to show.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(calls).toBe(2);
+      expect([...applied.values()].every((n) => n === 1)).toBe(true);
+      await sub.stop();
+    } finally {
+      release();
+      await log.close();
+    }
+  }, 120_000);
+
   it('partitions handed over after the start, their start still being asked, are starting() and not drained: a stop\'s drain waits for them to be applied up to the end', async () => {
     const topicPrefix = `shared-${randomBytes(4).toString('hex')}-`;
     const open = (clientId: string): KafkaLog =>

@@ -246,9 +246,13 @@ export class KafkaSubscription implements Subscription {
     const topic = this.ctx.kafkaTopic;
     consumer.pause([{ topic, partitions: given }]);
     void (async () => {
-      for (let attempt = 1; !this.stopped; attempt++) {
+      // Only while this consumer is the subscription's: one that crashed and was replaced (restart)
+      // has its hand-overs made again by its successor, and a start answered late must not reset
+      // what the successor applies (nor be retried against a consumer that is gone, for ever).
+      for (let attempt = 1; !this.stopped && this.consumer === consumer; attempt++) {
         try {
           const from = await shared.from(given);
+          if (this.stopped || this.consumer !== consumer) return;
           const still = given.filter((p) => held.has(p) && !this.ready.has(p));
           for (const p of still) {
             this.next.set(p, from.get(p) ?? 0);
