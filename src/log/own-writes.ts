@@ -5,7 +5,7 @@
 // in its answer. The wait is bounded (limits.ts: readYourWritesMs); past it the read fails with
 // 50003 (504) rather than answer without a write it acknowledged.
 import { ServiceError } from '../errors.js';
-import type { Log, LogPosition, Topic } from './port.js';
+import { PartialAppendError, type Log, type LogPosition, type Topic } from './port.js';
 import { positionsAfter, type AppliedPositions, type Positions } from './applied-positions.js';
 
 export class OwnWrites {
@@ -24,7 +24,18 @@ export class OwnWrites {
     };
     return new Proxy(log, {
       get(target, property) {
-        if (property === 'append') return (topic: Topic, records: Parameters<Log['append']>[1]) => target.append(topic, records).then((positions) => note(topic, positions));
+        if (property === 'append') {
+          return (topic: Topic, records: Parameters<Log['append']>[1]) =>
+            target.append(topic, records).then(
+              (positions) => note(topic, positions),
+              (err: unknown) => {
+                // Part written (a producer's request failed, another's did not): the batcher
+                // acknowledges the writes that landed, so their positions are noted as well.
+                if (err instanceof PartialAppendError) note(topic, err.positions.filter((p): p is LogPosition => p !== undefined));
+                throw err;
+              },
+            );
+        }
         const value: unknown = Reflect.get(target, property, target);
         return typeof value === 'function' ? value.bind(target) : value;
       },
