@@ -121,4 +121,29 @@ describeWithInfra('KafkaLog with produce requests in flight together', 'Kafka', 
       if (before) expect(p.offset).toBeGreaterThan(before.offset);
     }
   });
+  it('an append whose records for a partition add up past the broker\'s 1 MiB batch goes in requests of at most 512 KiB, each record at the offset its position says', async () => {
+    const log = open(1);
+    // What each produce request carried, per partition (the real request, watched on its way).
+    const requests: Map<number, number>[] = [];
+    const internal = log as unknown as { produce(t: string, lane: number, m: { record: AppendRecord; partition: number }[]): Promise<Map<number, number>> };
+    const produce = internal.produce.bind(log);
+    internal.produce = (t, lane, messages) => {
+      const bytes = new Map<number, number>();
+      for (const { record, partition } of messages) bytes.set(partition, (bytes.get(partition) ?? 0) + record.value.byteLength + record.key.length);
+      requests.push(bytes);
+      return produce(t, lane, messages);
+    };
+    const [a, b] = keyPerPartition(4);
+    // As a group commit gathers them: several clients' 200 KiB publishes, most on one partition.
+    const records = Array.from({ length: 12 }, (_, i) => rec(i % 4 === 3 ? b : a, `${i}:${'x'.repeat(200 * 1024)}`));
+    const positions = await log.append(topic, records);
+    expect(requests.length).toBeGreaterThan(1);
+    for (const request of requests) for (const bytes of request.values()) expect(bytes).toBeLessThanOrEqual(512 * 1024);
+    const read = await readAll(log);
+    records.forEach((r, i) => {
+      const found = read.find((x) => x.partition === positions[i].partition && x.offset === positions[i].offset)!;
+      expect(dec.decode(found.value).split(':')[0]).toBe(String(i));
+    });
+    expect(read).toHaveLength(12);
+  }, 60_000);
 });

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { PartialAppendError, Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
-import { partitionFor } from '../partitioner.js';
+import { Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
 import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
 import { OwnValues } from './kafka-own-values.js';
 import { quietIdleRequestQueues } from './kafkajs-idle-timers.js';
+import { ProduceLanes } from './produce-lanes.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -59,23 +59,6 @@ export interface KafkaLogOptions {
 
 /** One: measured best on the local mock broker (CPU-bound); a cluster with real round trips may want more (KAFKA_PRODUCERS). */
 const DEFAULT_PRODUCERS = 1;
-/** A producer's queued shares go together up to this many bytes of keys and values (a partition's record batch stays under the broker's message.max.bytes, 1 MiB by default). */
-const MAX_REQUEST_BYTES = 512 * 1024;
-
-/** One append's records for one producer, waiting for their request. */
-interface Share {
-  records: { record: AppendRecord; partition: number }[];
-  bytes: number;
-  deadline: { passed: boolean };
-  done: { resolve(base: Map<number, number>): void; reject(err: unknown): void };
-}
-
-/** A producer's queue for one topic; busy while a request of it is in flight. */
-interface Lane {
-  queue: Share[];
-  busy: boolean;
-}
-
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -112,7 +95,7 @@ export class KafkaLog implements Log {
   private readonly readers = new Map<string, KafkaTopicReader>();
   private readonly subscriptions = new Set<KafkaSubscription>();
   /** Per topic, each producer's records waiting for its request in flight to settle (see append). */
-  private readonly lanes = new Map<string, Lane[]>();
+  private readonly lanes: ProduceLanes;
   private closed = false;
   /** Every record's place in this writer's hash chains (tamper evidence, kafka-chain.ts). */
   readonly chains = new ProducerChains();
@@ -132,6 +115,7 @@ export class KafkaLog implements Log {
     this.fetchMaxWaitMs = options.fetchMaxWaitMs ?? 500;
     const producers = Math.max(1, Math.floor(options.producers ?? DEFAULT_PRODUCERS));
     this.producers = new Array<Promise<Producer> | undefined>(producers).fill(undefined);
+    this.lanes = new ProduceLanes(producers, (kafkaTopic, lane, messages) => this.produce(kafkaTopic, lane, messages), () => this.closed);
     this.maxAppendsInFlight = producers + 1;
     this.kafka = new Kafka({
       clientId: this.clientId,
@@ -280,85 +264,7 @@ export class KafkaLog implements Log {
       partitions = await this.ensureTopic(kafkaTopic);
       this.partitionCounts.set(kafkaTopic, partitions);
     }
-    let lanes = this.lanes.get(kafkaTopic);
-    if (!lanes) this.lanes.set(kafkaTopic, (lanes = this.producers.map(() => ({ queue: [], busy: false }))));
-    const counts = new Map<number, number>();
-    const shares = new Map<number, Share>();
-    const placed = records.map((record) => {
-      const partition = partitionFor(record.key, partitions);
-      const index = counts.get(partition) ?? 0;
-      counts.set(partition, index + 1);
-      const lane = partition % lanes.length;
-      let share = shares.get(lane);
-      if (!share) shares.set(lane, (share = { records: [], bytes: 0, deadline, done: undefined! }));
-      share.records.push({ record, partition });
-      share.bytes += record.value.byteLength + record.key.length;
-      return { partition, index };
-    });
-    const sends = [...shares].map(
-      ([lane, share]) =>
-        new Promise<Map<number, number>>((resolve, reject) => {
-          share.done = { resolve, reject };
-          lanes[lane].queue.push(share);
-          if (!lanes[lane].busy) void this.drain(kafkaTopic, lane, lanes[lane]);
-        }),
-    );
-    const results = await Promise.allSettled(sends);
-    const base = new Map<number, number>();
-    let failure: unknown;
-    for (const r of results) {
-      if (r.status === 'fulfilled') for (const [partition, offset] of r.value) base.set(partition, offset);
-      else failure ??= r.reason;
-    }
-    const positions = placed.map(({ partition, index }) => {
-      const first = base.get(partition);
-      return first === undefined ? undefined : { partition, offset: first + index };
-    });
-    if (failure === undefined) return positions as LogPosition[];
-    if (base.size === 0) throw failure;
-    throw new PartialAppendError(`Kafka wrote ${base.size} of ${counts.size} partitions of the append: ${(failure as Error).message}`, positions, { cause: failure });
-  }
-
-  /** Sends a producer's queued shares, as many as fit in one request at a time, until none is left. */
-  private async drain(kafkaTopic: string, laneIndex: number, lane: Lane): Promise<void> {
-    lane.busy = true;
-    try {
-      while (lane.queue.length > 0) {
-        if (this.closed) {
-          for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
-          break;
-        }
-        const shares: Share[] = [];
-        let bytes = 0;
-        while (lane.queue.length > 0 && (shares.length === 0 || bytes + lane.queue[0].bytes <= MAX_REQUEST_BYTES)) {
-          const share = lane.queue.shift()!;
-          if (share.deadline.passed) {
-            share.done.reject(new Error('not sent: the append had timed out while an earlier one was in flight'));
-            continue;
-          }
-          shares.push(share);
-          bytes += share.bytes;
-        }
-        if (shares.length === 0) continue;
-        try {
-          const base = await this.produce(kafkaTopic, laneIndex, shares.flatMap((share) => share.records));
-          // Shares lie one after the other in each partition's record batch.
-          const next = new Map(base);
-          for (const share of shares) {
-            const own = new Map<number, number>();
-            for (const { partition } of share.records) {
-              if (!own.has(partition)) own.set(partition, next.get(partition)!);
-              next.set(partition, next.get(partition)! + 1);
-            }
-            share.done.resolve(own);
-          }
-        } catch (err) {
-          for (const share of shares) share.done.reject(err);
-        }
-      }
-    } finally {
-      lane.busy = false;
-    }
+    return this.lanes.append(kafkaTopic, partitions, records, deadline);
   }
 
   /** One produce request; resolves with each partition's base offset. */

@@ -1,0 +1,141 @@
+// The Kafka log's producers' queues (src/log/kafka/kafka-log.ts): an append's records go to the
+// producer owning their partition (`partition % producers`), in shares of at most
+// MAX_REQUEST_BYTES, and each producer sends its queued shares one request at a time, as many as fit
+// together. So a key's records land in call order, the producers' requests are in flight together,
+// and no request carries more for a partition than the broker takes in one record batch.
+import { PartialAppendError, type AppendRecord, type LogPosition } from '../port.js';
+import { partitionFor } from '../partitioner.js';
+
+/**
+ * A producer's request holds at most this many bytes of keys and values (a share of an append
+ * holds at most this, or one larger record; queued shares go together up to it), so a partition's
+ * record batch stays under the broker's message.max.bytes (1 MiB by default) whatever the group
+ * commit gathered.
+ */
+const MAX_REQUEST_BYTES = 512 * 1024;
+
+/** One append's records for one producer, waiting for their request. */
+interface Share {
+  records: { record: AppendRecord; partition: number }[];
+  bytes: number;
+  deadline: { passed: boolean };
+  done: { resolve(base: Map<number, number>): void; reject(err: unknown): void };
+}
+
+/** A producer's queue for one topic; busy while a request of it is in flight. */
+interface Lane {
+  queue: Share[];
+  busy: boolean;
+}
+
+/** One request: records and the partitions they go to; resolves with each partition's base offset. */
+export type Produce = (kafkaTopic: string, lane: number, messages: { record: AppendRecord; partition: number }[]) => Promise<Map<number, number>>;
+
+export class ProduceLanes {
+  /** Per topic, each producer's shares waiting for its request in flight to settle. */
+  private readonly lanes = new Map<string, Lane[]>();
+
+  constructor(
+    private readonly producers: number,
+    private readonly produce: Produce,
+    private readonly isClosed: () => boolean,
+  ) {}
+
+  /**
+   * Appends `records` to a topic of `partitions` partitions; positions in call order. A share that
+   * fails fails its own records (PartialAppendError when others of the append were written).
+   */
+  async append(kafkaTopic: string, partitions: number, records: AppendRecord[], deadline: { passed: boolean }): Promise<LogPosition[]> {
+    let lanes = this.lanes.get(kafkaTopic);
+    if (!lanes) this.lanes.set(kafkaTopic, (lanes = Array.from({ length: this.producers }, () => ({ queue: [], busy: false }))));
+    // Per producer, shares of at most MAX_REQUEST_BYTES (but for a larger single record): a group
+    // commit's append holds many clients' records, and one request over the broker's
+    // message.max.bytes for a partition would fail them all. Each share gets its own base offsets.
+    const shares = new Map<number, Share[]>();
+    const counts = new Map<Share, Map<number, number>>();
+    const placed = records.map((record) => {
+      const partition = partitionFor(record.key, partitions);
+      const lane = partition % lanes.length;
+      const bytes = record.value.byteLength + record.key.length;
+      let list = shares.get(lane);
+      if (!list) shares.set(lane, (list = []));
+      let share = list[list.length - 1];
+      if (!share || share.bytes + bytes > MAX_REQUEST_BYTES) {
+        list.push((share = { records: [], bytes: 0, deadline, done: undefined! }));
+        counts.set(share, new Map());
+      }
+      const inShare = counts.get(share)!;
+      const index = inShare.get(partition) ?? 0;
+      inShare.set(partition, index + 1);
+      share.records.push({ record, partition });
+      share.bytes += bytes;
+      return { share, partition, index };
+    });
+    const bases = new Map<Share, Map<number, number>>();
+    let failure: unknown;
+    await Promise.all(
+      [...shares].flatMap(([lane, list]) =>
+        list.map((share) =>
+          new Promise<Map<number, number>>((resolve, reject) => {
+            share.done = { resolve, reject };
+            lanes[lane].queue.push(share);
+            if (!lanes[lane].busy) void this.drain(kafkaTopic, lane, lanes[lane]);
+          }).then(
+            (base) => void bases.set(share, base),
+            (err: unknown) => void (failure ??= err),
+          ),
+        ),
+      ),
+    );
+    const positions = placed.map(({ share, partition, index }) => {
+      const first = bases.get(share)?.get(partition);
+      return first === undefined ? undefined : { partition, offset: first + index };
+    });
+    if (failure === undefined) return positions as LogPosition[];
+    if (bases.size === 0) throw failure;
+    const written = positions.filter((p) => p !== undefined).length;
+    throw new PartialAppendError(`Kafka wrote ${written} of ${records.length} records of the append: ${(failure as Error).message}`, positions, { cause: failure });
+  }
+
+  /** Sends a producer's queued shares, as many as fit in one request at a time, until none is left. */
+  private async drain(kafkaTopic: string, laneIndex: number, lane: Lane): Promise<void> {
+    lane.busy = true;
+    try {
+      while (lane.queue.length > 0) {
+        if (this.isClosed()) {
+          for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
+          break;
+        }
+        const shares: Share[] = [];
+        let bytes = 0;
+        while (lane.queue.length > 0 && (shares.length === 0 || bytes + lane.queue[0].bytes <= MAX_REQUEST_BYTES)) {
+          const share = lane.queue.shift()!;
+          if (share.deadline.passed) {
+            share.done.reject(new Error('not sent: the append had timed out while an earlier one was in flight'));
+            continue;
+          }
+          shares.push(share);
+          bytes += share.bytes;
+        }
+        if (shares.length === 0) continue;
+        try {
+          const base = await this.produce(kafkaTopic, laneIndex, shares.flatMap((share) => share.records));
+          // Shares lie one after the other in each partition's record batch.
+          const next = new Map(base);
+          for (const share of shares) {
+            const own = new Map<number, number>();
+            for (const { partition } of share.records) {
+              if (!own.has(partition)) own.set(partition, next.get(partition)!);
+              next.set(partition, next.get(partition)! + 1);
+            }
+            share.done.resolve(own);
+          }
+        } catch (err) {
+          for (const share of shares) share.done.reject(err);
+        }
+      }
+    } finally {
+      lane.busy = false;
+    }
+  }
+}
