@@ -24,7 +24,7 @@ export interface ProjectionStores {
 
 export interface ProjectionSetOptions {
   /** What of the configuration the projections read (src/config.ts fills it). */
-  config: { historyTailMs: number; limits: Pick<Limits, 'maxUnstoredRows' | 'maxStatusActivations'>; channels: Omit<ChannelsOptions, 'windowMs' | 'maxStatusActivations'> };
+  config: { historyTailMs: number; limits: Pick<Limits, 'maxUnstoredRows' | 'maxUnstoredBytes' | 'maxStatusActivations'>; channels: Omit<ChannelsOptions, 'windowMs' | 'maxStatusActivations'> };
   logger: Logger;
   clock: Clock;
   runner: ProjectionRunner;
@@ -118,7 +118,7 @@ export class ProjectionSet {
         void follower.stop().catch((err) => logger.warn({ err }, 'history tail follower did not stop cleanly'));
       }
     };
-    const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows };
+    const common = { clock, tailMs: config.historyTailMs, retentionOf, flushIntervalMs, maxUnstoredRows, maxUnstoredBytes: config.limits.maxUnstoredBytes };
     // A start reads a partition with no mark older than the window from its offset of that time, not from 0.
     const offsetAt = (partition: number, timestamp: number): Promise<number> => runner.offsetAt(Topics.messages, partition, timestamp);
     const shareWrites = options.shareWrites ?? false;

@@ -156,6 +156,11 @@ export interface Limits {
    * publishes are still accepted, in-memory history waits with it. No client error.
    */
   maxUnstoredRows: number;
+  /**
+   * Bytes of those rows (their log records' encoded size): large messages reach it before the rows'
+   * count does (200,000 rows of 64 KiB would be 12.5 GiB). Past it, the same as maxUnstoredRows.
+   */
+  maxUnstoredBytes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = {
@@ -199,4 +204,5 @@ export const DEFAULT_LIMITS: Limits = {
 
   logAppendTimeoutMs: 5_000,
   maxUnstoredRows: 200_000,
+  maxUnstoredBytes: 256 * 1024 * 1024,
 };

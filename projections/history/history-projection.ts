@@ -26,6 +26,8 @@ export interface HistoryOptions {
    * until the store catches up (limits.ts: maxUnstoredRows).
    */
   maxUnstoredRows?: number;
+  /** Bytes of those rows, counted as their log records' encoded size (limits.ts: maxUnstoredBytes). */
+  maxUnstoredBytes?: number;
   /**
    * Told when the projection starts refusing batches for its store (true) and when it applies
    * one again (false): meanwhile the in-memory tail is the caller's to feed (followTail), so that
@@ -89,6 +91,11 @@ export class HistoryProjection {
   private flushing: Promise<void> | undefined;
   private readonly flushTimer: FlushTimer;
   private readonly maxUnstoredRows: number;
+  private readonly maxUnstoredBytes: number;
+  /** Per partition, the encoded bytes of the log records whose rows `pending` holds. */
+  private pendingBytes = new Map<number, number>();
+  /** The same for the rows of the write in flight (taken from `pending` until it settles). */
+  private flushingBytes = 0;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
   private behind = false;
@@ -100,6 +107,7 @@ export class HistoryProjection {
     this.clock = options.clock;
     this.flushTimer = new FlushTimer(options.flushIntervalMs ?? 100, () => this.flush(), options.onFlushError);
     this.maxUnstoredRows = options.maxUnstoredRows ?? DEFAULT_LIMITS.maxUnstoredRows;
+    this.maxUnstoredBytes = options.maxUnstoredBytes ?? DEFAULT_LIMITS.maxUnstoredBytes;
     this.entriesOf = options.entriesOf ?? publishedMessages;
     // Published messages follow from their record alone, so the tail keeps them by reference to
     // the record's bytes; entries that depend on projection state (presence) are kept as objects.
@@ -161,6 +169,7 @@ export class HistoryProjection {
   revoke(partitions: number[]): void {
     const taken = new Set(partitions);
     this.pending = this.pending.filter((row) => !taken.has(row.partition));
+    for (const p of partitions) this.pendingBytes.delete(p);
     this.marks = this.marks.filter((m) => !taken.has(m.partition));
     for (const p of partitions) {
       this.checkpoint.delete(p);
@@ -175,7 +184,7 @@ export class HistoryProjection {
    * memory stays bounded through a store outage and nothing is skipped.
    */
   apply(records: LogRecord[]): void {
-    if (this.pending.length >= this.maxUnstoredRows) {
+    if (this.pending.length >= this.maxUnstoredRows || this.unstoredBytes >= this.maxUnstoredBytes) {
       const unstored = this.pending.length;
       // Write now, not at the next tick: the refused batch comes back in a moment.
       if (!this.flushing) {
@@ -239,6 +248,7 @@ export class HistoryProjection {
     const alreadyStored = tailOnly || record.offset < (this.storedCheckpoint.get(record.partition) ?? 0);
     const retentionHours = this.options.retentionOf(event.appId, event.channel);
     const messages = event.messages;
+    let counted = false;
     for (let index = 0; index < messages.length; index++) {
       const message = messages[index];
       const serial = serialOf(record.offset, index);
@@ -259,7 +269,12 @@ export class HistoryProjection {
           this.tail.add(entry!, event.clientIds);
         }
       }
-      if (persist) this.pending.push({ ...entry!, retentionHours });
+      if (persist) {
+        // The record's bytes once, with its first row held.
+        if (!counted) this.pendingBytes.set(record.partition, (this.pendingBytes.get(record.partition) ?? 0) + record.value.byteLength);
+        counted = true;
+        this.pending.push({ ...entry!, retentionHours });
+      }
     }
   }
 
@@ -271,6 +286,9 @@ export class HistoryProjection {
     const checkpoint = new Map(this.checkpoint);
     if (!this.writes || (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint))) return;
     this.pending = [];
+    const bytes = this.pendingBytes;
+    this.pendingBytes = new Map();
+    for (const n of bytes.values()) this.flushingBytes += n;
     const horizon = this.tail.horizon(this.clock.now()) - 60_000;
     // Keep recent marks and the newest one older than the window, per partition.
     const keep = new Map<number, LogMark>();
@@ -283,10 +301,12 @@ export class HistoryProjection {
       })
       .catch((err) => {
         this.pending = rows.concat(this.pending);
+        for (const [p, n] of bytes) this.pendingBytes.set(p, (this.pendingBytes.get(p) ?? 0) + n);
         throw err;
       })
       .finally(() => {
         this.flushing = undefined;
+        this.flushingBytes = 0;
       });
     await this.flushing;
   }
@@ -326,6 +346,13 @@ export class HistoryProjection {
   /** Persisted rows held for the store, not yet written (GET /metrics: cm_store_unstored_rows). */
   get unstored(): number {
     return this.pending.length;
+  }
+
+  /** The encoded bytes of the log records whose rows are held unwritten (a write in flight's included). */
+  get unstoredBytes(): number {
+    let n = this.flushingBytes;
+    for (const bytes of this.pendingBytes.values()) n += bytes;
+    return n;
   }
 
   applied(): Checkpoint {

@@ -104,6 +104,43 @@ describe('history projection while its store is down', () => {
     expect(store.checkpoint.get(0)).toBe(6);
     await history.close();
   });
+
+  it('holds at most maxUnstoredBytes of large messages, fewer rows than maxUnstoredRows, and stores every one once when the store is back', async () => {
+    const store = new FlakyStore();
+    const big = (offset: number): LogRecord => {
+      const r = record(offset);
+      return { ...r, value: encodeEvent({ type: 'messages.published', appId: 'app', channel: 'persisted:c', transport: 'rest', messages: [{ id: `m${offset}:0`, timestamp: NOW + offset, data: `d${offset}:${'x'.repeat(60_000)}` }] }) };
+    };
+    const history = new HistoryProjection({ store, clock: { now: () => NOW + 100 }, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000, maxUnstoredRows: 1000, maxUnstoredBytes: 200_000 });
+    await history.start();
+    const log = Array.from({ length: 8 }, (_, i) => big(i));
+    let next = 0;
+    const deliver = (): boolean => {
+      try {
+        history.apply([log[next]]);
+        next++;
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    while (next < log.length && deliver());
+    // 60 KB each: the fourth passes 200,000 bytes, and the fifth is refused.
+    expect(next).toBe(4);
+    expect(history.unstoredBytes).toBeGreaterThanOrEqual(200_000);
+    await expect(history.flush()).rejects.toThrow('store down');
+    expect(history.unstoredBytes).toBeGreaterThanOrEqual(200_000);
+    expect(deliver()).toBe(false);
+    store.down = false;
+    await history.flush();
+    expect(history.unstoredBytes).toBe(0);
+    while (next < log.length) {
+      expect(deliver()).toBe(true);
+      await history.flush();
+    }
+    expect(store.rows.map((r) => String(r.message.data).split(':')[0])).toEqual(['d0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7']);
+    await history.close();
+  });
 });
 
 describe('history of every channel while the history store is down (issue 22, item 6)', () => {
