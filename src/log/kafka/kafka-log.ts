@@ -244,13 +244,16 @@ export class KafkaLog implements Log {
     if (records.length === 0) return Promise.resolve([]);
     const timeoutMs = this.options.appendTimeoutMs;
     const deadline = { passed: false };
-    const sent = this.sendByProducer(this.kafkaTopic(topic), records, deadline);
+    const kafkaTopic = this.kafkaTopic(topic);
+    const sent = this.sendByProducer(kafkaTopic, records, deadline);
     if (timeoutMs === undefined) return sent;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         deadline.passed = true;
-        reject(new Error(`Kafka did not acknowledge the append within ${timeoutMs} ms`));
+        const err = new Error(`Kafka did not acknowledge the append within ${timeoutMs} ms`);
+        this.lanes.expire(kafkaTopic, deadline, err);
+        reject(err);
       }, timeoutMs);
     });
     return Promise.race([sent, timeout]).finally(() => clearTimeout(timer));

@@ -42,6 +42,28 @@ export class ProduceLanes {
   ) {}
 
   /**
+   * An append that timed out (`deadline` passed): its shares not sent yet leave their queues now,
+   * rejected with `err`, rather than when a request in flight before them settles (a broker that
+   * takes the connection and never answers holds it for minutes of kafkajs' retries), so their
+   * records are not held meanwhile.
+   */
+  expire(kafkaTopic: string, deadline: { passed: boolean }, err: Error): void {
+    for (const lane of this.lanes.get(kafkaTopic) ?? []) {
+      if (!lane.queue.some((share) => share.deadline === deadline)) continue;
+      lane.queue = lane.queue.filter((share) => {
+        if (share.deadline !== deadline) return true;
+        share.done.reject(err);
+        return false;
+      });
+    }
+  }
+
+  /** Shares waiting in the producers' queues of a topic (not the requests in flight). */
+  queued(kafkaTopic: string): number {
+    return (this.lanes.get(kafkaTopic) ?? []).reduce((n, lane) => n + lane.queue.length, 0);
+  }
+
+  /**
    * Appends `records` to a topic of `partitions` partitions; positions in call order. A share that
    * fails fails its own records (PartialAppendError when others of the append were written).
    */
