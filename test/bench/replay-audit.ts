@@ -70,7 +70,7 @@ async function raw(l: EmbeddedLog): Promise<number> {
 async function replay(l: EmbeddedLog): Promise<number> {
   let bytes = 0;
   let found = 0;
-  for await (const chunk of replayNdjson(l, request, (p) => (found = p.found))) bytes += chunk.length;
+  for await (const chunk of replayNdjson(l, request, (p) => (found = p.found), true)) bytes += chunk.length;
   if (bytes === 0) throw new Error('nothing replayed');
   return found;
 }
