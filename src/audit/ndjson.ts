@@ -347,11 +347,20 @@ export class NdjsonChunks extends JsonChunks {
 
 /**
  * The request's NDJSON, a chunk at a time (partition by partition, so each channel's in log
- * order), with the progress of the reading.
+ * order), with the progress of the reading. `reuseChunks`: the reader is done with a chunk when it
+ * asks for the next one (it has written it, not kept it), and its buffer is written again: no new
+ * 256 KiB buffer (and its collection, and the system's fresh pages) every 256 KiB of output.
  */
-export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<Buffer> {
+export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}, reuseChunks = false): AsyncGenerator<Buffer> {
   const { parts, progress } = await readingPlan(log, request);
   const out = new NdjsonChunks();
+  /** the chunks written so far, handed out one by one (and, reused, given back) */
+  const handOut = function* (chunks: Buffer[]): Generator<Buffer> {
+    for (const chunk of chunks) {
+      yield chunk;
+      if (reuseChunks) out.reuse(chunk);
+    }
+  };
   if (log.scan) {
     // The embedded log: its segments read in place, no record object made (the raw read makes one a record).
     const scope = new KeyScope(request);
@@ -365,10 +374,10 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
         from = scanned.next;
         progress.read += scanned.count;
         onProgress(progress);
-        if (out.full.length > 0) yield* out.full.splice(0);
+        if (out.full.length > 0) yield* handOut(out.full.splice(0));
       }
     }
-    yield* out.take();
+    yield* handOut(out.take());
     return;
   }
   for (const { topic, partition, end } of parts) {
@@ -376,8 +385,8 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
       for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
       progress.read += records.length;
       onProgress(progress);
-      if (out.full.length > 0) yield* out.full.splice(0);
+      if (out.full.length > 0) yield* handOut(out.full.splice(0));
     }
   }
-  yield* out.take();
+  yield* handOut(out.take());
 }

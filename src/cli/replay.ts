@@ -212,6 +212,9 @@ async function openLog(config: Config): Promise<Log> {
 const write = (text: string | Uint8Array): Promise<void> | undefined =>
   process.stdout.write(text) ? undefined : new Promise((resolve) => process.stdout.once('drain', () => resolve()));
 
+/** A chunk written whole (its callback called): its buffer may be written again (replayNdjson's reuseChunks). */
+const written = (chunk: Uint8Array): Promise<void> => new Promise((resolve, reject) => void process.stdout.write(chunk, (err) => (err ? reject(err) : resolve())));
+
 /** The keys to trust: the --trust-key files, keyrings and fingerprints, else (`fallback`) the service's own (undefined: none given). */
 function trustedKeys(trust: Trust, fallback: () => string[] | undefined): Keyring | undefined {
   if (trust.keyFiles.length === 0 && trust.keyrings.length === 0 && trust.fingerprints.length === 0) {
@@ -344,7 +347,7 @@ async function main(): Promise<number> {
       const lines = hasChains(log) ? exportWithProof(log, request, found) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, found);
       for await (const text of lines) await write(text);
     } else {
-      for await (const chunk of replayNdjson(log, request, show)) await write(chunk);
+      for await (const chunk of replayNdjson(log, request, show, true)) await written(chunk);
     }
   } finally {
     await log.close();

@@ -206,4 +206,42 @@ describe('replay NDJSON: the transcoded lines are the generic path\'s, byte for 
     for (const chunk of chunks) expect(chunk[chunk.length - 1]).toBe(0x0a);
     expect(Buffer.concat(chunks).toString('utf8')).toBe(expected(records));
   });
+
+  it('chunks reused (reuseChunks: each read before the next is asked for) give the same bytes, in buffers written again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cm-ndjson-reuse-'));
+    try {
+      const path = join(dir, 'log.db');
+      const writer = new EmbeddedLog({ path, partitions: 2 });
+      const records = Array.from({ length: 4000 }, (_, i) => publish([{ id: `r:${i}`, timestamp: 10_000 + i, data: `${i}`.padEnd(300, '"'), clientId: 'c' }], { keyName: 'app1.k1' }, `ch-${i % 7}`));
+      await writer.append(Topics.messages, records.map(({ key, timestamp, value }) => ({ key, timestamp, value })));
+      await writer.close();
+      const reader = new EmbeddedLog({ path, partitions: 2 });
+      try {
+        const r: ScopeRequest = { ...request, channels: { kind: 'all' }, include: new Set(['messages']) };
+        const read = async (reuse: boolean): Promise<{ text: string; chunks: number; buffers: number }> => {
+          const copies: Buffer[] = [];
+          const buffers = new Set<ArrayBufferLike>();
+          for await (const chunk of replayNdjson(reader, r, undefined, reuse)) {
+            copies.push(Buffer.from(chunk)); // read before the next is asked for
+            buffers.add(chunk.buffer);
+          }
+          return { text: Buffer.concat(copies).toString('utf8'), chunks: copies.length, buffers: buffers.size };
+        };
+        const fresh = await read(false);
+        const reused = await read(true);
+        let want = '';
+        for await (const { line } of replayScope(reader, r)) want += `${JSON.stringify(line)}\n`;
+        expect(fresh.text).toBe(want);
+        expect(reused.text).toBe(want);
+        expect(fresh.chunks).toBeGreaterThan(4);
+        expect(fresh.buffers).toBe(fresh.chunks);
+        // one partition's chunks (a scan of its records fills several before they are handed out) written again for the next
+        expect(fresh.buffers - reused.buffers).toBeGreaterThanOrEqual(4);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
