@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
 import { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
 
 export { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
@@ -8,6 +9,19 @@ export const MAX_RULES_PER_APP = 16;
 const MAX_URL_LENGTH = 2048;
 const MAX_FILTER_LENGTH = 256;
 const MAX_HEADERS = 16;
+
+// V8's linear-time regular expression engine (the `l` flag): a rule's channelFilter is matched
+// against every channel name the app's clients publish on, up to 2,048 bytes each; on the
+// backtracking engine `^(a+)+$` took 2^n steps for n a's and a `!`, so one app's rule and one
+// publish blocked the process (every app, every connection) for hours.
+setFlagsFromString('--enable-experimental-regexp-engine');
+
+/**
+ * A rule's channelFilter as a RegExp matched in time linear in the channel name; throws (a
+ * SyntaxError) when it is not a regular expression, or uses what the linear engine does not run
+ * (backreferences, lookarounds, large counted repetitions).
+ */
+export const channelFilterRegExp = (source: string): RegExp => new RegExp(source, 'l');
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -32,6 +46,11 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
     new RegExp(channelFilter);
   } catch (err) {
     throw new Error(`${where}.source.channelFilter is not a regular expression: ${(err as Error).message}`);
+  }
+  try {
+    channelFilterRegExp(channelFilter);
+  } catch (err) {
+    throw new Error(`${where}.source.channelFilter must be matchable in linear time (no backreferences, lookarounds or large counted repetitions): ${(err as Error).message}`);
   }
   const target = raw.target;
   if (!isObject(target) || typeof target.url !== 'string' || target.url.length > MAX_URL_LENGTH) {
