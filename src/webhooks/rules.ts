@@ -68,8 +68,8 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   if (target.enveloped !== undefined && typeof target.enveloped !== 'boolean') throw new Error(`${where}.target.enveloped must be true or false`);
   if (target.format !== undefined && target.format !== 'json' && target.format !== 'msgpack') throw new Error(`${where}.target.format must be "json" or "msgpack"`);
   const headers = target.headers ?? [];
-  if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[\r\n]/.test(h.value))) {
-    throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line)`);
+  if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[^\t\x20-\x7e\x80-\xff]/.test(h.value))) {
+    throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line, of the characters an HTTP header carries: tab, printable ASCII and Latin-1)`);
   }
   if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
   const rule: Omit<WebhookRule, 'id'> = {

@@ -28,6 +28,9 @@ describe('webhook rules in the platform shape', () => {
     [{ ...rule, target: { url: 'file:///etc/passwd' } }, /http or https/],
     [{ ...rule, target: { url: 'https://u:p@example.com/' } }, /credentials/],
     [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'a\r\nb' }] } }, /headers/],
+    // Characters an HTTP header cannot carry: Node's request refused them at each delivery.
+    [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'a\u0000b' }] } }, /headers/],
+    [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'caf\u0100' }] } }, /headers/],
   ])('refuses %j naming the field', (raw, message) => {
     expect(() => parseRule(raw)).toThrow(message);
   });
@@ -71,6 +74,11 @@ describe('webhook target addresses', () => {
     } finally {
       await receiver.stop();
     }
+  });
+
+  it('a header the HTTP client refuses (a rule stored before they were checked) fails the request with the reason, as a failing target does: the promise does not reject', async () => {
+    const result = await sendWebhook({ url: 'http://127.0.0.1:9/', body: '{}', headers: { 'X-A': 'caf\u0100' } }, { timeoutMs: 2000, allowPrivate: true });
+    expect(result).toMatchObject({ ok: false, error: expect.stringMatching(/X-A/) });
   });
 
   it('a redirect is not followed: it fails the request', async () => {
