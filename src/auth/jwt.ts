@@ -47,6 +47,7 @@ export const DEFAULT_JWT_LIMITS: JwtLimits = { maxJwtLength: 8192, maxTtlMs: 24 
 type Outcome = { version: number; credentials: Credentials } | { version: number; error: ServiceError };
 
 const invalid = (why: string): ServiceError => new ServiceError('invalidJwt', `invalid JWT: ${why}`);
+const tooLong = (max: number): ServiceError => invalid(`it is longer than ${max} characters`);
 
 /** The platform's claim names. */
 const CAPABILITY_CLAIM = 'x-ably-capability';
@@ -74,6 +75,9 @@ export class JwtVerifier {
    * once `verify` can answer for it; undefined when it can now. Never rejects.
    */
   prepare(token: string, now: number): Promise<void> | undefined {
+    // Refused as it is (verify): its outcome is not kept, so that a client sending megabyte
+    // tokens (an AUTH frame may hold 1 MiB) neither fills the cache with them nor pushes out others'.
+    if (token.length > this.limits.maxJwtLength) return undefined;
     const known = this.outcomes.get(token);
     if (known && known.version === this.apps.version) return undefined;
     const running = this.inFlight.get(token);
@@ -90,6 +94,7 @@ export class JwtVerifier {
 
   /** The credentials of a JWT `prepare` checked, if it is still valid at `now`; throws otherwise. */
   verify(token: string, now: number): Credentials {
+    if (token.length > this.limits.maxJwtLength) throw tooLong(this.limits.maxJwtLength);
     const known = this.outcomes.get(token);
     if (!known || known.version !== this.apps.version) {
       // Only when more JWTs than the cache holds arrived between prepare and verify.
@@ -109,7 +114,7 @@ export class JwtVerifier {
   }
 
   private async check(token: string, now: number): Promise<Credentials> {
-    if (token.length > this.limits.maxJwtLength) throw invalid(`it is longer than ${this.limits.maxJwtLength} characters`);
+    if (token.length > this.limits.maxJwtLength) throw tooLong(this.limits.maxJwtLength);
     let kid: unknown;
     let alg: unknown;
     let header: Record<string, unknown>;

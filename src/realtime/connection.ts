@@ -34,6 +34,8 @@ export class Connection extends ConnectionLife {
   private readonly shape: ShapeLimits;
   /** ATTACHes waiting for delivery to pass this instance's own messages (a DETACH cancels one). */
   private readonly attaching = new Map<string, object>();
+  /** Channels whose ATTACH is being worked on (it may wait on delivery or the log), with how many ATTACHes of each. */
+  private readonly joining = new Map<string, number>();
 
   constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
     super(ctx, id, key, identity, socket);
@@ -184,11 +186,32 @@ export class Connection extends ConnectionLife {
     } catch (err) {
       return this.channelError(pm.channel, toWireError(err));
     }
-    const { name: channel, base } = request.channel;
+    const channel = request.channel.name;
     const { maxChannelsPerConnection } = this.ctx.settings;
-    if (!this.attachments.has(channel) && this.attachments.size >= maxChannelsPerConnection) {
+    // The channels being attached count too: ATTACHes sent at once, each waiting on delivery or
+    // the log, all found the count below the limit and all attached.
+    if (!this.attachments.has(channel) && !this.joining.has(channel) && this.attachments.size + this.joiningOnly() >= maxChannelsPerConnection) {
       return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
     }
+    this.joining.set(channel, (this.joining.get(channel) ?? 0) + 1);
+    try {
+      await this.join(pm, request);
+    } finally {
+      const left = (this.joining.get(channel) ?? 1) - 1;
+      if (left > 0) this.joining.set(channel, left);
+      else this.joining.delete(channel);
+    }
+  }
+
+  /** Channels being attached that are not attached yet. */
+  private joiningOnly(): number {
+    let n = 0;
+    for (const channel of this.joining.keys()) if (!this.attachments.has(channel)) n++;
+    return n;
+  }
+
+  private async join(pm: ProtocolMessage, request: AttachRequest): Promise<void> {
+    const { name: channel, base } = request.channel;
     const capability = this.credentials.capability;
     const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
     if (modes === 0) {

@@ -3,7 +3,7 @@ import { decodeEvent } from '../log/event-codec.js';
 import { messageToWire } from '../codec/message-wire.js';
 import type { PresenceEvent } from '../domain/presence-event.js';
 import { LIFECYCLE_CHANNEL } from '../domain/channel.js';
-import type { WebhookRule } from './rules.js';
+import { channelFilterRegExp, type WebhookRule } from './rules.js';
 import { packValue } from '../codec/msgpack.js';
 
 /**
@@ -43,7 +43,16 @@ export interface RuleMatcher {
   filter: RegExp;
 }
 
-export const matcherOf = (appId: string, rule: WebhookRule): RuleMatcher => ({ rule, appId, filter: new RegExp(rule.source.channelFilter) });
+export const matcherOf = (appId: string, rule: WebhookRule): RuleMatcher => ({ rule, appId, filter: filterOf(rule.source.channelFilter) });
+
+/** On the linear engine (rules.ts); a rule stored before that was required, and which it cannot run, as it was stored. */
+function filterOf(source: string): RegExp {
+  try {
+    return channelFilterRegExp(source);
+  } catch {
+    return new RegExp(source);
+  }
+}
 
 /** The items a record gives a rule (none when the rule does not take it); in the record's order. */
 export function itemsOf(record: LogRecord, m: RuleMatcher, presentBefore?: PresenceBefore): WebhookItem[] {

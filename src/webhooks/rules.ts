@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
 import { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
 
 export { SOURCE_TYPES, type WebhookRule, type WebhookSourceType } from '../domain/webhook-rule.js';
@@ -8,6 +9,19 @@ export const MAX_RULES_PER_APP = 16;
 const MAX_URL_LENGTH = 2048;
 const MAX_FILTER_LENGTH = 256;
 const MAX_HEADERS = 16;
+
+// V8's linear-time regular expression engine (the `l` flag): a rule's channelFilter is matched
+// against every channel name the app's clients publish on, up to 2,048 bytes each; on the
+// backtracking engine `^(a+)+$` took 2^n steps for n a's and a `!`, so one app's rule and one
+// publish blocked the process (every app, every connection) for hours.
+setFlagsFromString('--enable-experimental-regexp-engine');
+
+/**
+ * A rule's channelFilter as a RegExp matched in time linear in the channel name; throws (a
+ * SyntaxError) when it is not a regular expression, or uses what the linear engine does not run
+ * (backreferences, lookarounds, large counted repetitions).
+ */
+export const channelFilterRegExp = (source: string): RegExp => new RegExp(source, 'l');
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -33,6 +47,11 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   } catch (err) {
     throw new Error(`${where}.source.channelFilter is not a regular expression: ${(err as Error).message}`);
   }
+  try {
+    channelFilterRegExp(channelFilter);
+  } catch (err) {
+    throw new Error(`${where}.source.channelFilter must be matchable in linear time (no backreferences, lookarounds or large counted repetitions): ${(err as Error).message}`);
+  }
   const target = raw.target;
   if (!isObject(target) || typeof target.url !== 'string' || target.url.length > MAX_URL_LENGTH) {
     throw new Error(`${where}.target.url must be an http(s) URL of at most ${MAX_URL_LENGTH} characters`);
@@ -49,8 +68,8 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   if (target.enveloped !== undefined && typeof target.enveloped !== 'boolean') throw new Error(`${where}.target.enveloped must be true or false`);
   if (target.format !== undefined && target.format !== 'json' && target.format !== 'msgpack') throw new Error(`${where}.target.format must be "json" or "msgpack"`);
   const headers = target.headers ?? [];
-  if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[\r\n]/.test(h.value))) {
-    throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line)`);
+  if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[^\t\x20-\x7e\x80-\xff]/.test(h.value))) {
+    throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line, of the characters an HTTP header carries: tab, printable ASCII and Latin-1)`);
   }
   if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
   const rule: Omit<WebhookRule, 'id'> = {

@@ -37,12 +37,19 @@ export function sendWebhook(request: WebhookRequest, options: { timeoutMs: numbe
       options.signal?.removeEventListener('abort', abort);
       resolve(result);
     };
-    const req = client.request(url, {
-      method: 'POST',
-      headers: { ...request.headers, 'content-type': request.contentType ?? 'application/json', 'content-length': typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength },
-      lookup: checkedLookup(options.allowPrivate),
-      agent: false,
-    });
+    let req: http.ClientRequest;
+    try {
+      req = client.request(url, {
+        method: 'POST',
+        headers: { ...request.headers, 'content-type': request.contentType ?? 'application/json', 'content-length': typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength },
+        lookup: checkedLookup(options.allowPrivate),
+        agent: false,
+      });
+    } catch (err) {
+      // A header it cannot send (rules.ts checks them; a rule stored before it did may hold one).
+      resolve({ ok: false, error: (err as Error).message });
+      return;
+    }
     const timer = setTimeout(() => {
       req.destroy();
       done({ ok: false, error: `no answer within ${options.timeoutMs} ms` });

@@ -52,6 +52,15 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
     await c.ping();
   });
 
+  it('a filter whose cost the client would choose (a list of fields walked by to_string) is a channel ERROR 40010, the connection goes on', async () => {
+    const c = await connect({}, format);
+    const costly = b64(`length(to_string([${Array(100).fill('headers').join(',')}])) > \`0\``);
+    const refused = await c.attach(`[filter=${costly}]${uniqueChannel('wire-costly')}`);
+    expect(refused.action).toBe(Actions.ERROR);
+    expect(refused.error as { code: number; message: string }).toMatchObject({ code: 40010, message: expect.stringMatching(/literals only/) });
+    await c.ping();
+  });
+
   it('without PRESENCE_SUBSCRIBE a connection gets its own members\' presence events only; without PUBLISH its MESSAGE is NACKed', async () => {
     const name = uniqueChannel('wire-presence');
     const c = await connect({ clientId: 'me' }, format);

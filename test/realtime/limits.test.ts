@@ -463,6 +463,17 @@ describe('channels per connection', () => {
     // A channel error is not a connection error.
     await c.ping();
   });
+
+  it('ATTACHes sent at once, each waiting on the log (a channelSerial ahead of delivery), still attach at most REALTIME_MAX_CHANNELS_PER_CONNECTION channels', async () => {
+    const c = await connect();
+    const names = Array.from({ length: 8 }, () => uniqueChannel());
+    // One partition in the embedded log by default: 0:<far ahead> makes each attach ask the log its end first.
+    for (const channel of names) c.send({ action: Actions.ATTACH, channel, channelSerial: '0:999999999' });
+    const answers = await Promise.all(names.map((channel) => c.next((pm) => pm.channel === channel && (pm.action === Actions.ATTACHED || pm.action === Actions.ERROR))));
+    expect(answers.filter((pm) => pm.action === Actions.ATTACHED)).toHaveLength(3);
+    for (const refused of answers.filter((pm) => pm.action === Actions.ERROR)) expect(errorOf(refused)).toMatchObject({ code: 90010 });
+    await c.ping();
+  });
 });
 
 describe('presence members per connection', () => {

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { qualifiedName } from '../../src/realtime/channel-qualifier.js';
 import { channelParamsOf } from '../../src/realtime/channel-params.js';
-import { compileFilter, MAX_FILTER_CHARS } from '../../src/realtime/message-filter.js';
+import { compileFilter, MAX_FILTER_CHARS, MAX_FILTER_WHOLE_VALUE_CALLS } from '../../src/realtime/message-filter.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 
 const b64 = (s: string): string => Buffer.from(s).toString('base64');
@@ -103,5 +103,26 @@ describe('subscription filter expressions (JMESPath)', () => {
     expect(refusal(b64('   '))).toMatch(/empty/);
     // "foo" is a field in JMESPath, not a string: refused rather than matching nothing in silence.
     expect(refusal(b64('name == "foo"'))).toMatch(/reads a field "foo"/);
+  });
+
+  it('an expression whose cost a client chooses is refused with 40010: a list of fields (to_string([headers, headers, ...]) walked a value of many messages: 330 ms a message of 64 KiB), more length() or to_string() calls than the bound', () => {
+    const refused = (expression: string): string | undefined => {
+      try {
+        compileFilter(b64(expression));
+      } catch (err) {
+        expect((err as { code?: number }).code).toBe(40010);
+        return (err as Error).message;
+      }
+      return undefined;
+    };
+    expect(refused(`length(to_string([${Array(100).fill('headers').join(',')}])) > \`0\``)).toMatch(/literals only/);
+    expect(refused("[name, clientId][0] == 'a'")).toMatch(/literals only/);
+    const calls = (n: number): string => Array.from({ length: n }, (_, i) => `length(name) == \`${i}\``).join(' || ');
+    expect(refused(calls(MAX_FILTER_WHOLE_VALUE_CALLS + 1))).toMatch(/more than 4 times/);
+    expect(refused(calls(MAX_FILTER_WHOLE_VALUE_CALLS))).toBeUndefined();
+    // What stays: a list of literals, and length() counting code points as the library's does.
+    expect(compileFilter(b64("contains(['a', 'b'], name)")).matches(msg({ name: 'b' }))).toBe(true);
+    expect(compileFilter(b64('length(name) == `3`')).matches(msg({ name: 'a\u{1F600}\uD800' }))).toBe(true);
+    expect(compileFilter(b64('length(headers) == `2`')).matches(msg({ extras: { headers: { a: 1, b: 2 } } }))).toBe(true);
   });
 });

@@ -78,4 +78,15 @@ describe('JwtVerifier', () => {
     expect(jwt.prepare(tokens[0], NOW)).toBeDefined(); // dropped: checked again when asked
     expect(jwt.prepare(tokens[2], NOW)).toBeUndefined();
   });
+
+  it('keeps no outcome for a JWT over maxJwtLength: it is refused (40144) at once, and a client sending megabyte "JWTs" (an AUTH frame holds 1 MiB) cannot fill the cache with them nor push out the others', async () => {
+    const { jwt } = setup(1);
+    const good = await sign();
+    await jwt.prepare(good, NOW);
+    const huge = `${'a'.repeat(DEFAULT_JWT_LIMITS.maxJwtLength)}.b.c`;
+    await jwt.prepare(huge, NOW);
+    expect(jwt.verify(good, NOW).keyName).toBe('app1.k1'); // not pushed out
+    expect(codeOf(() => jwt.verify(huge, NOW))).toBe(40144);
+    expect(jwt.prepare(huge, NOW)).toBeUndefined(); // nothing to check: refused as it is
+  });
 });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseRule } from '../../src/webhooks/rules.js';
+import { matcherOf } from '../../src/webhooks/envelope.js';
 import { isPrivateAddress } from '../../src/webhooks/target-address.js';
 import { loadAppsFile } from '../../src/apps/apps-file.js';
 import { signBody, verifySignature } from '../../src/webhooks/signing.js';
@@ -22,11 +23,24 @@ describe('webhook rules in the platform shape', () => {
     [{ ...rule, ruleType: 'amqp' }, /ruleType must be "http"/],
     [{ ...rule, source: { type: 'channel.annotation' } }, /source.type must be one of/],
     [{ ...rule, source: { type: 'channel.message', channelFilter: '(' } }, /not a regular expression/],
+    [{ ...rule, source: { type: 'channel.message', channelFilter: '^(a)\\1' } }, /linear time/],
+    [{ ...rule, source: { type: 'channel.message', channelFilter: '^a(?!b)' } }, /linear time/],
     [{ ...rule, target: { url: 'file:///etc/passwd' } }, /http or https/],
     [{ ...rule, target: { url: 'https://u:p@example.com/' } }, /credentials/],
     [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'a\r\nb' }] } }, /headers/],
+    // Characters an HTTP header cannot carry: Node's request refused them at each delivery.
+    [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'a\u0000b' }] } }, /headers/],
+    [{ ...rule, target: { url: 'https://example.com/', headers: [{ name: 'X-A', value: 'caf\u0100' }] } }, /headers/],
   ])('refuses %j naming the field', (raw, message) => {
     expect(() => parseRule(raw)).toThrow(message);
+  });
+
+  it('matches a channelFilter in time linear in the channel name: ^(a+)+$ (2^n steps for n a\'s and a "!" when backtracking: one publish blocked the process) answers at once', () => {
+    const { filter } = matcherOf('a1', parseRule({ ...rule, source: { type: 'channel.message', channelFilter: '^(a+)+$' } }));
+    expect(filter.flags).toContain('l'); // first: on the backtracking engine the next line would not return
+    expect(filter.test(`${'a'.repeat(2000)}!`)).toBe(false);
+    expect(filter.test('a'.repeat(2000))).toBe(true);
+    expect(matcherOf('a1', parseRule(rule)).filter.test('abc')).toBe(true);
   });
 
   it('APPS_FILE holds rules per app, and a bad one names its place in the file', () => {
@@ -60,6 +74,11 @@ describe('webhook target addresses', () => {
     } finally {
       await receiver.stop();
     }
+  });
+
+  it('a header the HTTP client refuses (a rule stored before they were checked) fails the request with the reason, as a failing target does: the promise does not reject', async () => {
+    const result = await sendWebhook({ url: 'http://127.0.0.1:9/', body: '{}', headers: { 'X-A': 'caf\u0100' } }, { timeoutMs: 2000, allowPrivate: true });
+    expect(result).toMatchObject({ ok: false, error: expect.stringMatching(/X-A/) });
   });
 
   it('a redirect is not followed: it fails the request', async () => {

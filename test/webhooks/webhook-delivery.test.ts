@@ -209,6 +209,16 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     await until('the second rule to deliver', () => r.items.some((i) => i.data.messages?.[0].data === 'later'), 30_000);
     expect(r.items.filter((i) => i.data.messages?.[0].data === 'after')).toHaveLength(0);
 
+    // A filter the linear engine cannot run (a backreference) is refused; nested quantifiers are
+    // served, and a channel name that took a backtracking engine 2^40 steps is passed over at once.
+    const backref = await addRule(ts, httpRule(r.url, { channelFilter: '^(x)\\1' }));
+    expect(backref.status).toBe(400);
+    expect(JSON.stringify(backref.body)).toMatch(/linear time/);
+    expect((await addRule(ts, httpRule(`${r.url}/nested`, { channelFilter: '^(a+)+$' }))).status).toBe(201);
+    await publish(ts, `${'a'.repeat(40)}!`, ['backtracking']);
+    await publish(ts, 'aaa', ['nested']);
+    await until('the nested-quantifier rule to deliver', () => r.items.some((i) => i.data.messages?.[0].data === 'nested'), 30_000);
+
     const bad = await addRule(ts, { ...httpRule('ftp://example.com/x') });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ error: { code: 40001 } });
