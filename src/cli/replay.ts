@@ -368,6 +368,14 @@ async function main(): Promise<number> {
 
 // Run only as a command (node, tsx or the bin link), not when a test imports replayChannel.
 if (isEntryPoint(import.meta.url)) {
+  // The reader of stdout went away (`replay ... | head`, or a pipe whose other end failed): the
+  // output is incomplete, so say so in one line and end as a process killed by SIGPIPE does (exit
+  // code 141, what shells expect of a pipeline's writer), not with a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.stderr.write('replay: stdout was closed before the end (EPIPE): the output is incomplete\n');
+    process.exit(141);
+  });
   main().then(
     (code) => {
       process.exitCode = code;

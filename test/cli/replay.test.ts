@@ -172,6 +172,23 @@ describe('replay CLI', () => {
     expect(stderr).toMatch(/^replay: 2 records of messages of app /m);
   }, 60_000);
 
+  it('a reader that stops early (`| head`): one line on stderr saying the output is incomplete, exit code 141 as for SIGPIPE, no stack trace', async () => {
+    const t = await startTestService();
+    const channel = uniqueChannel('audit-pipe');
+    for (let i = 0; i < 4; i++) {
+      const messages = Array.from({ length: 400 }, (_, j) => ({ name: `m${i}-${j}`, data: 'x'.repeat(200) }));
+      const res = await t.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload: messages });
+      expect(res.statusCode).toBe(201);
+    }
+    const appId = t.service.registry.all()[0].appId;
+    await t.close();
+    const command = `${process.execPath} --import tsx src/cli/replay.ts --app ${appId} --channel ${channel} --data-dir ${t.dataDir} | head -c 100 > /dev/null; echo "exit \${PIPESTATUS[0]}"`;
+    const { stdout, stderr } = await promisify(execFile)('bash', ['-c', command], { cwd: ROOT, env: { ...process.env, KAFKA_BROKERS: '', CLICKHOUSE_URL: '' } });
+    expect(stdout.trim()).toBe('exit 141');
+    expect(stderr).toContain('replay: stdout was closed before the end (EPIPE): the output is incomplete');
+    expect(stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+
   // util-linux `script` runs the replay on a pseudo-terminal; its stdout goes to a file.
   it.runIf(process.platform === 'linux' && existsSync('/usr/bin/script'))('on a terminal, the progress bar is drawn on stderr', async () => {
     const { dataDir, appId, channel } = await dataWithMessages();
