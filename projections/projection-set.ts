@@ -70,7 +70,8 @@ async function standInStats(o: {
   if (o.upTo - next > STATS_STAND_IN_MAX_RECORDS) return;
   try {
     while (next < o.upTo) {
-      const records = await o.read(next, Math.min(10_000, o.upTo - next));
+      // 2,000 records a read (publishes of up to MAX_PUBLISH_BYTES each): one partition's stand-in runs at a time (StatsReader).
+      const records = await o.read(next, Math.min(2_000, o.upTo - next));
       if (records.length === 0) break;
       projection.apply(records);
       next = records[records.length - 1].offset + 1;

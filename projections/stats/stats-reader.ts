@@ -166,6 +166,8 @@ export class StatsReader {
 
   /** Reads that stood in for the writers (see `reflect`). */
   standIns = 0;
+  /** The stand-in running for a partition (`topic` NUL `partition`), shared by the reads that wait for it. */
+  private readonly standingIn = new Map<string, Promise<void>>();
   /** When each partition's checkpoint (as this reader waits on it) last moved, by `topic\0partition`. */
   private readonly movedAt = new Map<string, number>();
 
@@ -359,15 +361,32 @@ export class StatsReader {
 
   /** Writes what the writers have not written of these targets (their samples, then their rollups): see `reflect`. */
   private async standIn(unmet: (readonly [Topic, Map<number, number>])[]): Promise<void> {
-    const standIn = this.options.standIn;
-    if (standIn) {
-      for (const [topic, target] of unmet) {
-        const written = positionsOf(await this.options.store.loadCheckpoint(topic));
-        for (const [p, upTo] of target) if ((written.get(p) ?? 0) < upTo) await standIn(topic, p, upTo);
-      }
+    if (this.options.standIn) {
+      for (const [topic, target] of unmet) for (const [p, upTo] of target) await this.standInOnce(topic, p, upTo);
     }
     if (this.options.rollups) await this.rollNow();
     else await this.readStore(unmet.map(([topic]) => topic));
+  }
+
+  /**
+   * One stand-in a partition at a time, whatever the number of reads waiting (dashboards polling
+   * GET /stats while a writer is gone): a read finding one running waits for it, then stands in
+   * itself only for what is still not written.
+   */
+  private async standInOnce(topic: Topic, partition: number, upTo: number): Promise<void> {
+    const key = `${topic}\u0000${partition}`;
+    for (;;) {
+      for (let running = this.standingIn.get(key); running; running = this.standingIn.get(key)) await running.catch(() => undefined);
+      const written = positionsOf(await this.options.store.loadCheckpoint(topic));
+      if ((written.get(partition) ?? 0) >= upTo) return;
+      // Another read may have started one while the checkpoint was read.
+      if (this.standingIn.has(key)) continue;
+      const done: Promise<void> = this.options.standIn!(topic, partition, upTo).finally(() => {
+        if (this.standingIn.get(key) === done) this.standingIn.delete(key);
+      });
+      this.standingIn.set(key, done);
+      return done;
+    }
   }
 
   close(): void {

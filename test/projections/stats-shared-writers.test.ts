@@ -116,6 +116,45 @@ describe('stats projections sharing the writing of one store', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it('reads waiting together for a stalled writer stand in once a partition, not once each (dashboards polling while a writer is gone)', async () => {
+    const b = await writer([1]); // holds partition 1 and never writes it (its instance stalled)
+    const inner = store();
+    await inner.init();
+    const cache = new CachedStatsStore(inner, { maxRows: 10_000, maxAgeMs: 3_600_000, clock: { now: () => T0 } });
+    const all = records(1, 0, 6);
+    let standIns = 0;
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const reader = new StatsReader({
+      store: inner,
+      invalidate: (touched) => cache.invalidate(touched),
+      pollMs: 60_000,
+      // As the service's stand-in does (projection-set.ts): a projection of its own writes the samples.
+      standIn: async (topic, partition, upTo) => {
+        standIns++;
+        await held;
+        const own = store();
+        await own.init();
+        const projection = new StatsProjection({ store: own, isPersisted: () => false, flushIntervalMs: 60_000 });
+        const from = (await projection.handOver(topic, [partition])).get(partition) ?? 0;
+        projection.apply(all.slice(from, upTo));
+        await projection.close();
+      },
+    });
+    await reader.start('messages');
+    reader.apply(all);
+    const reads = Array.from({ length: 8 }, () => reader.reflect([['messages', [{ partition: 1, offset: 5 }]]], 2_000));
+    // Past half their wait, every read stands in; one stand-in runs, the others wait for it.
+    for (let i = 0; i < 200 && reader.standIns < 8; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(reader.standIns).toBe(8);
+    release();
+    await Promise.all(reads);
+    expect(standIns).toBe(1);
+    expect(await counted(cache)).toBe(6);
+    reader.close();
+    await b.close();
+  });
+
   it('a partition handed from one writer to another is counted once and each row version written once: the first drops what it had not written, the second starts at the stored checkpoint', async () => {
     const a = await writer([0, 1]);
     const b = await writer([]);
