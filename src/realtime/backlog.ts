@@ -30,23 +30,42 @@ export interface BacklogDeps {
   closing: () => boolean;
 }
 
-/** At most `n` holders at once; the others wait in order. */
-class Slots {
-  private readonly waiting: (() => void)[] = [];
+/**
+ * At most `n` holders at once, and one per owner (a connection): the others wait, served by owner in
+ * turn, so one connection asking for many backlogs (hundreds of ATTACHes far behind) waits behind
+ * its own, not in front of every other connection's resume.
+ */
+export class FairSlots {
+  /** Owners with requests waiting, in the order they are served (one served goes to the back). */
+  private readonly waiting = new Map<object, (() => void)[]>();
+  private readonly holding = new Set<object>();
   constructor(private free: number) {}
 
-  take(): Promise<void> {
-    if (this.free > 0) {
+  take(owner: object): Promise<void> {
+    if (this.free > 0 && !this.holding.has(owner)) {
       this.free--;
+      this.holding.add(owner);
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve) => {
+      const queue = this.waiting.get(owner);
+      if (queue) queue.push(resolve);
+      else this.waiting.set(owner, [resolve]);
+    });
   }
 
-  give(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.free++;
+  give(owner: object): void {
+    this.holding.delete(owner);
+    for (const [next, queue] of this.waiting) {
+      if (this.holding.has(next)) continue;
+      const resolve = queue.shift()!;
+      this.waiting.delete(next);
+      if (queue.length > 0) this.waiting.set(next, queue);
+      this.holding.add(next);
+      resolve();
+      return;
+    }
+    this.free++;
   }
 }
 
@@ -56,29 +75,36 @@ class Slots {
  * from history. Both bounded: a backlog past maxReplayRecords or maxBufferedBytes is not sent.
  */
 export class Backlog {
-  private readonly replaySlots = new Slots(REPLAY_SLOTS);
+  private readonly replaySlots = new FairSlots(REPLAY_SLOTS);
 
   constructor(private readonly deps: BacklogDeps) {}
 
-  /** The channel's messages in its partition from `from` up to `to`, read from the log. */
-  async replay(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
-    // A few backlogs at a time, each at most maxBufferedBytes: whatever many clients ask for at
-    // once, replay holds a bounded amount of memory.
-    await this.replaySlots.take();
+  /**
+   * The channel's messages in its partition from `from` up to `to`, read from the log, for an
+   * attach of `owner` (its connection); `gone` says the attach was detached meanwhile (then the
+   * read ends, and nothing is returned: it throws).
+   */
+  async replay(recordKey: string, partition: number, from: number, to: number, owner: object, gone: () => boolean): Promise<BacklogRecord[]> {
+    // A few backlogs at a time, one per connection, each at most maxBufferedBytes: whatever many
+    // clients ask for at once, replay holds a bounded amount of memory, and one client's many
+    // backlogs wait behind each other, not in front of the others'.
+    await this.replaySlots.take(owner);
     try {
-      return await this.readRange(recordKey, partition, from, to);
+      if (gone()) throw new Error('detached while the backlog waited for its read');
+      return await this.readRange(recordKey, partition, from, to, gone);
     } finally {
-      this.replaySlots.give();
+      this.replaySlots.give(owner);
     }
   }
 
-  private async readRange(recordKey: string, partition: number, from: number, to: number): Promise<BacklogRecord[]> {
+  private async readRange(recordKey: string, partition: number, from: number, to: number, gone: () => boolean): Promise<BacklogRecord[]> {
     const { maxReplayRecords, maxBufferedBytes } = this.deps.settings;
     const found: BacklogRecord[] = [];
     let offset = from;
     let scanned = 0;
     let bytes = 0;
     while (offset < to) {
+      if (gone()) throw new Error('detached while its backlog was read');
       const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
       if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
       for (const r of records) {

@@ -258,7 +258,7 @@ export class Gateway {
     let resumed = ahead || from === target;
     if (replay) {
       try {
-        backlog = await this.backlog.replay(recordKey, partition, from, target);
+        backlog = await this.backlog.replay(recordKey, partition, from, target, conn, () => conn.attachments.get(channel) !== attachment);
         resumed = true;
       } catch (err) {
         this.deps.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
