@@ -1,3 +1,5 @@
+import { compareStrings, lowerBound } from '../sorted-strings.js';
+
 /**
  * One app's channel names in order, for enumeration by name (GET /channels): a page is a binary
  * search and a scan, so paging 100,000 channels costs each page its own length, not the app's.
@@ -52,30 +54,16 @@ export class ChannelIndex {
     }
     if (this.added.length === 0) return;
     // A name removed and added again may be in `sorted` already: keep one.
-    const fresh = [...new Set(this.added)].filter((n) => this.live.has(n) && this.sorted[lowerBound(this.sorted, n)] !== n).sort(compare);
+    const fresh = [...new Set(this.added)].filter((n) => this.live.has(n) && this.sorted[lowerBound(this.sorted, n)] !== n).sort(compareStrings);
     this.added.length = 0;
     if (fresh.length === 0) return;
     const merged: string[] = new Array(this.sorted.length + fresh.length);
     let a = 0;
     let b = 0;
     let k = 0;
-    while (a < this.sorted.length && b < fresh.length) merged[k++] = compare(this.sorted[a], fresh[b]) <= 0 ? this.sorted[a++] : fresh[b++];
+    while (a < this.sorted.length && b < fresh.length) merged[k++] = compareStrings(this.sorted[a], fresh[b]) <= 0 ? this.sorted[a++] : fresh[b++];
     while (a < this.sorted.length) merged[k++] = this.sorted[a++];
     while (b < fresh.length) merged[k++] = fresh[b++];
     this.sorted = merged;
   }
-}
-
-// Code-unit order, the order of JavaScript's comparison operators (and of `startsWith` ranges).
-const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
-function lowerBound(names: string[], target: string): number {
-  let lo = 0;
-  let hi = names.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (names[mid] < target) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -9,7 +9,8 @@ import type { AppliedPositions } from '../../src/log/applied-positions.js';
 import { Topics } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
-import { SortedMemberKeys, upperBound } from './sorted-member-keys.js';
+import { SortedMemberKeys } from './sorted-member-keys.js';
+import { upperBound } from '../sorted-strings.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;

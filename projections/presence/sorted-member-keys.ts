@@ -4,30 +4,7 @@
 // costs a search, not a sort of the whole set: a set of 250,000 members took 300 to 450 ms to sort
 // on the event loop, and any client that may read presence could ask for it again and again.
 // Hand-written: no maintained library keeps a sorted array beside a Map for us at this cost.
-
-/** The first index whose key is not less than `key` (code unit order, as `<` compares strings). */
-export function lowerBound(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (keys[mid] < key) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** The first index whose key is greater than `key`. */
-export function upperBound(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (keys[mid] <= key) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+import { compareStrings, lowerBound } from '../sorted-strings.js';
 
 export class SortedMemberKeys {
   /** Per member set (the Map object: a set replaced, restored or dropped takes its order with it). */
@@ -37,7 +14,7 @@ export class SortedMemberKeys {
   of(members: Map<string, unknown>): readonly string[] {
     let keys = this.sorted.get(members);
     if (!keys) {
-      keys = [...members.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      keys = [...members.keys()].sort(compareStrings);
       this.sorted.set(members, keys);
     }
     return keys;

@@ -11,7 +11,7 @@ import type { LogRecord } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import { SqliteHistoryStore } from '../../projections/history/sqlite-history-store.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
-import { lowerBound, upperBound } from '../../projections/presence/sorted-member-keys.js';
+import { lowerBound, upperBound } from '../../projections/sorted-strings.js';
 
 const NOW = 1_900_000_000_000;
 const clock = { now: () => NOW };
