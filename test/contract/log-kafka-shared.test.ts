@@ -21,10 +21,13 @@ async function until(what: string, check: () => boolean, timeoutMs = 60_000): Pr
 }
 
 describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock }) => {
+  /** The logs of one test's processes: one topic prefix, short fetch waits and sessions. */
+  const opener =
+    (topicPrefix: string, extra: { retryDelayMs?: number } = {}) =>
+    (clientId: string): KafkaLog =>
+      new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000, ...extra });
   it('two members of one shared consumer split the partitions, each starting where from() says, and apply each later record once between them', async () => {
-    const topicPrefix = `shared-${randomBytes(4).toString('hex')}-`;
-    const open = (clientId: string): KafkaLog =>
-      new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const open = opener(`shared-${randomBytes(4).toString('hex')}-`);
     const logA = open('shared-a');
     const logB = open('shared-b');
     // What the members have applied, the "store" both read their starts from.
@@ -99,7 +102,7 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
   }, 120_000);
 
   it('a hand-over whose start is answered after its consumer crashed and was replaced is dropped: no retries against the gone consumer, each record applied once', async () => {
-    const log = new KafkaLog({ brokers, clientId: 'crash-a', topicPrefix: `shared-${randomBytes(4).toString('hex')}-`, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000, retryDelayMs: 100 });
+    const log = opener(`shared-${randomBytes(4).toString('hex')}-`, { retryDelayMs: 100 })('crash-a');
     const append = (n: number) => log.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${i}-${randomBytes(2).toString('hex')}`, timestamp: Date.now(), value: Buffer.from([i]) })));
     let calls = 0;
     let release: () => void = () => undefined;
@@ -145,9 +148,7 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
   }, 120_000);
 
   it('partitions handed over after the start, their start still being asked, are starting() and not drained: a stop\'s drain waits for them to be applied up to the end', async () => {
-    const topicPrefix = `shared-${randomBytes(4).toString('hex')}-`;
-    const open = (clientId: string): KafkaLog =>
-      new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const open = opener(`shared-${randomBytes(4).toString('hex')}-`);
     const logA = open('drain-a');
     const logB = open('drain-b');
     const stored: Checkpoint = new Map();

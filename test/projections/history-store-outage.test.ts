@@ -59,6 +59,29 @@ const record = (offset: number): LogRecord => ({
   }),
 });
 
+/**
+ * What a log does with a batch the projection refuses: delivers it again later, in order.
+ * `deliver()` hands on the next record and says whether it was taken; `next` counts those taken.
+ */
+function redelivering(history: HistoryProjection, records: LogRecord[]) {
+  const log = {
+    next: 0,
+    get done(): boolean {
+      return log.next >= records.length;
+    },
+    deliver(): boolean {
+      try {
+        history.apply([records[log.next]]);
+        log.next++;
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  };
+  return log;
+}
+
 describe('history projection while its store is down', () => {
   it('holds at most maxUnstoredRows rows, refuses later batches unapplied, and stores every message once when the store is back', async () => {
     const store = new FlakyStore();
@@ -73,31 +96,21 @@ describe('history projection while its store is down', () => {
     await history.start();
 
     // What a log does with a refused batch: deliver it again later, in order.
-    const log = Array.from({ length: 6 }, (_, i) => record(i));
-    let next = 0;
-    const deliver = (): boolean => {
-      try {
-        history.apply([log[next]]);
-        next++;
-        return true;
-      } catch {
-        return false;
-      }
-    };
+    const log = redelivering(history, Array.from({ length: 6 }, (_, i) => record(i)));
 
-    while (next < log.length && deliver());
-    expect(next).toBe(3);
+    while (!log.done && log.deliver());
+    expect(log.next).toBe(3);
     await expect(history.flush()).rejects.toThrow('store down');
-    expect(deliver()).toBe(false);
+    expect(log.deliver()).toBe(false);
     // Refused means unapplied: not in the tail, not in the checkpoint.
     expect(history.applied().get(0)).toBe(3);
     expect(history.tail.query({ appId: 'app', channel: 'persisted:c', start: 0, end: NOW * 2, limit: 100, direction: 'forwards' })).toHaveLength(3);
 
     store.down = false;
     await history.flush();
-    while (next < log.length) {
-      expect(deliver()).toBe(true);
-      if (next % 3 === 0) await history.flush();
+    while (!log.done) {
+      expect(log.deliver()).toBe(true);
+      if (log.next % 3 === 0) await history.flush();
     }
     await history.flush();
     expect(store.rows.map((r) => r.message.data)).toEqual(['d0', 'd1', 'd2', 'd3', 'd4', 'd5']);
@@ -113,29 +126,19 @@ describe('history projection while its store is down', () => {
     };
     const history = new HistoryProjection({ store, clock: { now: () => NOW + 100 }, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000, maxUnstoredRows: 1000, maxUnstoredBytes: 200_000 });
     await history.start();
-    const log = Array.from({ length: 8 }, (_, i) => big(i));
-    let next = 0;
-    const deliver = (): boolean => {
-      try {
-        history.apply([log[next]]);
-        next++;
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    while (next < log.length && deliver());
+    const log = redelivering(history, Array.from({ length: 8 }, (_, i) => big(i)));
+    while (!log.done && log.deliver());
     // 60 KB each: the fourth passes 200,000 bytes, and the fifth is refused.
-    expect(next).toBe(4);
+    expect(log.next).toBe(4);
     expect(history.unstoredBytes).toBeGreaterThanOrEqual(200_000);
     await expect(history.flush()).rejects.toThrow('store down');
     expect(history.unstoredBytes).toBeGreaterThanOrEqual(200_000);
-    expect(deliver()).toBe(false);
+    expect(log.deliver()).toBe(false);
     store.down = false;
     await history.flush();
     expect(history.unstoredBytes).toBe(0);
-    while (next < log.length) {
-      expect(deliver()).toBe(true);
+    while (!log.done) {
+      expect(log.deliver()).toBe(true);
       await history.flush();
     }
     expect(store.rows.map((r) => String(r.message.data).split(':')[0])).toEqual(['d0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7']);
