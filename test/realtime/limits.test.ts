@@ -383,18 +383,25 @@ describe('presence limits under racing enters', () => {
   });
 });
 
+/** 10,000 members of `bytes` of data each entered on a new channel by one connection (`enterer`) in `frames` PRESENCE frames, and applied. */
+async function tenThousandMembers(t: TestService, port: number, frames: number, bytes: number): Promise<{ channel: string; enterer: RawClient }> {
+  const enterer = await RawClient.connect(port, { key: t.key });
+  clients.push(enterer);
+  const channel = uniqueChannel();
+  const data = 'm'.repeat(bytes);
+  const perFrame = 10_000 / frames;
+  const entered = await Promise.all(Array.from({ length: frames }, (_, f) => enterer.presence(channel, Array.from({ length: perFrame }, (_, i) => ({ action: 2, clientId: `c${f}-${i}`, data })))));
+  expect(entered.every((a) => a.action === Actions.ACK)).toBe(true);
+  for (let i = 0; i < 500 && t.service.presence.memberCount() < 10_000; i++) await sleep(10);
+  return { channel, enterer };
+}
+
 describe('a large presence set is synced to a client that reads', () => {
   it('SYNC is paced by the socket: 10,000 members of 1 KB reach a prompt reader whole, under a REALTIME_MAX_BUFFERED_BYTES of 64 KiB', async () => {
     const t = await startTestService({ REALTIME_MAX_BUFFERED_BYTES: '65536', REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
     try {
       const port = await listening(t);
-      const enterer = await RawClient.connect(port, { key: t.key });
-      clients.push(enterer);
-      const channel = uniqueChannel();
-      const data = 'm'.repeat(1000);
-      const entered = await Promise.all(Array.from({ length: 20 }, (_, f) => enterer.presence(channel, Array.from({ length: 500 }, (_, i) => ({ action: 2, clientId: `c${f}-${i}`, data })))));
-      expect(entered.every((a) => a.action === Actions.ACK)).toBe(true);
-      for (let i = 0; i < 500 && t.service.presence.memberCount() < 10_000; i++) await sleep(10);
+      const { channel } = await tenThousandMembers(t, port, 20, 1000);
       const reader = await RawClient.connect(port, { key: t.key });
       clients.push(reader);
       reader.send({ action: Actions.ATTACH, channel });
@@ -416,13 +423,7 @@ describe('SYNC requests while a SYNC is being sent', () => {
     const t = await startTestService({ REALTIME_MAX_INBOUND_BYTES_RATE: String(1 << 30) });
     try {
       const port = await listening(t);
-      const enterer = await RawClient.connect(port, { key: t.key });
-      clients.push(enterer);
-      const channel = uniqueChannel();
-      const data = 'm'.repeat(2000);
-      const entered = await Promise.all(Array.from({ length: 40 }, (_, f) => enterer.presence(channel, Array.from({ length: 250 }, (_, i) => ({ action: 2, clientId: `c${f}-${i}`, data })))));
-      expect(entered.every((a) => a.action === Actions.ACK)).toBe(true);
-      for (let i = 0; i < 500 && t.service.presence.memberCount() < 10_000; i++) await sleep(10);
+      const { channel, enterer } = await tenThousandMembers(t, port, 40, 2000);
       const reader = await RawClient.connect(port, { key: t.key });
       clients.push(reader);
       // 20 MB of SYNC: the service waits for the socket while the reader reads nothing.
