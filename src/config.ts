@@ -29,6 +29,11 @@ export interface Config {
   /** Kafka producers, each with one produce request in flight for its share of the partitions. KAFKA_PRODUCERS */
   kafkaProducers: number;
   /**
+   * Under load, how long a producer whose request just settled waits for more records before it
+   * sends the next (Kafka's linger.ms, between back-to-back requests only). KAFKA_LINGER_MS
+   */
+  kafkaLingerMs: number;
+  /**
    * Kafka consumer group session timeout: how long a group waits for a member that went away
    * without leaving (a kill -9) before its partitions go to the others. KAFKA_SESSION_TIMEOUT_MS
    */
@@ -136,6 +141,7 @@ const FLAG_TABLE: [flag: string, variable: string, help: string][] = [
   ['log-retention-hours', 'LOG_RETENTION_HOURS', `embedded log's retention, ${MAX_HISTORY_RETENTION_HOURS} or more (default 96)`],
   ['kafka-idempotent', 'KAFKA_IDEMPOTENT', 'idempotent producer: auto (default), 1 (required) or 0'],
   ['kafka-producers', 'KAFKA_PRODUCERS', 'produce requests in flight, one per producer, 1 to 16 (default 1)'],
+  ['kafka-linger-ms', 'KAFKA_LINGER_MS', 'under load, wait between produce requests for more records, 0 to 50 ms (default 1)'],
   ['kafka-session-timeout-ms', 'KAFKA_SESSION_TIMEOUT_MS', 'consumer group session timeout, 6000 to 300000 (default 30000)'],
   ['instance-id', 'INSTANCE_ID', 'this instance\'s stable name (default: the pid)'],
   ['max-messages-per-publish', 'MAX_MESSAGES_PER_PUBLISH', 'messages in one publish (default 1000)'],
@@ -267,6 +273,7 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
     historyTailMs: int(e, 'HISTORY_TAIL_MS', 120_000, 1000, 3600_000),
     persistedRetentionHours: int(e, 'PERSISTED_RETENTION_HOURS', 24, 24, 72),
     kafkaProducers: int(e, 'KAFKA_PRODUCERS', 1, 1, 16),
+    kafkaLingerMs: int(e, 'KAFKA_LINGER_MS', 1, 0, 50),
     kafkaSessionTimeoutMs: int(e, 'KAFKA_SESSION_TIMEOUT_MS', 30_000, 6_000, 300_000),
     kafkaIdempotent: e.KAFKA_IDEMPOTENT === undefined || e.KAFKA_IDEMPOTENT === '' || e.KAFKA_IDEMPOTENT.toLowerCase() === 'auto' ? 'auto' : bool(e, 'KAFKA_IDEMPOTENT', true),
     kafkaClientId: e.KAFKA_CLIENT_ID || 'channel-messaging',

@@ -57,6 +57,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       clientId: config.kafkaClientId,
       idempotent,
       producers: config.kafkaProducers,
+      lingerMs: config.kafkaLingerMs,
       sessionTimeoutMs: config.kafkaSessionTimeoutMs,
       topicPrefix: isolation.topicPrefix,
       // Bounds publish-to-visible delay on brokers that hold a fetch for its whole wait even when

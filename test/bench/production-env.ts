@@ -12,6 +12,8 @@ export interface FoundProduction {
   file?: string;
   /** librdkafka's mock broker (infra/local), not a real Kafka */
   kafkaMock: boolean;
+  /** The local infrastructure's processes (infra/local's INFRA_KAFKA_PID, INFRA_CLICKHOUSE_PID), whose CPU the bench reads */
+  pids: { kafka?: number; clickhouse?: number };
 }
 
 export type ProductionEnv = FoundProduction | { skipped: string };
@@ -55,9 +57,11 @@ export async function productionEnv(env: Record<string, string | undefined>, roo
   if (!(await reachable(broker))) return { skipped: `Kafka broker ${broker} does not accept connections` };
 
   const kafkaMock = found.KAFKA_MOCK === '1';
+  const pid = (v: string | undefined): number | undefined => (v && /^\d+$/.test(v) ? Number(v) : undefined);
   return {
     file,
     kafkaMock,
+    pids: { kafka: pid(found.INFRA_KAFKA_PID), clickhouse: pid(found.INFRA_CLICKHOUSE_PID) },
     env: {
       KAFKA_BROKERS: brokers,
       CLICKHOUSE_URL: clickhouse,

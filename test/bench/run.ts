@@ -171,7 +171,7 @@ function combined(runs: Measured[]): Measured {
  * minutes apart differed by as much as the change being measured. Rounds of equal length, added
  * up, make "vs bare" the ratio of the two totals.
  */
-async function alternateWithBare(bare: ChildServer, service: ServiceChild, label: string): Promise<{ bareRuns: Measured[]; serviceRuns: Measured[] }> {
+async function alternateWithBare(bare: ChildServer, service: ServiceChild, label: string, infra?: InfraCpu): Promise<{ bareRuns: Measured[]; serviceRuns: Measured[] }> {
   const bareSpec = loadSpec('bare POST /bare', bare.url, ['/bare'], {}, options.roundS);
   const serviceSpec = loadSpec(label, service.server.url, BENCH_PATHS, { authorization: service.auth }, options.roundS);
   await warmUp(bareSpec);
@@ -180,11 +180,17 @@ async function alternateWithBare(bare: ChildServer, service: ServiceChild, label
   const serviceRuns: Measured[] = [];
   for (let round = 1; round <= options.rounds; round++) {
     log(`throughput round ${round} of ${options.rounds} (${label})`);
+    const measureService = async (): Promise<void> => {
+      const before = infra?.read();
+      const run = await measure(serviceSpec, service.server);
+      serviceRuns.push(run);
+      if (infra && before) infra.add(before, infra.read(), run.result.total);
+    };
     if (round % 2 === 1) {
       bareRuns.push(await measure(bareSpec, bare));
-      serviceRuns.push(await measure(serviceSpec, service.server));
+      await measureService();
     } else {
-      serviceRuns.push(await measure(serviceSpec, service.server));
+      await measureService();
       bareRuns.push(await measure(bareSpec, bare));
     }
   }
@@ -209,9 +215,53 @@ async function interleavedThroughput(report: Report, bare: ChildServer, embedded
   if (options.rounds > 1) report.notes.push(roundsNote('embedded', bareRuns, serviceRuns));
 }
 
+/**
+ * The CPU time the local infrastructure's processes (the broker, ClickHouse) spent during the
+ * production rounds, per publish: they share the machine's cores with the service and the load
+ * generator, so what they spend per publish bounds the ratio to bare as the service's own does.
+ * Linux /proc; where a process cannot be read, nothing is said of it.
+ */
+class InfraCpu {
+  private readonly totals = new Map<string, number>();
+  private requests = 0;
+
+  constructor(private readonly pids: Record<string, number | undefined>) {}
+
+  /** Each process's user + system CPU in ms (clock ticks of 10 ms), undefined where unreadable. */
+  read(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [name, pid] of Object.entries(this.pids)) {
+      if (pid === undefined) continue;
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+        out.set(name, (Number(fields[11]) + Number(fields[12])) * 10);
+      } catch {
+        // not this machine's process, or gone: not measured
+      }
+    }
+    return out;
+  }
+
+  add(before: Map<string, number>, after: Map<string, number>, requests: number): void {
+    for (const [name, ms] of after) if (before.has(name)) this.totals.set(name, (this.totals.get(name) ?? 0) + ms - before.get(name)!);
+    this.requests += requests;
+  }
+
+  /** "broker 21 µs, ClickHouse 9 µs" per publish, or undefined when nothing was measured. */
+  describe(): string | undefined {
+    if (this.totals.size === 0 || this.requests === 0) return undefined;
+    return [...this.totals].map(([name, ms]) => `${name} ${((ms * 1000) / this.requests).toFixed(0)} µs`).join(', ');
+  }
+}
+
 /** Production throughput in rounds alternating with bare rounds of its own (after the embedded ones). */
-async function productionThroughput(report: Report, bare: ChildServer, production: ServiceChild, setup: string): Promise<void> {
-  const { bareRuns, serviceRuns } = await alternateWithBare(bare, production, 'service production publish');
+async function productionThroughput(report: Report, bare: ChildServer, production: ServiceChild, setup: string, infra?: InfraCpu): Promise<void> {
+  const { bareRuns, serviceRuns } = await alternateWithBare(bare, production, 'service production publish', infra);
+  const infraCpu = infra?.describe();
+  if (infraCpu) {
+    log(`service production publish: the infrastructure's CPU per publish: ${infraCpu}`);
+    report.notes.push(`CPU of the local infrastructure's processes during the production rounds, per publish (/proc, 10 ms ticks): ${infraCpu}; the service's own is the row's "server CPU".`);
+  }
   const total = (runs: Measured[]): number => runs.reduce((n, r) => n + r.result.reqPerSec, 0);
   report.throughput.push({ setup, ...combined(serviceRuns), vsBare: total(serviceRuns) / total(bareRuns) });
   if ([...bareRuns, ...serviceRuns].some((r) => failuresOf(r.result) > 0)) report.failed = true;
@@ -425,7 +475,7 @@ async function main(): Promise<void> {
       log('service, production: starting the service in a child process');
       try {
         production = await startServiceChild('service-production', productionEnvFound.env, productionProf.nodeArgs);
-        await productionThroughput(report, bare, production, productionSetup);
+        await productionThroughput(report, bare, production, productionSetup, new InfraCpu({ broker: productionEnvFound.pids.kafka, ClickHouse: productionEnvFound.pids.clickhouse }));
       } catch (err) {
         await production?.stop();
         production = undefined;

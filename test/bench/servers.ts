@@ -70,7 +70,7 @@ export async function startServer(spec: ServerSpec): Promise<ChildServer> {
   const port = await freePort();
   const child = spawn(process.execPath, [...(spec.nodeArgs ?? []), '--import', 'tsx', '--import', EXIT_WITH_PARENT, spec.entry], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...(process.env.KAFKA_LINGER_MS ? { KAFKA_LINGER_MS: process.env.KAFKA_LINGER_MS } : {}), ...spec.env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   live.add(child);

@@ -46,4 +46,76 @@ describe('producers\' queues', () => {
     expect(requests.length).toBe(3);
     expect(positions.map((p) => p.offset)).toEqual([0, 1, 2, 3, 4, 5]);
   });
+
+  describe('linger (KAFKA_LINGER_MS): between back-to-back requests only', () => {
+    /** A produce whose requests are answered one by one, by the test. */
+    function heldProduce(): { produce: Produce; sent: number[]; answer(): void } {
+      const waiting: (() => void)[] = [];
+      const sent: number[] = [];
+      const produce: Produce = (_topic, _lane, messages) => {
+        sent.push(messages.length);
+        return new Promise((resolve) => waiting.push(() => resolve(new Map(messages.map((m) => [m.partition, 0])))));
+      };
+      return { produce, sent, answer: () => waiting.shift()!() };
+    }
+    const ticks = async (n = 5): Promise<void> => {
+      for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+    };
+
+    it('a lone append is sent at once, whatever the linger', async () => {
+      const { produce, sent, answer } = heldProduce();
+      const lanes = new ProduceLanes(1, produce, () => false, { lingerMs: 60_000, lingerRecords: 100 });
+      const first = lanes.append('t', 4, [rec('a')], { passed: false });
+      expect(sent).toEqual([1]);
+      answer();
+      expect(await first).toHaveLength(1);
+    });
+
+    it('after a request settles, the next waits for more records and goes as one request once lingerRecords wait', async () => {
+      const { produce, sent, answer } = heldProduce();
+      const lanes = new ProduceLanes(1, produce, () => false, { lingerMs: 60_000, lingerRecords: 5 });
+      const first = lanes.append('t', 4, [rec('a')], { passed: false });
+      const queued = [lanes.append('t', 4, [rec('b'), rec('c')], { passed: false }), lanes.append('t', 4, [rec('d')], { passed: false })];
+      answer();
+      await first;
+      await ticks();
+      expect(sent).toEqual([1]); // lingering: 3 records wait, fewer than 5
+      queued.push(lanes.append('t', 4, [rec('e'), rec('f')], { passed: false }));
+      await ticks();
+      expect(sent).toEqual([1, 5]);
+      answer();
+      expect((await Promise.all(queued)).flat()).toHaveLength(5);
+    });
+
+    it('past lingerMs the records wait no longer', async () => {
+      const { produce, sent, answer } = heldProduce();
+      const lanes = new ProduceLanes(1, produce, () => false, { lingerMs: 5, lingerRecords: 1000 });
+      const first = lanes.append('t', 4, [rec('a')], { passed: false });
+      const second = lanes.append('t', 4, [rec('b')], { passed: false });
+      answer();
+      await first;
+      await expect.poll(() => sent).toEqual([1, 1]);
+      answer();
+      expect(await second).toHaveLength(1);
+    });
+
+    it('an append that times out while its producer lingers leaves the queue and is never sent', async () => {
+      const { produce, sent, answer } = heldProduce();
+      const lanes = new ProduceLanes(1, produce, () => false, { lingerMs: 60_000, lingerRecords: 3 });
+      const first = lanes.append('t', 4, [rec('a')], { passed: false });
+      const late = { passed: false };
+      const second = lanes.append('t', 4, [rec('b')], late);
+      answer();
+      await first;
+      await ticks();
+      late.passed = true;
+      lanes.expire('t', late, new Error('timed out'));
+      await expect(second).rejects.toThrow('timed out');
+      const third = lanes.append('t', 4, [rec('c'), rec('d'), rec('e')], { passed: false });
+      await ticks();
+      expect(sent).toEqual([1, 3]); // the expired record is not counted towards lingerRecords, nor sent
+      answer();
+      expect(await third).toHaveLength(3);
+    });
+  });
 });

@@ -22,10 +22,25 @@ interface Share {
   done: { resolve(base: Map<number, number>): void; reject(err: unknown): void };
 }
 
-/** A producer's queue for one topic; busy while a request of it is in flight. */
+/** A producer's queue for one topic; busy while a request of it is in flight (or it lingers before the next). */
 interface Lane {
   queue: Share[];
   busy: boolean;
+  /** Records in `queue`. */
+  records: number;
+  /** Set while the producer lingers (ProduceLanesOptions.lingerMs): ends the wait early. */
+  wake?: () => void;
+}
+
+/**
+ * Linger (Kafka's `linger.ms`, for back-to-back requests only): a producer whose request just
+ * settled while its queue holds fewer than `lingerRecords` records waits up to `lingerMs` for more
+ * before it sends the next, so that under load each request carries more records. A request sent
+ * while the producer was idle goes at once: a lone publish does not wait.
+ */
+export interface Linger {
+  lingerMs: number;
+  lingerRecords: number;
 }
 
 /** One request: records and the partitions they go to; resolves with each partition's base offset. */
@@ -39,6 +54,7 @@ export class ProduceLanes {
     private readonly producers: number,
     private readonly produce: Produce,
     private readonly isClosed: () => boolean,
+    private readonly linger: Linger = { lingerMs: 0, lingerRecords: 0 },
   ) {}
 
   /**
@@ -52,6 +68,7 @@ export class ProduceLanes {
       if (!lane.queue.some((share) => share.deadline === deadline)) continue;
       lane.queue = lane.queue.filter((share) => {
         if (share.deadline !== deadline) return true;
+        lane.records -= share.records.length;
         share.done.reject(err);
         return false;
       });
@@ -69,7 +86,7 @@ export class ProduceLanes {
    */
   async append(kafkaTopic: string, partitions: number, records: AppendRecord[], deadline: { passed: boolean }): Promise<LogPosition[]> {
     let lanes = this.lanes.get(kafkaTopic);
-    if (!lanes) this.lanes.set(kafkaTopic, (lanes = Array.from({ length: this.producers }, () => ({ queue: [], busy: false }))));
+    if (!lanes) this.lanes.set(kafkaTopic, (lanes = Array.from({ length: this.producers }, () => ({ queue: [], busy: false, records: 0 }))));
     // Per producer, shares of at most MAX_REQUEST_BYTES (but for a larger single record): a group
     // commit's append holds many clients' records, and one request over the broker's
     // message.max.bytes for a partition would fail them all. Each share gets its own base offsets.
@@ -100,8 +117,11 @@ export class ProduceLanes {
         list.map((share) =>
           new Promise<Map<number, number>>((resolve, reject) => {
             share.done = { resolve, reject };
-            lanes[lane].queue.push(share);
-            if (!lanes[lane].busy) void this.drain(kafkaTopic, lane, lanes[lane]);
+            const own = lanes[lane];
+            own.queue.push(share);
+            own.records += share.records.length;
+            if (!own.busy) void this.drain(kafkaTopic, lane, own);
+            else if (own.wake && own.records >= this.linger.lingerRecords) own.wake();
           }).then(
             (base) => void bases.set(share, base),
             (err: unknown) => void (failure ??= err),
@@ -123,15 +143,20 @@ export class ProduceLanes {
   private async drain(kafkaTopic: string, laneIndex: number, lane: Lane): Promise<void> {
     lane.busy = true;
     try {
+      let backToBack = false;
       while (lane.queue.length > 0) {
+        if (backToBack && this.linger.lingerMs > 0 && lane.records < this.linger.lingerRecords) await this.lingerOn(lane);
+        backToBack = true;
         if (this.isClosed()) {
           for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
+          lane.records = 0;
           break;
         }
         const shares: Share[] = [];
         let bytes = 0;
         while (lane.queue.length > 0 && (shares.length === 0 || bytes + lane.queue[0].bytes <= MAX_REQUEST_BYTES)) {
           const share = lane.queue.shift()!;
+          lane.records -= share.records.length;
           if (share.deadline.passed) {
             share.done.reject(new Error('not sent: the append had timed out while an earlier one was in flight'));
             continue;
@@ -159,5 +184,17 @@ export class ProduceLanes {
     } finally {
       lane.busy = false;
     }
+  }
+
+  /** Waits up to lingerMs, or until the lane's queue holds lingerRecords records. */
+  private lingerOn(lane: Lane): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => lane.wake?.(), this.linger.lingerMs);
+      lane.wake = () => {
+        clearTimeout(timer);
+        lane.wake = undefined;
+        resolve();
+      };
+    });
   }
 }
