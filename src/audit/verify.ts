@@ -1,7 +1,7 @@
 // Verifying the log's hash chains and signed checkpoints (tamper evidence), from the log itself
 // (`replay --verify`) or from an export (`replay --verify-file`): both feed a ChainVerifier each
 // partition's records in offset order, after the checkpoints.
-import { nextLink, recordDigest } from '../log/embedded/chain.mjs';
+import { nextLink, recordDigest, ZERO_LINK } from '../log/embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../log/embedded/segment.js';
 import { endorsementHolds, fingerprintOf, signatureHolds, type AuditCheckpoint, type CheckpointHead } from './checkpoint.js';
 import { trusts, type Keyring } from './keyring.js';
@@ -39,6 +39,10 @@ interface PartitionState {
   computed?: Buffer;
   /** the first offset seen */
   first?: number;
+  /** a record with a link was seen: the log links every record it appends from then on */
+  chained?: boolean;
+  /** the record before carried no link (appended before the log kept a chain) */
+  afterUnlinked?: boolean;
 }
 
 /** Records of a chain after its newest signed head: `from` to `to` (offsets, or a Kafka writer's seqs). */
@@ -142,11 +146,23 @@ export class ChainVerifier {
       s.stored = s.computed = undefined;
     }
     s.last = e.offset;
+    const heads = this.wanted.get(id)?.get(e.offset);
     if (!e.link) {
-      this.unchained++;
+      // Only records appended before the log kept a chain have none, and they all come before the
+      // first that has one: a link removed later (a row's chain column emptied) hides an edit.
+      if (s.chained) this.report(`record not chained: ${where(e.topic, e.partition, e.offset)} carries no link, after records that do (its link was removed: the log links every record it appends)`);
+      else this.unchained++;
+      for (const h of heads ?? []) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the record there carries no link (its link was removed)`);
       s.stored = s.computed = undefined;
+      s.afterUnlinked = true;
       return;
     }
+    if (s.afterUnlinked && !s.chained && !(e.prev ?? ZERO_LINK).equals(ZERO_LINK)) {
+      // The log's first link after records with none starts a chain (it follows 32 zero bytes).
+      this.report(`chain broken: ${where(e.topic, e.partition, e.offset)} is the first record with a link after records with none, but does not start a chain: the links of the records before it were removed`);
+    }
+    s.chained = true;
+    s.afterUnlinked = false;
     if (s.stored && e.prev && !s.stored.equals(e.prev)) {
       this.report(`chain broken: ${where(e.topic, e.partition, e.offset)} follows a link that is not the one stored with the record before it (a record before it was changed or removed)`);
     }
@@ -157,11 +173,11 @@ export class ChainVerifier {
     const computedPrev = s.computed ?? e.prev;
     s.computed = computedPrev ? nextLink(computedPrev, e.digest) : undefined;
     s.stored = e.link;
-    const heads = this.wanted.get(id)?.get(e.offset);
-    if (heads && s.computed) {
-      const got = s.computed.toString('hex');
+    if (heads) {
+      const got = s.computed?.toString('hex');
       for (const h of heads) {
-        if (h.link === got) this.headsMatched++;
+        if (got === undefined) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the records do not give one there (no link before it to follow)`);
+        else if (h.link === got) this.headsMatched++;
         else this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the records give ${got.slice(0, 16)}… (records up to it were changed, or their links rewritten)`);
       }
     }

@@ -1,0 +1,104 @@
+// Tamper evidence (issue 27), what someone with write access to log.db (not to the audit key) can
+// try beyond editing or deleting a row (replay-verify.test.ts), on the real log.db: a row edited
+// and its link removed, as if it were older than the chain; the first rows so; and the export's
+// lines a third party is given, malformed or forged, which --verify-file refuses with a clear error.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import Database from '../../src/stores/sqlite/driver.mjs';
+import { ROOT, runToEnd } from '../helpers/spawn-service.js';
+import { startTestService, uniqueChannel } from '../helpers/service.js';
+import { packSegment, type SegmentRecords } from '../../src/log/embedded/segment.js';
+import { packValue, unpackValue } from '../../src/codec/msgpack.js';
+
+const replay = (...args: string[]) => runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), ...args], { KAFKA_BROKERS: '', CLICKHOUSE_URL: '' });
+
+/** A data directory whose log holds `count` messages on one channel, and the checkpoint the service's close takes. */
+async function audited(count = 5, dataDir?: string): Promise<{ dataDir: string; appId: string; channel: string }> {
+  const t = await startTestService({}, dataDir ? { dataDir } : {});
+  const channel = uniqueChannel('tampered');
+  for (let i = 0; i < count; i++) {
+    const res = await t.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload: { name: `m${i}`, data: `payload ${i}` } });
+    expect(res.statusCode).toBe(201);
+  }
+  const appId = t.service.registry.all()[0].appId;
+  await t.close();
+  return { dataDir: t.dataDir, appId, channel };
+}
+
+interface Row {
+  id: number;
+  first_offset: number;
+  count: number;
+  records: Buffer;
+}
+
+const rowsOf = (db: Database.Database, topic: string): Row[] => db.prepare('SELECT id, first_offset, count, records FROM log_segments WHERE topic = ? AND partition = 0 ORDER BY id').all(topic) as Row[];
+
+/** Rewrites a row's messages' data, and empties its chain column (rows written before the log kept a chain have none). */
+function forgeUnlinked(db: Database.Database, row: Row): void {
+  const records = (unpackValue(row.records) as SegmentRecords).map(([key, timestamp, value]) => {
+    const event = unpackValue(value) as { messages: { data: string }[] };
+    for (const m of event.messages) m.data = 'forged';
+    return { key, timestamp, value: packValue(event) };
+  });
+  db.prepare('UPDATE log_segments SET records = ?, chain = NULL WHERE id = ?').run(Buffer.from(packSegment(records)), row.id);
+}
+
+const verify = (dataDir: string, appId: string, channel: string) => replay('--app', appId, '--channel', channel, '--verify', '--data-dir', dataDir);
+
+describe('replay --verify: links removed from log.db', () => {
+  it('a log whose first rows were appended before it kept a chain verifies (exit 0): they are counted, the chain after them checked', async () => {
+    const { dataDir, appId, channel } = await audited(3);
+    // As an older version left it: no link in its rows, no checkpoint, no witness.
+    const db = new Database(join(dataDir, 'log.db'));
+    const legacy = db.prepare("SELECT SUM(count) FROM log_segments WHERE topic = 'messages'").pluck().get() as number;
+    db.prepare('UPDATE log_segments SET chain = NULL').run();
+    db.prepare("DELETE FROM log_segments WHERE topic = 'audit'").run();
+    db.close();
+    rmSync(join(dataDir, 'audit-last-checkpoint.json'));
+    await audited(3, dataDir); // this version: it chains what it appends, from 32 zero bytes, and signs it
+    const r = await verify(dataDir, appId, channel);
+    expect(r.stdout).toBe('');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`\\([1-9]\\d* heads matched\\); ${legacy} records carry no link \\(appended before the log kept a chain\\): not verified`));
+  }, 60_000);
+
+  it('a row edited and its link removed, after linked rows: "record not chained" (exit 4), not "appended before the log kept a chain"', async () => {
+    const { dataDir, appId, channel } = await audited();
+    const db = new Database(join(dataDir, 'log.db'));
+    const rows = rowsOf(db, 'messages');
+    expect(rows.length).toBeGreaterThan(2);
+    const row = rows[2];
+    forgeUnlinked(db, row);
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`record not chained: messages/0 offset ${row.first_offset} carries no link, after records that do (its link was removed`);
+    expect(r.stderr).not.toContain('appended before the log kept a chain');
+  }, 60_000);
+
+  it('the first rows edited and their links removed: the next row does not start a chain (exit 4)', async () => {
+    const { dataDir, appId, channel } = await audited();
+    const db = new Database(join(dataDir, 'log.db'));
+    const rows = rowsOf(db, 'messages');
+    forgeUnlinked(db, rows[0]);
+    forgeUnlinked(db, rows[1]);
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`chain broken: messages/0 offset ${rows[2].first_offset} is the first record with a link after records with none, but does not start a chain`);
+  }, 60_000);
+
+  it('the newest row, which the checkpoint names, edited and its link removed: the checkpoint does not match (exit 4)', async () => {
+    const { dataDir, appId, channel } = await audited();
+    const db = new Database(join(dataDir, 'log.db'));
+    const rows = rowsOf(db, 'messages');
+    const last = rows[rows.length - 1];
+    forgeUnlinked(db, last);
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stdout).toMatch(new RegExp(`^checkpoint does not match: the checkpoint at audit/0 offset \\d+ \\(.*\\) gives messages/0 offset ${last.first_offset + last.count - 1} the link [0-9a-f]+…, the record there carries no link`, 'm'));
+  }, 60_000);
+});
