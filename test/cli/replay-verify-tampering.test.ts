@@ -2,7 +2,7 @@
 // try beyond editing or deleting a row (replay-verify.test.ts), on the real log.db: a row edited
 // and its link removed, as if it were older than the chain; the first rows so; and the export's
 // lines a third party is given, malformed or forged, which --verify-file refuses with a clear error.
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
@@ -101,4 +101,57 @@ describe('replay --verify: links removed from log.db', () => {
     expect(r.code, r.stderr).toBe(4);
     expect(r.stdout).toMatch(new RegExp(`^checkpoint does not match: the checkpoint at audit/0 offset \\d+ \\(.*\\) gives messages/0 offset ${last.first_offset + last.count - 1} the link [0-9a-f]+…, the record there carries no link`, 'm'));
   }, 60_000);
+});
+
+describe('replay --verify-file: an export edited or malformed', () => {
+  it('a checkpoint edited as printed (its value left as signed) is "checkpoint altered"; malformed lines and fields are refused with the line named, exit 4, no crash', async () => {
+    const { dataDir, appId, channel } = await audited(3);
+    const exported = await replay('--app', appId, '--channel', channel, '--with-proof', '--data-dir', dataDir);
+    expect(exported.code, exported.stderr).toBe(0);
+    const lines = exported.stdout.trim().split('\n');
+    const cpAt = lines.findIndex((l) => l.includes('"checkpoint":'));
+    const last = lines.length - 1;
+    const withLine = (at: number, edit: (line: Record<string, unknown>) => unknown): string[] => lines.map((l, i) => (i === at ? JSON.stringify(edit(JSON.parse(l) as Record<string, unknown>)) : l));
+    const check = async (name: string, content: string[]) => {
+      const file = join(dataDir, `${name}.ndjson`);
+      writeFileSync(file, content.join('\n'));
+      return { file, ...(await replay('--verify-file', file)) };
+    };
+
+    // What the auditor reads of a checkpoint is what was signed: the printed heads edited.
+    const printed = await check('printed', withLine(cpAt, (l) => {
+      const cp = l.checkpoint as { heads: { offset: number }[] };
+      cp.heads[0].offset -= 1;
+      return l;
+    }));
+    expect(printed.code, printed.stderr).toBe(4);
+    expect(printed.stdout).toMatch(/^checkpoint altered: the checkpoint at audit\/0 offset \d+ as printed is not what its value holds/m);
+
+    const cases: [string, string[], string][] = [
+      ['null-header', ['null', ...lines.slice(1)], ':1: not a JSON object'],
+      ['null-line', [lines[0], 'null', ...lines.slice(1)], ':2: not a JSON object'],
+      ['partitions', [JSON.stringify({ export: { ...(JSON.parse(lines[0]) as { export: object }).export, partitions: { a: 1 } } }), ...lines.slice(1)], ":1: the header's partitions is not a list of {topic, partition, end}"],
+      ['value', withLine(last, (l) => ({ ...l, value: 5 })), `:${last + 1}: a record's value is its bytes in base64`],
+      ['prev', withLine(last, (l) => ({ ...l, prev: 5 })), `:${last + 1}: a record line's prev is 64 hex digits`],
+      ['offset', withLine(last, (l) => ({ ...l, offset: -1 })), `:${last + 1}: a record line needs topic, partition and offset (whole numbers from 0)`],
+      ['time', withLine(last, (l) => ({ ...l, time: 1e300 })), `:${last + 1}: a record with a value needs its key and time`],
+    ];
+    for (const [name, content, message] of cases) {
+      const r = await check(name, content);
+      expect(r.stderr, name).toContain(`replay: ${r.file}${message}`);
+      expect(r.code, name).toBe(4);
+      expect(r.stderr, name).not.toMatch(/replay failed|\n\s+at /);
+    }
+
+    // Bytes that are no event, and a checkpoint whose time is no date: problems reported, no crash.
+    const garbage = await check('garbage', withLine(last, (l) => ({ ...l, value: 'AAAA' })));
+    expect(garbage.code, garbage.stderr).toBe(4);
+    expect(garbage.stdout).toMatch(/^record changed: messages\/0 offset \d+: its event or credential as printed is not what its value holds/m);
+    const cpLine = JSON.parse(lines[cpAt]) as { value: string };
+    const cp = unpackValue(Buffer.from(cpLine.value, 'base64')) as Record<string, unknown>;
+    const badTime = await check('bad-time', withLine(cpAt, (l) => ({ ...l, value: Buffer.from(packValue({ ...cp, at: 1e20 })).toString('base64') })));
+    expect(badTime.code, badTime.stderr).toBe(4);
+    expect(badTime.stdout).toContain('record changed: audit/0 offset');
+    expect(badTime.stderr).not.toMatch(/replay failed|Invalid time value/);
+  }, 90_000);
 });
