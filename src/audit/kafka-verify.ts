@@ -127,11 +127,18 @@ export class KafkaChainVerifier extends ChainVerifier {
     const out: UnsignedTail[] = [];
     for (const [id, w] of this.writers) {
       if (id.startsWith(`${Topics.audit}/`)) continue;
-      const signed = Math.max(-1, ...(this.wanted.get(id)?.keys() ?? []));
+      const named = this.wanted.get(id);
+      const signed = Math.max(-1, ...(named?.keys() ?? []));
       const from = Math.max(signed + 1, w.first);
-      if (w.last >= from) out.push({ chain: id, count: w.last - from + 1, from, to: w.last, unit: 'seqs' });
+      if (w.last >= from) out.push({ chain: id, count: w.last - from + 1, from, to: w.last, unit: 'seqs', ...(named ? {} : { neverSigned: true }) });
     }
     return out;
+  }
+
+  override summary(): string {
+    const never = this.unsignedTails().filter((t) => t.neverSigned);
+    const count = never.reduce((n, t) => n + t.count, 0);
+    return never.length === 0 ? super.summary() : `${super.summary()}; ${count} of them of writers no signed checkpoint names at all`;
   }
 
   /** Writers (producing instances, one per start) seen. */

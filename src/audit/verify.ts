@@ -52,6 +52,12 @@ export interface UnsignedTail {
   from: number;
   to: number;
   unit: 'offsets' | 'seqs';
+  /**
+   * Kafka: no trusted checkpoint names the writer's chain at all. An instance that stopped before its
+   * first checkpoint leaves such a chain, and so does anyone with produce rights who makes up a
+   * writer id of their own: its records pass every check but a signature.
+   */
+  neverSigned?: boolean;
 }
 
 const where = (topic: string, partition: number, offset: number): string => `${topic}/${partition} offset ${offset}`;

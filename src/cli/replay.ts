@@ -241,11 +241,19 @@ function trustedKeys(trust: Trust, fallback: () => string[] | undefined): Keyrin
 function report(verifier: ChainVerifier, what: string, requireSealed: boolean): number {
   for (const problem of verifier.problems) process.stdout.write(`${problem}\n`);
   const tails = verifier.unsignedTails();
-  if (tails.length > 0) {
+  const list = (of: typeof tails): string => of.map((t) => `${t.chain} ${t.unit} ${t.from} to ${t.to}`).join(', ');
+  const total = (of: typeof tails): number => of.reduce((n, t) => n + t.count, 0);
+  const after = tails.filter((t) => !t.neverSigned);
+  const never = tails.filter((t) => t.neverSigned);
+  if (after.length > 0) {
     // What no signature covers yet: a cut of these records would leave no trace (README: what is and is not provable).
-    const total = tails.reduce((n, t) => n + t.count, 0);
-    const list = tails.map((t) => `${t.chain} ${t.unit} ${t.from} to ${t.to}`).join(', ');
-    process.stderr.write(`replay: warning: ${total} records are covered by no signed checkpoint (after the newest one of their chain): ${list}\n`);
+    process.stderr.write(`replay: warning: ${total(after)} records are covered by no signed checkpoint (after the newest one of their chain): ${list(after)}\n`);
+  }
+  if (never.length > 0) {
+    // Kafka: a writer id no trusted checkpoint names is what records produced by someone else look like.
+    process.stderr.write(
+      `replay: warning: ${total(never)} records are of writers no signed checkpoint names at all (an instance that stopped before its first checkpoint, or records produced by something other than the service under a writer id of its own: nothing proves the service accepted them): ${list(never)}\n`,
+    );
   }
   if (verifier.problemTotal > 0) {
     process.stderr.write(`replay: verification FAILED for ${what}: ${verifier.problemTotal} problems; ${verifier.summary()}\n`);
