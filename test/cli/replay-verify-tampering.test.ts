@@ -7,9 +7,12 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
 import { ROOT, runToEnd } from '../helpers/spawn-service.js';
-import { startTestService, uniqueChannel } from '../helpers/service.js';
+import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { packSegment, type SegmentRecords } from '../../src/log/embedded/segment.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
+import { chainSegment, ZERO_LINK } from '../../src/log/embedded/chain.mjs';
+import { decodeCheckpoint } from '../../src/audit/checkpoint.js';
+import type { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 
 const replay = (...args: string[]) => runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), ...args], { KAFKA_BROKERS: '', CLICKHOUSE_URL: '' });
 
@@ -43,6 +46,16 @@ function forgeUnlinked(db: Database.Database, row: Row): void {
     return { key, timestamp, value: packValue(event) };
   });
   db.prepare('UPDATE log_segments SET records = ?, chain = NULL WHERE id = ?').run(Buffer.from(packSegment(records)), row.id);
+}
+
+/** Checkpoints only when the test takes them (and at start and stop), not on the interval. */
+const ENV = { AUDIT_CHECKPOINT_INTERVAL_MS: '3600000' };
+
+async function publish(t: TestService, channel: string, names: string[]): Promise<void> {
+  for (const name of names) {
+    const res = await t.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload: { name, data: `payload ${name}` } });
+    expect(res.statusCode).toBe(201);
+  }
 }
 
 const verify = (dataDir: string, appId: string, channel: string) => replay('--app', appId, '--channel', channel, '--verify', '--data-dir', dataDir);
@@ -154,4 +167,47 @@ describe('replay --verify-file: an export edited or malformed', () => {
     expect(badTime.stdout).toContain('record changed: audit/0 offset');
     expect(badTime.stderr).not.toMatch(/replay failed|Invalid time value/);
   }, 90_000);
+});
+
+describe('replay --verify: the audit topic rewritten', () => {
+  it('a checkpoint removed from the middle of the audit topic, the ones after it renumbered and the chain rewritten: the next checkpoint does not match (it signs the audit topic\'s head)', async () => {
+    const first = await startTestService(ENV);
+    const channel = uniqueChannel('witnessed');
+    const appId = first.service.registry.all()[0].appId;
+    await publish(first, channel, ['m0', 'm1', 'm2']);
+    await (first.service.log as EmbeddedLog).checkpoint();
+    await publish(first, channel, ['m3', 'm4']);
+    await first.close(); // its checkpoint signs m3 and m4, and is remembered beside the key
+    const { dataDir } = first;
+    // m3 and m4 cut while the service is down, with the checkpoint that signed them.
+    let db = new Database(join(dataDir, 'log.db'));
+    const audit = rowsOf(db, 'audit');
+    const kept = audit[audit.length - 2];
+    const keptCp = decodeCheckpoint((unpackValue(kept.records) as SegmentRecords)[0][2])!;
+    for (const h of keptCp.heads.filter((h) => h.topic !== 'audit')) db.prepare('DELETE FROM log_segments WHERE topic = ? AND partition = ? AND first_offset > ?').run(h.topic, h.partition, h.offset);
+    db.prepare("DELETE FROM log_segments WHERE topic = 'audit' AND first_offset > ?").run(kept.first_offset);
+    db.close();
+    const second = await startTestService(ENV, { dataDir }); // its first checkpoint recalls the heads the cut removed
+    await publish(second, channel, ['n5', 'n6']);
+    await second.close();
+    expect((await verify(dataDir, appId, channel)).code).toBe(4);
+
+    // The checkpoint that recalls them removed; the audit topic after it renumbered and chained again.
+    db = new Database(join(dataDir, 'log.db'));
+    const rows = rowsOf(db, 'audit');
+    const recalling = rows.findIndex((r) => decodeCheckpoint((unpackValue(r.records) as SegmentRecords)[0][2])?.previous !== undefined);
+    expect(recalling).toBeGreaterThan(0);
+    db.prepare('DELETE FROM log_segments WHERE id = ?').run(rows[recalling].id);
+    for (const r of rows.slice(recalling + 1)) db.prepare('UPDATE log_segments SET id = id - ?, first_offset = first_offset - ? WHERE id = ?').run(rows[recalling].count, rows[recalling].count, r.id);
+    let prev: Buffer = ZERO_LINK;
+    for (const r of rowsOf(db, 'audit')) {
+      const chain = chainSegment(prev, r.records, r.first_offset);
+      db.prepare('UPDATE log_segments SET chain = ? WHERE id = ?').run(chain, r.id);
+      prev = chain.subarray(chain.length - 32);
+    }
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.code, `${r.stdout}${r.stderr}`).toBe(4);
+    expect(r.stdout).toMatch(/^checkpoint does not match: the checkpoint at audit\/0 offset \d+ \(.*\) gives audit\/0 offset \d+ the link/m);
+  }, 120_000);
 });

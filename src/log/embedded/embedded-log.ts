@@ -177,7 +177,7 @@ export class EmbeddedLog implements Log {
     if (options.checkpoints) {
       this.checkpoints = new EmbeddedCheckpoints(
         options.checkpoints,
-        () => this.chainHeads().filter((h) => h.topic !== Topics.audit),
+        () => this.chainHeads(),
         (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]),
       );
     }
