@@ -86,7 +86,8 @@ Tamper evidence (README: Replay for audits):
                              *.pem, *.pub and *.txt files of a directory: every instance's key
                              (each signs its own checkpoints), the retired ones too; repeatable
   --trust-fingerprint <fp>   a key's fingerprint (aa:bb:…, as --public-key prints it), repeatable
-                             Without any of these: --verify trusts the key of AUDIT_KEY_FILE,
+                             Without any of these: --verify trusts the key of AUDIT_KEY_FILE
+                             (and of AUDIT_PREVIOUS_KEY_FILE after a rotation),
                              --verify-file the export's own keys (compare their fingerprints with
                              the ones the operator published). A key a trusted key endorsed
                              (AUDIT_PREVIOUS_KEY_FILE at a rotation) is trusted too.
@@ -268,7 +269,12 @@ function report(verifier: ChainVerifier, what: string, requireSealed: boolean): 
 }
 
 async function verifyWhereLogIs(log: Log, request: ReplayRequest, trust: Trust, requireSealed: boolean, config: Config, tty: boolean): Promise<number> {
-  const trusted = trustedKeys(trust, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : undefined));
+  // By default the service's own keys: AUDIT_KEY_FILE's, and after a rotation the retired one's (its checkpoints are in the log too).
+  const ownKeys = (): string[] | undefined => {
+    const keys = [config.auditKeyFile, config.auditPreviousKeyFile].filter((f): f is string => f !== undefined && existsSync(f)).map((f) => CheckpointSigner.load(f).publicKey);
+    return keys.length > 0 ? keys : undefined;
+  };
+  const trusted = trustedKeys(trust, ownKeys);
   if (!trusted) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the instances' public keys (--keyring, --trust-key or --trust-fingerprint)`);
   let read = 0;
   const onRecords = (n: number): void => {

@@ -136,6 +136,12 @@ describe('keys: a keyring of several, and a rotation followed', () => {
     expect(followed.code, followed.stdout).toBe(0);
     expect(followed.stderr).toContain(`key ${currentFingerprint} trusted as the successor of ${retiredFingerprint}`);
 
+    // Where the service runs, --verify trusts its own keys by default: the retired one too.
+    const retiredFile = join(dataDir, 'retired', 'audit-key.pem');
+    const byDefault = await runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), '--app', appId, '--channel', channel, '--verify', '--data-dir', dataDir], { KAFKA_BROKERS: '', CLICKHOUSE_URL: '', AUDIT_PREVIOUS_KEY_FILE: retiredFile });
+    expect(byDefault.code, byDefault.stdout).toBe(0);
+    expect(byDefault.stderr).not.toContain('successor'); // both are trusted as they are
+
     // The new key alone does not vouch for the retired one's checkpoints.
     const newOnly = await verify(dataDir, appId, channel, '--trust-fingerprint', currentFingerprint);
     expect(newOnly.code).toBe(4);
