@@ -222,6 +222,22 @@ export class ChainVerifier {
     return out;
   }
 
+  /**
+   * Partitions whose first record is past offset 0: retention deletes a partition's oldest rows, and
+   * the chain, anchored at the first record held, cannot tell that from a cut of its head; how many
+   * checkpoint heads name records before it (the oldest checkpoints retention left name some).
+   */
+  laterStarts(): { chain: string; first: number; heads: number }[] {
+    const out: { chain: string; first: number; heads: number }[] = [];
+    for (const [id, s] of this.partitions) {
+      if (s.first === undefined || s.first === 0) continue;
+      let heads = 0;
+      for (const [offset, list] of this.wanted.get(id) ?? []) if (offset < s.first) heads += list.length;
+      out.push({ chain: id, first: s.first, heads });
+    }
+    return out;
+  }
+
   unsigned(): number {
     return this.unsignedTails().reduce((n, t) => n + t.count, 0);
   }
@@ -232,6 +248,11 @@ export class ChainVerifier {
     if (unsigned > 0) lines.push(`${unsigned} records after the newest checkpoint of their partition (chained, not signed yet: verify again after the next checkpoint)`);
     for (const [key, by] of this.rotations) lines.push(`key ${fingerprintOf(key)} trusted as the successor of ${fingerprintOf(by)} (its checkpoints carry that key's endorsement)`);
     if (this.unchained > 0) lines.push(`${this.unchained} records carry no link (appended before the log kept a chain): not verified`);
+    const starts = this.laterStarts();
+    if (starts.length > 0) {
+      const list = starts.map((s) => `${s.chain} from offset ${s.first}${s.heads > 0 ? ` (${s.heads} checkpoint heads name records before it, not checked)` : ''}`).join(', ');
+      lines.push(`partitions read from past offset 0: ${list}; the records before are not there (deleted by retention, or cut: the chain cannot tell)`);
+    }
     if (this.problemCount > this.problems.length) lines.push(`${this.problemCount - this.problems.length} more problems not shown`);
     return lines.join('; ');
   }

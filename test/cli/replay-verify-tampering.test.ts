@@ -116,6 +116,25 @@ describe('replay --verify: links removed from log.db', () => {
   }, 60_000);
 });
 
+describe('replay --verify: the oldest rows deleted', () => {
+  it('verifies, as retention would leave it, but the summary says where the partition starts and how many checkpoint heads before it went unchecked', async () => {
+    const t = await startTestService(ENV);
+    const channel = uniqueChannel('head-cut');
+    const appId = t.service.registry.all()[0].appId;
+    await publish(t, channel, ['m0', 'm1']);
+    await (t.service.log as EmbeddedLog).checkpoint();
+    await publish(t, channel, ['m2', 'm3']);
+    await t.close();
+    const db = new Database(join(t.dataDir, 'log.db'));
+    const rows = rowsOf(db, 'messages');
+    for (const r of rows.slice(0, 2)) db.prepare('DELETE FROM log_segments WHERE id = ?').run(r.id);
+    db.close();
+    const r = await verify(t.dataDir, appId, channel);
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`partitions read from past offset 0: messages/0 from offset ${rows[2].first_offset} \\([1-9]\\d* checkpoint heads name records before it, not checked\\); the records before are not there \\(deleted by retention, or cut: the chain cannot tell\\)`));
+  }, 60_000);
+});
+
 describe('replay --verify-file: an export edited or malformed', () => {
   it('a checkpoint edited as printed (its value left as signed) is "checkpoint altered"; malformed lines and fields are refused with the line named, exit 4, no crash', async () => {
     const { dataDir, appId, channel } = await audited(3);
