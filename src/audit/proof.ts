@@ -32,7 +32,10 @@ async function* chained(log: ChainedLog, topic: Topic, partition: number, end: n
   }
 }
 
-const entryOf = (r: ChainedRecord): ChainEntry => ({ topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev });
+const entryOf = (r: ChainedRecord): ChainEntry =>
+  r.unreadable
+    ? { topic: r.topic, partition: r.partition, offset: r.offset, digest: Buffer.alloc(32), unreadable: true }
+    : { topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev };
 
 
 /** The checkpoints of the audit topic, in log order. */
@@ -86,6 +89,7 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
     for await (const records of chained(log, topic, partition, end)) {
       let out = '';
       for (const r of records) {
+        if (r.unreadable) throw new Error(`${topic}/${partition} offset ${r.offset}: the row of log.db holding it does not decode (replay --verify reports it); no export of it`);
         const proof = { link: hex(r.link), ...(r.prev ? { prev: hex(r.prev) } : {}) };
         const line = topic === Topics.audit ? undefined : lineOf(r, request);
         if (topic === Topics.audit) {

@@ -14,6 +14,8 @@ export interface ChainEntry {
   digest: Buffer;
   link?: Buffer;
   prev?: Buffer;
+  /** the log's row holding it does not decode: its content is gone */
+  unreadable?: boolean;
 }
 
 /** The digest of a record from its key, timestamp and value (its canonical form: chain.mjs). */
@@ -153,6 +155,12 @@ export class ChainVerifier {
     }
     s.last = e.offset;
     const heads = this.wanted.get(id)?.get(e.offset);
+    if (e.unreadable) {
+      this.report(`record changed: ${where(e.topic, e.partition, e.offset)}: the row holding it is not records the log writes (its bytes were overwritten)`);
+      for (const h of heads ?? []) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the record there cannot be read`);
+      s.stored = s.computed = undefined;
+      return;
+    }
     if (!e.link) {
       // Only records appended before the log kept a chain have none, and they all come before the
       // first that has one: a link removed later (a row's chain column emptied) hides an edit.

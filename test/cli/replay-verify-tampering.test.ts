@@ -116,6 +116,37 @@ describe('replay --verify: links removed from log.db', () => {
   }, 60_000);
 });
 
+describe('replay --verify: bytes that decode to nothing', () => {
+  it('a checkpoint\'s value replaced by bytes that are no MessagePack: "record changed" (exit 4), not a crash', async () => {
+    const { dataDir, appId, channel } = await audited(2);
+    const db = new Database(join(dataDir, 'log.db'));
+    const [row] = rowsOf(db, 'audit');
+    const [[key, timestamp]] = unpackValue(row.records) as SegmentRecords;
+    db.prepare('UPDATE log_segments SET records = ? WHERE id = ?').run(Buffer.from(packSegment([{ key, timestamp, value: Buffer.from([0xc1, 0xff]) }])), row.id);
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.stderr).not.toContain('replay failed');
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`record changed: audit/0 offset ${row.first_offset} does not give the link stored with it`);
+  }, 60_000);
+
+  it('a row\'s records replaced by bytes that are no segment: "record changed" at its offsets (exit 4), the rows after it still checked, not a crash', async () => {
+    const { dataDir, appId, channel } = await audited(3);
+    const db = new Database(join(dataDir, 'log.db'));
+    const [row] = rowsOf(db, 'messages');
+    db.prepare('UPDATE log_segments SET records = ? WHERE id = ?').run(Buffer.from([0xc1, 0xff]), row.id);
+    db.close();
+    const r = await verify(dataDir, appId, channel);
+    expect(r.stderr).not.toContain('replay failed');
+    expect(r.code, r.stderr).toBe(4);
+    expect(r.stdout).toContain(`record changed: messages/0 offset ${row.first_offset}: the row holding it is not records the log writes (its bytes were overwritten)`);
+    expect(r.stderr).toMatch(/\([1-9]\d* heads matched\)/);
+    const exported = await replay('--app', appId, '--channel', channel, '--with-proof', '--data-dir', dataDir);
+    expect(exported.code).toBe(1);
+    expect(exported.stderr).toContain(`replay failed: messages/0 offset ${row.first_offset}: the row of log.db holding it does not decode`);
+  }, 60_000);
+});
+
 describe('replay --verify: the oldest rows deleted', () => {
   it('verifies, as retention would leave it, but the summary says where the partition starts and how many checkpoint heads before it went unchecked', async () => {
     const t = await startTestService(ENV);
