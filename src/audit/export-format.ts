@@ -5,7 +5,7 @@ import { createReadStream } from 'node:fs';
 import { Topics, type Log, type Topic } from '../log/port.js';
 import { decodeEvent } from '../log/event-codec.js';
 import type { AuditCheckpoint } from './checkpoint.js';
-import { auditView, readingPlan, type ScopeRequest } from './replay-scope.js';
+import { auditView, INCLUDES, lineOf, readingPlan, type ChannelScope, type Include, type ScopeRequest } from './replay-scope.js';
 
 export const EXPORT_VERSION = 1;
 
@@ -39,7 +39,17 @@ export function exportHeader(request: ScopeRequest, publicKeys: Iterable<string>
 
 export interface ExportLine {
   /** `log`: "kafka" for a Kafka export (kafka-proof.ts), whose partitions say their first offset (`low`) */
-  export?: { version: number; log?: string; publicKeys: string[]; partitions: { topic: string; partition: number; end: number; low?: number }[] };
+  export?: {
+    version: number;
+    log?: string;
+    appId?: unknown;
+    channels?: unknown;
+    include?: unknown;
+    from?: unknown;
+    to?: unknown;
+    publicKeys: string[];
+    partitions: { topic: string; partition: number; end: number; low?: number }[];
+  };
   topic?: string;
   partition?: number;
   offset?: number;
@@ -57,6 +67,40 @@ export interface ExportLine {
   seq?: unknown;
   chain?: unknown;
 }
+
+/** The scope an export's header declares (the request it was made for), or an ExportFormatError. */
+export function scopeOf(header: NonNullable<ExportLine['export']>, where: string): ScopeRequest {
+  const { appId, channels, include, from, to } = header;
+  const c = channels as Partial<{ kind: string; name: unknown; prefix: unknown }> | null | undefined;
+  const channelsOk = !!c && typeof c === 'object' && (c.kind === 'all' || (c.kind === 'channel' && typeof c.name === 'string') || (c.kind === 'prefix' && typeof c.prefix === 'string'));
+  const includeOk = Array.isArray(include) && include.every((k) => (INCLUDES as readonly unknown[]).includes(k));
+  if (typeof appId !== 'string' || !channelsOk || !includeOk || !Number.isSafeInteger(from) || !Number.isSafeInteger(to)) {
+    throw new ExportFormatError(`${where}: the header does not say its scope (appId, channels, include, from, to) as replay --with-proof writes it`);
+  }
+  return { appId, channels: c as ChannelScope, include: new Set(include as Include[]), from: from as number, to: to as number };
+}
+
+const TOPIC_OF: Record<Include, string> = { messages: Topics.messages, presence: Topics.presence, 'app-events': Topics.apps };
+
+/**
+ * A record line printed in full, against its value and the export's scope: "changed" when its event
+ * or credential as printed are not what the value holds, "out of scope" when the record is not one
+ * the header's scope gives in full (the header changed, or lines of another export put in).
+ */
+export function checkPrinted(line: ExportLine, value: Uint8Array, scope: ScopeRequest): 'ok' | 'changed' | 'out of scope' {
+  if (!printedMatches(line, value)) return 'changed';
+  const topics = [...scope.include].map((k) => TOPIC_OF[k]);
+  if (!topics.includes(line.topic!)) return 'out of scope';
+  const record = { topic: line.topic!, partition: line.partition!, offset: line.offset!, key: line.key!, timestamp: line.time!, value };
+  try {
+    return lineOf(record, scope) ? 'ok' : 'out of scope';
+  } catch {
+    return 'changed';
+  }
+}
+
+export const outOfScope = (place: string): string =>
+  `record out of the export's scope: ${place} is printed in full, but it is not a record of the scope its header declares (the header was changed, or lines of another export put in)`;
 
 /** Whether a record line's event and credential, as printed, are what its value holds. */
 export function printedMatches(line: ExportLine, value: Uint8Array): boolean {

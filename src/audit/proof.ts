@@ -9,7 +9,7 @@ import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
-import { checkHeader, checkRecordLine, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, parseExportLine, partitionsOf, printedMatches } from './export-format.js';
+import { checkHeader, checkPrinted, checkRecordLine, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
 export { ExportFormatError };
@@ -122,6 +122,7 @@ export async function verifyFile(path: string, trusted?: Set<string> | Keyring):
   const pendingEntries: ChainEntry[] = [];
   let checkpointsDone = false;
   let kafka: KafkaExportVerifier | undefined;
+  let scope: ScopeRequest | undefined;
   for await (const text of exportLines(path)) {
     n++;
     if (text.trim() === '') continue;
@@ -130,9 +131,10 @@ export async function verifyFile(path: string, trusted?: Set<string> | Keyring):
     if (!verifier && !kafka) {
       if (n !== 1 || !line.export || typeof line.export !== 'object' || line.export.version !== EXPORT_VERSION) throw new ExportFormatError(`${path}: not an export of replay --with-proof (its first line has no "export" header of version ${EXPORT_VERSION})`);
       checkHeader(line.export, at);
+      scope = scopeOf(line.export, at);
       publicKeys = line.export.publicKeys;
       declared = line.export.partitions;
-      if (line.export.log === 'kafka') kafka = new KafkaExportVerifier(path, line.export, trusted ?? new Set(publicKeys));
+      if (line.export.log === 'kafka') kafka = new KafkaExportVerifier(path, line.export, scope, trusted ?? new Set(publicKeys));
       else verifier = new ChainVerifier(trusted ?? new Set(publicKeys));
       continue;
     }
@@ -159,9 +161,11 @@ export async function verifyFile(path: string, trusted?: Set<string> | Keyring):
         // What the auditor reads is the printed checkpoint: it must be what the signed value holds.
         if (JSON.stringify(line.checkpoint) !== JSON.stringify(cp)) v.report(`checkpoint altered: the checkpoint at ${place} as printed is not what its value holds`);
         if (cp) v.checkpoint(cp, place);
-      } else if (!printedMatches(line, value)) {
+      } else {
+        const printed = checkPrinted(line, value, scope!);
         // Counted as a change: what the auditor reads is not what the chain proves.
-        v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        if (printed === 'changed') v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        else if (printed === 'out of scope') v.report(outOfScope(place));
       }
     } else if (line.digest !== undefined) {
       digest = Buffer.from(line.digest, 'hex');

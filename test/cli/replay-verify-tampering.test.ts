@@ -167,7 +167,7 @@ describe('replay --verify: the oldest rows deleted', () => {
 });
 
 describe('replay --verify-file: an export edited or malformed', () => {
-  it('a checkpoint edited as printed (its value left as signed) is "checkpoint altered"; malformed lines and fields are refused with the line named, exit 4, no crash', async () => {
+  it('a checkpoint edited as printed (its value left as signed) is "checkpoint altered"; records printed in full out of the header\'s scope are reported; malformed lines and fields are refused with the line named, exit 4, no crash', async () => {
     const { dataDir, appId, channel } = await audited(3);
     const exported = await replay('--app', appId, '--channel', channel, '--with-proof', '--data-dir', dataDir);
     expect(exported.code, exported.stderr).toBe(0);
@@ -190,9 +190,20 @@ describe('replay --verify-file: an export edited or malformed', () => {
     expect(printed.code, printed.stderr).toBe(4);
     expect(printed.stdout).toMatch(/^checkpoint altered: the checkpoint at audit\/0 offset \d+ as printed is not what its value holds/m);
 
+    // The header's scope changed (or another export's lines put under it): the records printed in
+    // full are not the scope's.
+    const header = JSON.parse(lines[0]) as { export: Record<string, unknown> };
+    const rescoped = await check('rescoped', [JSON.stringify({ export: { ...header.export, channels: { kind: 'channel', name: 'another' } } }), ...lines.slice(1)]);
+    expect(rescoped.code, rescoped.stderr).toBe(4);
+    expect(rescoped.stdout).toMatch(/^record out of the export's scope: messages\/0 offset \d+ is printed in full, but it is not a record of the scope its header declares/m);
+    const later = await check('later', [JSON.stringify({ export: { ...header.export, from: Date.now() + 3_600_000 } }), ...lines.slice(1)]);
+    expect(later.code, later.stderr).toBe(4);
+    expect(later.stdout).toContain("record out of the export's scope");
+
     const cases: [string, string[], string][] = [
       ['null-header', ['null', ...lines.slice(1)], ':1: not a JSON object'],
       ['null-line', [lines[0], 'null', ...lines.slice(1)], ':2: not a JSON object'],
+      ['scope', [JSON.stringify({ export: { ...(JSON.parse(lines[0]) as { export: object }).export, include: ['everything'] } }), ...lines.slice(1)], ':1: the header does not say its scope'],
       ['partitions', [JSON.stringify({ export: { ...(JSON.parse(lines[0]) as { export: object }).export, partitions: { a: 1 } } }), ...lines.slice(1)], ":1: the header's partitions is not a list of {topic, partition, end}"],
       ['value', withLine(last, (l) => ({ ...l, value: 5 })), `:${last + 1}: a record's value is its bytes in base64`],
       ['prev', withLine(last, (l) => ({ ...l, prev: 5 })), `:${last + 1}: a record line's prev is 64 hex digits`],
