@@ -123,9 +123,22 @@ export class CheckpointSigner {
   }
 }
 
+/** The latest time a Date holds (ms since the epoch): a checkpoint's `at` is printed as a date. */
+const MAX_DATE_MS = 8.64e15;
+
+/** A record value as a checkpoint, or undefined when it is not one (bytes that do not decode, fields of the wrong kinds). */
 export function decodeCheckpoint(value: Uint8Array): AuditCheckpoint | undefined {
-  const cp = unpackValue(value) as Partial<AuditCheckpoint> | undefined;
-  if (!cp || cp.type !== 'audit.checkpoint' || !Array.isArray(cp.heads) || typeof cp.publicKey !== 'string' || typeof cp.signature !== 'string' || typeof cp.at !== 'number') return undefined;
+  let cp: Partial<AuditCheckpoint> | undefined;
+  try {
+    cp = unpackValue(value) as Partial<AuditCheckpoint> | undefined;
+  } catch {
+    return undefined;
+  }
+  if (!cp || typeof cp !== 'object' || cp.type !== 'audit.checkpoint' || !Array.isArray(cp.heads) || typeof cp.publicKey !== 'string' || typeof cp.signature !== 'string') return undefined;
+  if (!Number.isSafeInteger(cp.at) || Math.abs(cp.at!) > MAX_DATE_MS) return undefined;
+  if (cp.previous !== undefined && !Array.isArray(cp.previous)) return undefined;
+  const e = cp.endorsement as Partial<NonNullable<AuditCheckpoint['endorsement']>> | undefined;
+  if (e !== undefined && (!e || typeof e !== 'object' || typeof e.publicKey !== 'string' || typeof e.signature !== 'string')) return undefined;
   return cp as AuditCheckpoint;
 }
 

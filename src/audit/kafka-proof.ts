@@ -10,7 +10,7 @@ import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { kafkaChained, KafkaChainVerifier, type KafkaChainedLog } from './kafka-verify.js';
-import { ExportFormatError, exportHeader, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
+import { checkPrinted, ExportFormatError, exportHeader, outOfScope, partitionsOf, type ExportLine } from './export-format.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
 
 /** A record's chain headers as an export line carries them (hex), or `chain: "malformed"`; nothing when it has none. */
@@ -102,6 +102,7 @@ export class KafkaExportVerifier {
   constructor(
     private readonly path: string,
     header: NonNullable<ExportLine['export']>,
+    private readonly scope: ScopeRequest,
     trusted: Set<string> | Keyring,
   ) {
     this.verifier = new KafkaChainVerifier(trusted);
@@ -135,8 +136,10 @@ export class KafkaExportVerifier {
           }
           v.checkpoint(cp, place);
         }
-      } else if (!printedMatches(line, record.value)) {
-        v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+      } else {
+        const printed = checkPrinted(line, record.value, this.scope);
+        if (printed === 'changed') v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        else if (printed === 'out of scope') v.report(outOfScope(place));
       }
     } else if (typeof line.digest === 'string') {
       if (typeof record.chain !== 'object') throw new ExportFormatError(`${this.path}:${n}: a record given by its digest needs its chain (writer, seq, prev, link)`);

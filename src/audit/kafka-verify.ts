@@ -26,6 +26,8 @@ interface WriterState {
 interface KafkaPartitionState {
   /** retention deleted its first records: a writer's chain may start past seq 0 */
   trimmed: boolean;
+  /** the first offset it still held */
+  low: number;
   /** a record with chain headers was seen: one without them after it was not appended by the service */
   chained: boolean;
 }
@@ -38,7 +40,7 @@ export class KafkaChainVerifier extends ChainVerifier {
 
   /** A partition is about to be read from `low`, its first offset still held. */
   begin(topic: string, partition: number, low: number): void {
-    this.kafkaPartitions.set(`${topic}/${partition}`, { trimmed: low > 0, chained: false });
+    this.kafkaPartitions.set(`${topic}/${partition}`, { trimmed: low > 0, low, chained: false });
   }
 
   /** A record in offset order; `given`: its chain digest, where an export holds the digest instead of the record. */
@@ -46,7 +48,7 @@ export class KafkaChainVerifier extends ChainVerifier {
     this.records++;
     const pid = `${r.topic}/${r.partition}`;
     let p = this.kafkaPartitions.get(pid);
-    if (!p) this.kafkaPartitions.set(pid, (p = { trimmed: false, chained: false }));
+    if (!p) this.kafkaPartitions.set(pid, (p = { trimmed: false, low: 0, chained: false }));
     const place = where(r.topic, r.partition, r.offset);
     if (r.chain === undefined) {
       if (p.chained) this.report(`record not chained: ${place} carries no chain headers, after records that do (it was not appended by the service)`);
@@ -127,11 +129,34 @@ export class KafkaChainVerifier extends ChainVerifier {
     const out: UnsignedTail[] = [];
     for (const [id, w] of this.writers) {
       if (id.startsWith(`${Topics.audit}/`)) continue;
-      const signed = Math.max(-1, ...(this.wanted.get(id)?.keys() ?? []));
+      const named = this.wanted.get(id);
+      const signed = Math.max(-1, ...(named?.keys() ?? []));
       const from = Math.max(signed + 1, w.first);
-      if (w.last >= from) out.push({ chain: id, count: w.last - from + 1, from, to: w.last, unit: 'seqs' });
+      if (w.last >= from) out.push({ chain: id, count: w.last - from + 1, from, to: w.last, unit: 'seqs', ...(named ? {} : { neverSigned: true }) });
     }
     return out;
+  }
+
+  /** Partitions read from past offset 0 (retention, or a cut: the chains cannot tell), with the checkpoint heads naming seqs before each writer's first there. */
+  override laterStarts(): { chain: string; first: number; heads: number }[] {
+    const out: { chain: string; first: number; heads: number }[] = [];
+    for (const [pid, p] of this.kafkaPartitions) {
+      if (!p.trimmed) continue;
+      let heads = 0;
+      for (const [id, seqs] of this.wanted) {
+        if (!id.startsWith(`${pid}/`)) continue;
+        const first = this.writers.get(id)?.first ?? Infinity;
+        for (const [seq, list] of seqs) if (seq < first) heads += list.length;
+      }
+      out.push({ chain: pid, first: p.low, heads });
+    }
+    return out;
+  }
+
+  override summary(): string {
+    const never = this.unsignedTails().filter((t) => t.neverSigned);
+    const count = never.reduce((n, t) => n + t.count, 0);
+    return never.length === 0 ? super.summary() : `${super.summary()}; ${count} of them of writers no signed checkpoint names at all`;
   }
 
   /** Writers (producing instances, one per start) seen. */

@@ -4,15 +4,12 @@
 // their public keys); `replay --verify-file` checks such an export with no service and no log.
 // The embedded log's here; Kafka's (its writers' chains, in record headers) in kafka-proof.ts.
 import type { Keyring } from './keyring.js';
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import { Topics, type Log, type Topic } from '../log/port.js';
 import type { ChainedRecord } from '../log/embedded/embedded-log.js';
-import { decodeEvent } from '../log/event-codec.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
-import { EXPORT_VERSION, ExportFormatError, exportHeader, partitionsOf, printedMatches, type ExportLine } from './export-format.js';
+import { checkHeader, checkPrinted, checkRecordLine, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
 export { ExportFormatError };
@@ -35,7 +32,10 @@ async function* chained(log: ChainedLog, topic: Topic, partition: number, end: n
   }
 }
 
-const entryOf = (r: ChainedRecord): ChainEntry => ({ topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev });
+const entryOf = (r: ChainedRecord): ChainEntry =>
+  r.unreadable
+    ? { topic: r.topic, partition: r.partition, offset: r.offset, digest: Buffer.alloc(32), unreadable: true }
+    : { topic: r.topic, partition: r.partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value), link: r.link, prev: r.prev };
 
 
 /** The checkpoints of the audit topic, in log order. */
@@ -70,6 +70,12 @@ export async function verifyLog(log: ChainedLog, request: ScopeRequest, trusted:
 
 const hex = (b: Buffer | undefined): string | undefined => b?.toString('hex');
 
+/** A link as an export line carries it (64 hex digits), or an ExportFormatError. */
+function linkOf(text: unknown, at: string, field: 'link' | 'prev'): Buffer {
+  if (typeof text !== 'string' || !HEX_LINK.test(text)) throw new ExportFormatError(`${at}: a record line's ${field} is 64 hex digits${field === 'link' ? ' (every record of an export carries its link)' : ''}`);
+  return Buffer.from(text, 'hex');
+}
+
 /**
  * The export's lines: a header, then each partition's records in offset order (the audit topic's
  * first): a record of the scope as the replay prints it plus its key, value and links; any other
@@ -83,6 +89,7 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
     for await (const records of chained(log, topic, partition, end)) {
       let out = '';
       for (const r of records) {
+        if (r.unreadable) throw new Error(`${topic}/${partition} offset ${r.offset}: the row of log.db holding it does not decode (replay --verify reports it); no export of it`);
         const proof = { link: hex(r.link), ...(r.prev ? { prev: hex(r.prev) } : {}) };
         const line = topic === Topics.audit ? undefined : lineOf(r, request);
         if (topic === Topics.audit) {
@@ -108,7 +115,6 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
  * (`trusted`; absent: the keys the export names, which the caller says it trusts).
  */
 export async function verifyFile(path: string, trusted?: Set<string> | Keyring): Promise<{ verifier: ChainVerifier; publicKeys: string[] }> {
-  const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
   let verifier: ChainVerifier | undefined;
   let publicKeys: string[] = [];
   let n = 0;
@@ -116,52 +122,56 @@ export async function verifyFile(path: string, trusted?: Set<string> | Keyring):
   const pendingEntries: ChainEntry[] = [];
   let checkpointsDone = false;
   let kafka: KafkaExportVerifier | undefined;
-  for await (const text of lines) {
+  let scope: ScopeRequest | undefined;
+  for await (const text of exportLines(path)) {
     n++;
     if (text.trim() === '') continue;
-    let line: ExportLine;
-    try {
-      line = JSON.parse(text) as ExportLine;
-    } catch {
-      throw new ExportFormatError(`${path}:${n}: not JSON`);
-    }
-    if (n === 1) {
-      if (!line.export || line.export.version !== EXPORT_VERSION) throw new ExportFormatError(`${path}: not an export of replay --with-proof (its first line has no "export" header of version ${EXPORT_VERSION})`);
-      publicKeys = line.export.publicKeys ?? [];
-      declared = line.export.partitions ?? [];
-      if (line.export.log === 'kafka') kafka = new KafkaExportVerifier(path, line.export, trusted ?? new Set(publicKeys));
+    const at = `${path}:${n}`;
+    const line = parseExportLine(text, at);
+    if (!verifier && !kafka) {
+      if (n !== 1 || !line.export || typeof line.export !== 'object' || line.export.version !== EXPORT_VERSION) throw new ExportFormatError(`${path}: not an export of replay --with-proof (its first line has no "export" header of version ${EXPORT_VERSION})`);
+      checkHeader(line.export, at);
+      scope = scopeOf(line.export, at);
+      publicKeys = line.export.publicKeys;
+      declared = line.export.partitions;
+      if (line.export.log === 'kafka') kafka = new KafkaExportVerifier(path, line.export, scope, trusted ?? new Set(publicKeys));
       else verifier = new ChainVerifier(trusted ?? new Set(publicKeys));
       continue;
     }
+    checkRecordLine(line, at);
     if (kafka) {
       kafka.line(line, n);
       continue;
     }
     const v = verifier!;
-    if (typeof line.topic !== 'string' || typeof line.partition !== 'number' || typeof line.offset !== 'number' || typeof line.link !== 'string') {
-      throw new ExportFormatError(`${path}:${n}: a record line needs topic, partition, offset and link`);
-    }
-    const place = `${line.topic}/${line.partition} offset ${line.offset}`;
+    const link = linkOf(line.link, at, 'link');
+    const prev = line.prev === undefined ? undefined : linkOf(line.prev, at, 'prev');
+    const topic = line.topic!;
+    const partition = line.partition!;
+    const offset = line.offset!;
+    if (!declared.some((d) => d.topic === topic && d.partition === partition)) throw new ExportFormatError(`${at}: ${topic}/${partition} is not among the partitions its header declares`);
+    if (topic === Topics.audit && checkpointsDone) throw new ExportFormatError(`${at}: the audit topic's records (the checkpoints) must come before the other records`);
+    const place = `${topic}/${partition} offset ${offset}`;
     let digest: Buffer;
     if (line.value !== undefined) {
-      if (typeof line.key !== 'string' || typeof line.time !== 'number') throw new ExportFormatError(`${path}:${n}: a record with a value needs its key and time`);
       const value = Buffer.from(line.value, 'base64');
-      digest = digestOf(line.offset, line.key, line.time, value);
-      if (line.topic === Topics.audit) {
+      digest = digestOf(offset, line.key!, line.time!, value);
+      if (topic === Topics.audit) {
         const cp = decodeCheckpoint(value);
-        if (cp) {
-          if (checkpointsDone) throw new ExportFormatError(`${path}:${n}: checkpoints must come before the other records`);
-          v.checkpoint(cp, place);
-        }
-      } else if (!printedMatches(line, value)) {
+        // What the auditor reads is the printed checkpoint: it must be what the signed value holds.
+        if (JSON.stringify(line.checkpoint) !== JSON.stringify(cp)) v.report(`checkpoint altered: the checkpoint at ${place} as printed is not what its value holds`);
+        if (cp) v.checkpoint(cp, place);
+      } else {
+        const printed = checkPrinted(line, value, scope!);
         // Counted as a change: what the auditor reads is not what the chain proves.
-        v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        if (printed === 'changed') v.report(`record changed: ${place}: its event or credential as printed is not what its value holds`);
+        else if (printed === 'out of scope') v.report(outOfScope(place));
       }
-    } else if (typeof line.digest === 'string') {
+    } else if (line.digest !== undefined) {
       digest = Buffer.from(line.digest, 'hex');
-    } else throw new ExportFormatError(`${path}:${n}: a record line needs a value or a digest`);
-    const entry: ChainEntry = { topic: line.topic, partition: line.partition, offset: line.offset, digest, link: Buffer.from(line.link, 'hex'), ...(line.prev ? { prev: Buffer.from(line.prev, 'hex') } : {}) };
-    if (line.topic === Topics.audit) pendingEntries.push(entry);
+    } else throw new ExportFormatError(`${at}: a record line needs a value or a digest`);
+    const entry: ChainEntry = { topic, partition, offset, digest, link, ...(prev ? { prev } : {}) };
+    if (topic === Topics.audit) pendingEntries.push(entry);
     else {
       if (!checkpointsDone) {
         checkpointsDone = true;
@@ -171,7 +181,7 @@ export async function verifyFile(path: string, trusted?: Set<string> | Keyring):
     }
   }
   if (kafka) return { verifier: kafka.finish(), publicKeys };
-  if (!verifier) throw new ExportFormatError(`${path}: empty`);
+  if (!verifier) throw new ExportFormatError(`${path}: empty, not an export of replay --with-proof`);
   if (!checkpointsDone) for (const e of pendingEntries) verifier.entry(e);
   const seen = new Map(verifier.seen().map((s) => [`${s.topic}/${s.partition}`, s.end]));
   for (const d of declared) {

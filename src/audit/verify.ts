@@ -1,7 +1,7 @@
 // Verifying the log's hash chains and signed checkpoints (tamper evidence), from the log itself
 // (`replay --verify`) or from an export (`replay --verify-file`): both feed a ChainVerifier each
 // partition's records in offset order, after the checkpoints.
-import { nextLink, recordDigest } from '../log/embedded/chain.mjs';
+import { nextLink, recordDigest, ZERO_LINK } from '../log/embedded/chain.mjs';
 import { packedBound, packSegmentInto } from '../log/embedded/segment.js';
 import { endorsementHolds, fingerprintOf, signatureHolds, type AuditCheckpoint, type CheckpointHead } from './checkpoint.js';
 import { trusts, type Keyring } from './keyring.js';
@@ -14,6 +14,8 @@ export interface ChainEntry {
   digest: Buffer;
   link?: Buffer;
   prev?: Buffer;
+  /** the log's row holding it does not decode: its content is gone */
+  unreadable?: boolean;
 }
 
 /** The digest of a record from its key, timestamp and value (its canonical form: chain.mjs). */
@@ -39,6 +41,10 @@ interface PartitionState {
   computed?: Buffer;
   /** the first offset seen */
   first?: number;
+  /** a record with a link was seen: the log links every record it appends from then on */
+  chained?: boolean;
+  /** the record before carried no link (appended before the log kept a chain) */
+  afterUnlinked?: boolean;
 }
 
 /** Records of a chain after its newest signed head: `from` to `to` (offsets, or a Kafka writer's seqs). */
@@ -48,6 +54,12 @@ export interface UnsignedTail {
   from: number;
   to: number;
   unit: 'offsets' | 'seqs';
+  /**
+   * Kafka: no trusted checkpoint names the writer's chain at all. An instance that stopped before its
+   * first checkpoint leaves such a chain, and so does anyone with produce rights who makes up a
+   * writer id of their own: its records pass every check but a signature.
+   */
+  neverSigned?: boolean;
 }
 
 const where = (topic: string, partition: number, offset: number): string => `${topic}/${partition} offset ${offset}`;
@@ -142,11 +154,29 @@ export class ChainVerifier {
       s.stored = s.computed = undefined;
     }
     s.last = e.offset;
-    if (!e.link) {
-      this.unchained++;
+    const heads = this.wanted.get(id)?.get(e.offset);
+    if (e.unreadable) {
+      this.report(`record changed: ${where(e.topic, e.partition, e.offset)}: the row holding it is not records the log writes (its bytes were overwritten)`);
+      for (const h of heads ?? []) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the record there cannot be read`);
       s.stored = s.computed = undefined;
       return;
     }
+    if (!e.link) {
+      // Only records appended before the log kept a chain have none, and they all come before the
+      // first that has one: a link removed later (a row's chain column emptied) hides an edit.
+      if (s.chained) this.report(`record not chained: ${where(e.topic, e.partition, e.offset)} carries no link, after records that do (its link was removed: the log links every record it appends)`);
+      else this.unchained++;
+      for (const h of heads ?? []) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the record there carries no link (its link was removed)`);
+      s.stored = s.computed = undefined;
+      s.afterUnlinked = true;
+      return;
+    }
+    if (s.afterUnlinked && !s.chained && !(e.prev ?? ZERO_LINK).equals(ZERO_LINK)) {
+      // The log's first link after records with none starts a chain (it follows 32 zero bytes).
+      this.report(`chain broken: ${where(e.topic, e.partition, e.offset)} is the first record with a link after records with none, but does not start a chain: the links of the records before it were removed`);
+    }
+    s.chained = true;
+    s.afterUnlinked = false;
     if (s.stored && e.prev && !s.stored.equals(e.prev)) {
       this.report(`chain broken: ${where(e.topic, e.partition, e.offset)} follows a link that is not the one stored with the record before it (a record before it was changed or removed)`);
     }
@@ -157,11 +187,11 @@ export class ChainVerifier {
     const computedPrev = s.computed ?? e.prev;
     s.computed = computedPrev ? nextLink(computedPrev, e.digest) : undefined;
     s.stored = e.link;
-    const heads = this.wanted.get(id)?.get(e.offset);
-    if (heads && s.computed) {
-      const got = s.computed.toString('hex');
+    if (heads) {
+      const got = s.computed?.toString('hex');
       for (const h of heads) {
-        if (h.link === got) this.headsMatched++;
+        if (got === undefined) this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the records do not give one there (no link before it to follow)`);
+        else if (h.link === got) this.headsMatched++;
         else this.report(`checkpoint does not match: ${h.checkpoint} gives ${where(e.topic, e.partition, e.offset)} the link ${h.link.slice(0, 16)}…, the records give ${got.slice(0, 16)}… (records up to it were changed, or their links rewritten)`);
       }
     }
@@ -200,6 +230,22 @@ export class ChainVerifier {
     return out;
   }
 
+  /**
+   * Partitions whose first record is past offset 0: retention deletes a partition's oldest rows, and
+   * the chain, anchored at the first record held, cannot tell that from a cut of its head; how many
+   * checkpoint heads name records before it (the oldest checkpoints retention left name some).
+   */
+  laterStarts(): { chain: string; first: number; heads: number }[] {
+    const out: { chain: string; first: number; heads: number }[] = [];
+    for (const [id, s] of this.partitions) {
+      if (s.first === undefined || s.first === 0) continue;
+      let heads = 0;
+      for (const [offset, list] of this.wanted.get(id) ?? []) if (offset < s.first) heads += list.length;
+      out.push({ chain: id, first: s.first, heads });
+    }
+    return out;
+  }
+
   unsigned(): number {
     return this.unsignedTails().reduce((n, t) => n + t.count, 0);
   }
@@ -210,6 +256,11 @@ export class ChainVerifier {
     if (unsigned > 0) lines.push(`${unsigned} records after the newest checkpoint of their partition (chained, not signed yet: verify again after the next checkpoint)`);
     for (const [key, by] of this.rotations) lines.push(`key ${fingerprintOf(key)} trusted as the successor of ${fingerprintOf(by)} (its checkpoints carry that key's endorsement)`);
     if (this.unchained > 0) lines.push(`${this.unchained} records carry no link (appended before the log kept a chain): not verified`);
+    const starts = this.laterStarts();
+    if (starts.length > 0) {
+      const list = starts.map((s) => `${s.chain} from offset ${s.first}${s.heads > 0 ? ` (${s.heads} checkpoint heads name records before it, not checked)` : ''}`).join(', ');
+      lines.push(`partitions read from past offset 0: ${list}; the records before are not there (deleted by retention, or cut: the chain cannot tell)`);
+    }
     if (this.problemCount > this.problems.length) lines.push(`${this.problemCount - this.problems.length} more problems not shown`);
     return lines.join('; ');
   }

@@ -86,7 +86,8 @@ Tamper evidence (README: Replay for audits):
                              *.pem, *.pub and *.txt files of a directory: every instance's key
                              (each signs its own checkpoints), the retired ones too; repeatable
   --trust-fingerprint <fp>   a key's fingerprint (aa:bb:…, as --public-key prints it), repeatable
-                             Without any of these: --verify trusts the key of AUDIT_KEY_FILE,
+                             Without any of these: --verify trusts the key of AUDIT_KEY_FILE
+                             (and of AUDIT_PREVIOUS_KEY_FILE after a rotation),
                              --verify-file the export's own keys (compare their fingerprints with
                              the ones the operator published). A key a trusted key endorsed
                              (AUDIT_PREVIOUS_KEY_FILE at a rotation) is trusted too.
@@ -241,11 +242,19 @@ function trustedKeys(trust: Trust, fallback: () => string[] | undefined): Keyrin
 function report(verifier: ChainVerifier, what: string, requireSealed: boolean): number {
   for (const problem of verifier.problems) process.stdout.write(`${problem}\n`);
   const tails = verifier.unsignedTails();
-  if (tails.length > 0) {
+  const list = (of: typeof tails): string => of.map((t) => `${t.chain} ${t.unit} ${t.from} to ${t.to}`).join(', ');
+  const total = (of: typeof tails): number => of.reduce((n, t) => n + t.count, 0);
+  const after = tails.filter((t) => !t.neverSigned);
+  const never = tails.filter((t) => t.neverSigned);
+  if (after.length > 0) {
     // What no signature covers yet: a cut of these records would leave no trace (README: what is and is not provable).
-    const total = tails.reduce((n, t) => n + t.count, 0);
-    const list = tails.map((t) => `${t.chain} ${t.unit} ${t.from} to ${t.to}`).join(', ');
-    process.stderr.write(`replay: warning: ${total} records are covered by no signed checkpoint (after the newest one of their chain): ${list}\n`);
+    process.stderr.write(`replay: warning: ${total(after)} records are covered by no signed checkpoint (after the newest one of their chain): ${list(after)}\n`);
+  }
+  if (never.length > 0) {
+    // Kafka: a writer id no trusted checkpoint names is what records produced by someone else look like.
+    process.stderr.write(
+      `replay: warning: ${total(never)} records are of writers no signed checkpoint names at all (an instance that stopped before its first checkpoint, or records produced by something other than the service under a writer id of its own: nothing proves the service accepted them): ${list(never)}\n`,
+    );
   }
   if (verifier.problemTotal > 0) {
     process.stderr.write(`replay: verification FAILED for ${what}: ${verifier.problemTotal} problems; ${verifier.summary()}\n`);
@@ -260,7 +269,12 @@ function report(verifier: ChainVerifier, what: string, requireSealed: boolean): 
 }
 
 async function verifyWhereLogIs(log: Log, request: ReplayRequest, trust: Trust, requireSealed: boolean, config: Config, tty: boolean): Promise<number> {
-  const trusted = trustedKeys(trust, () => (existsSync(config.auditKeyFile) ? [CheckpointSigner.load(config.auditKeyFile).publicKey] : undefined));
+  // By default the service's own keys: AUDIT_KEY_FILE's, and after a rotation the retired one's (its checkpoints are in the log too).
+  const ownKeys = (): string[] | undefined => {
+    const keys = [config.auditKeyFile, config.auditPreviousKeyFile].filter((f): f is string => f !== undefined && existsSync(f)).map((f) => CheckpointSigner.load(f).publicKey);
+    return keys.length > 0 ? keys : undefined;
+  };
+  const trusted = trustedKeys(trust, ownKeys);
   if (!trusted) throw new ConfigError(`no key to trust: AUDIT_KEY_FILE (${config.auditKeyFile}) does not exist here; pass the instances' public keys (--keyring, --trust-key or --trust-fingerprint)`);
   let read = 0;
   const onRecords = (n: number): void => {

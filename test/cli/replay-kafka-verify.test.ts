@@ -116,6 +116,23 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     expect(checkpoint.heads.every((h) => typeof h.writer === 'string' && typeof h.seq === 'number' && h.link.length === 64)).toBe(true);
   }, 60_000);
 
+  it('records forged under a writer id of their own pass the chain checks, but are named apart: of a writer no signed checkpoint names at all', async () => {
+    const p = prefix();
+    const a = writer(p);
+    await a.append(Topics.messages, [publish('x', 1), publish('x', 2)]);
+    await a.checkpoint();
+    // Anyone with produce rights who knows the scheme can chain records of their own, from seq 0.
+    const forged = [publish('x', 666)];
+    await forge(p, 'messages', forged.map((record, i) => ({ record, headers: chainOf('w0000deadbeef', 'messages', forged)[i] })));
+    await a.append(Topics.messages, [publish('x', 3)]);
+    await a.checkpoint(); // signed records after the forged one: it is not at the end
+    const v = await verify(a);
+    expect(v.problems).toEqual([]);
+    const partition = partitionFor('app1:x', 4);
+    expect(v.unsignedTails()).toEqual([{ chain: `messages/${partition}/w0000deadbeef`, count: 1, from: 0, to: 0, unit: 'seqs', neverSigned: true }]);
+    expect(v.summary()).toContain('1 records after the newest checkpoint of their partition (chained, not signed yet: verify again after the next checkpoint); 1 of them of writers no signed checkpoint names at all');
+  }, 60_000);
+
   it('a forged record (a legitimate record\'s headers, another value) is caught as changed', async () => {
     const p = prefix();
     const a = writer(p);

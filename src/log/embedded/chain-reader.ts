@@ -19,6 +19,8 @@ export interface ChainedRecord extends LogRecord {
   /** absent: appended before the log kept a chain */
   link?: Buffer;
   prev?: Buffer;
+  /** its row's records do not decode (the file was written by something else): key, time and value are empty */
+  unreadable?: true;
 }
 
 export class ChainReader {
@@ -50,8 +52,16 @@ export class ChainReader {
   read(topic: string, partition: number, stream: number, fromOffset: number, maxRecords: number): ChainedRecord[] {
     const out: ChainedRecord[] = [];
     if (maxRecords <= 0) return out;
-    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<{ first_offset: number; records: Buffer; chain: Buffer | null }>) {
-      const records = unpackValue(row.records) as SegmentRecords;
+    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<{ first_offset: number; count: number; records: Buffer; chain: Buffer | null }>) {
+      const records = decodeRow(row.records);
+      if (!records) {
+        // An audit reads on: each of its offsets is a record whose content is gone.
+        for (let offset = Math.max(fromOffset, row.first_offset); offset < row.first_offset + Math.max(1, row.count); offset++) {
+          out.push({ topic, partition, offset, key: '', timestamp: 0, value: new Uint8Array(0), unreadable: true });
+          if (out.length === maxRecords) return out;
+        }
+        continue;
+      }
       const chain = row.chain;
       for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
         const [key, timestamp, value] = records[i];
@@ -65,5 +75,15 @@ export class ChainReader {
       }
     }
     return out;
+  }
+}
+
+/** A row's records, or undefined when its bytes are not a segment. */
+function decodeRow(bytes: Buffer): SegmentRecords | undefined {
+  try {
+    const records = unpackValue(bytes) as SegmentRecords;
+    return Array.isArray(records) && records.every((r) => Array.isArray(r) && typeof r[0] === 'string' && typeof r[1] === 'number' && r[2] instanceof Uint8Array) ? records : undefined;
+  } catch {
+    return undefined;
   }
 }

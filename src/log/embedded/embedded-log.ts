@@ -163,7 +163,7 @@ export class EmbeddedLog implements Log {
          (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
        AND id < ${STREAM_END} ORDER BY id`;
     this.select = this.db.prepare(fromSegment('first_offset, records'));
-    this.chains = new ChainReader(this.db, fromSegment('first_offset, records, chain'), STREAM_SHIFT);
+    this.chains = new ChainReader(this.db, fromSegment('first_offset, count, records, chain'), STREAM_SHIFT);
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
       for (const segment of segments) {
         const records = packSegment(segment.records);
@@ -177,7 +177,7 @@ export class EmbeddedLog implements Log {
     if (options.checkpoints) {
       this.checkpoints = new EmbeddedCheckpoints(
         options.checkpoints,
-        () => this.chainHeads().filter((h) => h.topic !== Topics.audit),
+        () => this.chainHeads(),
         (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]),
       );
     }

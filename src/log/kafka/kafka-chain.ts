@@ -131,10 +131,13 @@ interface ChainState {
  */
 export class ProducerChains {
   private readonly chains = new Map<string, ChainState>();
-  /** per topic partition, the newest acknowledged head (by chain: writer ids change) */
+  /**
+   * per chain (topic, partition and writer), the newest acknowledged head: a chain ended by a failed
+   * request keeps its head here until a checkpoint has signed it, the new writer's beside it
+   */
   private readonly acked = new Map<string, WriterHead>();
   private writer = newWriterId();
-  /** per topic partition, the head last signed (writer and seq) */
+  /** per chain, the head last signed (writer and seq) */
   private readonly signed = new Map<string, string>();
 
   get writerId(): string {
@@ -166,7 +169,7 @@ export class ProducerChains {
   acknowledged(topic: string, heads: Map<number, { writer: string; seq: number; link: Buffer }>, lastOffsets: Map<number, number>): void {
     for (const [partition, head] of heads) {
       const offset = lastOffsets.get(partition);
-      if (offset !== undefined) this.acked.set(`${topic}/${partition}`, { topic, partition, ...head, offset });
+      if (offset !== undefined) this.acked.set(`${topic}/${partition}/${head.writer}`, { topic, partition, ...head, offset });
     }
   }
 
@@ -185,9 +188,16 @@ export class ProducerChains {
     return out;
   }
 
-  /** A checkpoint of these heads is in the log. */
+  /** A checkpoint of these heads is in the log: an ended chain's, signed, is forgotten. */
   markSigned(heads: WriterHead[]): void {
-    for (const h of heads) this.signed.set(`${h.topic}/${h.partition}`, `${h.writer} ${h.seq}`);
+    for (const h of heads) {
+      const id = `${h.topic}/${h.partition}/${h.writer}`;
+      if (this.chains.get(`${h.topic}/${h.partition}`)?.writer === h.writer) this.signed.set(id, `${h.writer} ${h.seq}`);
+      else if (this.acked.get(id)?.seq === h.seq) {
+        this.acked.delete(id);
+        this.signed.delete(id);
+      } else this.signed.set(id, `${h.writer} ${h.seq}`);
+    }
   }
 }
 
