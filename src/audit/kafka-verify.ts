@@ -11,7 +11,7 @@ import { Topics, type Topic } from '../log/port.js';
 import { ChainVerifier, type UnsignedTail } from './verify.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { partitionsOf } from './export-format.js';
-import type { ScopeRequest } from './replay-scope.js';
+import { inScope, type ScopeRequest } from './replay-scope.js';
 
 interface WriterState {
   first: number;
@@ -207,7 +207,10 @@ export async function verifyKafkaLog(log: KafkaChainedLog, request: ScopeRequest
     const low = await lowOf(topic, partition);
     verifier.begin(topic, partition, low);
     for await (const records of kafkaChained(log, topic, partition, low, end)) {
-      for (const r of records) verifier.record(r);
+      for (const r of records) {
+        verifier.record(r);
+        if (topic !== Topics.audit && inScope(r, request)) verifier.inScope++;
+      }
       onRecords(records.length);
     }
     verifier.end(topic, partition, end);

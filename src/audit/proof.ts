@@ -8,7 +8,7 @@ import { Topics, type Log, type Topic } from '../log/port.js';
 import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { lineOf, type ScopeRequest } from './replay-scope.js';
+import { inScope, lineOf, type ScopeRequest } from './replay-scope.js';
 import { checkHeader, checkPrinted, checkRecordLine, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
@@ -60,7 +60,10 @@ export async function verifyLog(log: ChainedLog, request: ScopeRequest, trusted:
   for (const { cp, record } of await checkpointsOf(log, parts)) verifier.checkpoint(cp, `${record.topic}/${record.partition} offset ${record.offset}`);
   for (const { topic, partition, end } of parts) {
     for await (const records of chained(log, topic, partition, end)) {
-      for (const r of records) verifier.entry(entryOf(r));
+      for (const r of records) {
+        verifier.entry(entryOf(r));
+        if (topic !== Topics.audit && !r.unreadable && inScope(r, request)) verifier.inScope++;
+      }
       onRecords(records.length);
     }
     verifier.end(topic, partition, end);

@@ -68,6 +68,8 @@ export class ChainVerifier {
   readonly problems: string[] = [];
   private problemCount = 0;
   records = 0;
+  /** records of the request's own scope among them (its app and channels: a --channel that names none is unknown) */
+  inScope = 0;
   /** records with no link (appended before the log kept a chain) */
   unchained = 0;
   checkpoints = 0;

@@ -96,7 +96,8 @@ Tamper evidence (README: Replay for audits):
   --public-key               print the public key of AUDIT_KEY_FILE (PEM) and its fingerprint
 
 Exit codes: 0 done (a warning on stderr when a prefix or every channel had nothing), 1 the log
-could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range,
+could not be read, 2 bad arguments, 3 an unknown app, or a --channel with no record in the range
+(--verify: none in the log),
 4 the verification found a record changed or missing, or a checkpoint that does not match,
 5 (--require-sealed) nothing wrong, but records are not covered by any signed checkpoint yet.
 `;
@@ -286,10 +287,22 @@ async function verifyWhereLogIs(log: Log, request: ReplayRequest, trust: Trust, 
   else if (isKafkaChained(log)) {
     const kafka = await verifyKafkaLog(log, request, trusted, onRecords);
     if (tty) process.stderr.write('\n');
-    return report(kafka, `the kafka log's partitions of ${describeScope(request)} (${kafka.writerCount()} writers' chains)`, requireSealed);
+    return unknownChannel(kafka, request, config, report(kafka, `the kafka log's partitions of ${describeScope(request)} (${kafka.writerCount()} writers' chains)`, requireSealed));
   } else throw new ConfigError(`the ${log.kind} log keeps no hash chain`);
   if (tty) process.stderr.write('\n');
-  return report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`, requireSealed);
+  return unknownChannel(verifier, request, config, report(verifier, `the ${modeOf(config)} log's partitions of ${describeScope(request)}`, requireSealed));
+}
+
+/**
+ * --verify --channel of a channel the verified partitions hold no record of: exit 3 after the
+ * verification's report, as the replay of it exits (a mistyped name verified its partition and
+ * said nothing of the channel). A verification that failed keeps its exit 4.
+ */
+function unknownChannel(verifier: ChainVerifier, request: ReplayRequest, config: Config, code: number): number {
+  if (code === 4 || request.channels.kind !== 'channel' || verifier.inScope > 0) return code;
+  if (!request.include.has('messages') && !request.include.has('presence')) return code;
+  process.stderr.write(`replay: no record of ${describeScope(request)} in the ${modeOf(config)} log's partition of it: an unknown channel (check --channel)\n`);
+  return 3;
 }
 
 async function verifyExport(file: string, trust: Trust, requireSealed: boolean): Promise<number> {

@@ -114,6 +114,11 @@ describeWithInfra('tamper evidence on the Kafka log (replay --verify)', 'Kafka',
     // The checkpoint names each writer's head: its id, its sequence and the link.
     const [checkpoint] = (await a.readChained(Topics.audit, partitionFor('checkpoint', 4), 0, 10)).map((r) => decodeCheckpoint(r.value)!);
     expect(checkpoint.heads.every((h) => typeof h.writer === 'string' && typeof h.seq === 'number' && h.link.length === 64)).toBe(true);
+    // The records of the request's own scope are counted (replay --verify --channel of a channel with none exits 3).
+    expect(v.inScope).toBe(25);
+    const trusted = new Set([signer.publicKey]);
+    expect((await verifyKafkaLog(a, { ...request, channels: { kind: 'channel', name: 'x' } }, trusted)).inScope).toBe(13);
+    expect((await verifyKafkaLog(a, { ...request, channels: { kind: 'channel', name: 'no-such-channel' } }, trusted)).inScope).toBe(0);
   }, 60_000);
 
   it('records forged under a writer id of their own pass the chain checks, but are named apart: of a writer no signed checkpoint names at all', async () => {

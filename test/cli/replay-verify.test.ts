@@ -68,6 +68,14 @@ describe('replay --verify: the embedded log\'s hash chains and signed checkpoint
     expect(r.stderr).toMatch(/^replay: verified the embedded log's partitions of messages of app .*: \d+ records, [1-9]\d* checkpoints \([1-9]\d* heads matched\)/m);
   }, 60_000);
 
+  it('an unknown channel (issue 27: an error with a non-zero exit): its partition is verified and reported, then exit 3 naming it', async () => {
+    const { dataDir, appId } = await audited();
+    const r = await verify(dataDir, appId, 'no-such-channel');
+    expect(r.code, r.stderr).toBe(3);
+    expect(r.stderr).toMatch(/^replay: verified the embedded log's partitions/m);
+    expect(r.stderr).toMatch(/no record of .*no-such-channel.* an unknown channel \(check --channel\)/);
+  }, 60_000);
+
   it('a row edited in log.db: "record changed" at its offset (exit 4)', async () => {
     const { dataDir, appId, channel } = await audited();
     const db = new Database(join(dataDir, 'log.db'));
