@@ -135,6 +135,7 @@ export class KafkaLog implements Log {
     });
     if (options.checkpoints) {
       this.checkpoints = new ChainCheckpoints(this.chains, options.checkpoints, (value) => this.append(Topics.audit, [{ key: 'checkpoint', timestamp: Date.now(), value }]));
+      this.logger?.info({ auditWriter: this.chains.writerId }, 'this instance\'s records carry its audit chain writer id (replay --verify names chains by it)');
     }
   }
 
@@ -310,6 +311,8 @@ export class KafkaLog implements Log {
     } catch (err) {
       // Written, in part, twice or not at all: these chains end here (kafka-chain.ts).
       this.chains.failed(topic, counts.keys());
+      // Named in the log, so that an auditor can tell this instance's writer ids from others' (replay --verify).
+      this.logger?.warn({ topic, auditWriter: this.chains.writerId }, 'a produce request failed: its partitions\' audit chains end, this instance writes on as a new chain writer');
       throw err;
     }
     this.chains.acknowledged(topic, heads, new Map([...counts].map(([partition, n]) => [partition, base.get(partition)! + n - 1])));
