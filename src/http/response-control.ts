@@ -38,19 +38,49 @@ export function parseResponseControl(query: Record<string, unknown>): ResponseCo
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Keeps only fields on the given paths; a path that ends at a field keeps all below it. */
-export function pickFields(value: unknown, paths: string[][]): unknown {
-  if (Array.isArray(value)) {
-    const indexed = paths.every((p) => /^\d+$/.test(p[0]));
-    if (!indexed) return value.map((v) => pickFields(v, paths));
+/** `fields` paths as a tree: one node per path element, `whole` where a path ends (all below it kept). */
+interface FieldTree {
+  whole: boolean;
+  children: Map<string, FieldTree>;
+  /** every child is an array index: an array here is picked from by index, not element by element */
+  indexed: boolean;
+}
+
+function fieldTree(paths: string[][]): FieldTree {
+  const root: FieldTree = { whole: false, children: new Map(), indexed: true };
+  for (const path of paths) {
+    let node = root;
+    for (const key of path) {
+      let child = node.children.get(key);
+      if (!child) {
+        node.children.set(key, (child = { whole: false, children: new Map(), indexed: true }));
+        if (!/^\d+$/.test(key)) node.indexed = false;
+      }
+      node = child;
+    }
+    node.whole = true;
   }
+  return root;
+}
+
+/**
+ * Keeps only fields on the given paths; a path that ends at a field keeps all below it. Each key is
+ * looked up in a tree of the paths: filtering the paths for every key cost keys × paths, and a query
+ * string's 1,300 paths over a page of 1,000 messages held the event loop half a second.
+ */
+export function pickFields(value: unknown, paths: string[][]): unknown {
+  return pick(value, fieldTree(paths));
+}
+
+function pick(value: unknown, node: FieldTree): unknown {
+  if (Array.isArray(value) && !node.indexed) return value.map((v) => pick(v, node));
   if (!isObject(value) && !Array.isArray(value)) return value;
   const entries: [string, unknown][] = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
   const out: Record<string, unknown> = {};
   for (const [key, child] of entries) {
-    const matching = paths.filter((p) => p[0] === key);
-    if (matching.length === 0) continue;
-    out[key] = matching.some((p) => p.length === 1) ? child : pickFields(child, matching.map((p) => p.slice(1)));
+    const below = node.children.get(key);
+    if (below === undefined) continue;
+    out[key] = below.whole ? child : pick(child, below);
   }
   return out;
 }
