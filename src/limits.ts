@@ -40,9 +40,9 @@ export interface Limits {
   maxInflightBodyBytes: number;
   /**
    * Bytes of response bodies (of 16 KiB and more) handed to Node and not yet read by their
-   * clients, all clients together: a client that asks for large pages and reads nothing holds them
-   * for as long as its connections stay open. A large reply that would go above it is refused
-   * instead: 50004 (503, retry). MAX_INFLIGHT_RESPONSE_BYTES
+   * clients, all clients together, a quarter of it for one app: a client that asks for large pages
+   * and reads nothing holds them for as long as its connections stay open. A large reply that would
+   * go above either is refused instead: 50004 (503, retry). MAX_INFLIGHT_RESPONSE_BYTES
    */
   maxInflightResponseBytes: number;
   /** Time to receive a whole request, headers and body. Above: 408, connection closed. REQUEST_TIMEOUT_MS */

@@ -41,7 +41,7 @@ export function sendResult(
   const payload = serialize(request, format, body, links);
   // A large reply waits for its client to read it: the bytes all such replies hold are bounded.
   const budget = request.server.responseBudget;
-  if (budget !== undefined && !budget.hold(reply, payload.byteLength)) {
+  if (budget !== undefined && !budget.hold(reply, payload.byteLength, request.ctx?.credentials?.app.appId)) {
     reply.removeHeader('Link');
     return sendError(request, reply, budget.refusal().toJSON());
   }

@@ -14,7 +14,7 @@ const channel = uniqueChannel('large-pages');
 
 beforeAll(async () => {
   t = await startTestService({
-    MAX_INFLIGHT_RESPONSE_BYTES: String(4 * MiB),
+    MAX_INFLIGHT_RESPONSE_BYTES: String(64 * MiB),
     MAX_MESSAGE_SIZE: String(2 * MiB),
     MAX_PUBLISH_BYTES: String(9 * MiB),
     MAX_BODY_BYTES: String(10 * MiB),
@@ -48,8 +48,8 @@ const nonReader = (): Promise<Socket> =>
   });
 
 describe('response bodies not yet read by their clients (MAX_INFLIGHT_RESPONSE_BYTES)', () => {
-  it('a large reply is refused with 50004 (503, retry) while others hold the budget, and sent again once they are gone', async () => {
-    // Alone, a reply larger than the budget still goes out.
+  it('a large reply is refused with 50004 (503, retry) while the clients of its app hold their share of the budget (a quarter), and sent again once they are gone', async () => {
+    // Alone, a reply larger than the app's share still goes out.
     const first = await page();
     expect(first.status).toBe(200);
     expect((await first.arrayBuffer()).byteLength).toBeGreaterThan(16 * MiB);
@@ -63,6 +63,19 @@ describe('response bodies not yet read by their clients (MAX_INFLIGHT_RESPONSE_B
     // Small replies are not held back.
     expect((await fetch(`http://127.0.0.1:${port}/time`)).status).toBe(200);
 
+    // Another app's large reply still goes out: one app's clients hold at most a quarter of the budget.
+    const other = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+    const otherAuth = `Basic ${Buffer.from(other.keys[0].keyStr).toString('base64')}`;
+    const published = await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, {
+      method: 'POST',
+      headers: { authorization: otherAuth, 'content-type': 'application/json' },
+      body: JSON.stringify([{ data: 'y'.repeat(MiB / 2) }]),
+    });
+    expect(published.status).toBe(201);
+    const otherPage = await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { headers: { authorization: otherAuth } });
+    expect(otherPage.status).toBe(200);
+    await otherPage.arrayBuffer();
+
     stalled.destroy();
     let status = 0;
     for (let tries = 0; tries < 200 && status !== 200; tries++) {
@@ -73,7 +86,7 @@ describe('response bodies not yet read by their clients (MAX_INFLIGHT_RESPONSE_B
     }
     expect(status).toBe(200);
     // Every reply read: nothing is held (the last one's bytes are given back as its reply closes).
-    for (let tries = 0; tries < 200 && t.service.app.responseBudget?.held !== 0; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(t.service.app.responseBudget?.held).toBe(0);
+    for (let tries = 0; tries < 200 && t.service.app.responseBudget?.held() !== 0; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(t.service.app.responseBudget?.held()).toBe(0);
   });
 });
