@@ -2,7 +2,7 @@
 // reads each path once per request, not once per key of every object (review finding: 1,300 paths,
 // which fit in a query string, over a page of 1,000 messages held the event loop half a second).
 import { describe, expect, it } from 'vitest';
-import { applyResponseControl, parseResponseControl, pickFields } from '../../src/http/response-control.js';
+import { applyResponseControl, flattenValue, MAX_LONG_KEY_CHARS, MAX_LONG_KEYS, parseResponseControl, pickFields, selectPaths } from '../../src/http/response-control.js';
 
 const fields = (spec: string) => parseResponseControl({ fields: spec })!;
 
@@ -38,5 +38,30 @@ describe('fields (spec: Common behaviour)', () => {
     const picked = pickFields(messages, counted) as { data: Record<string, number> }[];
     expect(Object.keys(picked[0].data)).toHaveLength(50);
     expect(reads).toBeLessThanOrEqual(paths.length);
+  });
+});
+
+describe('flatten and select are bounded (each long key repeats the path to its field)', () => {
+  const refusal = expect.objectContaining({ code: 40003, statusCode: 400 });
+
+  it('flatten=true and select give long keys for every field, as before', () => {
+    expect(flattenValue([{ a: { b: [1, 2] }, c: [] }])).toEqual({ '0.a.b.0': 1, '0.a.b.1': 2, '0.c': [] });
+    expect(selectPaths([{ a: { b: 1 } }, { a: { b: 2 } }], ['a', 'b'])).toEqual({ '0.a.b': 1, '1.a.b': 2 });
+  });
+
+  it(`more than ${MAX_LONG_KEYS} fields in one reply is refused with 40003 (a page of messages of deeply nested numbers froze the service)`, () => {
+    const nested = (depth: number, leaves: number): unknown => (depth === 0 ? Array(leaves).fill(0) : [nested(depth - 1, leaves)]);
+    const page = Array.from({ length: 10 }, () => ({ data: nested(20, 30_000) }));
+    expect(() => flattenValue(page)).toThrowError(refusal);
+    expect(() => applyResponseControl(page, parseResponseControl({ flatten: 'true' })!)).toThrowError(refusal);
+    expect(() => selectPaths(Array(MAX_LONG_KEYS + 1).fill(0), ['*'])).toThrowError(refusal);
+    // Just within: answered.
+    expect(Object.keys(selectPaths(Array(MAX_LONG_KEYS).fill(0), ['*']))).toHaveLength(MAX_LONG_KEYS);
+  });
+
+  it(`more than ${MAX_LONG_KEY_CHARS} characters of keys is refused with 40003 (a long key over many fields)`, () => {
+    const value = { ['k'.repeat(2000)]: Array(10_000).fill(0) };
+    expect(() => flattenValue(value)).toThrowError(refusal);
+    expect(() => selectPaths(value, ['*', '*'])).toThrowError(refusal);
   });
 });
