@@ -9,6 +9,9 @@ function cell(value: unknown): string {
   return escapeHtml(String(value));
 }
 
+/** The longest JSON text shown indented (beyond it, as it is). */
+export const MAX_INDENTED_JSON = 256 * 1024;
+
 /** A page a person can read: arrays of records as a table, anything else as formatted JSON. */
 export function renderHtml(title: string, body: unknown, links: Record<string, string> = {}): string {
   let content: string;
@@ -22,7 +25,11 @@ export function renderHtml(title: string, body: unknown, links: Record<string, s
         .join('') +
       '</tbody></table>';
   } else {
-    content = `<pre>${escapeHtml(JSON.stringify(JSON.parse(serializeJson(body ?? null)), null, 2))}</pre>`;
+    const json = serializeJson(body ?? null);
+    // Indented, every leaf goes on a line of its own, as far in as it is deep: an envelope of a page
+    // of data nested 28 deep grew 32 times (100 messages: 202 MB, 3.5 s; 1,000 would pass the
+    // longest string there is, a 500). A large value is shown as it is.
+    content = `<pre>${escapeHtml(json.length <= MAX_INDENTED_JSON ? JSON.stringify(JSON.parse(json), null, 2) : json)}</pre>`;
   }
   const nav = Object.entries(links)
     .map(([rel, url]) => `<a rel="${escapeHtml(rel)}" href="${escapeHtml(url)}">${escapeHtml(rel)}</a>`)
