@@ -69,6 +69,8 @@ const headerSafe = (s: string): string => s.replace(/[^\x20-\x7e]/g, '?').slice(
 /** Every failure (spec: Errors): `{error}` body plus the error headers, and their SDK aliases. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ErrorBody, extra?: Record<string, unknown>): FastifyReply {
   const message = headerSafe(error.message);
+  // A reply refused after its Link headers were set (a page too large for its format) pages nothing.
+  reply.removeHeader('Link');
   reply
     .header('X-Service-ErrorCode', String(error.code))
     .header('X-Service-ErrorMessage', message)

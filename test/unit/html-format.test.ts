@@ -3,7 +3,7 @@
 // envelope of a page of data nested 28 deep grew 32 times (review finding: 100 messages, 202 MB
 // and 3.5 s; 1,000 would pass the longest string there is, and answer 500).
 import { describe, expect, it } from 'vitest';
-import { MAX_INDENTED_JSON, renderHtml } from '../../src/http/html.js';
+import { MAX_HTML_JSON, MAX_INDENTED_JSON, renderHtml } from '../../src/http/html.js';
 
 const nested = (depth: number, leaves: number): unknown => (depth === 0 ? Array(leaves).fill(0) : [nested(depth - 1, leaves)]);
 
@@ -20,5 +20,15 @@ describe('html format', () => {
     const page = renderHtml('GET /channels/x/messages', envelope);
     expect(page.length).toBeLessThan(json.length + 2_000);
     expect(page).toContain(`<pre>{&quot;statusCode&quot;:200`);
+  });
+});
+
+describe('html format, a large page', () => {
+  it(`more than ${MAX_HTML_JSON} characters of JSON is refused with 40003 (escaped, a page of quotes grew 7 times, 455 M characters in 8 s)`, () => {
+    const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `id${i}:0`, timestamp: 1, data: { q: '"'.repeat(60_000) } }));
+    expect(() => renderHtml('GET /channels/x/messages', rows(40))).toThrowError(expect.objectContaining({ code: 40003, statusCode: 400 }));
+    // Within: a table, escaped.
+    const page = renderHtml('GET /channels/x/messages', rows(2));
+    expect(page).toContain('<td><code>{&quot;q&quot;:&quot;\\&quot;');
   });
 });
