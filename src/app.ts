@@ -10,6 +10,7 @@ import { dataSize } from './domain/message.js';
 import type { PublishingConnection } from './messages/message.js';
 import type { Limits } from './limits.js';
 import { BodyBudget } from './http/body-budget.js';
+import { ResponseBudget } from './http/response-budget.js';
 import { clientError, frameworkError } from './http/framework-errors.js';
 import { jsonShape, msgpackShape, type ShapeLimits } from './codec/value-shape.js';
 import { isUtf8 } from 'node:buffer';
@@ -111,6 +112,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
 
   registerBodyParsers(app, deps.limits);
   const bodies = new BodyBudget(deps.limits.maxInflightBodyBytes);
+  app.decorate('responseBudget', new ResponseBudget(deps.limits.maxInflightResponseBytes));
   // Declared up front, so requests keep one object shape (fastify: decorateRequest).
   app.decorateRequest('ctx', undefined);
 

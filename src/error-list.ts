@@ -47,7 +47,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   42911: { title: 'Per-connection rate exceeded', what: 'A realtime connection sent more frames or bytes a second than REALTIME_MAX_INBOUND_RATE / _BYTES_RATE: it was disconnected and may resume (the SDK does so).' },
   50000: { title: 'Internal server error', what: 'A fault of the service; its log has the details. Retrying may help. Please report it.' },
   50003: { title: 'Request timed out server-side', what: 'The service could not answer in time (a sandbox stats fixture waiting for its projection). Retry.' },
-  50004: { title: 'Server temporarily busy', what: 'Too many request bodies in flight at once (MAX_INFLIGHT_BODY_BYTES). Retry shortly.' },
+  50004: { title: 'Server temporarily busy', what: 'Too many request bodies in flight at once (MAX_INFLIGHT_BODY_BYTES), or too many large responses not yet read by their clients (MAX_INFLIGHT_RESPONSE_BYTES). Retry shortly.' },
   50005: { title: 'Service temporarily unavailable', what: 'The log did not acknowledge the publish (Kafka down, disk full), or the store is unreachable: nothing was acknowledged. Retry; the same message ids keep the publish idempotent.' },
   80003: { title: 'Connection disconnected', what: 'The service is shutting down: the SDK resumes the connection on another instance.' },
   80008: { title: 'Connection could not be resumed', what: 'The connection was closed or not resumed within its connection state TTL: a new connection was made, and channels re-attach without continuity.' },

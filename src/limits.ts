@@ -38,6 +38,13 @@ export interface Limits {
    * A body that would go above it is refused: 50004 (503, retry). MAX_INFLIGHT_BODY_BYTES
    */
   maxInflightBodyBytes: number;
+  /**
+   * Bytes of response bodies (of 16 KiB and more) handed to Node and not yet read by their
+   * clients, all clients together, a quarter of it for one app: a client that asks for large pages
+   * and reads nothing holds them for as long as its connections stay open. A large reply that would
+   * go above either is refused instead: 50004 (503, retry). MAX_INFLIGHT_RESPONSE_BYTES
+   */
+  maxInflightResponseBytes: number;
   /** Time to receive a whole request, headers and body. Above: 408, connection closed. REQUEST_TIMEOUT_MS */
   requestTimeoutMs: number;
   /**
@@ -174,6 +181,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxBodyDepth: 512,
   maxOpenBodyBytes: 16 * 1024,
   maxInflightBodyBytes: 128 * 1024 * 1024,
+  maxInflightResponseBytes: 256 * 1024 * 1024,
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 10_000,
   lingerMaxBytes: 64 * 1024 * 1024,

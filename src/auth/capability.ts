@@ -41,7 +41,8 @@ export function parseCapability(input: unknown): Capability {
 
 /** Canonical JSON form: resources and operations sorted, as the SDKs produce it. */
 export function stringifyCapability(cap: Capability): string {
-  const obj: Record<string, string[]> = {};
+  // No prototype: a resource named "__proto__" is a key like any other, not the object's prototype.
+  const obj: Record<string, string[]> = Object.create(null);
   for (const resource of [...cap.keys()].sort()) obj[resource] = [...cap.get(resource)!].sort();
   return JSON.stringify(obj);
 }

@@ -22,6 +22,13 @@ const BY_MEDIA_TYPE: Record<string, Format> = {
 const FORMAT_PARAM: Record<string, Format> = { json: 'json', jsonp: 'jsonp', msgpack: 'msgpack', html: 'html' };
 
 /**
+ * A table's own entry for a name a client sent, or undefined: `__proto__` or `constructor` would
+ * otherwise find Object's own (an Accept of `__proto__` made a format of Object.prototype, and the
+ * reply went out as application/octet-stream, errors included).
+ */
+const own = (table: Record<string, Format>, name: string): Format | undefined => (Object.hasOwn(table, name) ? table[name] : undefined);
+
+/**
  * Response format (spec: Common behaviour): the Accept header wins when it names a format we
  * serve; then the `format` query parameter; then JSON. Wildcards count as no preference.
  */
@@ -34,12 +41,12 @@ export function negotiateFormat(accept: string | undefined, formatParam: unknown
         const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
         return { type: type.trim(), q: q ? Number(q.slice(2)) : 1, i };
       })
-      .filter((e) => e.q > 0 && BY_MEDIA_TYPE[e.type])
+      .filter((e) => e.q > 0 && own(BY_MEDIA_TYPE, e.type) !== undefined)
       .sort((a, b) => b.q - a.q || a.i - b.i);
-    if (ranked.length > 0) return BY_MEDIA_TYPE[ranked[0].type];
+    if (ranked.length > 0) return own(BY_MEDIA_TYPE, ranked[0].type)!;
   }
   if (formatParam !== undefined) {
-    const f = typeof formatParam === 'string' ? FORMAT_PARAM[formatParam.toLowerCase()] : undefined;
+    const f = typeof formatParam === 'string' ? own(FORMAT_PARAM, formatParam.toLowerCase()) : undefined;
     if (!f) throw new ServiceError('invalidParameterValue', `format must be one of json, jsonp, msgpack, html`);
     return f;
   }

@@ -3,7 +3,8 @@ import { ServiceError } from '../errors.js';
 export const MAX_LIMIT = 1000;
 export const DEFAULT_LIMIT = 100;
 
-const isIntString = (v: unknown): v is string => typeof v === 'string' && /^-?\d{1,16}$/.test(v);
+/** A whole number written as it is held: past 2^53 the number read is not the one written (and Links would carry another). */
+const isIntString = (v: unknown): v is string => typeof v === 'string' && /^-?\d{1,16}$/.test(v) && Number.isSafeInteger(Number(v));
 
 /** A time parameter in ms since the epoch (spec: start / end). */
 export function timeParam(query: Record<string, unknown>, name: string): number | undefined {

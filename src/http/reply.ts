@@ -1,9 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack } from './format.js';
+import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack, type Format } from './format.js';
 import { renderHtml } from './html.js';
 import { linkHeader } from './pagination.js';
 import { errorHref, type ErrorBody } from '../errors.js';
 import { applyResponseControl } from './response-control.js';
+import type { ResponseBudget } from './response-budget.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The bytes of large replies not yet read by their clients, bounded (src/http/response-budget.ts); set by buildApp. */
+    responseBudget?: ResponseBudget;
+  }
+}
 
 /**
  * Sends a result in the request's format (spec: Common behaviour), with Link headers for paged
@@ -30,18 +38,28 @@ export function sendResult(
     body = envelope;
     status = 200;
   }
+  const payload = serialize(request, format, body, links);
+  // A large reply waits for its client to read it: the bytes all such replies hold are bounded.
+  const budget = request.server.responseBudget;
+  if (budget !== undefined && !budget.hold(reply, payload.byteLength, request.ctx?.credentials?.app.appId)) {
+    reply.removeHeader('Link');
+    return sendError(request, reply, budget.refusal().toJSON());
+  }
   request.ctx?.countReply?.(request, status);
-  reply.code(status).header('content-type', CONTENT_TYPES[format]);
+  return reply.code(status).header('content-type', CONTENT_TYPES[format]).send(payload);
+}
+
+function serialize(request: FastifyRequest, format: Format, body: unknown, links: Record<string, string> | undefined): Buffer {
   switch (format) {
     case 'msgpack':
-      return reply.send(serializeMsgpack(body));
+      return serializeMsgpack(body);
     case 'html':
-      return reply.send(renderHtml(`${request.method} ${request.url.split('?')[0]}`, body, links));
+      return Buffer.from(renderHtml(`${request.method} ${request.url.split('?')[0]}`, body, links));
     case 'jsonp':
-      return reply.send(Buffer.from(`${request.ctx?.callback ?? 'callback'}(${serializeJson(body)});`));
+      return Buffer.from(`${request.ctx?.callback ?? 'callback'}(${serializeJson(body)});`);
     default:
       // A Buffer, because fastify appends a charset to JSON strings and the SDKs want the exact type.
-      return reply.send(Buffer.from(serializeJson(body)));
+      return Buffer.from(serializeJson(body));
   }
 }
 
@@ -51,6 +69,8 @@ const headerSafe = (s: string): string => s.replace(/[^\x20-\x7e]/g, '?').slice(
 /** Every failure (spec: Errors): `{error}` body plus the error headers, and their SDK aliases. */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ErrorBody, extra?: Record<string, unknown>): FastifyReply {
   const message = headerSafe(error.message);
+  // A reply refused after its Link headers were set (a page too large for its format) pages nothing.
+  reply.removeHeader('Link');
   reply
     .header('X-Service-ErrorCode', String(error.code))
     .header('X-Service-ErrorMessage', message)

@@ -16,11 +16,14 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 
 /**
  * Whether a JSON value nests no deeper than `max` levels of objects and arrays, made only of plain
- * objects, arrays, bytes and scalars. Stops at the first level too deep, so its own recursion is
+ * objects, arrays, bytes and scalars (finite numbers). Stops at the first level too deep, so its own recursion is
  * bounded: deeper values would overflow the stack of every later walk over them (sizing, encoding
  * for the log, rendering).
  */
 export function wellFormed(value: unknown, max: number): boolean {
+  // NaN and the infinities (JSON's 1e999, MessagePack's floats) have no JSON form: a JSON reader
+  // would get null for what was accepted.
+  if (typeof value === 'number') return Number.isFinite(value);
   if (typeof value !== 'object' || value === null || value instanceof Uint8Array) return true;
   if (max === 0) return false;
   if (Array.isArray(value)) {
@@ -94,7 +97,7 @@ export function dataField(value: unknown, limits: Pick<Limits, 'maxDataDepth'>, 
   if (!wellFormed(value, limits.maxDataDepth)) {
     throw new ServiceError(
       'invalidDataOrEncoding',
-      `${where}: data nests deeper than ${limits.maxDataDepth} levels or holds values other than objects, arrays, strings, numbers, booleans, null and bytes`,
+      `${where}: data nests deeper than ${limits.maxDataDepth} levels or holds values other than objects, arrays, strings, finite numbers, booleans, null and bytes`,
     );
   }
   return value as MessageData;

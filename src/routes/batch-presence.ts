@@ -11,7 +11,12 @@ import { resource } from './route-table.js';
 
 type PresenceOutcome = { channel: string; presence: Record<string, unknown>[] } | { channel: string; error: ErrorBody };
 
-/** The channel names of a batch presence request: `channel` (or `channels`), split by `separator`. */
+/**
+ * The channel names of a batch presence request: `channel` (or `channels`), split by `separator`,
+ * each once, at its first place (spec: a name repeated counts once). Each result carries a whole
+ * member set: a name repeated a thousand times in one short query string answered its set a
+ * thousand times (320 MB and the event loop held 4 s for a channel of 1,000 members).
+ */
 export function batchChannels(query: Record<string, unknown>): string[] {
   const raw = query.channel ?? query.channels;
   if (typeof raw !== 'string' || raw.length === 0) {
@@ -21,9 +26,9 @@ export function batchChannels(query: Record<string, unknown>): string[] {
   if (typeof separator !== 'string' || separator.length === 0 || separator.length > 8) {
     throw new ServiceError('invalidParameterValue', 'separator must be a string of 1 to 8 characters');
   }
-  const names = raw.split(separator);
+  const names = [...new Set(raw.split(separator))];
   if (names.some((n) => n.length === 0)) throw new ServiceError('invalidParameterValue', 'channel holds an empty channel name');
-  if (new Set(names).size > MAX_BATCH_CHANNELS) {
+  if (names.length > MAX_BATCH_CHANNELS) {
     throw new ServiceError('invalidParameterValue', `a batch may name at most ${MAX_BATCH_CHANNELS} distinct channels`);
   }
   return names;

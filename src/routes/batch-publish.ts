@@ -48,11 +48,14 @@ export function parseBatchSpecs(body: unknown, limits: Pick<Limits, 'maxBatchMes
     if (spec.messages === undefined || spec.messages === null) {
       throw new ServiceError('invalidRequestBody', `batch spec ${i}: messages must be a Message or an array of Messages`);
     }
-    messages += (Array.isArray(spec.messages) ? spec.messages.length : 1) * channels.length;
+    // A spec with no messages (an empty array) counts one a channel: each of its channels still
+    // gets an outcome. Counted as none, 400,000 channel names in a 1.6 MB body answered 52 MB of
+    // failures and held the event loop 0.7 s to write them.
+    messages += Math.max(1, Array.isArray(spec.messages) ? spec.messages.length : 1) * channels.length;
     if (messages > limits.maxBatchMessages) {
       throw new ServiceError(
         'tooManyMessages',
-        `a batch may publish at most ${limits.maxBatchMessages} messages (a message counts once per channel it goes to); this one has more`,
+        `a batch may publish at most ${limits.maxBatchMessages} messages (a message counts once per channel it goes to, a spec without messages once per channel); this one has more`,
       );
     }
     return { channels: channels as string[], messages: spec.messages };

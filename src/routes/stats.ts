@@ -23,7 +23,9 @@ function statsTime(query: Record<string, unknown>, name: string): number | undef
   if (v === undefined || v === '') return undefined;
   if (typeof v !== 'string') throw new ServiceError('invalidParameterValue', `${name} must be given once`);
   const ms = /^\d{1,16}$/.test(v) ? Number(v) : parseIntervalId(v);
-  if (ms === undefined) {
+  // An interval id before the epoch (a year 0000) would put a negative time in the Link headers,
+  // which this route then refuses.
+  if (ms === undefined || ms < 0) {
     throw new ServiceError('invalidParameterValue', `${name} must be ms since the epoch or an interval id such as 2024-01-31:23:59`);
   }
   return intervalOf(ms);

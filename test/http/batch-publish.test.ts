@@ -66,6 +66,22 @@ describe('POST /messages (spec: Bulk publish)', () => {
     expect(res.json().batchResponse).toBeUndefined();
   });
 
+  it('a spec without messages counts once per channel towards MAX_BATCH_MESSAGES: its channels are refused whole, 40034', async () => {
+    // Each channel of it gets an outcome; counted as none, a 1.6 MB body of channel names was
+    // answered with 52 MB of failures (review finding).
+    const res = await batch({ channels: Array.from({ length: 10_001 }, () => 'a'), messages: [] });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.code).toBe(40034);
+    expect(res.json().batchResponse).toBeUndefined();
+    // Within the limit, each channel fails on its own, as before.
+    const few = await batch({ channels: ['a', 'b'], messages: [] });
+    expect(few.statusCode).toBe(400);
+    expect(few.json().batchResponse).toEqual([
+      { channel: 'a', error: expect.objectContaining({ code: 40001 }) },
+      { channel: 'b', error: expect.objectContaining({ code: 40001 }) },
+    ]);
+  });
+
   it.each([
     ['an empty array', []],
     ['a spec without channels', { messages: { data: 'x' } }],

@@ -139,3 +139,28 @@ describe('routes', () => {
     expect((await get(url)).json()).toMatchObject([{ data: 'slash' }]);
   });
 });
+
+describe('the html format, a page too large for it', () => {
+  it('is refused with 40003 in the error format, as an html page, without the Link headers of the page it refused', async () => {
+    const channel = uniqueChannel();
+    const data = '"'.repeat(60_000);
+    for (let i = 0; i < 10; i++) {
+      const res = await t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: JSON.stringify(Array.from({ length: 7 }, () => ({ data }))),
+      });
+      expect(res.statusCode).toBe(201);
+    }
+    const refused = await get(`/channels/${channel}/messages?format=html&limit=100`);
+    expect(refused.statusCode).toBe(400);
+    expect(refused.headers['x-service-errorcode']).toBe('40003');
+    expect(refused.headers['content-type']).toMatch(/^text\/html/);
+    expect(refused.headers.link).toBeUndefined();
+    expect(refused.body).toContain('html format shows at most');
+    // The same page in JSON, and a smaller one in html, are answered.
+    expect((await get(`/channels/${channel}/messages?limit=100`)).statusCode).toBe(200);
+    expect((await get(`/channels/${channel}/messages?format=html&limit=2`)).statusCode).toBe(200);
+  });
+});

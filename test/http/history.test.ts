@@ -128,6 +128,12 @@ describe('GET /channels/<channel_id>/messages (spec: Retrieve message history)',
     ['direction=sideways', 40003],
     ['start=yesterday', 40003],
     ['start=10&end=5', 40003],
+    // Past 2^53 a number is not the one written: end=-9999999999999999 was taken as
+    // -10000000000000000, 17 digits in the Link headers, which the route refused when followed
+    // (review finding).
+    ['end=-9999999999999999', 40003],
+    ['start=9007199254740993', 40003],
+    ['cursor=9999999999999999', 40003],
   ])('refuses %s with a 400 in the error format', async (query, code) => {
     const res = await get(`/channels/${uniqueChannel()}/messages?${query}`);
     expect(res.statusCode).toBe(400);

@@ -144,6 +144,18 @@ describe('GET /presence (spec: Batch presence)', () => {
     expect(res.json().map((r: { channel: string }) => r.channel)).toEqual([FIXTURES, 'a,b']);
   });
 
+  it('a channel named more than once is read and answered once, at its first place (a name repeated counts once)', async () => {
+    // Repeats would each carry the whole member set: 2,000 of them in a short query string made
+    // one GET answer hundreds of megabytes (review finding).
+    const empty = uniqueChannel();
+    const names = [FIXTURES, empty, ...Array.from({ length: 2000 }, () => FIXTURES), empty];
+    const res = await get(`/presence?channel=${encodeURIComponent(names.join(','))}`);
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.map((r: { channel: string }) => r.channel)).toEqual([FIXTURES, empty]);
+    expect(body[0].presence).toHaveLength(6);
+  });
+
   it('at least one failed: 400 with 40020 and batchResponse', async () => {
     const restricted = basic(keys.find((k) => k.capability.includes('channel0'))!.keyStr);
     const res = await get('/presence?channel=channel2,channel0', { authorization: restricted });

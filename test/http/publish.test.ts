@@ -128,6 +128,10 @@ describe('POST /channels/<channel_id>/messages (spec: Publish messages to a chan
       ['an invalid channel name', () => publish('[bad]name', { data: 'x' }), 400, 40010],
       ['an oversize message', () => publish(uniqueChannel(), { data: 'x'.repeat(3000) }), 400, 40009],
       ['data not matching its encoding', () => publish(uniqueChannel(), { data: '%%%', encoding: 'base64' }), 400, 40013],
+      // Numbers with no JSON form: accepted, a JSON reader got null for them (review finding).
+      ['data holding a number JSON cannot hold (1e999)', () => publish(uniqueChannel(), '{"data":{"big":1e999}}'), 400, 40013],
+      ['data holding NaN (MessagePack)', () => publish(uniqueChannel(), Buffer.from(encode({ data: [Number.NaN] })), { 'content-type': 'application/x-msgpack' }), 400, 40013],
+      ['extras holding Infinity (MessagePack)', () => publish(uniqueChannel(), Buffer.from(encode({ extras: { push: { n: Infinity } } })), { 'content-type': 'application/x-msgpack' }), 400, 40032],
       ['malformed JSON', () => publish(uniqueChannel(), '{"data":'), 400, 40001],
       ['an empty body', () => publish(uniqueChannel(), '', { 'content-type': 'application/json' }), 400, 40001],
       ['malformed MessagePack', () => publish(uniqueChannel(), Buffer.from([0xc1]), { 'content-type': 'application/x-msgpack' }), 400, 40001],

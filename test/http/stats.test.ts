@@ -125,6 +125,10 @@ describe('GET /stats (spec: Retrieve usage statistics)', () => {
     ['unit=week', 40003],
     ['start=tomorrow', 40003],
     ['start=2030-02-30', 40003],
+    // Before the epoch: it was taken, and the Link headers carried start=-2208988800000, which the
+    // same route refused when the client followed them (review finding).
+    ['start=0000-01-01:00:00', 40003],
+    ['end=1969-12-31', 40003],
     ['limit=1001', 40003],
     ['direction=up', 40003],
     [`start=${T0 + 6000}&end=${T0}`, 40003],

@@ -83,6 +83,16 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
     expect(refused.json().error.code).toBe(40160);
   });
 
+  it('a capability naming the channel "__proto__" keeps it in the token (the canonical form is not a plain object that drops it)', async () => {
+    // Before, the token's capability came out "{}" and every use of the token was refused (review finding).
+    const res = await requestToken(signed({ capability: '{"__proto__":["publish"]}' }));
+    expect(res.statusCode).toBe(200);
+    const { token, capability } = res.json();
+    expect(capability).toBe('{"__proto__":["publish"]}');
+    expect((await publishWith(bearer(token), '__proto__')).statusCode).toBe(201);
+    expect((await publishWith(bearer(token), 'elsewhere')).json().error.code).toBe(40160);
+  });
+
   it('an empty intersection is refused', async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{ capability: '{"a":["subscribe"]}' }] } })).json();
     const [name, sec] = created.keys[0].keyStr.split(/:(.*)/s);

@@ -19,6 +19,14 @@ describe('response format (spec: Common behaviour)', () => {
   it('an unknown format value is a 400', () => {
     expect(() => negotiateFormat(undefined, 'xml')).toThrowError(expect.objectContaining({ code: 40003 }));
   });
+  it("names of Object's own properties are no formats: an Accept of __proto__ is no preference, a format parameter of constructor a 400", () => {
+    // Before, they found Object.prototype and Object, and replies went out as application/octet-stream (fuzz finding, seed 4242).
+    for (const name of ['__proto__', 'constructor', 'hasOwnProperty']) {
+      expect(negotiateFormat(name, undefined)).toBe('json');
+      expect(negotiateFormat(`${name}, application/x-msgpack;q=0.5`, undefined)).toBe('msgpack');
+      expect(() => negotiateFormat(undefined, name)).toThrowError(expect.objectContaining({ code: 40003 }));
+    }
+  });
 });
 
 describe('versions (spec: Versioning)', () => {
