@@ -1,6 +1,6 @@
 // The Kafka log's producers' queues (src/log/kafka/produce-lanes.ts), with the request itself
 // stood in for (the requests against a real broker: test/contract/log-kafka-in-flight.test.ts).
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ProduceLanes, type Produce } from '../../src/log/kafka/produce-lanes.js';
 import type { AppendRecord } from '../../src/log/port.js';
 
@@ -85,6 +85,36 @@ describe('producers\' queues', () => {
       expect(sent).toEqual([1, 5]);
       answer();
       expect((await Promise.all(queued)).flat()).toHaveLength(5);
+    });
+
+    it('a producer whose request settled with nothing queued still lingers for the appends on their way; then, given nothing, it is idle again', async () => {
+      const { produce, sent, answer } = heldProduce();
+      const lanes = new ProduceLanes(1, produce, () => false, { lingerMs: 60_000, lingerRecords: 2 });
+      const first = lanes.append('t', 4, [rec('a')], { passed: false });
+      answer();
+      await first;
+      const next = [lanes.append('t', 4, [rec('b')], { passed: false })];
+      await ticks();
+      expect(sent).toEqual([1]); // lingering: 1 record waits, fewer than 2
+      next.push(lanes.append('t', 4, [rec('c')], { passed: false }));
+      await ticks();
+      expect(sent).toEqual([1, 2]);
+      answer();
+      await Promise.all(next);
+      vi.useFakeTimers();
+      try {
+        const idle = new ProduceLanes(1, produce, () => false, { lingerMs: 5, lingerRecords: 1000 });
+        const lone = idle.append('t', 4, [rec('d')], { passed: false });
+        answer();
+        await lone;
+        await vi.advanceTimersByTimeAsync(5); // its linger over, nothing sent meanwhile: idle
+        const later = idle.append('t', 4, [rec('e')], { passed: false });
+        expect(sent).toEqual([1, 2, 1, 1]); // sent at once, as a lone append
+        answer();
+        await later;
+      } finally {
+        vi.useRealTimers();
+      }
     });
 
     it('past lingerMs the records wait no longer', async () => {

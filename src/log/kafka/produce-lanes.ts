@@ -34,9 +34,10 @@ interface Lane {
 
 /**
  * Linger (Kafka's `linger.ms`, for back-to-back requests only): a producer whose request just
- * settled while its queue holds fewer than `lingerRecords` records waits up to `lingerMs` for more
- * before it sends the next, so that under load each request carries more records. A request sent
- * while the producer was idle goes at once: a lone publish does not wait.
+ * settled while its queue holds fewer than `lingerRecords` records (none, too) waits up to
+ * `lingerMs` for more before it sends the next, so that under load each request carries more
+ * records. A producer that got nothing meanwhile is idle again, and an append that finds it idle
+ * goes at once: a lone publish does not wait.
  */
 export interface Linger {
   lingerMs: number;
@@ -144,8 +145,10 @@ export class ProduceLanes {
     lane.busy = true;
     try {
       let backToBack = false;
-      while (lane.queue.length > 0) {
+      for (;;) {
+        // After a request, even with nothing queued yet: the next append of a busy service is on its way.
         if (backToBack && this.linger.lingerMs > 0 && lane.records < this.linger.lingerRecords) await this.lingerOn(lane);
+        if (lane.queue.length === 0) break;
         backToBack = true;
         if (this.isClosed()) {
           for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
