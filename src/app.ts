@@ -328,6 +328,16 @@ function plainJson(text: string): unknown {
   }
 }
 
+/** Whether JSON.parse takes the text (a text fastify's parser refused for prototype poisoning does). */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Bodies are refused, not rewritten, when their text is not UTF-8 (the parsers of fastify and of
  * MessagePack would replace the bad bytes with U+FFFD), and refused undecoded when they nest deeper
@@ -342,6 +352,8 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
       `the request body nests deeper than ${limits.maxBodyDepth} levels of arrays and objects (MAX_BODY_DEPTH); message data and extras may nest ${limits.maxDataDepth} levels`,
     );
   const loneSurrogate = (): ServiceError => new ServiceError('invalidRequestBody', 'a string in the request body holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text');
+  const poisoned = (): ServiceError =>
+    new ServiceError('invalidRequestBody', 'the request body holds a "__proto__" key, or a "constructor" key holding "prototype": refused (prototype poisoning); as values those strings are fine');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
@@ -351,7 +363,8 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
     const parsed = plainJson(text);
     if (parsed !== NOT_PLAIN) return done(null, parsed);
     parseJson(req, text, (err: Error | null, value?: unknown) => {
-      if (err) return done(err, undefined);
+      // Refused by the parser's poisoning check, not for its syntax: say so (JSON.parse only on this error path).
+      if (err) return done(isJson(text) ? poisoned() : err, undefined);
       if (!jsonTextWellFormed(text, value)) return done(loneSurrogate(), undefined);
       done(null, value);
     });

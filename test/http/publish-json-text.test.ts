@@ -26,13 +26,17 @@ const history = async (channel: string): Promise<Record<string, unknown>[]> => {
 const INVALID_JSON = "malformed request: Body is not valid JSON but content-type is set to 'application/json'";
 
 describe('JSON publish bodies: the plain-text fast path and the full parser answer alike', () => {
-  it('a __proto__ or constructor key, plain or escaped, is refused as invalid JSON (40001); nothing is stored', async () => {
+  it('a __proto__ or constructor key, plain or escaped, is refused (40001) with a message that names it, not as invalid JSON; nothing is stored', async () => {
     const channel = uniqueChannel();
     for (const body of ['{"__proto__":{"x":1},"name":"p"}', '{"name":"c","constructor":{"prototype":{"x":1}}}', '{"\\u005f_proto__":{"x":1}}']) {
       const res = await publish(channel, body);
       expect(res.statusCode, body).toBe(400);
-      expect(res.json().error, body).toMatchObject({ code: 40001, statusCode: 400, message: INVALID_JSON });
+      expect(res.json().error, body).toMatchObject({ code: 40001, statusCode: 400 });
+      expect(res.json().error.message, body).toMatch(/"__proto__" key, or a "constructor" key holding "prototype": refused \(prototype poisoning\)/);
     }
+    // Text that is not JSON at all keeps the parser's own answer.
+    const broken = await publish(channel, '{"__proto__":');
+    expect(broken.json().error).toMatchObject({ code: 40001, message: INVALID_JSON });
     expect(await history(channel)).toEqual([]);
   });
 
