@@ -134,3 +134,39 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
     ws.ws.close();
   });
 });
+
+describe("comet requests with other credentials of the same app (the connection's key and clientId only)", () => {
+  it("another key of the app, or a token for another clientId, holding the connectionKey can neither send, recv nor close: ERROR 40102, and the connection goes on", async () => {
+    const made = await fetch(`http://127.0.0.1:${port}/apps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: [{}, { capability: '{"*":["subscribe"]}' }] }) });
+    expect(made.status).toBe(201);
+    const [owner, other] = ((await made.json()) as { keys: { keyName: string; keyStr: string }[] }).keys;
+    const token = async (clientId: string): Promise<string> => {
+      const res = await fetch(`http://127.0.0.1:${port}/keys/${owner.keyName}/requestToken`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(owner.keyStr).toString('base64')}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ keyName: owner.keyName, clientId, timestamp: Date.now() }),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { token: string }).token;
+    };
+    const { client } = await CometClient.connect(port, { access_token: await token('alice') });
+    expect(client!.connected.connectionDetails).toMatchObject({ clientId: 'alice' });
+    const strangers = [new URLSearchParams({ key: other.keyStr }), new URLSearchParams({ access_token: await token('bob') })];
+    for (const query of strangers) {
+      const at = (path: string): string => `http://127.0.0.1:${port}/comet/${encodeURIComponent(client!.key)}/${path}?${query}`;
+      const refused = [
+        await CometClient.read(await fetch(at('send'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ action: Actions.HEARTBEAT, id: 'stranger' }]) }), 'json'),
+        await CometClient.read(await fetch(at('recv')), 'json'),
+        await CometClient.read(await fetch(at('close')), 'json'),
+      ];
+      for (const reply of refused) expect(reply.messages).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 40102 }) })]);
+    }
+    // The owner's own token (another of alice's, as a renewal sends) still acts on it, and nothing the strangers sent arrived.
+    const renewed = new URLSearchParams({ access_token: await token('alice') });
+    const sent = await fetch(`http://127.0.0.1:${port}/comet/${encodeURIComponent(client!.key)}/send?${renewed}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([{ action: Actions.HEARTBEAT, id: 'owner' }]) });
+    expect(sent.status).toBe(204);
+    const echoed = await client!.recvUntil((m) => m.action === Actions.HEARTBEAT && m.id === 'owner');
+    expect(echoed.filter((m) => m.id === 'stranger')).toEqual([]);
+    await client!.close();
+  });
+});

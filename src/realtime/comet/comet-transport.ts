@@ -10,6 +10,12 @@ import { splitJsonArray, splitMsgpackArray } from './comet-frames.js';
 
 const isTokenError = (code: number): boolean => code >= 40140 && code < 40150;
 
+/** Whether a request's credentials are the connection's: its key (a renewed token of it), and able to act as its clientId. */
+const mayActOn = (credentials: Credentials, conn: Connection): boolean =>
+  credentials.keyName === conn.credentials.keyName &&
+  // A key acts as any clientId, as does a `*` token; another token only as its own (or none).
+  ((credentials.method === 'basic' && credentials.clientId === undefined) || credentials.clientId === '*' || credentials.clientId === conn.clientId);
+
 /**
  * A comet request's answer: protocol messages (in-band, status 200, the SDK reads them as if they
  * came on a WebSocket), or a refusal of the request itself in the spec's error format.
@@ -178,6 +184,9 @@ export class CometTransport {
     try {
       const credentials = this.deps.credentialsOf(params);
       if (credentials.app.appId !== held.conn.appId) throw new ServiceError('incompatibleCredentials', "the request's credentials are not for the connection's app");
+      // Another key of the app, or a token for another clientId, may not act on the connection
+      // (the connection key is bound to the key it was issued to, as a resume checks it).
+      if (!mayActOn(credentials, held.conn)) throw new ServiceError('incompatibleCredentials', "the request's credentials are not the connection's: another key, or another clientId");
     } catch (err) {
       error = toWireError(err);
     }
