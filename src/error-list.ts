@@ -43,7 +43,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40163: { title: 'Token revocation not enabled for API key', what: "The key's tokens are not revocable: give the key revocableTokens." },
   40400: { title: 'Resource not found', what: 'No such route, channel or app; a method the path does not serve also gets 404, with an Allow header (as the platform answers).' },
   40500: { title: 'HTTP method not allowed', what: 'The method is not served on this path.' },
-  42910: { title: 'Rate or capacity limit exceeded', what: 'A limit shared by many clients is full (token nonces, revocations, realtime connections: 503), or a realtime connection has more comet requests waiting than REALTIME_COMET_MAX_PENDING_REQUESTS. Retry after a short wait.' },
+  42910: { title: 'Rate or capacity limit exceeded', what: 'A limit shared by many clients is full (token nonces, revocations, realtime connections: 503), or a realtime connection has more comet requests waiting than REALTIME_COMET_MAX_PENDING_REQUESTS, or an address more comet transports with no recv waiting than REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS (503). Retry after a short wait.' },
   42911: { title: 'Per-connection rate exceeded', what: 'A realtime connection sent more frames or bytes a second than REALTIME_MAX_INBOUND_RATE / _BYTES_RATE: it was disconnected and may resume (the SDK does so).' },
   50000: { title: 'Internal server error', what: 'A fault of the service; its log has the details. Retrying may help. Please report it.' },
   50003: { title: 'Request timed out server-side', what: 'The service could not answer in time (a sandbox stats fixture waiting for its projection). Retry.' },

@@ -101,6 +101,15 @@ export interface RealtimeSettings {
    * REALTIME_COMET_MAX_SEND_BYTES
    */
   cometMaxSendBytes: number;
+  /**
+   * Comet transports from one address with no recv waiting (opened and not polled, or left
+   * unpolled). A comet transport holds no TCP connection of its own, so without it one client
+   * could open REALTIME_MAX_CONNECTIONS of them over one keep-alive connection in seconds and
+   * leave no room for anyone else; a polled one holds a recv (an HTTP connection, bounded by
+   * MAX_CONNECTIONS) as a WebSocket holds its socket. Above: the connect is answered
+   * DISCONNECTED 42910 (the SDK retries). REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS
+   */
+  cometMaxUnpolledPerAddress: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
   /** Members per SYNC page. */
@@ -148,6 +157,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   maxEndedConnections: 100_000,
   cometMaxPendingRequests: 2,
   cometMaxSendBytes: 2 * 1024 * 1024,
+  cometMaxUnpolledPerAddress: 100,
   maxReplayRecords: 10_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CometClient } from '../helpers/comet.js';
 import { within } from '../helpers/realtime.js';
-import { Actions } from '../helpers/raw-realtime.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 const services: TestService[] = [];
@@ -149,5 +149,39 @@ describe('comet: the inbound budget and the flood cool-down (REALTIME_MAX_INBOUN
     expect(await floodOnce('a')).toBeGreaterThanOrEqual(40);
     expect(await floodOnce('b')).toBeLessThanOrEqual(8);
     expect(ts.service.gateway.metrics().cooledConnections).toBe(1);
+  });
+});
+
+describe('comet transports left unpolled (REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS 3)', () => {
+  it('an address holding 3 transports with no recv waiting has its next comet connect refused (DISCONNECTED 42910), not the instance filled; a polled one does not count', async () => {
+    const { ts, port } = await start({ REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS: '3' });
+    const opened: CometClient[] = [];
+    for (let i = 0; i < 3; i++) opened.push((await CometClient.connect(port, { key: ts.key })).client!);
+    const refused = await CometClient.connect(port, { key: ts.key });
+    expect(refused.client).toBeUndefined();
+    expect(refused.reply.status).toBe(200);
+    expect(refused.reply.messages).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 42910, statusCode: 503 }) })]);
+    expect(ts.service.gateway.comet.size).toBe(3);
+    // A WebSocket holds its own socket: not counted here.
+    const ws = await RawClient.connect(port, { key: ts.key }, 'json');
+    expect(ws.frames[0].action).toBe(Actions.CONNECTED);
+    ws.ws.close();
+    // One of them polls (a recv waits): there is room for another.
+    const waiting = new AbortController();
+    const polling = opened[0].recv(waiting.signal).catch(() => undefined);
+    let next = await CometClient.connect(port, { key: ts.key });
+    await until(async () => {
+      if (next.client) return true;
+      next = await CometClient.connect(port, { key: ts.key });
+      return next.client !== undefined;
+    }, 'a comet connect to be taken once a transport polls');
+    // Closed transports leave the count.
+    await next.client!.close();
+    for (const c of opened.slice(1)) await c.close();
+    const again = await CometClient.connect(port, { key: ts.key });
+    expect(again.client).toBeDefined();
+    await again.client!.close();
+    await opened[0].close();
+    await polling;
   });
 });

@@ -41,12 +41,24 @@ export class CometSocket extends EventEmitter implements TransportSocket {
   private readonly unpaused: (() => void)[] = [];
   private flushing = false;
   private lingerTimer: NodeJS.Timeout | undefined;
+  /** Whether the transport is open with no recv waiting (what `unpolled` was last told). */
+  private unpolledNow = false;
 
   constructor(
     /** Recvs that may wait at once; a client's sends held while paused are bounded by it too. */
     private readonly maxPending: number,
+    /** Told +1 when the transport comes to have no recv waiting (as it opens), -1 when one waits again or it closes. */
+    private readonly unpolled?: (delta: 1 | -1) => void,
   ) {
     super();
+    this.notePolling();
+  }
+
+  private notePolling(): void {
+    const now = this.state !== CLOSED && this.waiting.length === 0;
+    if (now === this.unpolledNow) return;
+    this.unpolledNow = now;
+    this.unpolled?.(now ? 1 : -1);
   }
 
   get readyState(): number {
@@ -88,6 +100,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
     }
     if (this.waiting.length >= this.maxPending) return false;
     this.waiting.push(receiver);
+    this.notePolling();
     return true;
   }
 
@@ -95,6 +108,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
   cancel(receiver: Receiver): void {
     const i = this.waiting.indexOf(receiver);
     if (i >= 0) this.waiting.splice(i, 1);
+    this.notePolling();
   }
 
   /** Everything queued, now (a close's answer, the connect's); a closing socket is then closed. */
@@ -162,6 +176,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
     setImmediate(() => {
       this.flushing = false;
       const receiver = this.queue.length > 0 ? this.waiting.shift() : undefined;
+      this.notePolling();
       if (receiver) receiver(this.drain());
     });
   }
@@ -173,6 +188,7 @@ export class CometSocket extends EventEmitter implements TransportSocket {
     const dropped = this.take();
     dropped.written(new Error('comet transport closed'));
     for (const receiver of this.waiting.splice(0)) receiver({ frames: [], written: () => {} });
+    this.notePolling();
     this.resume();
     this.emit('close');
   }

@@ -54,6 +54,8 @@ const frameOf = (pm: ProtocolMessage, format: WireFormat): Batch => ({ frames: [
 export class CometTransport {
   /** The comet sockets open here, by their connection's key (a resume on a new one replaces the old). */
   private readonly held = new Map<string, Held>();
+  /** Comet transports open with no recv waiting, by the address that opened them (cometMaxUnpolledPerAddress). */
+  private readonly unpolled = new Map<string, number>();
 
   constructor(private readonly deps: CometTransportDeps) {}
 
@@ -63,7 +65,18 @@ export class CometTransport {
     // A JWT seen for the first time is checked asynchronously (src/auth/jwt.ts) before the rest.
     await this.deps.credentialsPending(params);
     if (this.deps.closing()) return { format, batch: frameOf({ action: Action.DISCONNECTED, error: serviceError('serviceShuttingDown', 'the service is restarting; reconnect') }, format) };
-    const socket = new CometSocket(this.deps.settings.cometMaxPendingRequests);
+    const from = address ?? '';
+    const max = this.deps.settings.cometMaxUnpolledPerAddress;
+    if ((this.unpolled.get(from) ?? 0) >= max) {
+      this.deps.logger.debug({ address, max }, 'comet connect refused: too many transports from its address left unpolled');
+      const error = serviceError('connectionsLimit', `more than ${max} comet transports from this address have no recv waiting (REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS); poll those open, or retry later`);
+      return { format, batch: frameOf({ action: Action.DISCONNECTED, error }, format) };
+    }
+    const socket = new CometSocket(this.deps.settings.cometMaxPendingRequests, (delta) => {
+      const n = (this.unpolled.get(from) ?? 0) + delta;
+      if (n > 0) this.unpolled.set(from, n);
+      else this.unpolled.delete(from);
+    });
     const conn = this.deps.open(socket, params, address);
     if (conn) {
       const entry = { socket, conn };
