@@ -170,3 +170,19 @@ describe("comet requests with other credentials of the same app (the connection'
     await client!.close();
   });
 });
+
+describe('a comet recv whose client went away', () => {
+  it('settles with nothing taken (it does not wait for ever), and the next recv takes what comes', async () => {
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    const gone = new AbortController();
+    const recv = ts.service.gateway.comet.recv(client!.key, new URLSearchParams({ key: ts.key }), gone.signal);
+    // The recv waits (nothing is queued once CONNECTED was taken); its client goes.
+    await new Promise((r) => setImmediate(r));
+    gone.abort();
+    expect(await recv).toEqual({ empty: true });
+    await client!.send([{ action: Actions.HEARTBEAT, id: 'after' }]);
+    const next = await client!.recvUntil((m) => m.action === Actions.HEARTBEAT && m.id === 'after');
+    expect(next.length).toBeGreaterThan(0);
+    await client!.close();
+  });
+});

@@ -147,7 +147,11 @@ export class CometTransport {
         signal.removeEventListener('abort', abort);
         resolve({ format, batch });
       };
-      const abort = (): void => socket.cancel(receiver);
+      // The client gone: the recv takes nothing, and settles (its handler does not wait for ever).
+      const abort = (): void => {
+        socket.cancel(receiver);
+        resolve({ empty: true });
+      };
       if (!socket.recv(receiver)) return resolve(this.tooMany('recvs', conn));
       signal.addEventListener('abort', abort, { once: true });
     });
