@@ -6,37 +6,16 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
-import { ROOT, runToEnd } from '../helpers/spawn-service.js';
 import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { audited as auditedLog, replay, rowsOf, type Row } from './audited-log.js';
+
+/** A data directory whose log holds `count` messages on one channel, and the checkpoint the service's close takes. */
+const audited = (count = 5, dataDir?: string) => auditedLog(count, dataDir, 'tampered');
 import { packSegment, type SegmentRecords } from '../../src/log/embedded/segment.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
 import { chainSegment, ZERO_LINK } from '../../src/log/embedded/chain.mjs';
 import { decodeCheckpoint } from '../../src/audit/checkpoint.js';
 import type { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
-
-const replay = (...args: string[]) => runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), ...args], { KAFKA_BROKERS: '', CLICKHOUSE_URL: '' });
-
-/** A data directory whose log holds `count` messages on one channel, and the checkpoint the service's close takes. */
-async function audited(count = 5, dataDir?: string): Promise<{ dataDir: string; appId: string; channel: string }> {
-  const t = await startTestService({}, dataDir ? { dataDir } : {});
-  const channel = uniqueChannel('tampered');
-  for (let i = 0; i < count; i++) {
-    const res = await t.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload: { name: `m${i}`, data: `payload ${i}` } });
-    expect(res.statusCode).toBe(201);
-  }
-  const appId = t.service.registry.all()[0].appId;
-  await t.close();
-  return { dataDir: t.dataDir, appId, channel };
-}
-
-interface Row {
-  id: number;
-  first_offset: number;
-  count: number;
-  records: Buffer;
-}
-
-const rowsOf = (db: Database.Database, topic: string): Row[] => db.prepare('SELECT id, first_offset, count, records FROM log_segments WHERE topic = ? AND partition = 0 ORDER BY id').all(topic) as Row[];
 
 /** Rewrites a row's messages' data, and empties its chain column (rows written before the log kept a chain have none). */
 function forgeUnlinked(db: Database.Database, row: Row): void {

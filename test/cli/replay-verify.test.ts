@@ -5,37 +5,10 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
-import { ROOT, runToEnd } from '../helpers/spawn-service.js';
-import { startTestService, uniqueChannel } from '../helpers/service.js';
+import { audited, replay, rowsOf, type Row } from './audited-log.js';
 import { packSegment, type SegmentRecords } from '../../src/log/embedded/segment.js';
 import { chainSegment, ZERO_LINK } from '../../src/log/embedded/chain.mjs';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
-
-const replay = (...args: string[]) => runToEnd(['--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), ...args], { KAFKA_BROKERS: '', CLICKHOUSE_URL: '' });
-
-/** A data directory whose log holds `count` messages on one channel, and a checkpoint (the service's close takes one). */
-async function audited(count = 5, dataDir?: string): Promise<{ dataDir: string; appId: string; channel: string }> {
-  const t = await startTestService({}, dataDir ? { dataDir } : {});
-  const channel = uniqueChannel('audited');
-  for (let i = 0; i < count; i++) {
-    const res = await t.service.app.inject({ method: 'POST', url: `/channels/${channel}/messages`, headers: { authorization: t.auth, 'content-type': 'application/json' }, payload: { name: `m${i}`, data: `payload ${i}` } });
-    expect(res.statusCode).toBe(201);
-  }
-  const appId = t.service.registry.all()[0].appId;
-  await t.close();
-  return { dataDir: t.dataDir, appId, channel };
-}
-
-interface Row {
-  id: number;
-  first_offset: number;
-  count: number;
-  records: Buffer;
-  chain: Buffer;
-}
-
-/** The rows of a topic's partition 0, in offset order. */
-const rowsOf = (db: Database.Database, topic: string): Row[] => db.prepare('SELECT id, first_offset, count, records, chain FROM log_segments WHERE topic = ? AND partition = 0 ORDER BY id').all(topic) as Row[];
 
 /** The rows holding a message named `name` of `channel`. */
 function rowWith(db: Database.Database, channel: string, name: string): Row {
