@@ -5,39 +5,32 @@
 // load-generator children (realtime-clients.ts), each server with its own, each child holding an
 // equal share of every channel's subscribers and publishing over realtime MESSAGE frames from
 // connections of its own.
-import { fork, type ChildProcess } from 'node:child_process';
-import { cpus } from 'node:os';
 import WebSocket from 'ws';
-import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuMsOf, ROOT, type ChildServer } from './servers.js';
+import type { ChildServer } from './servers.js';
+import { connectAll, mergeReasons, startClients, type ClientsChild, type PoolResult } from './realtime-children.js';
 import { LatencyHistogram } from './latency-histogram.js';
 import type { CountersSnapshot } from './realtime-clients.js';
-import { table } from './report.js';
 
-const CLIENTS_ENTRY = fileURLToPath(new URL('./realtime-clients.ts', import.meta.url));
-const EXIT_WITH_PARENT = fileURLToPath(new URL('./exit-with-parent.ts', import.meta.url));
-const CONNECT_CONCURRENCY = 64;
 const ATTACH_CONCURRENCY = 256;
 /** publisher connections per load-generator child */
-const PUBLISHERS = 64;
+export const PUBLISHERS = 64;
 /** A closed-loop publish run keeps about this many deliveries in flight (published, not yet received). */
-const DELIVERIES_IN_FLIGHT = 8_000;
+export const DELIVERIES_IN_FLIGHT = 8_000;
 /** seconds of publishing before each measured run */
-const WARMUP_S = 1;
+export const WARMUP_S = 1;
 /** the ramp's connections are counted again after this pause */
-const RAMP_HOLD_MS = 2000;
+export const RAMP_HOLD_MS = 2000;
 /** a progress line every this many seconds of a measured run: delivered/s and the longest latency seen */
 const PROGRESS_EVERY_S = 1;
 /** How long a run waits for the last deliveries after its publishers stop. */
-const DRAIN_MS = 5_000;
-const PAYLOAD = 'realtime bench: the quick brown fox jumps over the lazy dog 0123456789';
+export const DRAIN_MS = 5_000;
+export const PAYLOAD = 'realtime bench: the quick brown fox jumps over the lazy dog 0123456789';
 // USER_HZ, as in servers.ts
 const CLOCK_TICKS_PER_S = 100;
 /** A core counts as saturated above this share of its time. */
-const SATURATED = 0.9;
+export const SATURATED = 0.9;
 
 export interface RealtimeOptions {
   /** load-generator children */
@@ -111,85 +104,6 @@ export interface RealtimeServerResult {
   failed: boolean;
 }
 
-interface ClientsChild {
-  index: number;
-  pid: number;
-  request<T>(command: Record<string, unknown>, timeoutMs?: number): Promise<T>;
-  cpuMs(): number;
-  stop(): Promise<void>;
-}
-
-async function startClients(index: number): Promise<ClientsChild> {
-  const child: ChildProcess = fork(CLIENTS_ENTRY, [], {
-    cwd: ROOT,
-    execArgv: ['--import', 'tsx', '--import', EXIT_WITH_PARENT],
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', RT_CHILD: String(index) },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-  const name = `rt-clients-${index}`;
-  for (const stream of [child.stdout!, child.stderr!]) createInterface({ input: stream }).on('line', (line) => console.log(`  [${name}] ${line}`));
-  let nextId = 0;
-  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  let exited = false;
-  const ready = new Promise<void>((resolve, reject) => {
-    child.on('message', (m: { ready?: boolean; id?: number; result?: unknown; error?: string }) => {
-      if (m.ready) return resolve();
-      const w = waiting.get(m.id!);
-      if (!w) return;
-      waiting.delete(m.id!);
-      if (m.error !== undefined) w.reject(new Error(`${name}: ${m.error}`));
-      else w.resolve(m.result);
-    });
-    child.once('exit', (code, signal) => {
-      exited = true;
-      const err = new Error(`${name} exited (${signal ?? `code ${code}`})`);
-      reject(err);
-      for (const w of waiting.values()) w.reject(err);
-      waiting.clear();
-    });
-  });
-  await ready;
-  return {
-    index,
-    pid: child.pid!,
-    request: <T>(command: Record<string, unknown>, timeoutMs = 300_000) =>
-      new Promise<T>((resolve, reject) => {
-        if (exited) return reject(new Error(`${name} has exited`));
-        const id = nextId++;
-        const timer = setTimeout(() => {
-          waiting.delete(id);
-          reject(new Error(`${name}: no answer to ${String(command.cmd)} in ${timeoutMs} ms`));
-        }, timeoutMs);
-        waiting.set(id, {
-          resolve: (v) => {
-            clearTimeout(timer);
-            resolve(v as T);
-          },
-          reject: (e) => {
-            clearTimeout(timer);
-            reject(e);
-          },
-        });
-        child.send({ id, ...command });
-      }),
-    cpuMs: () => cpuMsOf(child.pid!) ?? 0,
-    stop: async () => {
-      if (exited) return;
-      const gone = new Promise((resolve) => child.once('exit', resolve));
-      child.send({ id: -1, cmd: 'close' });
-      const kill = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await gone;
-      clearTimeout(kill);
-    },
-  };
-}
-
-interface PoolResult {
-  ok: number;
-  failed: number;
-  reasons: Record<string, number>;
-  ms: number;
-}
 interface ReadResult {
   counters: CountersSnapshot;
   problems: Record<string, number>;
@@ -220,18 +134,13 @@ function openFilesLimitOf(pid: number): number | undefined {
   }
 }
 
-const int = (n: number): string => Math.round(n).toLocaleString('en-US');
-const pct = (share: number): string => `${Math.round(share * 100)}%`;
-const reasonsText = (reasons: Record<string, number>): string =>
+export const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+export const pct = (share: number): string => `${Math.round(share * 100)}%`;
+export const reasonsText = (reasons: Record<string, number>): string =>
   Object.entries(reasons)
     .sort((a, b) => b[1] - a[1])
     .map(([r, n]) => `${r} ×${n}`)
     .join(', ');
-const mergeReasons = (all: Record<string, number>[]): Record<string, number> => {
-  const out: Record<string, number> = {};
-  for (const r of all) for (const [k, n] of Object.entries(r)) out[k] = (out[k] ?? 0) + n;
-  return out;
-};
 
 function sum(reads: ReadResult[]): { c: Omit<CountersSnapshot, 'latency'>; latency: LatencyHistogram } {
   const latency = new LatencyHistogram();
@@ -243,17 +152,6 @@ function sum(reads: ReadResult[]): { c: Omit<CountersSnapshot, 'latency'>; laten
   return { c, latency };
 }
 
-/** Requests a connection count split evenly over the children; resolves with the added up results. */
-async function connectAll(clients: ClientsChild[], url: string, count: number): Promise<PoolResult> {
-  const shares = clients.map((_, i) => Math.floor(count / clients.length) + (i < count % clients.length ? 1 : 0));
-  const results = await Promise.all(clients.map((c, i) => c.request<PoolResult>({ cmd: 'connect', url, count: shares[i], concurrency: CONNECT_CONCURRENCY })));
-  return {
-    ok: results.reduce((n, r) => n + r.ok, 0),
-    failed: results.reduce((n, r) => n + r.failed, 0),
-    reasons: mergeReasons(results.map((r) => r.reasons)),
-    ms: Math.max(...results.map((r) => r.ms)),
-  };
-}
 
 async function memoryOf(server: ChildServer): Promise<{ rssMiB?: number; heapMiB?: number }> {
   await sleep(300);
@@ -614,87 +512,6 @@ export async function realtimeBench(targets: RealtimeTarget[], o: RealtimeOption
   return sides.map((side) => side.result);
 }
 
-// ---- tables ----
-
-const ms = (n: number): string => (Number.isNaN(n) ? '–' : n < 10 ? n.toFixed(2) : n.toFixed(1));
-const kib = (n: number | undefined): string => (n === undefined ? '–' : n.toFixed(1));
-
-/** results[0] is the baseline. */
-export function fanoutTable(results: RealtimeServerResult[]): string {
-  const base = results[0];
-  const rows = results.flatMap((r) =>
-    r.fanout.map((f, i) => {
-      const b = base.fanout[i];
-      if (f.error) return [f.scenario, r.setup, `**failed**: ${f.error}`, '', '', '', '', '', '', '', '', ''];
-      return [
-        f.scenario,
-        r.setup,
-        int(f.deliveredPerS),
-        int(f.publishesPerS),
-        b ? (f.deliveredPerS / b.deliveredPerS).toFixed(2) : '–',
-        ms(f.p50),
-        ms(f.p99),
-        String(Math.round(f.frameBytes)),
-        `${pct(f.serverMain)} + ${pct(f.serverOthers)}`,
-        f.clients.map(pct).join(' + '),
-        pct(f.elsewhere),
-        f.lost + f.nacked === 0 ? '0' : `**${f.lost} lost, ${f.nacked} NACKs**`,
-      ];
-    }),
-  );
-  return table(
-    ['Realtime fan-out', 'server', 'delivered msg/s', 'publishes/s', 'vs bare', 'p50 ms', 'p99 ms', 'frame bytes', 'server CPU (main + others)', 'load generators CPU', 'rest of machine CPU', 'lost / NACKs'],
-    rows,
-    [false, false, true, true, true, true, true, true, true, true, true, true],
-  );
-}
-
-export function latencyTable(results: RealtimeServerResult[]): string {
-  const rows = results.flatMap((r) =>
-    r.fanout.flatMap((f) =>
-      f.latency.map((l) => [f.scenario, r.setup, l.load, ms(l.p50), ms(l.p99), ms(l.max), int(l.deliveries), l.lost + l.nacked === 0 ? '0' : `**${l.lost} lost, ${l.nacked} NACKs**`]),
-    ),
-  );
-  return table(['Publish → delivered', 'server', 'load', 'p50 ms', 'p99 ms', 'max ms', 'deliveries', 'lost / NACKs'], rows, [false, false, false, true, true, true, true, true]);
-}
-
-export function memoryTable(results: RealtimeServerResult[]): string {
-  const rows = results.map((r) => [
-    r.setup,
-    kib(r.perConnection.rssKiB),
-    kib(r.perConnection.heapKiB),
-    kib(r.perAttachment.rssKiB),
-    kib(r.perAttachment.heapKiB),
-    int(r.maxConnections.held),
-    r.maxConnections.rssMiB === undefined ? '–' : r.maxConnections.rssMiB.toFixed(0),
-    r.maxConnections.openFilesLimit === undefined ? '–' : int(r.maxConnections.openFilesLimit),
-    r.maxConnections.stoppedBy,
-  ]);
-  return table(
-    ['Realtime connections', 'KiB RSS / idle connection', 'KiB heap / idle connection', 'KiB RSS / attachment', 'KiB heap / attachment', 'most connections held', 'RSS at most MiB', 'open-file limit', 'ramp stopped by'],
-    rows,
-    [false, true, true, true, true, true, true, true, false],
-  );
-}
-
-/** Which side limited each throughput run, from the CPU shares. */
-export function saturationNotes(results: RealtimeServerResult[]): string[] {
-  return results.flatMap((r) =>
-    r.fanout.filter((f) => !f.error).map((f) => {
-      const busy = [f.serverMain >= SATURATED ? `the server's main thread (${pct(f.serverMain)})` : undefined, ...f.clients.map((c, i) => (c >= SATURATED ? `load generator ${i} (${pct(c)})` : undefined))].filter(
-        (x) => x !== undefined,
-      );
-      const ours = f.serverMain + f.serverOthers + f.clients.reduce((a, b) => a + b, 0);
-      const machine = ours + f.elsewhere;
-      const full = machine >= SATURATED * cpus().length;
-      return (
-        `${r.setup}, ${f.scenario}: ${busy.length > 0 ? `saturated: ${busy.join(', ')}` : 'no single process saturated'}; ` +
-        `server and its load generators ${pct(ours)} of one core, the rest of the machine ${pct(f.elsewhere)}${full ? `: all ${cpus().length} cores busy` : ''}.`
-      );
-    }),
-  );
-}
-
 /** The WebSocket URL of a server's realtime interface, with the query the SDK sends in Node (JSON). */
 export function realtimeUrl(httpUrl: string, auth: string): string {
   return `${httpUrl.replace(/^http/, 'ws')}/?${auth ? `${auth}&` : ''}format=json&heartbeats=false&v=6`;
@@ -716,48 +533,5 @@ export function probeRealtime(url: string): Promise<string | undefined> {
       const frame = JSON.parse(String(raw)) as { action: number; error?: { code: number; message: string } };
       done(frame.action === 4 ? undefined : `first frame: action ${frame.action}${frame.error ? ` (${frame.error.code} ${frame.error.message})` : ''}`);
     });
-  });
-}
-
-/** The realtime section of the bench's markdown: method, tables, notes. results[0] is the baseline. */
-export function realtimeMarkdown(results: RealtimeServerResult[], o: RealtimeOptions, head: string, notes: string[], extra: string[] = []): string {
-  const problems = results.filter((r) => Object.keys(r.problems).length > 0).map((r) => `${r.setup}: the clients saw ${reasonsText(r.problems)}.`);
-  const all = [...roundNotes(results), ...saturationNotes(results), ...problems, ...notes];
-  return [
-    `**Realtime.** ${head}`,
-    `Both servers run at once, each in a child process (the bare \`ws\` baseline, ws-bare-server.ts, and the embedded service), each with ${o.clients} load-generator children of raw \`ws\` clients (JSON frames) of its own. ` +
-      `For each server they open ${int(SCENARIOS.many.channels.length * SCENARIOS.many.fanout)} connections and attach each to one of ${int(SCENARIOS.many.channels.length)} channels (${SCENARIOS.many.fanout} per channel); the first ${int(SCENARIOS.one.fanout)} also attach one more channel. ` +
-      `Publishes are realtime MESSAGE frames from ${PUBLISHERS} more connections per child (so that each stays under the service's default REALTIME_MAX_INBOUND_RATE of 100 frames/s), one message each (data of about ${PAYLOAD.length + 30} bytes carrying its send time), spread over the scenario's channels. ` +
-      `Fan-out throughput: each child keeps about ${int(DELIVERIES_IN_FLIGHT / o.clients)} deliveries in flight (a message counts until all of that child's subscribers of its channel received it); ` +
-      `${o.rounds} rounds of ${o.roundS} s per server, each after ${WARMUP_S} s of warm-up, alternating between the servers; a row adds its rounds up, and "vs bare" divides its delivered messages/s by the baseline's. ` +
-      `Latency: from the publish frame's send to each subscriber's receipt, every delivery counted, at a fixed rate for ${o.latencyS} s: "idle" is a few publishes a second, "half of max" half of that server's own throughput above. ` +
-      `"lost" counts deliveries that never arrived (a run waits up to ${DRAIN_MS / 1000} s after its last publish). ` +
-      `Memory: the server's RSS, and heap + external after a full GC, before and after opening the idle connections, then after attaching them, divided by their count ` +
-      `(RSS moves by whole pages and as the garbage collector returns them, so an attachment's share of it, under a KiB, is within its noise: the heap figure is the one to read). ` +
-      `Last, the ramp adds idle connections to one server at a time, ${int(o.rampStep)} a step, all on 127.0.0.1, until a connection fails or the cap; "held" counts those still open ${RAMP_HOLD_MS / 1000} s later. ` +
-      `CPU shares are of one core over the measured time (the server's main thread + its other threads; each load generator).`,
-    '',
-    fanoutTable(results),
-    '',
-    latencyTable(results),
-    '',
-    memoryTable(results),
-    ...(all.length > 0 ? ['', ...all.map((n) => `- ${n}`)] : []),
-    ...extra,
-  ].join('\n');
-}
-
-/** Each round's delivered/s, and the ratio per round, as the publish bench lists its rounds. */
-function roundNotes(results: RealtimeServerResult[]): string[] {
-  const base = results[0];
-  return base.fanout.map((b, i) => {
-    const list = results.map((r) => `${r.setup} ${r.fanout[i]?.rounds.map(int).join(', ') || '–'}`).join('; ');
-    const ratios = results
-      .slice(1)
-      .map((r) => r.fanout[i])
-      .filter((f) => f && !f.error && f.rounds.length === b.rounds.length)
-      .map((f) => f.rounds.map((x, k) => x / b.rounds[k]).sort((p, q) => p - q));
-    const spread = ratios.map((r) => `from ${r[0].toFixed(2)} to ${r[r.length - 1].toFixed(2)}`).join('; ');
-    return `${b.scenario}, delivered/s per round: ${list}${spread ? `; against the baseline per round: ${spread}` : ''}.`;
   });
 }

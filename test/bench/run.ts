@@ -19,7 +19,8 @@ import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
 import { runSoak, soakMarkdown, soakTable } from './soak.js';
-import { fanoutTable, latencyTable, memoryTable, probeRealtime, realtimeBench, realtimeMarkdown, realtimeUrl, type RealtimeServerResult, type RealtimeTarget } from './realtime-bench.js';
+import { probeRealtime, realtimeBench, realtimeUrl, type RealtimeServerResult, type RealtimeTarget } from './realtime-bench.js';
+import { fanoutTable, latencyTable, memoryTable, realtimeMarkdown } from './realtime-tables.js';
 import { cometBench, cometMarkdown, COMET_SUBSCRIBERS, type CometRow } from './comet-bench.js';
 
 const options = benchOptions(process.env);
