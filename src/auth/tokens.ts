@@ -39,6 +39,7 @@ interface TokenClaims {
   c: string; // capability (canonical JSON)
   u?: string; // clientId
   r?: string; // revocationKey
+  o?: number; // issued, as revocation reads it: the asking token's, for a token a token asked for
   n: string; // nonce, so two tokens issued in the same millisecond differ
 }
 
@@ -79,10 +80,16 @@ export class TokenService implements TokenVerifier {
     return isJwt(token) ? this.jwt.prepare(token, now) : undefined;
   }
 
-  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string): TokenDetails {
+  /**
+   * `askerIssued`: for a token a token asks for, the asking token's issue time (as revocation reads
+   * it), which the new token keeps for revocation: a revocation reaching the asker reaches it too,
+   * so a token cannot outlive its revocation by asking for a fresh one within allowReauthMargin.
+   */
+  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string, askerIssued?: number): TokenDetails {
     const claims: TokenClaims = { k: keyName, i: now, x: now + ttlMs, c: stringifyCapability(capability), n: randomBytes(6).toString('base64url') };
     if (clientId !== undefined) claims.u = clientId;
     if (revocationKey !== undefined) claims.r = revocationKey;
+    if (askerIssued !== undefined && askerIssued < now) claims.o = askerIssued;
     const payload = b64url(JSON.stringify(claims));
     const token = `${payload}.${sign(keySecret, payload)}`;
     const details: TokenDetails = { token, keyName, issued: claims.i, expires: claims.x, capability: claims.c };
@@ -110,7 +117,8 @@ export class TokenService implements TokenVerifier {
     if (!secretsEqual(expected, token.slice(dot + 1)) || !found) throw new ServiceError('tokenUnrecognized', 'token not recognized');
     if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that issued this token has been revoked');
     if (claims.x <= now) throw new ServiceError('tokenError', 'token expired');
-    const credentials: Credentials = { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x, issued: claims.i };
+    const issued = typeof claims.o === 'number' ? claims.o : claims.i;
+    const credentials: Credentials = { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x, issued };
     if (typeof claims.r === 'string') credentials.revocationKey = claims.r;
     return credentials;
   }

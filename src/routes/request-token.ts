@@ -53,6 +53,7 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         let revocationKey = body.revocationKey as string | undefined;
         let held;
         let secret: string;
+        let askerIssued: number | undefined;
         if (body.mac !== undefined || body.nonce !== undefined) {
           // Signed: the mac proves the key holder made this request.
           if (typeof body.nonce !== 'string' || body.nonce.length < 16) {
@@ -102,10 +103,12 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
             revocationKey = credentials.revocationKey;
           }
           held = credentials.capability;
+          // ...and no later issue time for revocation: revoking the asker revokes what it asked for.
+          if (credentials.method === 'token') askerIssued = credentials.issued;
           secret = opts.apps.key(keyName)!.key.keySecret;
         }
         const capability = opts.tokens.capabilityFor(held, body.capability);
-        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now, revocationKey));
+        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now, revocationKey, askerIssued));
       },
     },
   });
