@@ -1,5 +1,7 @@
 // The JWT check (src/auth/jwt.ts) on its own: one asynchronous check per JWT, its outcome kept
 // within a bound and dropped when keys change, the time checks made at each use.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { SignJWT } from 'jose';
 import { AppRegistry } from '../../projections/apps/app-registry.js';
@@ -88,5 +90,28 @@ describe('JwtVerifier', () => {
     expect(jwt.verify(good, NOW).keyName).toBe('app1.k1'); // not pushed out
     expect(codeOf(() => jwt.verify(huge, NOW))).toBe(40144);
     expect(jwt.prepare(huge, NOW)).toBeUndefined(); // nothing to check: refused as it is
+  });
+
+  it('what the kept outcomes hold is bounded in bytes: cacheSize JWTs of maxJwtLength from a client with no credentials (an unknown kid, a bad signature) hold a few MB, not the JWTs themselves (64 MB)', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { jwt } = setup();
+    const header = (kid: string): string => Buffer.from(JSON.stringify({ alg: 'HS256', kid })).toString('base64url');
+    const junk = (n: number): string => {
+      // Half name a key and fail the signature check; half name no app, with a kid of 4 KB the refusal could echo.
+      const head = n % 2 === 0 ? header('app1.k1') : header(`x${n}.${'k'.repeat(4000)}`);
+      const pad = 'p'.repeat(DEFAULT_JWT_LIMITS.maxJwtLength - head.length - 100);
+      return `${head}.${Buffer.from(JSON.stringify({ iat: 1, exp: 2, pad: `${pad}${n}` })).toString('base64url').slice(0, DEFAULT_JWT_LIMITS.maxJwtLength - head.length - 45)}.${'s'.repeat(43)}`;
+    };
+    expect(junk(1).length).toBeLessThanOrEqual(DEFAULT_JWT_LIMITS.maxJwtLength);
+    expect(junk(1).length).toBeGreaterThan(DEFAULT_JWT_LIMITS.maxJwtLength - 100);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let n = 0; n < DEFAULT_JWT_LIMITS.cacheSize; n++) await jwt.prepare(junk(n), NOW);
+    gc();
+    const held = process.memoryUsage().heapUsed - before;
+    expect(codeOf(() => jwt.verify(junk(0), NOW))).toBe(40144); // kept: not checked again
+    expect(codeOf(() => jwt.verify(junk(1), NOW))).toBe(40400);
+    expect(held).toBeLessThan(8 * 1024 * 1024);
   });
 });
