@@ -51,7 +51,8 @@ const sign = (secret: string, payload: string): string => createHmac('sha256', s
  * `keyName\nttl\ncapability\nclientId\ntimestamp\nnonce\n`, absent fields as empty strings.
  */
 export function tokenRequestMac(secret: string, r: Partial<Record<'keyName' | 'ttl' | 'capability' | 'clientId' | 'timestamp' | 'nonce', unknown>>): string {
-  const field = (v: unknown): string => (v === undefined || v === null ? '' : String(v));
+  // Only text and numbers have a text to sign: String() of another value may throw (`{"toString": 1}`).
+  const field = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
   const text = `${field(r.keyName)}\n${field(r.ttl)}\n${field(r.capability)}\n${field(r.clientId)}\n${field(r.timestamp)}\n${field(r.nonce)}\n`;
   return createHmac('sha256', secret).update(text).digest('base64');
 }
@@ -160,7 +161,8 @@ export class TokenService implements TokenVerifier {
   ttlFor(ttl: unknown, now: number, askerExpires?: number): number {
     const left = askerExpires === undefined ? Infinity : askerExpires - now;
     if (ttl === undefined || ttl === null || ttl === '') return Math.min(this.policy.defaultTtlMs, left);
-    const n = Number(ttl);
+    // A number, or its digits as text (as a form sends it); not `true` nor `[1000]`, which Number() takes.
+    const n = typeof ttl === 'number' ? ttl : typeof ttl === 'string' && /^\d+$/.test(ttl) ? Number(ttl) : NaN;
     if (!Number.isInteger(n) || n <= 0) throw new ServiceError('invalidParameterValue', 'ttl must be a positive whole number of milliseconds');
     if (n > this.policy.maxTtlMs) throw new ServiceError('invalidParameterValue', `ttl is above the maximum of ${this.policy.maxTtlMs} ms (24 hours)`);
     if (n > left) {

@@ -35,8 +35,9 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         if (body.keyName !== undefined && body.keyName !== keyName) {
           throw new ServiceError('invalidRequestBody', `keyName "${String(body.keyName)}" does not match the key in the path "${keyName}"`);
         }
-        const timestamp = Number(body.timestamp);
-        if (body.timestamp === undefined || !Number.isInteger(timestamp)) {
+        // Number() of another value may throw (`{"valueOf": 1, "toString": 1}`) or take `true` as 1.
+        const timestamp = typeof body.timestamp === 'number' || typeof body.timestamp === 'string' ? Number(body.timestamp) : NaN;
+        if (!Number.isInteger(timestamp)) {
           throw new ServiceError('invalidRequestBody', 'timestamp (ms since the epoch) is required');
         }
         if (body.clientId !== undefined && (typeof body.clientId !== 'string' || body.clientId.length === 0)) {
