@@ -52,7 +52,7 @@ export const DEFAULT_JWT_LIMITS: JwtLimits = { maxJwtLength: 8192, maxTtlMs: 24 
 const idOf = (token: string): string => createHash('sha256').update(token).digest('base64');
 
 /** What checking a JWT found: its credentials (less the time checks), or the error to answer. */
-type Outcome = { version: number; credentials: Credentials } | { version: number; error: ServiceError };
+type Outcome = { version: number; credentials: Credentials } | { version: number; error: ServiceError; retryAt?: number };
 
 const invalid = (why: string): ServiceError => new ServiceError('invalidJwt', `invalid JWT: ${why}`);
 const tooLong = (max: number): ServiceError => invalid(`it is longer than ${max} characters`);
@@ -88,7 +88,8 @@ export class JwtVerifier {
     if (token.length > this.limits.maxJwtLength) return undefined;
     const id = idOf(token);
     const known = this.outcomes.get(id);
-    if (known && known.version === this.apps.version) return undefined;
+    const due = known !== undefined && 'retryAt' in known && known.retryAt !== undefined && known.retryAt <= now;
+    if (known && known.version === this.apps.version && !due) return undefined;
     const running = this.inFlight.get(id);
     if (running) return running;
     const version = this.apps.version;
@@ -99,7 +100,7 @@ export class JwtVerifier {
         // A copy: a message quoting part of the JWT (its kid, cut to 64 characters) may be a slice
         // of a string of the JWT, and would keep all of it (V8 slices strings without copying).
         error.message = Buffer.from(error.message).toString();
-        this.keep(id, { version, error });
+        this.keep(id, { version, error, retryAt: this.validFrom(token, now) });
       },
     );
     const settled = done.finally(() => this.inFlight.delete(id));
@@ -119,6 +120,23 @@ export class JwtVerifier {
     const { credentials } = known;
     if (credentials.expires! <= now) throw new ServiceError('tokenExpired', 'JWT expired (exp has passed); request a new one');
     return credentials;
+  }
+
+  /**
+   * For a JWT refused before the time it claims to be valid from (nbf, or iat less the
+   * maxIssuedAheadMs it may be ahead), that time: the refusal may not hold then, so it is checked
+   * once more (else a JWT sent a little early stayed refused for as long as its outcome was kept).
+   */
+  private validFrom(token: string, now: number): number | undefined {
+    let claims: Record<string, unknown>;
+    try {
+      claims = decodeJwt(token) as Record<string, unknown>;
+    } catch {
+      return undefined;
+    }
+    const { nbf, iat } = claims;
+    const from = Math.max(typeof nbf === 'number' ? nbf * 1000 : 0, typeof iat === 'number' ? iat * 1000 - this.limits.maxIssuedAheadMs : 0);
+    return Number.isFinite(from) && from > now ? from : undefined;
   }
 
   private keep(id: string, outcome: Outcome): void {

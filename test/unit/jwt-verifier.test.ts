@@ -73,6 +73,28 @@ describe('JwtVerifier', () => {
     expect(codeOf(() => jwt.verify(token, NOW))).toBe(40144);
   });
 
+  it('a JWT refused for being used before nbf, or with an iat more than 10 minutes ahead, is checked again from then, and taken', async () => {
+    const { jwt } = setup();
+    const early = await sign({ nbf: NOW / 1000 + 5 });
+    await jwt.prepare(early, NOW);
+    expect(codeOf(() => jwt.verify(early, NOW))).toBe(40144);
+    expect(jwt.prepare(early, NOW + 4_999)).toBeUndefined(); // still refused: nothing to check again yet
+    await jwt.prepare(early, NOW + 5_000);
+    expect(jwt.verify(early, NOW + 5_000).keyName).toBe('app1.k1');
+
+    const ahead = await sign({ iat: NOW / 1000 + 660, exp: NOW / 1000 + 720 });
+    await jwt.prepare(ahead, NOW);
+    expect(codeOf(() => jwt.verify(ahead, NOW))).toBe(40144);
+    await jwt.prepare(ahead, NOW + 60_000);
+    expect(jwt.verify(ahead, NOW + 60_000).issued).toBe(NOW + 660_000);
+
+    const forged = await sign({ nbf: NOW / 1000 + 5 }, 'not-the-secret');
+    await jwt.prepare(forged, NOW);
+    await jwt.prepare(forged, NOW + 5_000);
+    expect(codeOf(() => jwt.verify(forged, NOW + 5_000))).toBe(40144);
+    expect(jwt.prepare(forged, NOW + 10_000)).toBeUndefined(); // checked again once, then kept
+  });
+
   it('keeps at most cacheSize outcomes, the oldest going first', async () => {
     const { jwt } = setup(2);
     const tokens = await Promise.all([1, 2, 3].map((n) => sign({ n })));
