@@ -7,6 +7,9 @@ export type Operation = (typeof OPERATIONS)[number];
 /** resource name or wildcard -> permitted operations */
 export type Capability = Map<string, Set<string>>;
 
+/** A resource name as an error message shows it: at most 64 characters of what a client sent. */
+const shown = (resource: string): string => (resource.length > 64 ? `${resource.slice(0, 64)}…` : resource);
+
 /** Parses a capability from its JSON string or object form; bad input is a 400 with a clear message. */
 export function parseCapability(input: unknown): Capability {
   let value = input;
@@ -26,12 +29,12 @@ export function parseCapability(input: unknown): Capability {
     if (!Array.isArray(ops) || ops.length === 0 || ops.some((op) => typeof op !== 'string' || !(OPERATIONS as readonly string[]).includes(op))) {
       throw new ServiceError(
         'invalidParameterValue',
-        `capability for "${resource}" must be a non-empty array of operations (${OPERATIONS.join(', ')})`,
+        `capability for "${shown(resource)}" must be a non-empty array of operations (${OPERATIONS.join(', ')})`,
       );
     }
     // `*` is every operation: listed with others it says two things at once (the platform refuses it).
     if (ops.length > 1 && ops.includes('*')) {
-      throw new ServiceError('invalidParameterValue', `capability for "${resource}" lists "*" (every operation) together with other operations; give "*" alone or list the operations`);
+      throw new ServiceError('invalidParameterValue', `capability for "${shown(resource)}" lists "*" (every operation) together with other operations; give "*" alone or list the operations`);
     }
     cap.set(resource, new Set(ops as string[]));
   }

@@ -11,7 +11,10 @@ export interface Credentials {
   method: 'basic' | 'token';
   /** When token credentials stop being valid (ms since the epoch). */
   expires?: number;
-  /** When token credentials were issued (token revocation reaches tokens issued before a time). */
+  /**
+   * When token credentials were issued, as token revocation reads it (it reaches tokens issued
+   * before a time): for a token a token asked for, the asking token's.
+   */
   issued?: number;
   /** The token's revocation key, if it was given one (a `revocationKey:<key>` revocation target). */
   revocationKey?: string;

@@ -39,6 +39,7 @@ interface TokenClaims {
   c: string; // capability (canonical JSON)
   u?: string; // clientId
   r?: string; // revocationKey
+  o?: number; // issued, as revocation reads it: the asking token's, for a token a token asked for
   n: string; // nonce, so two tokens issued in the same millisecond differ
 }
 
@@ -50,7 +51,8 @@ const sign = (secret: string, payload: string): string => createHmac('sha256', s
  * `keyName\nttl\ncapability\nclientId\ntimestamp\nnonce\n`, absent fields as empty strings.
  */
 export function tokenRequestMac(secret: string, r: Partial<Record<'keyName' | 'ttl' | 'capability' | 'clientId' | 'timestamp' | 'nonce', unknown>>): string {
-  const field = (v: unknown): string => (v === undefined || v === null ? '' : String(v));
+  // Only text and numbers have a text to sign: String() of another value may throw (`{"toString": 1}`).
+  const field = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
   const text = `${field(r.keyName)}\n${field(r.ttl)}\n${field(r.capability)}\n${field(r.clientId)}\n${field(r.timestamp)}\n${field(r.nonce)}\n`;
   return createHmac('sha256', secret).update(text).digest('base64');
 }
@@ -79,10 +81,16 @@ export class TokenService implements TokenVerifier {
     return isJwt(token) ? this.jwt.prepare(token, now) : undefined;
   }
 
-  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string): TokenDetails {
+  /**
+   * `askerIssued`: for a token a token asks for, the asking token's issue time (as revocation reads
+   * it), which the new token keeps for revocation: a revocation reaching the asker reaches it too,
+   * so a token cannot outlive its revocation by asking for a fresh one within allowReauthMargin.
+   */
+  issue(keyName: string, keySecret: string, capability: Capability, ttlMs: number, clientId: string | undefined, now: number, revocationKey?: string, askerIssued?: number): TokenDetails {
     const claims: TokenClaims = { k: keyName, i: now, x: now + ttlMs, c: stringifyCapability(capability), n: randomBytes(6).toString('base64url') };
     if (clientId !== undefined) claims.u = clientId;
     if (revocationKey !== undefined) claims.r = revocationKey;
+    if (askerIssued !== undefined && askerIssued < now) claims.o = askerIssued;
     const payload = b64url(JSON.stringify(claims));
     const token = `${payload}.${sign(keySecret, payload)}`;
     const details: TokenDetails = { token, keyName, issued: claims.i, expires: claims.x, capability: claims.c };
@@ -110,7 +118,8 @@ export class TokenService implements TokenVerifier {
     if (!secretsEqual(expected, token.slice(dot + 1)) || !found) throw new ServiceError('tokenUnrecognized', 'token not recognized');
     if (found.key.revoked) throw new ServiceError('tokenRevoked', 'the key that issued this token has been revoked');
     if (claims.x <= now) throw new ServiceError('tokenError', 'token expired');
-    const credentials: Credentials = { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x, issued: claims.i };
+    const issued = typeof claims.o === 'number' ? claims.o : claims.i;
+    const credentials: Credentials = { app: found.app, keyName: claims.k, capability: parseCapability(claims.c), clientId: claims.u, method: 'token', expires: claims.x, issued };
     if (typeof claims.r === 'string') credentials.revocationKey = claims.r;
     return credentials;
   }
@@ -152,7 +161,8 @@ export class TokenService implements TokenVerifier {
   ttlFor(ttl: unknown, now: number, askerExpires?: number): number {
     const left = askerExpires === undefined ? Infinity : askerExpires - now;
     if (ttl === undefined || ttl === null || ttl === '') return Math.min(this.policy.defaultTtlMs, left);
-    const n = Number(ttl);
+    // A number, or its digits as text (as a form sends it); not `true` nor `[1000]`, which Number() takes.
+    const n = typeof ttl === 'number' ? ttl : typeof ttl === 'string' && /^\d+$/.test(ttl) ? Number(ttl) : NaN;
     if (!Number.isInteger(n) || n <= 0) throw new ServiceError('invalidParameterValue', 'ttl must be a positive whole number of milliseconds');
     if (n > this.policy.maxTtlMs) throw new ServiceError('invalidParameterValue', `ttl is above the maximum of ${this.policy.maxTtlMs} ms (24 hours)`);
     if (n > left) {

@@ -301,7 +301,8 @@ export class Connection extends ConnectionLife {
     if (credentials.app.appId !== this.appId) return this.fail(serviceError('incompatibleCredentials', 'the new token is for another app'));
     const clientId = credentials.clientId;
     const held = this.clientId;
-    if (held !== undefined && held !== '*' && clientId !== held) {
+    // A wildcard token may act as any clientId, the connection's too (which it keeps).
+    if (held !== undefined && held !== '*' && clientId !== held && clientId !== '*') {
       return this.fail(serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${held}")`));
     }
     this.identity = { ...this.identity, credentials, clientId: held === undefined || held === '*' ? (clientId ?? held) : held };

@@ -35,8 +35,9 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         if (body.keyName !== undefined && body.keyName !== keyName) {
           throw new ServiceError('invalidRequestBody', `keyName "${String(body.keyName)}" does not match the key in the path "${keyName}"`);
         }
-        const timestamp = Number(body.timestamp);
-        if (body.timestamp === undefined || !Number.isInteger(timestamp)) {
+        // Number() of another value may throw (`{"valueOf": 1, "toString": 1}`) or take `true` as 1.
+        const timestamp = typeof body.timestamp === 'number' || typeof body.timestamp === 'string' ? Number(body.timestamp) : NaN;
+        if (!Number.isInteger(timestamp)) {
           throw new ServiceError('invalidRequestBody', 'timestamp (ms since the epoch) is required');
         }
         if (body.clientId !== undefined && (typeof body.clientId !== 'string' || body.clientId.length === 0)) {
@@ -53,6 +54,7 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
         let revocationKey = body.revocationKey as string | undefined;
         let held;
         let secret: string;
+        let askerIssued: number | undefined;
         if (body.mac !== undefined || body.nonce !== undefined) {
           // Signed: the mac proves the key holder made this request.
           if (typeof body.nonce !== 'string' || body.nonce.length < 16) {
@@ -102,10 +104,12 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
             revocationKey = credentials.revocationKey;
           }
           held = credentials.capability;
+          // ...and no later issue time for revocation: revoking the asker revokes what it asked for.
+          if (credentials.method === 'token') askerIssued = credentials.issued;
           secret = opts.apps.key(keyName)!.key.keySecret;
         }
         const capability = opts.tokens.capabilityFor(held, body.capability);
-        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now, revocationKey));
+        return sendResult(request, reply, 200, opts.tokens.issue(keyName, secret, capability, ttl, clientId, now, revocationKey, askerIssued));
       },
     },
   });

@@ -150,6 +150,28 @@ describe('POST /keys/<keyName>/revokeTokens', () => {
     expect((await history(bearer(frank))).json().error.code).toBe(40141);
   });
 
+  it('a token a revoked token asks for within allowReauthMargin is revoked with it (it cannot outlive its revocation)', async () => {
+    const hank = await tokenOf(1, { clientId: 'hank' });
+    now += 10;
+    expect((await revoke({ targets: ['clientId:hank'], allowReauthMargin: true })).statusCode).toBe(201);
+    now += 10;
+    const asked = await inject({
+      method: 'POST',
+      url: `/keys/${keys[1].keyName}/requestToken`,
+      headers: { authorization: bearer(hank), 'content-type': 'application/json' },
+      payload: { keyName: keys[1].keyName, timestamp: now },
+    });
+    expect(asked.statusCode, asked.body).toBe(200);
+    expect(asked.json()).toMatchObject({ clientId: 'hank', issued: now }); // its details say when it was issued
+    const child = asked.json().token;
+    expect((await history(bearer(child))).statusCode).toBe(200);
+    now += 30_000;
+    expect((await history(bearer(hank))).json().error.code).toBe(40141);
+    expect((await history(bearer(child))).json().error.code).toBe(40141);
+    // A token the key issues after the revocation is not reached.
+    expect((await history(bearer(await tokenOf(1, { clientId: 'hank' })))).statusCode).toBe(200);
+  });
+
   it('issuedBefore: only tokens issued before it are revoked', async () => {
     const early = await tokenOf(1, { clientId: 'gina' });
     now += 100;

@@ -49,7 +49,7 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
   it('the default TTL is 60 minutes and the maximum 24 hours; invalid TTLs are refused', async () => {
     expect((await requestToken(signed())).json().expires).toBe(now + 3600_000);
     expect((await requestToken(signed({ ttl: 24 * 3600_000 }))).statusCode).toBe(200);
-    for (const ttl of [24 * 3600_000 + 1, -5, 0, 'abc', 1.5]) {
+    for (const ttl of [24 * 3600_000 + 1, -5, 0, 'abc', 1.5, true, [60_000], '0x10', ' 1000']) {
       const res = await requestToken(signed({ ttl }));
       expect(res.statusCode, String(ttl)).toBe(400);
     }
@@ -188,10 +188,19 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
       ['a capability with an empty list of operations', () => signed({ capability: '{"channel0":[]}' }), 400, 40003],
       ['a capability listing "*" with other operations (as the platform refuses it)', () => signed({ capability: '{"channel0":["*","publish"]}' }), 400, 40003],
       ['a non-object body', () => 'just a string', 400, 40001],
+      ['a ttl with no text (an object whose toString is not a function)', () => ({ ...signed(), ttl: { toString: 1 } }), 400, 40003],
+      ['a timestamp with no number (an object whose valueOf and toString are not functions)', () => ({ ...signed(), timestamp: { valueOf: 1, toString: 1 } }), 400, 40001],
+      ['a null timestamp', () => signed({ timestamp: null }), 400, 40001],
     ])('%s', async (_what, body, status, code) => {
       const res = await requestToken(body());
       expect(res.statusCode).toBe(status);
       expect(res.json().error.code).toBe(code);
+    });
+
+    it('an unsigned request with a ttl that has no number (an object whose valueOf and toString are not functions): 40003', async () => {
+      const res = await requestToken({ keyName, timestamp: now, ttl: { valueOf: 1, toString: 1 } }, { authorization: basic(t.key) });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toMatchObject({ code: 40003, statusCode: 400 });
     });
 
     it('an unknown key', async () => {

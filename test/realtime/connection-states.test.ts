@@ -207,6 +207,19 @@ describe('a realtime connection through its context port (the state table)', () 
     expect(socket.readyState).toBe(3);
   });
 
+  it('AUTH with a wildcard token (clientId *) renews the credentials and keeps the connection\'s clientId: the SDK with a clientId option renews through an auth server that issues wildcard tokens', () => {
+    const expires = Date.now() + 3_600_000;
+    conn = new Connection(ctx, 'conn-3', 'conn-3!mac', identity({ credentials: credentials({ method: 'token', clientId: '*' }) }), socket);
+    conn.sendConnected();
+    ctx.tokens.set('wildcard', credentials({ method: 'token', clientId: '*', expires }));
+
+    receive(conn, socket, { action: Action.AUTH, auth: { accessToken: 'wildcard' } });
+    expect(socket.frames.at(-1)).toMatchObject({ action: Action.CONNECTED, connectionId: 'conn-3', connectionDetails: { clientId: 'alice' } });
+    expect(conn.state).toBe('open');
+    expect(conn.clientId).toBe('alice');
+    expect(conn.credentials.expires).toBe(expires);
+  });
+
   it('a token that expires disconnects the connection with 40142 and leaves it resumable (dropped, not ended)', () => {
     conn = new Connection(ctx, 'conn-2', 'conn-2!mac', identity({ credentials: credentials({ method: 'token', expires: Date.now() + 5_000 }) }), socket);
     conn.sendConnected();

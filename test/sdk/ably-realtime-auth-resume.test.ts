@@ -319,6 +319,29 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($forma
       expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([['after', `authorizing-${format}`]]);
     });
 
+    it('RSA7, RTC8: with a clientId option and an authCallback issuing wildcard tokens (clientId *), authorize() renews in place and the connection keeps its clientId', async () => {
+      const keyRest = rest();
+      const clientId = `wild-${format}`;
+      const client = realtime({
+        clientId,
+        authCallback: (_params, callback) => {
+          keyRest.auth.requestToken({ clientId: '*' }).then(
+            (details) => callback(null, details),
+            (err: Ably.ErrorInfo) => callback(err, null),
+          );
+        },
+      });
+      const channel = client.channels.get(uniqueChannel('wild'));
+      const arrivals = await collectMessages(channel);
+      const connectionId = client.connection.id;
+      await client.auth.authorize();
+      expect(client.connection.state).toBe('connected');
+      expect(client.connection.id).toBe(connectionId);
+      expect(client.auth.clientId).toBe(clientId);
+      await channel.publish('after', 'authorize');
+      expect((await arrivals.count(1)).map((m) => [m.name, m.clientId])).toEqual([['after', clientId]]);
+    });
+
     it('RSA4a2, RTN15h1: a token that expires with nothing to renew it ends the connection with 40171', async () => {
       const details = await token({ ttl: 2_000 });
       const client = realtime({ token: details.token });
