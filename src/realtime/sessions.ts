@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { secretsEqual } from '../auth/authenticate.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import { RecentKeys } from '../recent-keys.js';
@@ -212,7 +213,7 @@ export class Sessions {
    */
   connectionForKey(appId: string, key: string): { connectionId: string; clientId?: string } | undefined {
     const local = this.connections.get(connectionIdOf(key));
-    if (local && local.key === key && local.appId === appId) return { connectionId: local.id, clientId: local.clientId };
+    if (local && local.appId === appId && secretsEqual(local.key, key)) return { connectionId: local.id, clientId: local.clientId };
     for (const k of this.deps.apps.app(appId)?.keys ?? []) {
       const id = verifyConnectionKey(key, k.keySecret, appId);
       if (id !== undefined) return { connectionId: id };
