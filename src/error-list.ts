@@ -31,6 +31,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40106: { title: 'No valid authentication method provided', what: 'No Authorization header (Basic or Bearer) and no key or access_token parameter.' },
   40121: { title: 'Token revocation not enabled', what: 'Revoking tokens needs a key with revocableTokens.' },
   40127: { title: 'Key limit reached', what: 'The app holds the most keys it may (MAX_KEYS_PER_APP, revoked keys included): no key was made. 403, not 401, so that clients do not take it as a request to authenticate again.' },
+  40128: { title: 'Sandbox app limit reached', what: 'The sandbox holds the most apps it may (MAX_SANDBOX_APPS): no app was made. Delete apps the harness no longer needs (DELETE /apps/<appId>) to make room.' },
   40130: { title: 'API key not recognized', what: 'No app has a key of that name on this service.' },
   40131: { title: 'API key revoked', what: 'The key was revoked: use another key.' },
   40140: { title: 'Token not accepted', what: 'The token is malformed or was not issued by this service.' },

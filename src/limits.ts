@@ -142,6 +142,13 @@ export interface Limits {
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
   maxSandboxAppBodyBytes: number;
+  /**
+   * Sandbox apps held at once (POST /apps needs no credentials; DELETE /apps/<appId> frees room):
+   * each holds up to maxSandboxAppBodyBytes of fixtures in memory on every instance, for good, and
+   * its fixture members count against the realtime presence limits of every app. Above: 40128
+   * (403), no app. MAX_SANDBOX_APPS
+   */
+  maxSandboxApps: number;
 
   // Faults of the embedded mode (hardening-embedded-faults)
   /**
@@ -207,6 +214,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxStatusActivations: 100_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
+  maxSandboxApps: 100,
 
   usageBacklogIntervals: 600, // an hour
 

@@ -224,6 +224,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
       registry.remove(appId);
     },
+    held: () => registry.all().filter((a) => a.source === 'sandbox').length,
   };
 
   // Webhooks: each rule a consumer of the log from its own checkpoint (README: Webhooks).

@@ -66,6 +66,28 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(res.statusCode).toBe(200);
   });
 
+  it('holds at most MAX_SANDBOX_APPS apps, creations racing included (403, 40128, no app); a deleted app makes room', async () => {
+    const bounded = await startTestService({ MAX_SANDBOX_APPS: '3' });
+    try {
+      const post = () => bounded.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
+      const sandboxApps = () => bounded.service.registry.all().filter((a) => a.source === 'sandbox');
+      const answers = await Promise.all([post(), post(), post(), post(), post()]);
+      expect(answers.map((r) => r.statusCode).sort()).toEqual([201, 201, 201, 403, 403]);
+      const refused = answers.find((r) => r.statusCode === 403)!.json().error;
+      expect(refused).toMatchObject({ code: 40128, statusCode: 403 });
+      expect(refused.message).toMatch(/DELETE \/apps/);
+      expect(sandboxApps()).toHaveLength(3);
+      const made = answers.find((r) => r.statusCode === 201)!.json();
+      const deleted = await bounded.service.app.inject({ method: 'DELETE', url: `/apps/${made.appId}`, headers: { authorization: basic(made.keys[0].keyStr) } });
+      expect(deleted.statusCode).toBe(204);
+      expect((await post()).statusCode).toBe(201);
+      expect((await post()).statusCode).toBe(403);
+      expect(sandboxApps()).toHaveLength(3);
+    } finally {
+      await bounded.close();
+    }
+  });
+
   it('without SANDBOX=1 there is no /apps route', async () => {
     const plain = await startTestService({ SANDBOX: '0' });
     try {
