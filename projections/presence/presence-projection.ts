@@ -463,6 +463,21 @@ export class PresenceProjection {
     return found;
   }
 
+  /**
+   * Every connection with members present on an app's channels, once per channel (an app deleted:
+   * its members leave). A scan of every member set, as channelsOfConnection; deleting an app is rare.
+   */
+  connectionsOfApp(appId: string): { channel: string; connectionId: string }[] {
+    const prefix = channelKey(appId, '');
+    const found: { channel: string; connectionId: string }[] = [];
+    for (const [key, members] of this.members) {
+      if (!key.startsWith(prefix)) continue;
+      const channel = key.slice(prefix.length);
+      for (const connectionId of new Set([...members.values()].map((m) => m.connectionId))) found.push({ channel, connectionId });
+    }
+    return found;
+  }
+
   historyQuery(q: HistoryQuery): Promise<HistoryEntry[]> {
     return this.history.query(q);
   }

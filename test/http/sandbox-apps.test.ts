@@ -59,6 +59,26 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(after.json().error.code).toBe(40400);
   });
 
+  it('DELETE /apps/<appId> makes its presence members leave: its fixtures no longer count against the presence limits, and a restart does not bring them back', async () => {
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
+    const auth = basic(created.keys[0].keyStr);
+    const members = await t.service.app.inject({ url: '/channels/persisted:presence_fixtures/presence', headers: { authorization: auth } });
+    expect(members.json()).toHaveLength(6);
+    expect(t.service.presence.memberCount(created.appId)).toBe(6);
+    const before = t.service.presence.memberCount();
+    const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } });
+    expect(res.statusCode).toBe(204);
+    for (let i = 0; i < 500 && t.service.presence.memberCount(created.appId) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(t.service.presence.memberCount(created.appId)).toBe(0);
+    expect(t.service.presence.memberCount()).toBe(before - 6);
+    // Each left: a leave in the log, so every instance and a rebuild agree.
+    const records = await t.service.log.read('presence', 0, 0, 100_000);
+    const leaves = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === created.appId && e.event.action === 'drop');
+    expect(leaves).toHaveLength(1);
+    t = await t.restart();
+    expect(t.service.presence.memberCount(created.appId)).toBe(0);
+  });
+
   it('apps created this way survive a restart', async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
     t = await t.restart();
