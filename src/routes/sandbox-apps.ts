@@ -123,7 +123,8 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
           await opts.admin.create(created, presence);
         } catch (err) {
           if (err instanceof ServiceError) throw err;
-          throw new ServiceError('unavailable', `the log did not acknowledge the new app (${(err as Error).message}), so none was created; retry`);
+          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+          throw new ServiceError('unavailable', 'the log did not acknowledge the new app, so none was created; retry', err);
         } finally {
           creating--;
         }
@@ -153,7 +154,13 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
         if (credentials.app.appId !== appId || credentials.method !== 'basic') {
           throw new ServiceError('capabilityDenied', 'an app can only be deleted with one of its own keys');
         }
-        await opts.admin.delete(appId);
+        try {
+          await opts.admin.delete(appId);
+        } catch (err) {
+          if (err instanceof ServiceError) throw err;
+          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+          throw new ServiceError('unavailable', 'the log did not acknowledge the deletion, so the app stays; retry', err);
+        }
         return sendResult(request, reply, 204, undefined);
       },
     },

@@ -196,6 +196,7 @@ describe('POST /apps when the log fails part-way', () => {
     failOn = undefined;
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toMatchObject({ code: 50005, statusCode: 503 });
+    expect(res.json().error.message).not.toMatch(/injected/);
     expect(failing.service.registry.all().length).toBe(apps);
     // The key the app would have had (the fixtures go first: if they fail, no app event is even tried).
     expect(attempted).toHaveLength(topic === 'apps' ? 1 : 0);
@@ -211,5 +212,18 @@ describe('POST /apps when the log fails part-way', () => {
     }
     // And the next creation succeeds whole.
     expect((await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).statusCode).toBe(201);
+  });
+
+  it.each(['presence', 'apps'])('a DELETE /apps/<appId> whose append to %s fails answers 503 (retry), not 500, and the app stays', async (topic) => {
+    const created = (await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
+    const auth = basic(created.keys[0].keyStr);
+    failOn = topic;
+    const res = await failing.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } });
+    failOn = undefined;
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toMatchObject({ code: 50005, statusCode: 503 });
+    expect(res.json().error.message).not.toMatch(/injected/);
+    expect((await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: auth } })).statusCode).toBe(200);
+    expect((await failing.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } })).statusCode).toBe(204);
   });
 });
