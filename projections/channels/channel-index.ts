@@ -13,7 +13,7 @@ export class ChannelIndex {
   private sorted: string[] = [];
   /** alias -> name, for the names in `sorted` that have one */
   private readonly aliases = new Map<string, string>();
-  private readonly added: string[] = [];
+  private added: string[] = [];
   /** names in `sorted` or `added` that are live */
   private readonly live = new Set<string>();
   private removed = 0;
@@ -24,6 +24,14 @@ export class ChannelIndex {
     if (this.live.has(name)) return;
     this.live.add(name);
     this.added.push(name);
+    // Names that came and went with no scan since (status requests, channels gone idle, of an
+    // app nobody lists) are let go, each once per scan otherwise kept: a name costs its bytes.
+    if (this.added.length > 2 * this.live.size + 1024) this.added = [...new Set(this.added)].filter((n) => this.live.has(n));
+  }
+
+  /** Names the index keeps, live or not (tests). */
+  get kept(): number {
+    return this.sorted.length + this.added.length;
   }
 
   remove(name: string): void {
