@@ -32,8 +32,8 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
   it('stores the presence fixtures as presence events on the log', async () => {
     const res = await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
     const appId = res.json().appId;
-    const records = await t.service.log.read('presence', 0, 0, 10_000);
-    const { decodeEvent } = await import('../../src/log/event-codec.js');
+    const records = [];
+    for (let p = 0; p < (await t.service.log.partitions('presence')); p++) records.push(...(await t.service.log.read('presence', p, 0, 10_000)));
     const events = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === appId);
     expect(events).toHaveLength(6);
     const encoded = events.find((e) => e.type === 'presence.changed' && e.event.clientId === 'client_encoded');
@@ -72,7 +72,8 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(t.service.presence.memberCount(created.appId)).toBe(0);
     expect(t.service.presence.memberCount()).toBe(before - 6);
     // Each left: a leave in the log, so every instance and a rebuild agree.
-    const records = await t.service.log.read('presence', 0, 0, 100_000);
+    const records = [];
+    for (let p = 0; p < (await t.service.log.partitions('presence')); p++) records.push(...(await t.service.log.read('presence', p, 0, 100_000)));
     const leaves = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === created.appId && e.event.action === 'drop');
     expect(leaves).toHaveLength(1);
     t = await t.restart();
