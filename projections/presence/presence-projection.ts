@@ -10,7 +10,7 @@ import { Topics } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
 import { SortedMemberKeys } from './sorted-member-keys.js';
-import { upperBound } from '../sorted-strings.js';
+import { lowerBound, upperBound } from '../sorted-strings.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -410,14 +410,19 @@ export class PresenceProjection {
     // In member key order, kept beside the set (sorted-member-keys.ts): a page costs a search and its members.
     const keys = this.order.of(all);
     const matches = (m: PresenceMember): boolean => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId);
+    // A clientId's members are the run of keys that start with it (clientId, then connectionId):
+    // a filtered page reads that run, not the whole set.
+    const run = q.clientId === undefined ? undefined : memberKey({ clientId: q.clientId, connectionId: '' });
+    const inRun = (k: string): boolean => run === undefined || k.startsWith(run);
     const page: PresenceMember[] = [];
     let i = q.after === undefined ? 0 : upperBound(keys, q.after);
-    for (; i < keys.length && page.length < q.limit; i++) {
+    if (run !== undefined) i = Math.max(i, lowerBound(keys, run));
+    for (; i < keys.length && page.length < q.limit && inRun(keys[i]); i++) {
       const m = all.get(keys[i])!;
       if (matches(m)) page.push(m);
     }
     let more = false;
-    for (; i < keys.length && !more; i++) more = matches(all.get(keys[i])!);
+    for (; i < keys.length && !more && inRun(keys[i]); i++) more = matches(all.get(keys[i])!);
     return { members: page, next: more && page.length > 0 ? memberKey(page[page.length - 1]) : undefined };
   }
 

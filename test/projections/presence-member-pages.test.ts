@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { LogRecord } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import { SqliteHistoryStore } from '../../projections/history/sqlite-history-store.js';
@@ -99,5 +99,36 @@ describe('presence member pages, in member key order as members come and go', ()
       for (const m of whole) expect(m.data).toBe(model.get(key({ clientId: m.clientId!, connectionId: m.connectionId }))!.data);
     }
     expect(model.size).toBeGreaterThan(100);
+  });
+
+  it('a page filtered by clientId reads that clientId\'s members, not the whole set (GET /channels/:id/presence?clientId=)', async () => {
+    const p = new PresenceProjection({ store, clock, tailMs: 120_000, retentionOf: () => undefined, flushIntervalMs: 60_000 });
+    await p.start();
+    let offset = 0;
+    const enter = (clientId: string, connectionId: string): LogRecord => ({
+      topic: 'presence',
+      partition: 0,
+      offset: offset++,
+      key: 'app:room',
+      timestamp: NOW,
+      value: encodeEvent({ type: 'presence.changed', appId: 'app', channel: 'room', event: { id: `e${offset}`, timestamp: NOW, action: 'enter', clientId, connectionId } }),
+    });
+    for (let c = 0; c < 100; c++) p.apply(Array.from({ length: 1000 }, (_, i) => enter(`m${String(i).padStart(4, '0')}`, `c${c}`)));
+    // A clientId that another's starts with, up to the separator, is not that one's.
+    p.apply([enter('m0500\u0000x', 'c0'), enter('m0500', 'c100'), enter('m05', 'c0')]);
+    p.query({ appId: 'app', channel: 'room', limit: 1 });
+    const reads = vi.spyOn(Map.prototype, 'get');
+    try {
+      const first = p.query({ appId: 'app', channel: 'room', clientId: 'm0500', limit: 100 });
+      expect(first.members.map((m) => m.connectionId)).toEqual([...Array.from({ length: 100 }, (_, c) => `c${c}`), 'c100'].sort().slice(0, 100));
+      const rest = p.query({ appId: 'app', channel: 'room', clientId: 'm0500', limit: 100, after: first.next });
+      expect(rest).toEqual({ members: [expect.objectContaining({ clientId: 'm0500', connectionId: 'c99' })] });
+      expect(p.query({ appId: 'app', channel: 'room', clientId: 'nobody', limit: 100 })).toEqual({ members: [] });
+      expect(p.query({ appId: 'app', channel: 'room', clientId: 'm05', limit: 100 }).members.map((m) => m.connectionId)).toEqual(['c0']);
+      // The members of the pages, and the one past each that says whether there is a next page.
+      expect(reads.mock.calls.length).toBeLessThan(500);
+    } finally {
+      reads.mockRestore();
+    }
   });
 });
