@@ -59,7 +59,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   80020: { title: 'Continuity lost: delivery rate exceeded', what: 'The client did not read what it was sent (more than REALTIME_MAX_BUFFERED_BYTES waiting): it was disconnected, and resumes.' },
   90010: { title: 'Too many channels', what: 'A realtime connection attached to more than REALTIME_MAX_CHANNELS_PER_CONNECTION channels.' },
   91000: { title: 'Cannot enter presence without a clientId', what: 'Entering presence needs a clientId, from the credentials or the message.' },
-  91003: { title: 'Too many presence members', what: 'The channel, app or service holds the most presence members it may (REALTIME_MAX_PRESENCE_MEMBERS...).' },
+  91003: { title: 'Too many presence members', what: 'The channel, app or service holds the most presence members it may (REALTIME_MAX_PRESENCE_MEMBERS...); in a batch presence reply, the channel has more members than the reply can still hold (MAX_BATCH_PRESENCE_MEMBERS): read them page by page with GET /channels/<id>/presence.' },
 };
 
 export interface ErrorListEntry {
