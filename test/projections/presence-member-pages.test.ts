@@ -59,11 +59,11 @@ describe('presence member pages, in member key order as members come and go', ()
       offset++;
       p.apply([record]);
     };
-    const walk = (limit: number, clientId?: string): string[] => {
+    const walk = (limit: number, clientId?: string, connectionId?: string): string[] => {
       const seen: string[] = [];
       let after: string | undefined;
       for (let pages = 0; pages < 10_000; pages++) {
-        const page = p.query({ appId: 'app', channel: 'room', limit, after, ...(clientId === undefined ? {} : { clientId }) });
+        const page = p.query({ appId: 'app', channel: 'room', limit, after, ...(clientId === undefined ? {} : { clientId }), ...(connectionId === undefined ? {} : { connectionId }) });
         seen.push(...page.members.map((m) => key({ clientId: m.clientId!, connectionId: m.connectionId })));
         if (page.next === undefined) return seen;
         expect(page.members).toHaveLength(limit);
@@ -71,7 +71,11 @@ describe('presence member pages, in member key order as members come and go', ()
       }
       throw new Error('no end of pages');
     };
-    const expected = (clientId?: string): string[] => [...model.entries()].filter(([, m]) => clientId === undefined || m.clientId === clientId).map(([k]) => k).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const expected = (clientId?: string, connectionId?: string): string[] =>
+      [...model.entries()]
+        .filter(([, m]) => (clientId === undefined || m.clientId === clientId) && (connectionId === undefined || m.connectionId === connectionId))
+        .map(([k]) => k)
+        .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     for (let round = 0; round < 40; round++) {
       for (let i = 0; i < 150; i++) {
         const clientId = `u${Math.floor(random() * 60)}`;
@@ -93,6 +97,9 @@ describe('presence member pages, in member key order as members come and go', ()
       expect(walk(limit)).toEqual(expected());
       const someone = `u${Math.floor(random() * 60)}`;
       expect(walk(limit, someone)).toEqual(expected(someone));
+      const connection = `c${Math.floor(random() * 25)}`;
+      expect(walk(limit, undefined, connection)).toEqual(expected(undefined, connection));
+      expect(walk(limit, someone, connection)).toEqual(expected(someone, connection));
       expect(p.query({ appId: 'app', channel: 'room', limit: 0 })).toEqual({ members: [] });
       const whole = p.present('app', 'room');
       expect(whole.map((m) => key({ clientId: m.clientId!, connectionId: m.connectionId })).sort()).toEqual(expected().slice().sort());
@@ -101,7 +108,7 @@ describe('presence member pages, in member key order as members come and go', ()
     expect(model.size).toBeGreaterThan(100);
   });
 
-  it('a page filtered by clientId reads that clientId\'s members, not the whole set (GET /channels/:id/presence?clientId=)', async () => {
+  it('a page filtered by clientId or by connectionId reads those members, not the whole set (GET /channels/:id/presence?clientId= or ?connectionId=)', async () => {
     const p = new PresenceProjection({ store, clock, tailMs: 120_000, retentionOf: () => undefined, flushIntervalMs: 60_000 });
     await p.start();
     let offset = 0;
@@ -129,6 +136,22 @@ describe('presence member pages, in member key order as members come and go', ()
       expect(reads.mock.calls.length).toBeLessThan(500);
     } finally {
       reads.mockRestore();
+    }
+    // By connectionId: the connection's members, once a first read grouped them.
+    p.query({ appId: 'app', channel: 'room', connectionId: 'c7', limit: 1 });
+    p.apply([enter('late', 'c7')]);
+    const byConnection = vi.spyOn(Map.prototype, 'get');
+    try {
+      const page = p.query({ appId: 'app', channel: 'room', connectionId: 'c7', limit: 1000 });
+      expect(page.members).toHaveLength(1001 - 1);
+      expect(page.next).toBeDefined();
+      const last = p.query({ appId: 'app', channel: 'room', connectionId: 'c7', limit: 1000, after: page.next });
+      expect(last.members.map((m) => m.clientId)).toEqual(['m0999']);
+      expect(page.members.map((m) => m.clientId)).toEqual([...Array.from({ length: 999 }, (_, i) => `m${String(i).padStart(4, '0')}`), 'late'].sort().slice(0, 1000));
+      expect(p.query({ appId: 'app', channel: 'room', connectionId: 'nobody', limit: 100 })).toEqual({ members: [] });
+      expect(byConnection.mock.calls.length).toBeLessThan(2500);
+    } finally {
+      byConnection.mockRestore();
     }
   });
 });
