@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { basic, startTestService, type TestService } from '../helpers/service.js';
+import { basic, listening, startTestService, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
@@ -78,6 +79,25 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(leaves).toHaveLength(1);
     t = await t.restart();
     expect(t.service.presence.memberCount(created.appId)).toBe(0);
+  });
+
+  it('DELETE /apps/<appId> ends the realtime connections on its keys (ERROR 40400): none publishes or enters presence after it', async () => {
+    const port = await listening(t);
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+    const client = await RawClient.connect(port, { key: created.keys[0].keyStr, clientId: 'me' });
+    try {
+      await client.attach('room');
+      expect((await client.presence('room', [{ action: 2, data: 'here' }])).action).toBe(Actions.ACK);
+      const failed = client.next((pm) => pm.action === Actions.ERROR);
+      const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: basic(created.keys[0].keyStr) } });
+      expect(res.statusCode).toBe(204);
+      expect((await failed).error).toMatchObject({ code: 40400, statusCode: 404 });
+      expect((await client.closed).code).toBeDefined();
+      for (let i = 0; i < 500 && t.service.presence.memberCount(created.appId) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(t.service.presence.memberCount(created.appId)).toBe(0);
+    } finally {
+      client.close();
+    }
   });
 
   it('apps created this way survive a restart', async () => {
