@@ -218,7 +218,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
   app.register(batchPublishRoutes, { publisher: deps.publisher, limits: deps.limits });
   app.register(channelPresenceRoutes, { presence: deps.presence });
   app.register(channelsRoutes, { channels: deps.channels, clock: deps.clock });
-  app.register(batchPresenceRoutes, { presence: deps.presence });
+  app.register(batchPresenceRoutes, { presence: deps.presence, limits: deps.limits });
   app.register(requestTokenRoutes, { tokens: deps.tokens, authenticator: deps.authenticator, apps: deps.apps, clock: deps.clock });
   app.register(revokeTokensRoutes, { apps: deps.apps, revoker: deps.revoker, clock: deps.clock, limits: deps.limits });
   if (deps.comet) app.register(cometRoutes, { comet: deps.comet.transport, maxSendBytes: deps.comet.maxSendBytes });

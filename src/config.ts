@@ -388,6 +388,8 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),
     maxRevocations: int(e, 'MAX_REVOCATIONS', d.maxRevocations, 1, 10_000_000),
     maxKeysPerApp: int(e, 'MAX_KEYS_PER_APP', d.maxKeysPerApp, 1, 100_000),
+    maxSandboxApps: int(e, 'MAX_SANDBOX_APPS', d.maxSandboxApps, 1, 100_000),
+    maxBatchPresenceMembers: int(e, 'MAX_BATCH_PRESENCE_MEMBERS', d.maxBatchPresenceMembers, 1, 10_000_000),
   };
   // A publish of one message of the largest size must be possible.
   if (e.MAX_PUBLISH_BYTES === undefined || e.MAX_PUBLISH_BYTES === '') limits.maxPublishBytes = Math.max(limits.maxPublishBytes, limits.maxMessageSize);

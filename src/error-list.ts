@@ -31,6 +31,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40106: { title: 'No valid authentication method provided', what: 'No Authorization header (Basic or Bearer) and no key or access_token parameter.' },
   40121: { title: 'Token revocation not enabled', what: 'Revoking tokens needs a key with revocableTokens.' },
   40127: { title: 'Key limit reached', what: 'The app holds the most keys it may (MAX_KEYS_PER_APP, revoked keys included): no key was made. 403, not 401, so that clients do not take it as a request to authenticate again.' },
+  40128: { title: 'Sandbox app limit reached', what: 'The sandbox holds the most apps it may (MAX_SANDBOX_APPS): no app was made. Delete apps the harness no longer needs (DELETE /apps/<appId>) to make room.' },
   40130: { title: 'API key not recognized', what: 'No app has a key of that name on this service.' },
   40131: { title: 'API key revoked', what: 'The key was revoked: use another key.' },
   40140: { title: 'Token not accepted', what: 'The token is malformed or was not issued by this service.' },
@@ -58,7 +59,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   80020: { title: 'Continuity lost: delivery rate exceeded', what: 'The client did not read what it was sent (more than REALTIME_MAX_BUFFERED_BYTES waiting): it was disconnected, and resumes.' },
   90010: { title: 'Too many channels', what: 'A realtime connection attached to more than REALTIME_MAX_CHANNELS_PER_CONNECTION channels.' },
   91000: { title: 'Cannot enter presence without a clientId', what: 'Entering presence needs a clientId, from the credentials or the message.' },
-  91003: { title: 'Too many presence members', what: 'The channel, app or service holds the most presence members it may (REALTIME_MAX_PRESENCE_MEMBERS...).' },
+  91003: { title: 'Too many presence members', what: 'The channel, app or service holds the most presence members it may (REALTIME_MAX_PRESENCE_MEMBERS...); in a batch presence reply, the channel has more members than the reply can still hold (MAX_BATCH_PRESENCE_MEMBERS): read them page by page with GET /channels/<id>/presence.' },
 };
 
 export interface ErrorListEntry {

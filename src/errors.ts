@@ -37,6 +37,8 @@ export const ErrorCodes = {
   keyTokensNotRevocable: { code: 40163, statusCode: 401 },
   // The catalogue's application_api_key_limit_exceeded; 403 rather than a 401, which clients take as "authenticate again".
   keyLimitExceeded: { code: 40127, statusCode: 403 },
+  // The catalogue's account_application_limit_exceeded (sandbox POST /apps), 403 likewise.
+  appLimitExceeded: { code: 40128, statusCode: 403 },
   notFound: { code: 40400, statusCode: 404 },
   methodNotAllowed: { code: 40500, statusCode: 405 },
   payloadTooLarge: { code: 40009, statusCode: 413 },

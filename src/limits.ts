@@ -138,10 +138,24 @@ export interface Limits {
    * name). Past it the oldest activation ends early. No client error. CHANNEL_STATUS_ACTIVATIONS
    */
   maxStatusActivations: number;
+  /**
+   * Presence members one batch presence reply (GET /presence) holds, all its channels together:
+   * each channel's whole set, built at once (100,000 members: 13 MB and 0.3 to 0.5 s of the event
+   * loop a request). A channel whose members would pass it fails on its own: 91003 (400), read it
+   * page by page (GET /channels/<id>/presence). MAX_BATCH_PRESENCE_MEMBERS
+   */
+  maxBatchPresenceMembers: number;
   /** Presence members in one sandbox app's fixtures (POST /apps). Above: 40001 (400), nothing created. */
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
   maxSandboxAppBodyBytes: number;
+  /**
+   * Sandbox apps held at once (POST /apps needs no credentials; DELETE /apps/<appId> frees room):
+   * each holds up to maxSandboxAppBodyBytes of fixtures in memory on every instance, for good, and
+   * its fixture members count against the realtime presence limits of every app. Above: 40128
+   * (403), no app. MAX_SANDBOX_APPS
+   */
+  maxSandboxApps: number;
 
   // Faults of the embedded mode (hardening-embedded-faults)
   /**
@@ -205,8 +219,10 @@ export const DEFAULT_LIMITS: Limits = {
   statsCacheRows: 100_000,
   statsCacheMaxAgeMs: 60_000,
   maxStatusActivations: 100_000,
+  maxBatchPresenceMembers: 10_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
+  maxSandboxApps: 100,
 
   usageBacklogIntervals: 600, // an hour
 

@@ -13,7 +13,7 @@ import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent } from './log/event-codec.js';
-import type { KeyEvent, TokensRevoked } from './domain/events.js';
+import type { AppDeleted, KeyEvent, TokensRevoked } from './domain/events.js';
 import { Publisher } from './messages/publisher.js';
 import { randomId } from './apps/default-app.js';
 import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
@@ -28,7 +28,7 @@ import { APPS_SNAPSHOT, APPS_SNAPSHOT_VERSION, restoreAppsSnapshot, takeAppsSnap
 import type { TokenRevoker } from './routes/revoke-tokens.js';
 import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
-import { PresenceProducer } from './presence/presence-producer.js';
+import { PresenceProducer, type PresenceChange } from './presence/presence-producer.js';
 import type { StatsProjection } from '../projections/stats/stats-projection.js';
 import { CachedStatsStore } from '../projections/stats/stats-cache.js';
 import { UsageMeter } from './stats/usage-meter.js';
@@ -109,7 +109,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   /** What a revocation does to realtime connections (set once the gateway exists). */
   let onRevoked: ((event: TokensRevoked) => void) | undefined;
   /** What a key change does to realtime connections (likewise). */
-  let onKeyChanged: ((event: KeyEvent) => void) | undefined;
+  let onKeyChanged: ((event: KeyEvent | AppDeleted) => void) | undefined;
   /** How far the apps topic is applied here: key management answers once its change is (read-your-writes). */
   const appsApplied = new AppliedPositions();
 
@@ -132,11 +132,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         if (registry.canHandle(event)) {
           registry.evolve(event);
           // What it does to connections never holds the topic up (a throw would retry the batch).
-          if (event.type === 'key.updated' || event.type === 'key.revoked') {
+          if (event.type === 'key.updated' || event.type === 'key.revoked' || event.type === 'app.deleted') {
             try {
               onKeyChanged?.(event);
             } catch (err) {
-              logger.error({ err, keyName: event.keyName }, 'applying a key change to realtime connections failed');
+              logger.error({ err, appId: event.appId }, 'applying a key change to realtime connections failed');
             }
           }
         } else if (revocations.canHandle(event) && revocations.evolve(event)) onRevoked?.(event);
@@ -221,9 +221,20 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       registry.put(app);
     },
     delete: async (appId: string) => {
+      // Its members leave first (its fixtures' would stay for good: no connection holds them), so
+      // they count no more against the presence limits and its channels close.
+      await ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection');
+      const byChannel = new Map<string, PresenceChange[]>();
+      for (const { channel, connectionId } of presence.connectionsOfApp(appId)) {
+        let changes = byChannel.get(channel);
+        if (!changes) byChannel.set(channel, (changes = []));
+        changes.push({ action: 'drop', connectionId });
+      }
+      await presenceProducer.appendAcross(appId, [...byChannel].map(([channel, changes]) => ({ channel, changes })));
       await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
       registry.remove(appId);
     },
+    held: () => registry.all().filter((a) => a.source === 'sandbox').length,
   };
 
   // Webhooks: each rule a consumer of the log from its own checkpoint (README: Webhooks).
@@ -409,7 +420,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     realtime.revokeConnections((c) => revocations.isRevokedOrPending(c), true);
   };
   onKeyChanged = (event) => {
-    if (event.type === 'key.revoked') realtime.keyChanged(event.keyName, { revoked: true });
+    if (event.type === 'app.deleted') realtime.appDeleted(event.appId);
+    else if (event.type === 'key.revoked') realtime.keyChanged(event.keyName, { revoked: true });
     else if (event.type === 'key.updated' && event.capability !== undefined) realtime.keyChanged(event.keyName, { revoked: false, capability: parseCapability(event.capability) });
   };
   usage.measureConnections(() => realtime.connectionsByApp());

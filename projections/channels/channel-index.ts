@@ -6,18 +6,32 @@ import { compareStrings, lowerBound } from '../sorted-strings.js';
  * Names added since the last scan are merged in at the next one (one sort of the new names, one
  * merge), and removed names are dropped when they outnumber the rest, so a burst of new channels
  * costs no sort per channel. The plain shape it replaces: sorting every name on every request.
+ * A name may have an alias (`aliasOf`: the cursor of a name too long for a Link header), found
+ * again by a map read, not by computing every name's alias at each request.
  */
 export class ChannelIndex {
   private sorted: string[] = [];
-  private readonly added: string[] = [];
+  /** alias -> name, for the names in `sorted` that have one */
+  private readonly aliases = new Map<string, string>();
+  private added: string[] = [];
   /** names in `sorted` or `added` that are live */
   private readonly live = new Set<string>();
   private removed = 0;
+
+  constructor(private readonly aliasOf: (name: string) => string | undefined = () => undefined) {}
 
   add(name: string): void {
     if (this.live.has(name)) return;
     this.live.add(name);
     this.added.push(name);
+    // Names that came and went with no scan since (status requests, channels gone idle, of an
+    // app nobody lists) are let go, each once per scan otherwise kept: a name costs its bytes.
+    if (this.added.length > 2 * this.live.size + 1024) this.added = [...new Set(this.added)].filter((n) => this.live.has(n));
+  }
+
+  /** Names the index keeps, live or not (tests). */
+  get kept(): number {
+    return this.sorted.length + this.added.length;
   }
 
   remove(name: string): void {
@@ -41,15 +55,20 @@ export class ChannelIndex {
     }
   }
 
-  /** The first name (live or not) that starts with `prefix`, and those after it, while `visit` returns true. */
-  namesFrom(prefix: string, visit: (name: string) => boolean): void {
+  /** The name (live or not, while the index keeps it) whose alias this is. */
+  named(alias: string): string | undefined {
     this.settle();
-    for (let i = lowerBound(this.sorted, prefix); i < this.sorted.length && this.sorted[i].startsWith(prefix); i++) if (!visit(this.sorted[i])) return;
+    return this.aliases.get(alias);
   }
 
   private settle(): void {
     if (this.removed > 0 && this.removed * 2 > this.sorted.length) {
-      this.sorted = this.sorted.filter((n) => this.live.has(n));
+      this.sorted = this.sorted.filter((n) => {
+        if (this.live.has(n)) return true;
+        const alias = this.aliasOf(n);
+        if (alias !== undefined) this.aliases.delete(alias);
+        return false;
+      });
       this.removed = 0;
     }
     if (this.added.length === 0) return;
@@ -57,6 +76,10 @@ export class ChannelIndex {
     const fresh = [...new Set(this.added)].filter((n) => this.live.has(n) && this.sorted[lowerBound(this.sorted, n)] !== n).sort(compareStrings);
     this.added.length = 0;
     if (fresh.length === 0) return;
+    for (const n of fresh) {
+      const alias = this.aliasOf(n);
+      if (alias !== undefined) this.aliases.set(alias, n);
+    }
     const merged: string[] = new Array(this.sorted.length + fresh.length);
     let a = 0;
     let b = 0;

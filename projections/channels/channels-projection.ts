@@ -35,6 +35,11 @@ const BUCKET_MS = 250;
 const LONG_CURSOR = 600;
 /** Starts a shortened cursor: a channel name never has control characters. */
 const CURSOR_MARK = '\u0001';
+/** Characters of a sha256 in base64url. */
+const HASH_LENGTH = 43;
+/** The hash a shortened cursor names a channel by, for a name too long to go whole in one (cursorOf). */
+const longNameHash = (channel: string): string | undefined =>
+  encodeURIComponent(channel).length <= LONG_CURSOR ? undefined : createHash('sha256').update(channel).digest('base64url');
 const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
 const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
 /**
@@ -272,7 +277,7 @@ export class ChannelsProjection {
 
   private indexOf(appId: string): ChannelIndex {
     let index = this.index.get(appId);
-    if (!index) this.index.set(appId, (index = new ChannelIndex()));
+    if (!index) this.index.set(appId, (index = new ChannelIndex(longNameHash)));
     return index;
   }
 
@@ -353,24 +358,21 @@ export class ChannelsProjection {
   /**
    * The cursor that continues after `channel`: the name itself, or for a name too long to go in
    * a Link header (2,048 bytes percent-encode to 6,144 characters), its first 100 characters and
-   * a hash, which nameOfCursor finds again among the names that start so.
+   * a hash, which nameOfCursor finds again by the hash (the index keeps each long name's).
    */
   static cursorOf(channel: string): string {
-    if (encodeURIComponent(channel).length <= LONG_CURSOR) return channel;
-    return `${CURSOR_MARK}${createHash('sha256').update(channel).digest('base64url')}${channel.slice(0, 100)}`;
+    const hash = longNameHash(channel);
+    return hash === undefined ? channel : `${CURSOR_MARK}${hash}${channel.slice(0, 100)}`;
   }
 
   private nameOfCursor(index: ChannelIndex, cursor: string): string {
     if (!cursor.startsWith(CURSOR_MARK)) return cursor;
-    const hash = cursor.slice(1, 44);
-    const head = cursor.slice(44);
-    let found: string | undefined;
-    index.namesFrom(head, (name) => {
-      if (createHash('sha256').update(name).digest('base64url') === hash) found = name;
-      return found === undefined;
-    });
+    const head = cursor.slice(1 + HASH_LENGTH);
+    // Found by its hash, kept by the index for each long name (a map read: a cursor, forged or
+    // not, costs no hash of every name that starts like it).
+    const found = index.named(cursor.slice(1, 1 + HASH_LENGTH));
     // Gone meanwhile: from the names that start like it (some may come again).
-    return found ?? head;
+    return found !== undefined && found.startsWith(head) ? found : head;
   }
 
   /** How many channels the projection holds (active, or idle and not yet swept), and status requests keep active. */

@@ -9,8 +9,8 @@ import type { AppliedPositions } from '../../src/log/applied-positions.js';
 import { Topics } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
-import { SortedMemberKeys } from './sorted-member-keys.js';
-import { upperBound } from '../sorted-strings.js';
+import { ConnectionMemberKeys, SortedMemberKeys } from './sorted-member-keys.js';
+import { lowerBound, upperBound } from '../sorted-strings.js';
 
 /** Presence action codes (spec: PresenceMessage). */
 export const PresenceAction = { absent: 0, present: 1, enter: 2, leave: 3, update: 4 } as const;
@@ -83,6 +83,8 @@ export class PresenceProjection {
   private readonly perApp = new Map<string, number>();
   /** The member keys of the sets read in order (query: REST pages), kept in order as members come and go. */
   private readonly order = new SortedMemberKeys();
+  /** The same per connection, for the pages filtered by connectionId. */
+  private readonly connectionOrder = new ConnectionMemberKeys();
   /** Subscribers to the changes as they are applied (onApplied). */
   private readonly appliedSubscribers = new Set<PresenceApplied>();
   /** The channels of each partition (a channel's events are all on one), and the batch's partition. */
@@ -337,6 +339,7 @@ export class PresenceProjection {
         if (!present) {
           count(1);
           this.order.added(members, key);
+          this.connectionOrder.added(members, key, member.connectionId);
         }
         // An enter of a member already present (same clientId and connection) is an update, as
         // the platform broadcasts it: subscribers see its new data, not a second arrival.
@@ -349,6 +352,7 @@ export class PresenceProjection {
           count(-1);
           members.delete(memberKey(e));
           this.order.removed(members, memberKey(e));
+          this.connectionOrder.removed(members, memberKey(e), e.connectionId);
         }
         // A leave carries the member's last data when it sends none of its own.
         messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
@@ -360,6 +364,7 @@ export class PresenceProjection {
         for (const m of gone) {
           members.delete(memberKey(m));
           this.order.removed(members, memberKey(m));
+          this.connectionOrder.removed(members, memberKey(m), m.connectionId);
         }
         count(-gone.length);
         messages = gone.map((m, i) => entry(m, PresenceAction.leave, `${e.id}:${i}`));
@@ -408,16 +413,21 @@ export class PresenceProjection {
       return { members: member && member.clientId === q.clientId && q.limit > 0 && (q.after === undefined || key > q.after) ? [member] : [] };
     }
     // In member key order, kept beside the set (sorted-member-keys.ts): a page costs a search and its members.
-    const keys = this.order.of(all);
+    const keys = q.connectionId !== undefined && q.clientId === undefined ? this.connectionOrder.of(all, q.connectionId) : this.order.of(all);
     const matches = (m: PresenceMember): boolean => (q.clientId === undefined || m.clientId === q.clientId) && (q.connectionId === undefined || m.connectionId === q.connectionId);
+    // A clientId's members are the run of keys that start with it (clientId, then connectionId):
+    // a filtered page reads that run, not the whole set.
+    const run = q.clientId === undefined ? undefined : memberKey({ clientId: q.clientId, connectionId: '' });
+    const inRun = (k: string): boolean => run === undefined || k.startsWith(run);
     const page: PresenceMember[] = [];
     let i = q.after === undefined ? 0 : upperBound(keys, q.after);
-    for (; i < keys.length && page.length < q.limit; i++) {
+    if (run !== undefined) i = Math.max(i, lowerBound(keys, run));
+    for (; i < keys.length && page.length < q.limit && inRun(keys[i]); i++) {
       const m = all.get(keys[i])!;
       if (matches(m)) page.push(m);
     }
     let more = false;
-    for (; i < keys.length && !more; i++) more = matches(all.get(keys[i])!);
+    for (; i < keys.length && !more && inRun(keys[i]); i++) more = matches(all.get(keys[i])!);
     return { members: page, next: more && page.length > 0 ? memberKey(page[page.length - 1]) : undefined };
   }
 
@@ -459,6 +469,21 @@ export class PresenceProjection {
         found.push(key.slice(prefix.length));
         break;
       }
+    }
+    return found;
+  }
+
+  /**
+   * Every connection with members present on an app's channels, once per channel (an app deleted:
+   * its members leave). A scan of every member set, as channelsOfConnection; deleting an app is rare.
+   */
+  connectionsOfApp(appId: string): { channel: string; connectionId: string }[] {
+    const prefix = channelKey(appId, '');
+    const found: { channel: string; connectionId: string }[] = [];
+    for (const [key, members] of this.members) {
+      if (!key.startsWith(prefix)) continue;
+      const channel = key.slice(prefix.length);
+      for (const connectionId of new Set([...members.values()].map((m) => m.connectionId))) found.push({ channel, connectionId });
     }
     return found;
   }

@@ -36,3 +36,48 @@ export class SortedMemberKeys {
     if (keys[at] === key) keys.splice(at, 1);
   }
 }
+
+/**
+ * The member keys of each connection of a channel in order, for the pages of GET
+ * /channels/:id/presence?connectionId= (a connection's members are spread over the member key
+ * order, which starts with the clientId). Kept like SortedMemberKeys: grouped once a read asked
+ * for it, then kept in order as members come and go, so a filtered page does not scan the set.
+ */
+export class ConnectionMemberKeys {
+  private readonly sorted = new WeakMap<Map<string, { connectionId: string }>, Map<string, string[]>>();
+
+  /** The keys of the members of `connectionId` in `members`, in order. */
+  of(members: Map<string, { connectionId: string }>, connectionId: string): readonly string[] {
+    let byConnection = this.sorted.get(members);
+    if (!byConnection) {
+      byConnection = new Map();
+      for (const [key, m] of members) {
+        let keys = byConnection.get(m.connectionId);
+        if (!keys) byConnection.set(m.connectionId, (keys = []));
+        keys.push(key);
+      }
+      for (const keys of byConnection.values()) keys.sort(compareStrings);
+      this.sorted.set(members, byConnection);
+    }
+    return byConnection.get(connectionId) ?? [];
+  }
+
+  /** `key`, a member of `connectionId`, joined `members` (call after it was added). */
+  added(members: Map<string, { connectionId: string }>, key: string, connectionId: string): void {
+    const byConnection = this.sorted.get(members);
+    if (!byConnection) return;
+    let keys = byConnection.get(connectionId);
+    if (!keys) byConnection.set(connectionId, (keys = []));
+    const at = lowerBound(keys, key);
+    if (keys[at] !== key) keys.splice(at, 0, key);
+  }
+
+  /** `key`, a member of `connectionId`, left `members`. */
+  removed(members: Map<string, { connectionId: string }>, key: string, connectionId: string): void {
+    const keys = this.sorted.get(members)?.get(connectionId);
+    if (!keys) return;
+    const at = lowerBound(keys, key);
+    if (keys[at] === key) keys.splice(at, 1);
+    if (keys.length === 0) this.sorted.get(members)!.delete(connectionId);
+  }
+}

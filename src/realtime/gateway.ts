@@ -466,6 +466,11 @@ export class Gateway {
     return this.sessions.keyChanged(keyName, change);
   }
 
+  /** An app deleted (Sessions.appDeleted). */
+  appDeleted(appId: string): number {
+    return this.sessions.appDeleted(appId);
+  }
+
   /** The gateway's numbers for GET /metrics (src/metrics/metrics.ts), read when scraped. */
   metrics(): RealtimeNumbers {
     const { sockets, connections, opened, closed } = this.sessions.numbers();

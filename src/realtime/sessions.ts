@@ -205,6 +205,17 @@ export class Sessions {
     return n;
   }
 
+  /** An app deleted (sandbox DELETE /apps/<appId>): its connections fail (ERROR 40400), on every instance. */
+  appDeleted(appId: string): number {
+    let n = 0;
+    for (const conn of [...this.connections.values()]) {
+      if (conn.state !== 'open' || conn.credentials.app.appId !== appId) continue;
+      n++;
+      conn.fail(serviceError('notFound', `app "${appId}" has been deleted`));
+    }
+    return n;
+  }
+
   // ---- what others read
 
   /**

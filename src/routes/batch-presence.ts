@@ -8,6 +8,7 @@ import { toErrorBody } from '../http/error-body.js';
 import { MAX_BATCH_CHANNELS } from './batch-publish.js';
 import { memberToWire, type PresenceReader } from './channel-presence.js';
 import { resource } from './route-table.js';
+import type { Limits } from '../limits.js';
 
 type PresenceOutcome = { channel: string; presence: Record<string, unknown>[] } | { channel: string; error: ErrorBody };
 
@@ -35,7 +36,7 @@ export function batchChannels(query: Record<string, unknown>): string[] {
 }
 
 /** GET /presence (spec: Batch presence): presence of many channels, read in parallel, in request order. */
-export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence: PresenceReader }): Promise<void> {
+export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence: PresenceReader; limits: Pick<Limits, 'maxBatchPresenceMembers'> }): Promise<void> {
   resource(app, '/presence', {
     GET: {
       handler: async (request, reply) => {
@@ -43,6 +44,8 @@ export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence
         const names = batchChannels(request.query as Record<string, unknown>);
         const format = request.ctx?.format ?? 'json';
         await opts.presence.ownWrites();
+        // The members the reply may still hold (each channel's set is whole, built at once).
+        let room = opts.limits.maxBatchPresenceMembers;
         const results: PresenceOutcome[] = await Promise.all(
           names.map(async (name): Promise<PresenceOutcome> => {
             try {
@@ -50,7 +53,14 @@ export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence
               if (!permits(credentials.capability, channel, 'subscribe')) {
                 throw new ServiceError('capabilityDenied', `the credentials lack the "subscribe" capability on channel "${channel}"`);
               }
-              const { members } = opts.presence.members({ appId: credentials.app.appId, channel, limit: Number.MAX_SAFE_INTEGER });
+              const { members } = opts.presence.members({ appId: credentials.app.appId, channel, limit: room + 1 });
+              if (members.length > room) {
+                throw new ServiceError(
+                  'tooManyPresenceMembers',
+                  `channel "${channel}" has more presence members than this batch can still answer (${opts.limits.maxBatchPresenceMembers} in all); read them page by page with GET /channels/<id>/presence`,
+                );
+              }
+              room -= members.length;
               return { channel, presence: members.map((m) => memberToWire(m, format)) };
             } catch (err) {
               return { channel: name, error: toErrorBody(err) };

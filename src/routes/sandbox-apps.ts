@@ -23,11 +23,13 @@ export interface AppAdmin {
    */
   create(app: AppDefinition, presence: PresenceFixture[]): Promise<void>;
   delete(appId: string): Promise<void>;
+  /** Sandbox apps the service holds (created here and not deleted). */
+  held(): number;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export type SandboxLimits = Pick<Limits, 'maxSandboxFixtureMembers' | 'maxSandboxAppBodyBytes' | 'maxDataDepth' | 'maxMessageSize'>;
+export type SandboxLimits = Pick<Limits, 'maxSandboxFixtureMembers' | 'maxSandboxAppBodyBytes' | 'maxSandboxApps' | 'maxDataDepth' | 'maxMessageSize'>;
 
 /** Keys and namespaces of one sandbox app, each; far above what the harnesses ask for. */
 const MAX_KEYS = 100;
@@ -106,16 +108,25 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
 /** Sandbox provisioning (SANDBOX=1), as the SDKs' test harnesses use it. */
 export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppAdmin; clock: Clock; limits?: SandboxLimits }): Promise<void> {
   const limits = opts.limits ?? DEFAULT_LIMITS;
+  /** Creations in progress: counted with the apps held, so creations racing cannot pass the limit. */
+  let creating = 0;
   resource(app, '/apps', {
     POST: {
       options: { config: { auth: 'none' }, bodyLimit: limits.maxSandboxAppBodyBytes },
       handler: async (request, reply) => {
         const { app: created, presence } = parseAppSetup(request.body, opts.clock.now(), limits);
+        if (opts.admin.held() + creating >= limits.maxSandboxApps) {
+          throw new ServiceError('appLimitExceeded', `the sandbox holds its maximum of ${limits.maxSandboxApps} apps (MAX_SANDBOX_APPS); delete one (DELETE /apps/<appId>) to make room`);
+        }
+        creating++;
         try {
           await opts.admin.create(created, presence);
         } catch (err) {
           if (err instanceof ServiceError) throw err;
-          throw new ServiceError('unavailable', `the log did not acknowledge the new app (${(err as Error).message}), so none was created; retry`);
+          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+          throw new ServiceError('unavailable', 'the log did not acknowledge the new app, so none was created; retry', err);
+        } finally {
+          creating--;
         }
         return sendResult(request, reply, 201, {
           appId: created.appId,
@@ -143,7 +154,13 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
         if (credentials.app.appId !== appId || credentials.method !== 'basic') {
           throw new ServiceError('capabilityDenied', 'an app can only be deleted with one of its own keys');
         }
-        await opts.admin.delete(appId);
+        try {
+          await opts.admin.delete(appId);
+        } catch (err) {
+          if (err instanceof ServiceError) throw err;
+          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
+          throw new ServiceError('unavailable', 'the log did not acknowledge the deletion, so the app stays; retry', err);
+        }
         return sendResult(request, reply, 204, undefined);
       },
     },

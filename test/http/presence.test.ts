@@ -179,6 +179,31 @@ describe('GET /presence (spec: Batch presence)', () => {
     expect(res.json().error.code).toBeGreaterThanOrEqual(40000);
   });
 
+  it('a reply holds at most MAX_BATCH_PRESENCE_MEMBERS members in all: a channel whose set would pass it fails on its own (91003), the others are answered whole', async () => {
+    const bounded = await startTestService({ MAX_BATCH_PRESENCE_MEMBERS: '8' });
+    try {
+      const members = (n: number) => Array.from({ length: n }, (_, i) => ({ clientId: `m${i}` }));
+      const payload = { keys: [{}], channels: [{ name: 'a', presence: members(5) }, { name: 'b', presence: members(3) }, { name: 'c', presence: members(1) }] };
+      const made = (await bounded.service.app.inject({ method: 'POST', url: '/apps', payload })).json();
+      const res = await bounded.service.app.inject({ url: '/presence?channel=a,b,c,d', headers: { authorization: basic(made.keys[0].keyStr) } });
+      expect(res.statusCode).toBe(400);
+      const body = res.json();
+      expect(body.error.code).toBe(40020);
+      expect(body.batchResponse.map((r: { channel: string; presence?: unknown[]; error?: { code: number } }) => [r.channel, r.presence?.length ?? r.error?.code])).toEqual([
+        ['a', 5],
+        ['b', 3],
+        ['c', 91003],
+        ['d', 0],
+      ]);
+      expect(body.batchResponse[2].error.message).toMatch(/page by page/);
+      // Alone, that channel is answered.
+      const alone = await bounded.service.app.inject({ url: '/presence?channel=c', headers: { authorization: basic(made.keys[0].keyStr) } });
+      expect(alone.json()).toMatchObject([{ channel: 'c', presence: [{ clientId: 'm0' }] }]);
+    } finally {
+      await bounded.close();
+    }
+  });
+
   it('protocol version 3 and later: {successCount, failureCount, results}', async () => {
     for (const version of ['3', '6']) {
       const res = await get(`/presence?channels=${encodeURIComponent(FIXTURES)}`, { 'x-ably-version': version });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { basic, startTestService, type TestService } from '../helpers/service.js';
+import { basic, listening, startTestService, type TestService } from '../helpers/service.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
@@ -32,8 +33,8 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
   it('stores the presence fixtures as presence events on the log', async () => {
     const res = await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
     const appId = res.json().appId;
-    const records = await t.service.log.read('presence', 0, 0, 10_000);
-    const { decodeEvent } = await import('../../src/log/event-codec.js');
+    const records = [];
+    for (let p = 0; p < (await t.service.log.partitions('presence')); p++) records.push(...(await t.service.log.read('presence', p, 0, 10_000)));
     const events = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === appId);
     expect(events).toHaveLength(6);
     const encoded = events.find((e) => e.type === 'presence.changed' && e.event.clientId === 'client_encoded');
@@ -59,11 +60,73 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(after.json().error.code).toBe(40400);
   });
 
+  it('DELETE /apps/<appId> makes its presence members leave: its fixtures no longer count against the presence limits, and a restart does not bring them back', async () => {
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
+    const auth = basic(created.keys[0].keyStr);
+    const members = await t.service.app.inject({ url: '/channels/persisted:presence_fixtures/presence', headers: { authorization: auth } });
+    expect(members.json()).toHaveLength(6);
+    expect(t.service.presence.memberCount(created.appId)).toBe(6);
+    const before = t.service.presence.memberCount();
+    const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } });
+    expect(res.statusCode).toBe(204);
+    for (let i = 0; i < 500 && t.service.presence.memberCount(created.appId) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(t.service.presence.memberCount(created.appId)).toBe(0);
+    expect(t.service.presence.memberCount()).toBe(before - 6);
+    // Each left: a leave in the log, so every instance and a rebuild agree.
+    const records = [];
+    for (let p = 0; p < (await t.service.log.partitions('presence')); p++) records.push(...(await t.service.log.read('presence', p, 0, 100_000)));
+    const leaves = records.map((r) => decodeEvent(r.value)).filter((e) => e.type === 'presence.changed' && e.appId === created.appId && e.event.action === 'drop');
+    expect(leaves).toHaveLength(1);
+    t = await t.restart();
+    expect(t.service.presence.memberCount(created.appId)).toBe(0);
+  });
+
+  it('DELETE /apps/<appId> ends the realtime connections on its keys (ERROR 40400): none publishes or enters presence after it', async () => {
+    const port = await listening(t);
+    const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
+    const client = await RawClient.connect(port, { key: created.keys[0].keyStr, clientId: 'me' });
+    try {
+      await client.attach('room');
+      expect((await client.presence('room', [{ action: 2, data: 'here' }])).action).toBe(Actions.ACK);
+      const failed = client.next((pm) => pm.action === Actions.ERROR);
+      const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: basic(created.keys[0].keyStr) } });
+      expect(res.statusCode).toBe(204);
+      expect((await failed).error).toMatchObject({ code: 40400, statusCode: 404 });
+      expect((await client.closed).code).toBeDefined();
+      for (let i = 0; i < 500 && t.service.presence.memberCount(created.appId) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(t.service.presence.memberCount(created.appId)).toBe(0);
+    } finally {
+      client.close();
+    }
+  });
+
   it('apps created this way survive a restart', async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
     t = await t.restart();
     const res = await t.service.app.inject({ url: '/channels/x/messages', headers: { authorization: basic(created.keys[0].keyStr) } });
     expect(res.statusCode).toBe(200);
+  });
+
+  it('holds at most MAX_SANDBOX_APPS apps, creations racing included (403, 40128, no app); a deleted app makes room', async () => {
+    const bounded = await startTestService({ MAX_SANDBOX_APPS: '3' });
+    try {
+      const post = () => bounded.service.app.inject({ method: 'POST', url: '/apps', payload: setup });
+      const sandboxApps = () => bounded.service.registry.all().filter((a) => a.source === 'sandbox');
+      const answers = await Promise.all([post(), post(), post(), post(), post()]);
+      expect(answers.map((r) => r.statusCode).sort()).toEqual([201, 201, 201, 403, 403]);
+      const refused = answers.find((r) => r.statusCode === 403)!.json().error;
+      expect(refused).toMatchObject({ code: 40128, statusCode: 403 });
+      expect(refused.message).toMatch(/DELETE \/apps/);
+      expect(sandboxApps()).toHaveLength(3);
+      const made = answers.find((r) => r.statusCode === 201)!.json();
+      const deleted = await bounded.service.app.inject({ method: 'DELETE', url: `/apps/${made.appId}`, headers: { authorization: basic(made.keys[0].keyStr) } });
+      expect(deleted.statusCode).toBe(204);
+      expect((await post()).statusCode).toBe(201);
+      expect((await post()).statusCode).toBe(403);
+      expect(sandboxApps()).toHaveLength(3);
+    } finally {
+      await bounded.close();
+    }
   });
 
   it('without SANDBOX=1 there is no /apps route', async () => {
@@ -154,6 +217,7 @@ describe('POST /apps when the log fails part-way', () => {
     failOn = undefined;
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toMatchObject({ code: 50005, statusCode: 503 });
+    expect(res.json().error.message).not.toMatch(/injected/);
     expect(failing.service.registry.all().length).toBe(apps);
     // The key the app would have had (the fixtures go first: if they fail, no app event is even tried).
     expect(attempted).toHaveLength(topic === 'apps' ? 1 : 0);
@@ -169,5 +233,18 @@ describe('POST /apps when the log fails part-way', () => {
     }
     // And the next creation succeeds whole.
     expect((await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).statusCode).toBe(201);
+  });
+
+  it.each(['presence', 'apps'])('a DELETE /apps/<appId> whose append to %s fails answers 503 (retry), not 500, and the app stays', async (topic) => {
+    const created = (await failing.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
+    const auth = basic(created.keys[0].keyStr);
+    failOn = topic;
+    const res = await failing.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } });
+    failOn = undefined;
+    expect(res.statusCode).toBe(503);
+    expect(res.json().error).toMatchObject({ code: 50005, statusCode: 503 });
+    expect(res.json().error.message).not.toMatch(/injected/);
+    expect((await failing.service.app.inject({ url: '/channels/x/messages', headers: { authorization: auth } })).statusCode).toBe(200);
+    expect((await failing.service.app.inject({ method: 'DELETE', url: `/apps/${created.appId}`, headers: { authorization: auth } })).statusCode).toBe(204);
   });
 });

@@ -182,4 +182,19 @@ describe('channel index (GET /channels paging)', () => {
     index.add('a');
     expect(all(index)).toEqual(['a', 'c']);
   });
+
+  it('keeps no name that came and went while nobody listed (status requests of new names, channels gone idle)', () => {
+    const index = new ChannelIndex();
+    for (let i = 0; i < 100; i++) index.add(`live${i}`);
+    for (let i = 0; i < 100_000; i++) {
+      index.add(`gone${i}`);
+      index.remove(`gone${i}`);
+      // one name that comes and goes again and again
+      index.add('again');
+      index.remove('again');
+    }
+    index.add('again');
+    expect(index.kept).toBeLessThanOrEqual(2 * 102 + 1025);
+    expect(all(index)).toEqual(['again', ...Array.from({ length: 100 }, (_, i) => `live${i}`).sort()]);
+  });
 });
