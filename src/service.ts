@@ -28,7 +28,7 @@ import { APPS_SNAPSHOT, APPS_SNAPSHOT_VERSION, restoreAppsSnapshot, takeAppsSnap
 import type { TokenRevoker } from './routes/revoke-tokens.js';
 import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
-import { PresenceProducer, type PresenceChange } from './presence/presence-producer.js';
+import { PresenceProducer } from './presence/presence-producer.js';
 import type { StatsProjection } from '../projections/stats/stats-projection.js';
 import { CachedStatsStore } from '../projections/stats/stats-cache.js';
 import { UsageMeter } from './stats/usage-meter.js';
@@ -224,13 +224,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       // Its members leave first (its fixtures' would stay for good: no connection holds them), so
       // they count no more against the presence limits and its channels close.
       await ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection');
-      const byChannel = new Map<string, PresenceChange[]>();
-      for (const { channel, connectionId } of presence.connectionsOfApp(appId)) {
-        let changes = byChannel.get(channel);
-        if (!changes) byChannel.set(channel, (changes = []));
-        changes.push({ action: 'drop', connectionId });
-      }
-      await presenceProducer.appendAcross(appId, [...byChannel].map(([channel, changes]) => ({ channel, changes })));
+      const drops = presence.connectionsOfApp(appId).map(({ channel, connectionId }) => ({ channel, changes: [{ action: 'drop' as const, connectionId }] }));
+      await presenceProducer.appendAcross(appId, drops);
       await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
       registry.remove(appId);
     },
