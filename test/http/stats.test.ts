@@ -129,6 +129,11 @@ describe('GET /stats (spec: Retrieve usage statistics)', () => {
     // same route refused when the client followed them (review finding).
     ['start=0000-01-01:00:00', 40003],
     ['end=1969-12-31', 40003],
+    // Past the last interval id (9999-12-31:23:59:59.999): a day or month there has no date, and a
+    // page of days from such an end spun the event loop for good (review finding).
+    ['end=9999999999999999', 40003],
+    ['end=253402300800000&unit=day', 40003],
+    ['end=8640000000000000&unit=month', 40003],
     ['limit=1001', 40003],
     ['direction=up', 40003],
     [`start=${T0 + 6000}&end=${T0}`, 40003],
