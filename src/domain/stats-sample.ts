@@ -132,7 +132,8 @@ export function parseIntervalId(id: string): number | undefined {
   const [, y, mo, d = '01', h = '00', mi = '00', s = '00'] = m;
   const ms = Date.UTC(+y, +mo - 1, +d, +h, +mi, +s);
   const back = new Date(ms);
-  if (Number.isNaN(ms) || back.getUTCMonth() !== +mo - 1 || back.getUTCDate() !== +d || +h > 23 || +mi > 59 || +s > 59) return undefined;
+  // Date.UTC reads a year 0 to 99 as 1900 to 1999: 0099-12 is not 1999-12.
+  if (Number.isNaN(ms) || back.getUTCFullYear() !== +y || back.getUTCMonth() !== +mo - 1 || back.getUTCDate() !== +d || +h > 23 || +mi > 59 || +s > 59) return undefined;
   return ms;
 }
 
