@@ -46,9 +46,18 @@ interface AppSample {
   counters: CounterArray;
   /** the channels published to or attached in the sample, each with whether its messages are persisted */
   channels: Map<string, boolean>;
+  /** channels of sandbox fixtures (a number each names, added up): counted, not each held as a key */
+  fixtureChannels: number;
   /** open realtime connections: the instances' readings, added up */
   connections: number;
 }
+
+/**
+ * A sample's channels and connections are UInt32 in ClickHouse. Fixtures name theirs (sandbox
+ * POST /stats): one of 30,000,000 channels once made as many keys here, which threw (a Map holds
+ * 2^24), and the stats projection retried that record for ever, at 3 GB (review finding).
+ */
+const MAX_FIXTURE_LEVEL = 2 ** 32 - 1;
 
 /** A sample stays open (and rewritable) until its partition's newest record is this much later. */
 const KEEP_MS = 60_000;
@@ -297,7 +306,7 @@ export class StatsProjection {
 
   private appOf(sample: Sample, appId: string): AppSample {
     let app = sample.apps.get(appId);
-    if (!app) sample.apps.set(appId, (app = { counters: new Float64Array(BASE_COUNTERS.length), channels: new Map(), connections: 0 }));
+    if (!app) sample.apps.set(appId, (app = { counters: new Float64Array(BASE_COUNTERS.length), channels: new Map(), fixtureChannels: 0, connections: 0 }));
     return app;
   }
 
@@ -341,8 +350,8 @@ export class StatsProjection {
       case 'stats.fixture': {
         const app = this.appOf(this.sampleFor(state, event.intervalStart, offset), event.appId);
         addNamed(app.counters, event.counters);
-        for (let i = 0; i < (event.channels ?? 0); i++) app.channels.set(`\u0000fixture:${offset}:${i}`, false);
-        app.connections += event.connections ?? 0;
+        app.fixtureChannels = Math.min(MAX_FIXTURE_LEVEL, app.fixtureChannels + (event.channels ?? 0));
+        app.connections = Math.min(MAX_FIXTURE_LEVEL, app.connections + (event.connections ?? 0));
         break;
       }
       case 'connection.opened':
@@ -428,7 +437,7 @@ export class StatsProjection {
       slot: sample.slot,
       version: sample.lastOffset,
       counters: named(app.counters),
-      channels: app.channels.size,
+      channels: Math.min(MAX_FIXTURE_LEVEL, app.channels.size + app.fixtureChannels),
       connections: app.connections,
     }));
   }

@@ -338,3 +338,22 @@ describe('sandbox POST /stats: read-your-writes', () => {
     }
   });
 });
+
+describe('sandbox POST /stats: figures a stats record holds', () => {
+  const post = (auth: string, payload: object) =>
+    inject({ method: 'POST', url: '/stats', headers: { authorization: auth, 'content-type': 'application/json' }, payload });
+
+  it('a fixture of 20,000,000 channels is counted, not held as as many keys (the stats projection threw on it and retried it for ever)', async () => {
+    const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    const posted = await post(auth, [{ intervalId: '2031-02-01:10:00', channels: { peak: 20_000_000 }, connections: { all: { peak: 7 } } }]);
+    expect(posted.statusCode).toBe(201);
+    const [record] = (await inject({ url: '/stats?unit=minute&start=2031-02-01:10:00&end=2031-02-01:10:00', headers: { authorization: auth } })).json();
+    expect(record.channels.peak).toBe(20_000_000);
+    expect(record.connections.all.peak).toBe(7);
+    // The projection goes on: another app's fixture after it is read as well.
+    const other = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    expect((await post(other, { intervalId: '2031-02-01:10:01', inbound: { rest: { messages: { count: 3, data: 30 } } } })).statusCode).toBe(201);
+    const [read] = (await inject({ url: '/stats?unit=minute&start=2031-02-01:10:01&end=2031-02-01:10:01', headers: { authorization: other } })).json();
+    expect(read.inbound.rest.messages.count).toBe(3);
+  });
+});
