@@ -15,6 +15,12 @@ export interface StatsFixtureWriter {
 }
 
 /**
+ * The largest channels or connections peak of a fixture (UInt32 in ClickHouse). Counters are at
+ * most Number.MAX_SAFE_INTEGER: a 1e308 made the sums Infinity (null in JSON).
+ */
+const MAX_FIXTURE_PEAK = 2 ** 32 - 1;
+
+/**
  * The body of a sandbox POST /stats: fixture records in the spec's nested form (0.8), each with
  * its intervalId, one record or an array of them.
  */
@@ -25,7 +31,12 @@ export function parseStatsFixtures(body: unknown): StatsFixtureSample[] {
     const id = (record as { intervalId?: unknown }).intervalId;
     const start = typeof id === 'string' ? parseIntervalId(id) : undefined;
     if (start === undefined) throw new ServiceError('invalidRequestBody', `stats record ${i} needs an intervalId such as 2024-01-31:23:59`);
-    return { intervalStart: start, ...countersFromNested(record as Record<string, unknown>) };
+    const figures = countersFromNested(record as Record<string, unknown>);
+    const too =
+      Object.entries(figures.counters).find(([, v]) => v > Number.MAX_SAFE_INTEGER)?.[0] ??
+      (['channels', 'connections'] as const).find((k) => (figures[k] ?? 0) > MAX_FIXTURE_PEAK);
+    if (too !== undefined) throw new ServiceError('invalidRequestBody', `stats record ${i}: ${too} is above the largest a stats record holds`);
+    return { intervalStart: start, ...figures };
   });
 }
 

@@ -356,4 +356,17 @@ describe('sandbox POST /stats: figures a stats record holds', () => {
     const [read] = (await inject({ url: '/stats?unit=minute&start=2031-02-01:10:01&end=2031-02-01:10:01', headers: { authorization: other } })).json();
     expect(read.inbound.rest.messages.count).toBe(3);
   });
+
+  it.each([
+    ['a channels peak above UInt32', { channels: { peak: 2 ** 32 } }],
+    ['a connections peak above UInt32', { connections: { tls: { peak: 2 ** 32 } } }],
+    // Two of 1e308 summed to Infinity, which JSON gave as null.
+    ['a counter above 2^53', { inbound: { rest: { messages: { count: 1e308 } } } }],
+  ])('refuses %s (40001), nothing appended', async (_, figures) => {
+    const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    const res = await post(auth, [{ intervalId: '2031-02-01:11:00', inbound: { rest: { messages: { count: 1 } } } }, { intervalId: '2031-02-01:11:00', ...figures }]);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toMatchObject({ code: 40001, statusCode: 400, message: expect.stringContaining('stats record 1') });
+    expect((await inject({ url: '/stats?unit=minute&start=2031-02-01:11:00&end=2031-02-01:11:00', headers: { authorization: auth } })).json()).toEqual([]);
+  });
 });
