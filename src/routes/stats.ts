@@ -135,6 +135,11 @@ export async function statsRoutes(
           POST: {
             handler: async (request, reply) => {
               const credentials = credentialsOf(request);
+              // The app's usage, written: every right over the whole app (a key or token for one
+              // channel's subscribers could add a million messages to the app's stats).
+              if (!permitsAppWide(credentials.capability, '*')) {
+                throw new ServiceError('capabilityDenied', 'stats fixtures need every operation ("*") on the resource "*": a key over the whole app');
+              }
               const fixtures = parseStatsFixtures(request.body);
               await opts.fixtures!.append(credentials.app.appId, fixtures);
               return sendResult(request, reply, 201, { accepted: fixtures.length });

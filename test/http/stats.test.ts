@@ -339,6 +339,26 @@ describe('sandbox POST /stats: read-your-writes', () => {
   });
 });
 
+describe('sandbox POST /stats: who may write an app\'s stats', () => {
+  it.each([
+    ['a key for one channel\'s subscribers', '{"ch":["subscribe"]}'],
+    ['a key that reads stats', '{"*":["stats"]}'],
+  ])('%s cannot (40160), and nothing is written', async (_, capability) => {
+    const created = (await inject({ method: 'POST', url: '/apps', payload: { keys: [{}, { capability }] } })).json();
+    const [root, narrow] = created.keys.map((k: { keyStr: string }) => basic(k.keyStr));
+    const res = await inject({
+      method: 'POST',
+      url: '/stats',
+      headers: { authorization: narrow, 'content-type': 'application/json' },
+      payload: { intervalId: '2031-03-01:10:00', inbound: { rest: { messages: { count: 1_000_000 } } } },
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.code).toBe(40160);
+    expect(res.headers['x-service-errorcode']).toBe('40160');
+    expect((await inject({ url: '/stats?start=2031-03-01:10:00&end=2031-03-01:10:00', headers: { authorization: root } })).json()).toEqual([]);
+  });
+});
+
 describe('sandbox POST /stats: figures a stats record holds', () => {
   const post = (auth: string, payload: object) =>
     inject({ method: 'POST', url: '/stats', headers: { authorization: auth, 'content-type': 'application/json' }, payload });
