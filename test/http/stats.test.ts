@@ -392,3 +392,19 @@ describe('sandbox POST /stats: figures a stats record holds', () => {
     expect((await inject({ url: '/stats?unit=month&start=2031-02&end=9999-12', headers: { authorization: auth } })).json()).toEqual([]);
   });
 });
+
+describe('sandbox POST /stats: fixtures of the future', () => {
+  it('are written and let go: 150,000 minutes of the 2040s, each held as an open sample until its time came, made every write of the stats projection throw', async () => {
+    const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    const minute = (i: number): string => new Date(Date.UTC(2040, 0, 1) + i * 60_000).toISOString().slice(0, 16).replace('T', ':');
+    for (let part = 0; part < 6; part++) {
+      const fixtures = Array.from({ length: 25_000 }, (_, i) => ({ intervalId: minute(part * 25_000 + i), inbound: { rest: { messages: { count: 1 } } } }));
+      const posted = await inject({ method: 'POST', url: '/stats', headers: { authorization: auth, 'content-type': 'application/json' }, payload: fixtures });
+      expect(posted.statusCode).toBe(201);
+    }
+    const [month] = (await inject({ url: '/stats?unit=month&start=2040-01&end=2040-01-31:23:59', headers: { authorization: auth } })).json();
+    expect(month.inbound.rest.messages.count).toBe(31 * 24 * 60);
+    // Every app's stats go on.
+    expect((await stats()).statusCode).toBe(200);
+  }, 60_000);
+});
