@@ -1,5 +1,5 @@
 import { ServiceError } from '../errors.js';
-import { Base, parseIntervalId, type Counters } from '../domain/stats-sample.js';
+import { Base, fixtureIntervalHeld, parseIntervalId, type Counters } from '../domain/stats-sample.js';
 
 /** One fixture sample: base counters of one 6-second interval, with its peaks of channels and connections. */
 export interface StatsFixtureSample {
@@ -21,13 +21,6 @@ export interface StatsFixtureWriter {
 const MAX_FIXTURE_PEAK = 2 ** 32 - 1;
 
 /**
- * Fixtures are the only samples of the future. ClickHouse's DateTime ends in 2106: a month past it
- * was rolled up into a wrapped one (2200-03 into 2064-01; 2162-12 into 2026-11, the app's own
- * month of real traffic, whose row the larger version replaced) (review finding).
- */
-const FIXTURES_END = Date.UTC(2106, 0, 1);
-
-/**
  * The body of a sandbox POST /stats: fixture records in the spec's nested form (0.8), each with
  * its intervalId, one record or an array of them.
  */
@@ -38,7 +31,7 @@ export function parseStatsFixtures(body: unknown): StatsFixtureSample[] {
     const id = (record as { intervalId?: unknown }).intervalId;
     const start = typeof id === 'string' ? parseIntervalId(id) : undefined;
     if (start === undefined) throw new ServiceError('invalidRequestBody', `stats record ${i} needs an intervalId such as 2024-01-31:23:59`);
-    if (start >= FIXTURES_END) throw new ServiceError('invalidRequestBody', `stats record ${i}: the intervalId must be before 2106 (ClickHouse's dates end in 2106)`);
+    if (!fixtureIntervalHeld(start)) throw new ServiceError('invalidRequestBody', `stats record ${i}: the intervalId must be from 1970 and before 2106 (ClickHouse's dates)`);
     const figures = countersFromNested(record as Record<string, unknown>);
     const too =
       Object.entries(figures.counters).find(([, v]) => v > Number.MAX_SAFE_INTEGER)?.[0] ??

@@ -384,6 +384,8 @@ describe('sandbox POST /stats: figures a stats record holds', () => {
     ['a counter above 2^53', { inbound: { rest: { messages: { count: 1e308 } } } }],
     // ClickHouse's DateTime ends in 2106: the month of 2162-12 was rolled up into 2026-11.
     ['an interval from 2106 on', { intervalId: '2162-12-20:00:00' }],
+    // ClickHouse refused a negative sample_start, and the stats projection retried it for ever.
+    ['an interval before 1970', { intervalId: '1950-01-01:00:00' }],
   ])('refuses %s (40001), nothing appended', async (_, figures) => {
     const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
     const res = await post(auth, [{ intervalId: '2031-02-01:11:00', inbound: { rest: { messages: { count: 1 } } } }, { intervalId: '2031-02-01:11:00', ...figures }]);
