@@ -142,6 +142,12 @@ export interface Limits {
   maxSandboxFixtureMembers: number;
   /** Largest POST /apps body (no credentials needed, sandbox only). Above: 40009 (413). */
   maxSandboxAppBodyBytes: number;
+  /**
+   * Stats fixture records in one sandbox POST /stats. Above: 40001 (400), nothing appended. A
+   * 2 MiB body held 25,000, whose samples and rollups one write stored at once: 0.7 s without an
+   * answer to any other request (review finding).
+   */
+  maxSandboxStatsFixtures: number;
 
   // Faults of the embedded mode (hardening-embedded-faults)
   /**
@@ -207,6 +213,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxStatusActivations: 100_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
+  maxSandboxStatsFixtures: 1000,
 
   usageBacklogIntervals: 600, // an hour
 

@@ -88,7 +88,7 @@ function recordText(bucket: StatsBucket, unit: Unit, now: number, appId: string,
 
 export async function statsRoutes(
   app: FastifyInstance,
-  opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter },
+  opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter; maxFixtures: number },
 ): Promise<void> {
   resource(app, '/stats', {
     // spec: Retrieve usage statistics
@@ -140,7 +140,7 @@ export async function statsRoutes(
               if (!permitsAppWide(credentials.capability, '*')) {
                 throw new ServiceError('capabilityDenied', 'stats fixtures need every operation ("*") on the resource "*": a key over the whole app');
               }
-              const fixtures = parseStatsFixtures(request.body);
+              const fixtures = parseStatsFixtures(request.body, opts.maxFixtures);
               await opts.fixtures!.append(credentials.app.appId, fixtures);
               return sendResult(request, reply, 201, { accepted: fixtures.length });
             },

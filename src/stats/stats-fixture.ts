@@ -24,8 +24,9 @@ const MAX_FIXTURE_PEAK = 2 ** 32 - 1;
  * The body of a sandbox POST /stats: fixture records in the spec's nested form (0.8), each with
  * its intervalId, one record or an array of them.
  */
-export function parseStatsFixtures(body: unknown): StatsFixtureSample[] {
+export function parseStatsFixtures(body: unknown, maxRecords: number): StatsFixtureSample[] {
   const records = Array.isArray(body) ? body : [body];
+  if (records.length > maxRecords) throw new ServiceError('invalidRequestBody', `at most ${maxRecords} stats records a call (${records.length} sent)`);
   return records.map((record, i) => {
     if (typeof record !== 'object' || record === null) throw new ServiceError('invalidRequestBody', `stats record ${i} is not an object`);
     const id = (record as { intervalId?: unknown }).intervalId;

@@ -395,12 +395,27 @@ describe('sandbox POST /stats: figures a stats record holds', () => {
   });
 });
 
+describe('sandbox POST /stats: records a call takes', () => {
+  it('at most 1000 records a call (40001, nothing appended): 25,000 in one 2 MiB body were stored in one write, 0.7 s without an answer to any other request', async () => {
+    const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
+    const records = (n: number) => Array.from({ length: n }, () => ({ intervalId: '2031-04-01:10:00', inbound: { rest: { messages: { count: 1 } } } }));
+    const post = (n: number) => inject({ method: 'POST', url: '/stats', headers: { authorization: auth, 'content-type': 'application/json' }, payload: records(n) });
+    const refused = await post(1001);
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toMatchObject({ code: 40001, message: expect.stringContaining('at most 1000') });
+    expect((await post(1000)).statusCode).toBe(201);
+    const [record] = (await inject({ url: '/stats?start=2031-04-01:10:00&end=2031-04-01:10:00', headers: { authorization: auth } })).json();
+    expect(record.inbound.rest.messages.count).toBe(1000);
+  });
+});
+
 describe('sandbox POST /stats: fixtures of the future', () => {
   it('are written and let go: 150,000 minutes of the 2040s, each held as an open sample until its time came, made every write of the stats projection throw', async () => {
+    // 150 calls of 1000 (the most a call takes).
     const auth = basic((await inject({ method: 'POST', url: '/apps', payload: {} })).json().keys[0].keyStr);
     const minute = (i: number): string => new Date(Date.UTC(2040, 0, 1) + i * 60_000).toISOString().slice(0, 16).replace('T', ':');
-    for (let part = 0; part < 6; part++) {
-      const fixtures = Array.from({ length: 25_000 }, (_, i) => ({ intervalId: minute(part * 25_000 + i), inbound: { rest: { messages: { count: 1 } } } }));
+    for (let part = 0; part < 150; part++) {
+      const fixtures = Array.from({ length: 1000 }, (_, i) => ({ intervalId: minute(part * 1000 + i), inbound: { rest: { messages: { count: 1 } } } }));
       const posted = await inject({ method: 'POST', url: '/stats', headers: { authorization: auth, 'content-type': 'application/json' }, payload: fixtures });
       expect(posted.statusCode).toBe(201);
     }
