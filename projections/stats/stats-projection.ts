@@ -52,11 +52,7 @@ interface AppSample {
   connections: number;
 }
 
-/**
- * A sample's channels and connections are UInt32 in ClickHouse. Fixtures name theirs (sandbox
- * POST /stats): one of 30,000,000 channels once made as many keys here, which threw (a Map holds
- * 2^24), and the stats projection retried that record for ever, at 3 GB (review finding).
- */
+/** UInt32 in ClickHouse. A fixture of 30,000,000 channels was as many keys: a Map holds 2^24 (review finding). */
 const MAX_FIXTURE_LEVEL = 2 ** 32 - 1;
 
 /** A sample stays open (and rewritable) until its partition's newest record is this much later. */
@@ -351,11 +347,9 @@ export class StatsProjection {
         break;
       }
       case 'stats.fixture': {
-        // One the route takes no more (it is in a log from before): no store holds its interval.
+        // One the route refuses now, in a log from before: no store holds its interval.
         if (!fixtureIntervalHeld(event.intervalStart)) break;
-        // A row of its own, as a late record's: a fixture names any interval, and one of the future
-        // was an open sample, held (and the checkpoint with it) until its time came; 150,000 of
-        // them made every write of the stats projection throw (review finding).
+        // A row of its own: one of the future was an open sample, held until its time came (review finding).
         const app = this.appOf(this.ownRow(state, intervalOf(event.intervalStart), offset), event.appId);
         addNamed(app.counters, event.counters);
         app.fixtureChannels = Math.min(MAX_FIXTURE_LEVEL, app.fixtureChannels + (event.channels ?? 0));
