@@ -211,7 +211,7 @@ export function buildApp(deps: AppDeps): FastifyInstance {
     onHistoryRead: (appId, channel, messages) =>
       deps.usage.historyRead(appId, messages.length, messages.reduce((n, m) => n + dataSize(m.data, m.encoding), 0), deps.isPersisted(appId, channel)),
   });
-  app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures });
+  app.register(statsRoutes, { stats: deps.stats, clock: deps.clock, fixtures: deps.statsFixtures, maxFixtures: deps.limits.maxSandboxStatsFixtures });
   app.register(dashboardRoutes);
   app.register(consoleRoutes);
   app.register(homeRoutes);

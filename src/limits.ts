@@ -156,6 +156,12 @@ export interface Limits {
    * (403), no app. MAX_SANDBOX_APPS
    */
   maxSandboxApps: number;
+  /**
+   * Stats fixture records in one sandbox POST /stats. Above: 40001 (400), nothing appended. A
+   * 2 MiB body held 25,000, whose samples and rollups one write stored at once: 0.7 s without an
+   * answer to any other request (review finding).
+   */
+  maxSandboxStatsFixtures: number;
 
   // Faults of the embedded mode (hardening-embedded-faults)
   /**
@@ -223,6 +229,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,
   maxSandboxApps: 100,
+  maxSandboxStatsFixtures: 1000,
 
   usageBacklogIntervals: 600, // an hour
 

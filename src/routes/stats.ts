@@ -17,6 +17,14 @@ import { resource } from './route-table.js';
 export const STATS_SCHEMA = 'https://schemas.ably.com/json/app-stats-0.0.5.json';
 const UNITS: Unit[] = ['minute', 'hour', 'day', 'month'];
 
+/**
+ * The last ms an interval id can name (9999-12-31:23:59:59.999). Past it a day or month has no
+ * date (past 8.64e15 ms, Date.UTC gives NaN), and a page of days or months from such an end never
+ * found the start of its window: one GET /stats?end=9999999999999999&unit=day spun the event loop
+ * for good (review finding).
+ */
+const MAX_STATS_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 /** `start` / `end`: ms since the epoch or an interval id, rounded down to the 6-second boundary. */
 function statsTime(query: Record<string, unknown>, name: string): number | undefined {
   const v = query[name];
@@ -25,8 +33,8 @@ function statsTime(query: Record<string, unknown>, name: string): number | undef
   const ms = /^\d{1,16}$/.test(v) ? Number(v) : parseIntervalId(v);
   // An interval id before the epoch (a year 0000) would put a negative time in the Link headers,
   // which this route then refuses.
-  if (ms === undefined || ms < 0) {
-    throw new ServiceError('invalidParameterValue', `${name} must be ms since the epoch or an interval id such as 2024-01-31:23:59`);
+  if (ms === undefined || ms < 0 || ms > MAX_STATS_TIME) {
+    throw new ServiceError('invalidParameterValue', `${name} must be ms since the epoch (at most ${MAX_STATS_TIME}) or an interval id such as 2024-01-31:23:59`);
   }
   return intervalOf(ms);
 }
@@ -80,7 +88,7 @@ function recordText(bucket: StatsBucket, unit: Unit, now: number, appId: string,
 
 export async function statsRoutes(
   app: FastifyInstance,
-  opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter },
+  opts: { stats: StatsReader; clock: Clock; fixtures?: StatsFixtureWriter; maxFixtures: number },
 ): Promise<void> {
   resource(app, '/stats', {
     // spec: Retrieve usage statistics
@@ -127,7 +135,12 @@ export async function statsRoutes(
           POST: {
             handler: async (request, reply) => {
               const credentials = credentialsOf(request);
-              const fixtures = parseStatsFixtures(request.body);
+              // The app's usage, written: every right over the whole app (a key or token for one
+              // channel's subscribers could add a million messages to the app's stats).
+              if (!permitsAppWide(credentials.capability, '*')) {
+                throw new ServiceError('capabilityDenied', 'stats fixtures need every operation ("*") on the resource "*": a key over the whole app');
+              }
+              const fixtures = parseStatsFixtures(request.body, opts.maxFixtures);
               await opts.fixtures!.append(credentials.app.appId, fixtures);
               return sendResult(request, reply, 201, { accepted: fixtures.length });
             },

@@ -1,5 +1,5 @@
 import { ServiceError } from '../errors.js';
-import { Base, parseIntervalId, type Counters } from '../domain/stats-sample.js';
+import { Base, fixtureIntervalHeld, parseIntervalId, type Counters } from '../domain/stats-sample.js';
 
 /** One fixture sample: base counters of one 6-second interval, with its peaks of channels and connections. */
 export interface StatsFixtureSample {
@@ -15,17 +15,30 @@ export interface StatsFixtureWriter {
 }
 
 /**
+ * The largest channels or connections peak of a fixture (UInt32 in ClickHouse). Counters are at
+ * most Number.MAX_SAFE_INTEGER: a 1e308 made the sums Infinity (null in JSON).
+ */
+const MAX_FIXTURE_PEAK = 2 ** 32 - 1;
+
+/**
  * The body of a sandbox POST /stats: fixture records in the spec's nested form (0.8), each with
  * its intervalId, one record or an array of them.
  */
-export function parseStatsFixtures(body: unknown): StatsFixtureSample[] {
+export function parseStatsFixtures(body: unknown, maxRecords: number): StatsFixtureSample[] {
   const records = Array.isArray(body) ? body : [body];
+  if (records.length > maxRecords) throw new ServiceError('invalidRequestBody', `at most ${maxRecords} stats records a call (${records.length} sent)`);
   return records.map((record, i) => {
     if (typeof record !== 'object' || record === null) throw new ServiceError('invalidRequestBody', `stats record ${i} is not an object`);
     const id = (record as { intervalId?: unknown }).intervalId;
     const start = typeof id === 'string' ? parseIntervalId(id) : undefined;
     if (start === undefined) throw new ServiceError('invalidRequestBody', `stats record ${i} needs an intervalId such as 2024-01-31:23:59`);
-    return { intervalStart: start, ...countersFromNested(record as Record<string, unknown>) };
+    if (!fixtureIntervalHeld(start)) throw new ServiceError('invalidRequestBody', `stats record ${i}: the intervalId must be from 1970 and before 2106 (ClickHouse's dates)`);
+    const figures = countersFromNested(record as Record<string, unknown>);
+    const too =
+      Object.entries(figures.counters).find(([, v]) => v > Number.MAX_SAFE_INTEGER)?.[0] ??
+      (['channels', 'connections'] as const).find((k) => (figures[k] ?? 0) > MAX_FIXTURE_PEAK);
+    if (too !== undefined) throw new ServiceError('invalidRequestBody', `stats record ${i}: ${too} is above the largest a stats record holds`);
+    return { intervalStart: start, ...figures };
   });
 }
 
