@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Flag } from '../../src/realtime/protocol.js';
 import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, publishJson, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 let ts: TestService;
 let port: number;
@@ -130,6 +130,20 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
       if (Date.now() > deadline) throw new Error(`connections on the channel: ${connections()}, not 2`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+  });
+
+  it('rewind by time sends at most 100 messages, the newest, as rewind by count does (the platform: "rewind returns at most 100 messages")', async () => {
+    const name = uniqueChannel('wire-rewind-window');
+    for (let i = 0; i < 6; i++) await publishJson(ts, name, Array.from({ length: 20 }, (_, j) => ({ name: `m${i * 20 + j}` })));
+    const c = await connect({}, format);
+    const attached = await c.attach(`[?rewind=2m]${name}`);
+    expect(Number(attached.flags) & Flag.HAS_BACKLOG).toBe(Flag.HAS_BACKLOG);
+    // The backlog goes out right after ATTACHED: the answer to a later HEARTBEAT comes after it.
+    await c.ping();
+    const names = c.frames.filter((f) => f.action === Actions.MESSAGE).flatMap((f) => (f.messages as { name: string }[]).map((m) => m.name));
+    expect(names).toHaveLength(100);
+    expect(names[0]).toBe('m20');
+    expect(names[99]).toBe('m119');
   });
 
   it('[meta]occupancy is a MESSAGE on the attached name with data {metrics}', async () => {
