@@ -235,7 +235,11 @@ export class Gateway {
     if (position !== undefined && position > delivery.position(partition)) {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
+      const epoch = conn.socketEpoch;
       const end = (await this.deps.log.endOffsets(Topics.messages).catch(() => undefined))?.get(partition);
+      // The socket gone meanwhile (a CLOSE right behind the ATTACH): its attachments were let go,
+      // and one made now would stay in delivery, and in the channel's occupancy, for good.
+      if (conn.socketEpoch !== epoch) return;
       if (end === undefined || position > end) position = undefined;
     }
     const from = position;

@@ -76,3 +76,19 @@ it(`${CYCLES} attach and detach cycles of one connection append a bounded number
   expect((await other.attach(names[1])).action).toBe(Actions.ATTACHED);
   await until('the detach and the other connection attached', () => connectionsOn(names[0]) === 0 && connectionsOn(names[1]) === 2, 2_000);
 });
+
+it('an ATTACH with a position ahead of delivery and a CLOSE right behind it leaves no attachment behind (it stayed in delivery and in the occupancy for good)', async () => {
+  const before = ts.service.gateway.metrics().attachments;
+  const gone = uniqueChannel('attach-close');
+  const c = await RawClient.connect(port, { key: ts.key });
+  // The CLOSE is read while the ATTACH waits for the log's end offsets.
+  c.send({ action: Actions.ATTACH, channel: gone, channelSerial: '0:999999999' });
+  c.send({ action: Actions.CLOSE });
+  await c.closed;
+  // Another ATTACH of the same kind answered: the first one's wait is over too.
+  const other = await RawClient.connect(port, { key: ts.key });
+  clients.push(other);
+  expect((await other.attach(uniqueChannel('attach-close-other'), { channelSerial: '0:999999999' })).action).toBe(Actions.ATTACHED);
+  expect(ts.service.gateway.metrics().attachments).toBe(before + 1);
+  await until('the closed connection off the channel', () => connectionsOn(gone) === 0);
+});
