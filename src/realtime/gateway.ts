@@ -91,6 +91,8 @@ export class Gateway {
   /** Presence members entered here that the presence projection has not applied yet. */
   private readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   private readonly unsubscribe: (() => void)[] = [];
+  /** ATTACHes reading the log before they register, by connection and channel: a DETACH meanwhile (detach) cancels one. */
+  private readonly pendingAttaches = new WeakMap<Subscriber, Map<string, object>>();
   private closing = false;
   /** The leave of the members of the previous run whose connections did not come back (removeMembersOfPreviousRun). */
   private previousRunTimer: NodeJS.Timeout | undefined;
@@ -236,9 +238,16 @@ export class Gateway {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
       const epoch = conn.socketEpoch;
+      const ticket = {};
+      let pending = this.pendingAttaches.get(conn);
+      if (!pending) this.pendingAttaches.set(conn, (pending = new Map()));
+      pending.set(channel, ticket);
       const end = (await this.deps.log.endOffsets(Topics.messages).catch(() => undefined))?.get(partition);
       // The socket gone meanwhile (a CLOSE right behind the ATTACH): its attachments were let go,
-      // and one made now would stay in delivery, and in the channel's occupancy, for good.
+      // and one made now would stay in delivery, and in the channel's occupancy, for good. A DETACH
+      // (answered DETACHED) or another ATTACH of the channel meanwhile: this one is answered no more.
+      if (pending.get(channel) !== ticket) return;
+      pending.delete(channel);
       if (conn.socketEpoch !== epoch) return;
       if (end === undefined || position > end) position = undefined;
     }
@@ -301,6 +310,7 @@ export class Gateway {
   }
 
   detach(conn: Subscriber, channel: string): void {
+    this.pendingAttaches.get(conn)?.delete(channel);
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);
