@@ -255,9 +255,11 @@ export class Gateway {
     this.detach(conn, channel);
     const target = delivery.position(partition);
     const attachment: Attachment = { conn, channel, base, recordKey, partition, modes, filter, occupancy: request.params.occupancy, from: from ?? 0 };
-    // The presence set and the registration in the same tick: every change after the snapshot
-    // reaches the attachment, none before it (no gap, no duplicate).
-    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : [];
+    // Whether the channel has members, and the registration, in the same tick: every change after
+    // it reaches the attachment. The SYNC reads the set as its pages go (not a copy): a change in
+    // both it and a PRESENCE, the SDK merges by newness.
+    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : undefined;
+    const hasPresence = members !== undefined && members.size > 0;
     // Behind the client's position (it comes from an instance whose delivery is further on): live
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
@@ -287,7 +289,7 @@ export class Gateway {
     }
     let flags = modes;
     if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
-    if (members.length > 0) flags |= Flag.HAS_PRESENCE;
+    if (hasPresence) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
     // The client's position as it reads this frame: the backlog and the held deliveries follow it,
     // each with its own. Past them, a resume from here (the client cut off before they reach it)
@@ -298,7 +300,7 @@ export class Gateway {
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
     conn.send(attached);
     if (attachment.occupancy) this.occupancy.attached(attachment);
-    if (members.length > 0) this.presenceSync.send(attachment, members);
+    if (hasPresence) this.presenceSync.send(attachment, members);
     // The held deliveries are taken off first: the backlog goes out before them, in log order
     // (sent while `held` was still set, it would have queued behind the live messages that came
     // during its read: a resume on another instance delivered newer messages before older ones).
