@@ -438,6 +438,15 @@ export class PresenceProjection {
   }
 
   /**
+   * The members present on a channel, not copied: read as they stand when read (a realtime SYNC
+   * paced by its socket reads it page by page: those that enter meanwhile are read too, those that
+   * leave are not). Undefined when none is.
+   */
+  presentSet(appId: string, channel: string): ReadonlyMap<string, PresenceMember> | undefined {
+    return this.members.get(channelKey(appId, channel));
+  }
+
+  /**
    * The connections with members present whose instance matches `held` (the gateway's, to remove
    * members a dead instance left behind), one entry per channel and connection.
    */

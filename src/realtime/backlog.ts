@@ -5,7 +5,7 @@ import { decodeEvent } from '../log/event-codec.js';
 import type { MessagesPublished } from '../domain/events.js';
 import type { HistoryProjection } from '../../projections/history/history-projection.js';
 import type { HistoryEntry } from '../../projections/history/history-entry.js';
-import { MAX_REWIND_MS, type Rewind } from './rewind.js';
+import { MAX_REWIND_COUNT, MAX_REWIND_MS, type Rewind } from './rewind.js';
 import type { RealtimeSettings } from './settings.js';
 
 /** How long an attach with `rewind` waits for the history projection to reach its position. */
@@ -137,7 +137,9 @@ export class Backlog {
     }
     const now = clock.now();
     const start = 'sinceMs' in rewind ? now - rewind.sinceMs : now - MAX_REWIND_MS;
-    const wanted = 'count' in rewind ? rewind.count : this.deps.settings.maxReplayRecords;
+    // A window sends its newest messages up to the count cap too (the platform's: "rewind returns at
+    // most 100 messages"): `2m` on a busy channel read and sent up to maxReplayRecords (10,000).
+    const wanted = 'count' in rewind ? rewind.count : MAX_REWIND_COUNT;
     const found: HistoryEntry[] = [];
     let after: number | undefined;
     // Newest first, leaving out what came after the attach position (live delivery sends it).

@@ -16,13 +16,15 @@ import { compileFilter, type MessageFilter } from './message-filter.js';
 
 /**
  * Modes a capability allows on a channel, within the requested ones (all four when none asked).
- * A derived (filtered) channel is subscribe-only, as the platform's.
+ * Receiving presence (the set, its changes) is `subscribe`'s, as GET presence is; `presence` alone
+ * enters, updates and leaves (its own members' events still come back: delivery.ts). A derived
+ * (filtered) channel is subscribe-only, as the platform's.
  */
 export function modesFor(capability: Capability, channel: string, requested: number | undefined, derived = false): number {
   let granted = 0;
   if (allowedOn(capability, channel, 'subscribe')) granted |= Flag.SUBSCRIBE | Flag.PRESENCE_SUBSCRIBE;
   if (allowedOn(capability, channel, 'publish')) granted |= Flag.PUBLISH;
-  if (allowedOn(capability, channel, 'presence')) granted |= Flag.PRESENCE | Flag.PRESENCE_SUBSCRIBE;
+  if (allowedOn(capability, channel, 'presence')) granted |= Flag.PRESENCE;
   if (derived) granted &= Flag.SUBSCRIBE;
   const asked = requested === undefined ? MODES : requested & MODES;
   return granted & (asked === 0 ? MODES : asked);

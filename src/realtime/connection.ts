@@ -306,12 +306,16 @@ export class Connection extends ConnectionLife {
       return this.fail(serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${held}")`));
     }
     this.identity = { ...this.identity, credentials, clientId: held === undefined || held === '*' ? (clientId ?? held) : held };
-    // Channels the new capability no longer allows fail; the others stay attached (RTC8a1).
+    // Channels the new capability no longer allows fail; the others stay attached (RTC8a1). So does
+    // one whose `occupancy` param the new capability no longer allows (channel-metadata): its
+    // [meta]occupancy messages went on.
     for (const [channel, attachment] of [...this.attachments]) {
       const modes = modesFor(this.credentials.capability, attachment.base, undefined) & attachment.modes;
-      if (modes === 0) {
+      const occupancyDenied = attachment.occupancy !== undefined && !allowedOn(this.credentials.capability, attachment.base, 'channel-metadata');
+      if (modes === 0 || occupancyDenied) {
         this.ctx.detach(this, channel);
-        this.channelError(channel, serviceError('capabilityDenied', `the new token allows no operation on channel "${channel}"`));
+        const why = modes === 0 ? 'allows no operation' : 'lacks the channel-metadata capability, which its occupancy param needs,';
+        this.channelError(channel, serviceError('capabilityDenied', `the new token ${why} on channel "${channel}"`));
       } else {
         attachment.modes = modes;
       }

@@ -91,6 +91,8 @@ export class Gateway {
   /** Presence members entered here that the presence projection has not applied yet. */
   private readonly reservations = new PresenceReservations(RESERVATION_MAX_AGE_MS);
   private readonly unsubscribe: (() => void)[] = [];
+  /** ATTACHes reading the log before they register, by connection and channel: a DETACH meanwhile (detach) cancels one. */
+  private readonly pendingAttaches = new WeakMap<Subscriber, Map<string, object>>();
   private closing = false;
   /** The leave of the members of the previous run whose connections did not come back (removeMembersOfPreviousRun). */
   private previousRunTimer: NodeJS.Timeout | undefined;
@@ -235,16 +237,29 @@ export class Gateway {
     if (position !== undefined && position > delivery.position(partition)) {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
+      const epoch = conn.socketEpoch;
+      const ticket = {};
+      let pending = this.pendingAttaches.get(conn);
+      if (!pending) this.pendingAttaches.set(conn, (pending = new Map()));
+      pending.set(channel, ticket);
       const end = (await this.deps.log.endOffsets(Topics.messages).catch(() => undefined))?.get(partition);
+      // The socket gone meanwhile (a CLOSE right behind the ATTACH): its attachments were let go,
+      // and one made now would stay in delivery, and in the channel's occupancy, for good. A DETACH
+      // (answered DETACHED) or another ATTACH of the channel meanwhile: this one is answered no more.
+      if (pending.get(channel) !== ticket) return;
+      pending.delete(channel);
+      if (conn.socketEpoch !== epoch) return;
       if (end === undefined || position > end) position = undefined;
     }
     const from = position;
     this.detach(conn, channel);
     const target = delivery.position(partition);
     const attachment: Attachment = { conn, channel, base, recordKey, partition, modes, filter, occupancy: request.params.occupancy, from: from ?? 0 };
-    // The presence set and the registration in the same tick: every change after the snapshot
-    // reaches the attachment, none before it (no gap, no duplicate).
-    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : [];
+    // Whether the channel has members, and the registration, in the same tick: every change after
+    // it reaches the attachment. The SYNC reads the set as its pages go (not a copy): a change in
+    // both it and a PRESENCE, the SDK merges by newness.
+    const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : undefined;
+    const hasPresence = members !== undefined && members.size > 0;
     // Behind the client's position (it comes from an instance whose delivery is further on): live
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
@@ -274,7 +289,7 @@ export class Gateway {
     }
     let flags = modes;
     if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
-    if (members.length > 0) flags |= Flag.HAS_PRESENCE;
+    if (hasPresence) flags |= Flag.HAS_PRESENCE;
     if (resumed) flags |= Flag.RESUMED;
     // The client's position as it reads this frame: the backlog and the held deliveries follow it,
     // each with its own. Past them, a resume from here (the client cut off before they reach it)
@@ -285,7 +300,7 @@ export class Gateway {
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
     conn.send(attached);
     if (attachment.occupancy) this.occupancy.attached(attachment);
-    if (members.length > 0) this.presenceSync.send(attachment, members);
+    if (hasPresence) this.presenceSync.send(attachment, members);
     // The held deliveries are taken off first: the backlog goes out before them, in log order
     // (sent while `held` was still set, it would have queued behind the live messages that came
     // during its read: a resume on another instance delivered newer messages before older ones).
@@ -297,6 +312,7 @@ export class Gateway {
   }
 
   detach(conn: Subscriber, channel: string): void {
+    this.pendingAttaches.get(conn)?.delete(channel);
     const attachment = conn.attachments.get(channel);
     if (!attachment) return;
     conn.attachments.delete(channel);

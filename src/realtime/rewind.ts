@@ -3,7 +3,8 @@ import { ServiceError } from '../errors.js';
 // The `rewind` channel param (REALTIME-PROTOCOL.md §4: ATTACH params): on a clean attach, the
 // channel's most recent messages are sent before the live ones, either the last N or those of the
 // last T seconds, minutes or hours. What asks past what a channel holds for rewind (100 messages,
-// 2 minutes: the in-memory history window) is capped there, as the platform caps it, not refused.
+// 2 minutes: the in-memory history window) is capped there, as the platform caps it, not refused;
+// a window sends at most 100 messages too, its newest.
 
 export type Rewind = { count: number } | { sinceMs: number };
 

@@ -76,3 +76,37 @@ it(`${CYCLES} attach and detach cycles of one connection append a bounded number
   expect((await other.attach(names[1])).action).toBe(Actions.ATTACHED);
   await until('the detach and the other connection attached', () => connectionsOn(names[0]) === 0 && connectionsOn(names[1]) === 2, 2_000);
 });
+
+it('an ATTACH with a position ahead of delivery and a CLOSE right behind it leaves no attachment behind (it stayed in delivery and in the occupancy for good)', async () => {
+  const before = ts.service.gateway.metrics().attachments;
+  const gone = uniqueChannel('attach-close');
+  const c = await RawClient.connect(port, { key: ts.key });
+  // The CLOSE is read while the ATTACH waits for the log's end offsets.
+  c.send({ action: Actions.ATTACH, channel: gone, channelSerial: '0:999999999' });
+  c.send({ action: Actions.CLOSE });
+  await c.closed;
+  // Another ATTACH of the same kind answered: the first one's wait is over too.
+  const other = await RawClient.connect(port, { key: ts.key });
+  clients.push(other);
+  expect((await other.attach(uniqueChannel('attach-close-other'), { channelSerial: '0:999999999' })).action).toBe(Actions.ATTACHED);
+  expect(ts.service.gateway.metrics().attachments).toBe(before + 1);
+  await until('the closed connection off the channel', () => connectionsOn(gone) === 0);
+});
+
+it('an ATTACH with a position ahead of delivery and a DETACH right behind it is answered DETACHED only: no ATTACHED after it, no messages, no attachment', async () => {
+  const before = ts.service.gateway.metrics().attachments;
+  const name = uniqueChannel('attach-detach');
+  const c = await RawClient.connect(port, { key: ts.key });
+  clients.push(c);
+  // The DETACH is read while the ATTACH waits for the log's end offsets.
+  c.send({ action: Actions.ATTACH, channel: name, channelSerial: '0:999999999' });
+  c.send({ action: Actions.DETACH, channel: name });
+  await c.next((pm) => pm.action === Actions.DETACHED);
+  // Another ATTACH of the same kind answered: the first one's wait is over too.
+  const other = await RawClient.connect(port, { key: ts.key });
+  clients.push(other);
+  expect((await other.attach(uniqueChannel('attach-detach-other'), { channelSerial: '0:999999999' })).action).toBe(Actions.ATTACHED);
+  await c.ping();
+  expect(c.frames.filter((f) => f.channel === name).map((f) => f.action)).toEqual([Actions.DETACHED]);
+  expect(ts.service.gateway.metrics().attachments).toBe(before + 1);
+});

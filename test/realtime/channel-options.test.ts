@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Flag } from '../../src/realtime/protocol.js';
 import { Actions, RawClient, type Format } from '../helpers/raw-realtime.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, publishJson, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 let ts: TestService;
 let port: number;
@@ -79,6 +79,26 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
     expect((nack.error as { code: number; message: string }).message).toMatch(/without the publish mode/);
   });
 
+  it('the presence capability alone grants PRESENCE, not PRESENCE_SUBSCRIBE: no SYNC of the members, no one else\'s events (GET presence needs subscribe too)', async () => {
+    const made = await fetch(`http://127.0.0.1:${port}/apps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: [{}, { capability: '{"*":["presence"]}' }] }) });
+    const [root, presenceOnly] = ((await made.json()) as { keys: { keyStr: string }[] }).keys.map((k) => k.keyStr);
+    const name = uniqueChannel('wire-presence-cap');
+    const member = await connect({ key: root, clientId: 'member' }, format);
+    expect((await member.presence(name, [{ action: 2, data: 'x' }])).action).toBe(Actions.ACK);
+    const c = await connect({ key: presenceOnly, clientId: 'enterer' }, format);
+    const attached = await c.attach(name);
+    expect(Number(attached.flags) & 0x3ff0000).toBe(Flag.PRESENCE);
+    expect(Number(attached.flags) & Flag.HAS_PRESENCE).toBe(0);
+    c.send({ action: Actions.SYNC, channel: name });
+    expect((await c.presence(name, [{ action: 2, data: 'mine' }])).action).toBe(Actions.ACK);
+    expect((await member.presence(name, [{ action: 4, data: 'y' }])).action).toBe(Actions.ACK);
+    // The update's ACK follows its PRESENCE to the attachments here; the HEARTBEAT's answer, anything sent to `c` before it.
+    await c.ping();
+    expect(c.frames.filter((f) => f.action === Actions.SYNC)).toEqual([]);
+    const seen = c.frames.filter((f) => f.action === Actions.PRESENCE).flatMap((f) => (f.presence as { clientId: string }[]).map((p) => p.clientId));
+    expect(seen).toEqual(['enterer']);
+  });
+
   it('a derived channel\'s frames carry its own name; its ATTACHED grants SUBSCRIBE only; PRESENCE on it is NACKed', async () => {
     const base = uniqueChannel('wire-derived');
     const name = `[filter=${b64("name == 'yes'")}]${base}`;
@@ -130,6 +150,20 @@ describe.each(['json', 'msgpack'] as const)('channel modes and params on the wir
       if (Date.now() > deadline) throw new Error(`connections on the channel: ${connections()}, not 2`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
+  });
+
+  it('rewind by time sends at most 100 messages, the newest, as rewind by count does (the platform: "rewind returns at most 100 messages")', async () => {
+    const name = uniqueChannel('wire-rewind-window');
+    for (let i = 0; i < 6; i++) await publishJson(ts, name, Array.from({ length: 20 }, (_, j) => ({ name: `m${i * 20 + j}` })));
+    const c = await connect({}, format);
+    const attached = await c.attach(`[?rewind=2m]${name}`);
+    expect(Number(attached.flags) & Flag.HAS_BACKLOG).toBe(Flag.HAS_BACKLOG);
+    // The backlog goes out right after ATTACHED: the answer to a later HEARTBEAT comes after it.
+    await c.ping();
+    const names = c.frames.filter((f) => f.action === Actions.MESSAGE).flatMap((f) => (f.messages as { name: string }[]).map((m) => m.name));
+    expect(names).toHaveLength(100);
+    expect(names[0]).toBe('m20');
+    expect(names[99]).toBe('m119');
   });
 
   it('[meta]occupancy is a MESSAGE on the attached name with data {metrics}', async () => {

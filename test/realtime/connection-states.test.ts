@@ -207,6 +207,23 @@ describe('a realtime connection through its context port (the state table)', () 
     expect(socket.readyState).toBe(3);
   });
 
+  it('AUTH with a token without channel-metadata fails (40160) a channel attached with the occupancy param, whose [meta]occupancy messages went on; the others stay', () => {
+    const attachments: Record<string, { occupancy?: object }> = { watched: { occupancy: {} }, plain: {} };
+    for (const [channel, extra] of Object.entries(attachments)) {
+      conn.attachments.set(channel, { conn, channel, base: channel, recordKey: `app1:${channel}`, partition: 0, modes: 0xf0000, from: 0, ...extra });
+    }
+    (ctx as { detach: (c: unknown, channel: string) => void }).detach = (_conn, channel) => {
+      ctx.calls.push(`detach ${channel}`);
+      conn.attachments.delete(channel);
+    };
+    ctx.tokens.set('no-metadata', credentials({ method: 'token', clientId: 'alice', capability: parseCapability({ '*': ['subscribe', 'publish', 'presence'] }) }));
+    receive(conn, socket, { action: Action.AUTH, auth: { accessToken: 'no-metadata' } });
+    expect(ctx.calls).toEqual(['detach watched']);
+    expect(socket.frames).toContainEqual(expect.objectContaining({ action: Action.ERROR, channel: 'watched', error: expect.objectContaining({ code: ErrorCodes.capabilityDenied.code }) }));
+    expect([...conn.attachments.keys()]).toEqual(['plain']);
+    expect(socket.frames.at(-1)).toMatchObject({ action: Action.CONNECTED });
+  });
+
   it('AUTH with a wildcard token (clientId *) renews the credentials and keeps the connection\'s clientId: the SDK with a clientId option renews through an auth server that issues wildcard tokens', () => {
     const expires = Date.now() + 3_600_000;
     conn = new Connection(ctx, 'conn-3', 'conn-3!mac', identity({ credentials: credentials({ method: 'token', clientId: '*' }) }), socket);
