@@ -23,6 +23,8 @@ import { PresenceMembers } from './presence-members.js';
 
 interface RunningRule {
   key: string;
+  /** Its consumer's name (ruleConsumer). */
+  consumer: string;
   json: string;
   matcher: RuleMatcher;
   topic: Topic;
@@ -77,6 +79,18 @@ function laneOf(channel: string, lanes: number): number {
   for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 0x01000193);
   return (h >>> 0) % lanes;
 }
+
+/**
+ * A rule's consumer: its checkpoints, its Kafka group and its lag's label. `webhook-<appId>-<ruleId>`
+ * as it always was; for an app whose id holds a "-", `webhook-<appId>.<ruleId>` (ids hold no "."),
+ * since app "shop"'s rule "eu-orders" and app "shop-eu"'s rule "orders" were named alike: the
+ * second could not start (nor the service, at its next start) and in production they shared one
+ * consumer group and checkpoint, each delivering part of the other's partitions.
+ */
+export const ruleConsumer = (appId: string, ruleId: string): string => (appId.includes('-') ? `webhook-${appId}.${ruleId}` : `webhook-${appId}-${ruleId}`);
+
+/** The name a rule of an app whose id holds a "-" had before: its checkpoints are read when it has none under its own. */
+const formerConsumer = (appId: string, ruleId: string): string | undefined => (appId.includes('-') ? `webhook-${appId}-${ruleId}` : undefined);
 
 export class WebhookDelivery {
   private readonly rules = new Map<string, RunningRule>();
@@ -172,9 +186,12 @@ export class WebhookDelivery {
   private async startRule(key: string, appId: string, rule: WebhookRule): Promise<void> {
     const { log, runner, checkpoints, logger } = this.options;
     const topic: Topic = rule.source.type === 'channel.presence' ? Topics.presence : Topics.messages;
-    const consumer = `webhook-${appId}-${rule.id}`;
+    const consumer = ruleConsumer(appId, rule.id);
+    const former = formerConsumer(appId, rule.id);
+    const loadSaved = async (): Promise<Checkpoint | undefined> => (await checkpoints.load(consumer, topic)) ?? (former === undefined ? undefined : await checkpoints.load(former, topic));
     const running: RunningRule = {
       key,
+      consumer,
       json: JSON.stringify(rule),
       matcher: matcherOf(appId, rule),
       topic,
@@ -193,7 +210,7 @@ export class WebhookDelivery {
     // (the earliest any instance saw: instances starting it at once skip nothing between them).
     // Recorded once per start, so a restart does not skip what was published meanwhile.
     const initial = await checkpoints.start(consumer, topic, await log.endOffsets(topic));
-    const saved = await checkpoints.load(consumer, topic);
+    const saved = await loadSaved();
     const from: Checkpoint = new Map(initial);
     for (const [p, next] of saved ?? []) from.set(p, next);
     const start = from;
@@ -208,7 +225,7 @@ export class WebhookDelivery {
             shared: {
               // Whichever instance is given a partition resumes where the rule's store says.
               from: async (partitions: number[]) => {
-                const [saved, first] = [await checkpoints.load(consumer, topic), await checkpoints.start(consumer, topic, new Map())];
+                const [saved, first] = [await loadSaved(), await checkpoints.start(consumer, topic, new Map())];
                 const positions = new Map(partitions.map((p) => [p, saved?.get(p) ?? first.get(p) ?? start.get(p) ?? 0]));
                 await running.members?.catchUp(log, topic, positions);
                 return positions;
@@ -235,9 +252,8 @@ export class WebhookDelivery {
       if (running.unsaved.size === 0) continue;
       const positions = running.unsaved;
       running.unsaved = new Map();
-      const consumer = `webhook-${running.state.appId}-${running.state.ruleId}`;
       try {
-        await this.options.checkpoints.save(consumer, running.topic, positions);
+        await this.options.checkpoints.save(running.consumer, running.topic, positions);
       } catch (err) {
         for (const [p, next] of positions) if ((running.unsaved.get(p) ?? -1) < next) running.unsaved.set(p, next);
         throw err;
