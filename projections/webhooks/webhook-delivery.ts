@@ -54,6 +54,9 @@ class RetryLater extends Error {
   override name = 'RetryLater';
 }
 
+/** A rule that could not start (its checkpoint store or the log failed) is started again after this. */
+const RULE_START_RETRY_MS = 2_000;
+
 /** The longest a batch waits out the target's backoff before handing back to its consumer. */
 const BACKOFF_SLICE_MS = 1_000;
 
@@ -100,6 +103,7 @@ export class WebhookDelivery {
   private seenVersion = -1;
   private reconciling: Promise<void> = Promise.resolve();
   private stopped = false;
+  private retryTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: WebhookDeliveryOptions) {}
 
@@ -134,8 +138,12 @@ export class WebhookDelivery {
    * added through the API delivers what is published after its answer.
    */
   reconcileNow(): Promise<void> {
-    this.reconciling = this.reconciling.then(() => this.reconcile());
-    return this.reconciling;
+    const done = this.reconciling.then(() => this.reconcile());
+    // Its failure is its caller's to report; the reconciles after it still run.
+    this.reconciling = done.catch(() => {
+      this.seenVersion = -1;
+    });
+    return done;
   }
 
   /** Each rule's target: whether it is paused, its failures and deliveries (GET /metrics, GET /ready). */
@@ -156,6 +164,7 @@ export class WebhookDelivery {
     this.stopped = true;
     this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     await this.reconciling.catch(() => undefined);
     await Promise.allSettled([...this.rules.values()].map((r) => this.stopRule(r)));
     await this.flush();
@@ -173,13 +182,25 @@ export class WebhookDelivery {
       const want = wanted.get(running.key);
       if (!want || JSON.stringify(want.rule) !== running.json) {
         await this.stopRule(running);
-        await this.flush();
+        // Its positions saved for a rule that replaces it; the store failing, that one repeats what this one delivered since the last save (at least once).
+        await this.flush().catch((err) => this.options.logger.warn({ err, rule: running.key }, 'webhook checkpoints not saved as the rule stopped'));
         this.rules.delete(running.key);
       }
     }
     for (const [key, { appId, rule }] of wanted) {
       if (this.rules.has(key)) continue;
-      await this.startRule(key, appId, rule);
+      try {
+        await this.startRule(key, appId, rule);
+      } catch (err) {
+        // Its checkpoint store or the log did not answer: the rule is not running (nor reported so), and is started again shortly.
+        this.options.logger.error({ err, rule: key }, `webhook rule not started; tried again in ${RULE_START_RETRY_MS} ms`);
+        this.seenVersion = -1;
+        this.retryTimer ??= setTimeout(() => {
+          this.retryTimer = undefined;
+          this.schedule();
+        }, RULE_START_RETRY_MS);
+        this.retryTimer.unref();
+      }
     }
   }
 
@@ -205,7 +226,6 @@ export class WebhookDelivery {
     };
     const matcher = running.matcher;
     if (topic === Topics.presence) running.members = new PresenceMembers(appId, (channel) => matcher.filter.test(channel));
-    this.rules.set(key, running);
     // Where the rule starts on a partition it has no checkpoint of: the log's end when it first ran
     // (the earliest any instance saw: instances starting it at once skip nothing between them).
     // Recorded once per start, so a restart does not skip what was published meanwhile.
@@ -238,6 +258,8 @@ export class WebhookDelivery {
           }
         : {}),
     });
+    // Listed once its consumer runs: a rule whose start failed is not reported delivering.
+    this.rules.set(key, running);
     logger.info({ rule: key, url: rule.target.url, topic, from: Object.fromEntries(start) }, 'webhook rule delivering');
   }
 
