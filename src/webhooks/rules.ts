@@ -10,6 +10,13 @@ const MAX_URL_LENGTH = 2048;
 const MAX_FILTER_LENGTH = 256;
 const MAX_HEADERS = 16;
 
+/**
+ * Headers of a request's framing and connection, which the sender sets: a rule's
+ * `Transfer-Encoding: chunked` was sent beside the body's Content-Length, a request read one way
+ * by a proxy and another by the server behind it (RFC 9112 forbids sending both).
+ */
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'expect', 'proxy-connection']);
+
 // V8's linear-time regular expression engine (the `l` flag): a rule's channelFilter is matched
 // against every channel name the app's clients publish on, up to 2,048 bytes each; on the
 // backtracking engine `^(a+)+$` took 2^n steps for n a's and a `!`, so one app's rule and one
@@ -114,6 +121,8 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[^\t\x20-\x7e\x80-\xff]/.test(h.value))) {
     throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line, of the characters an HTTP header carries: tab, printable ASCII and Latin-1)`);
   }
+  const reserved = (headers as { name: string }[]).find((h) => RESERVED_HEADERS.has(h.name.toLowerCase()));
+  if (reserved) throw new Error(`${where}.target.headers may not set ${reserved.name}: the request's framing and connection are the service's (${[...RESERVED_HEADERS].join(', ')})`);
   if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
   const rule: Omit<WebhookRule, 'id'> = {
     ruleType: 'http',
