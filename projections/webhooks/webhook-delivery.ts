@@ -76,6 +76,19 @@ export interface WebhookDeliveryOptions {
   send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
 }
 
+/**
+ * A target as GET /ready (which asks no credentials) names it: its scheme, host and port only. The
+ * path and query often are the receiver's secret (`https://hooks.example.com/services/T0/B0/<token>`,
+ * `?token=`): they were shown to anyone.
+ */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'an unreadable URL';
+  }
+}
+
 /** A channel's lane (FNV-1a of its name): the same lane for all its items. */
 function laneOf(channel: string, lanes: number): number {
   let h = 0x811c9dc5;
@@ -156,7 +169,7 @@ export class WebhookDelivery {
     const paused = this.targets().filter((t) => t.paused);
     const detail = paused.length === 0
       ? `${this.rules.size} webhook rule${this.rules.size === 1 ? '' : 's'} delivering`
-      : `paused: ${paused.map((t) => `${t.appId}/${t.ruleId} (${t.url}: ${t.lastError ?? 'failing'})`).join(', ')}`;
+      : `paused: ${paused.map((t) => `${t.appId}/${t.ruleId} (${originOf(t.url)}: ${t.lastError ?? 'failing'})`).join(', ')}`;
     return { name: 'webhooks', ok: true, detail };
   }
 

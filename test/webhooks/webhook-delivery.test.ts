@@ -178,15 +178,19 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(slow.requests).toBeGreaterThanOrEqual(1);
   });
 
-  it('refuses a target on a loopback address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS=1, and reports it paused', async () => {
+  it('refuses a target on a loopback address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS=1, and reports it paused, by its origin only (GET /ready asks no credentials)', async () => {
     const ts = await service({ WEBHOOK_RETRY_MS: '20', WEBHOOK_RETRY_MAX_MS: '200', WEBHOOK_PAUSE_AFTER_FAILURES: '2' });
     const r = await receiver();
-    expect((await addRule(ts, httpRule(r.url))).status).toBe(201);
+    // A receiver's secret in the path and the query, as many give it.
+    expect((await addRule(ts, httpRule(`${r.url}/T0/secret-path?token=secret-query`))).status).toBe(201);
     await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
     await publish(ts, 'private-1', ['x']);
     await until('the target reported paused', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /paused/.test(c.detail)), 30_000);
     const check = ts.service.readiness().find((c) => c.name === 'webhooks')!;
     expect(check.detail).toMatch(/loopback or private address; set WEBHOOKS_ALLOW_PRIVATE_TARGETS=1/);
+    const ready = await ts.service.app.inject({ url: '/ready' });
+    expect(ready.body).toContain(`(http://127.0.0.1:${r.port}: `);
+    expect(ready.body).not.toContain('secret');
     expect(r.requests).toBe(0);
   });
 
