@@ -198,6 +198,8 @@ export class WebhookDelivery {
         // Its positions saved for a rule that replaces it; the store failing, that one repeats what this one delivered since the last save (at least once).
         await this.flush().catch((err) => this.options.logger.warn({ err, rule: running.key }, 'webhook checkpoints not saved as the rule stopped'));
         this.rules.delete(running.key);
+        // Removed, not replaced: a rule made later with its id delivers from its own creation on, not what was published meanwhile.
+        if (!want) await this.forget(running).catch((err) => this.options.logger.warn({ err, rule: running.key }, 'webhook checkpoints of a removed rule not dropped'));
       }
     }
     for (const [key, { appId, rule }] of wanted) {
@@ -274,6 +276,11 @@ export class WebhookDelivery {
     // Listed once its consumer runs: a rule whose start failed is not reported delivering.
     this.rules.set(key, running);
     logger.info({ rule: key, url: rule.target.url, topic, from: Object.fromEntries(start) }, 'webhook rule delivering');
+  }
+
+  private async forget(running: RunningRule): Promise<void> {
+    const former = formerConsumer(running.state.appId, running.state.ruleId);
+    for (const consumer of former === undefined ? [running.consumer] : [running.consumer, former]) await this.options.checkpoints.forget(consumer, running.topic);
   }
 
   private async stopRule(running: RunningRule): Promise<void> {

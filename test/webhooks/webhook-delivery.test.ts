@@ -229,6 +229,24 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(JSON.stringify(bad.body)).toMatch(/http or https/);
   });
 
+  it('a rule removed and made again with its id delivers from its new creation on: not what was published while it was gone', { timeout: 120_000 }, async () => {
+    const ts = await service();
+    const r = await receiver();
+    const rule = { ...httpRule(r.url, { requestMode: 'single' }), id: 'again' };
+    const data = () => r.items.map((i) => String(i.data.messages?.[0].data));
+    expect((await addRule(ts, rule)).status).toBe(201);
+    await publish(ts, 'again-1', ['before']);
+    await until('the first message', () => data().includes('before'), 30_000);
+    const removed = await ts.service.app.inject({ method: 'DELETE', url: `/apps/${ts.appId}/rules/again`, headers: { authorization: ts.auth } });
+    expect(removed.statusCode).toBe(204);
+    await publish(ts, 'again-1', ['while gone']);
+    expect((await addRule(ts, rule)).status).toBe(201);
+    await publish(ts, 'again-1', ['after']);
+    // In order per channel: had it resumed where it stopped, `while gone` would have come first.
+    await until('the message after', () => data().includes('after'), 30_000);
+    expect(data().filter((d) => d !== 'before')).toEqual(['after']);
+  });
+
   it('posts at most WEBHOOK_MAX_IN_FLIGHT requests to a target at once, its channels spread over them, each still in order', { timeout: 120_000 }, async () => {
     const ts = await service({ ...FAST_RETRIES, WEBHOOK_MAX_IN_FLIGHT: '3', WEBHOOK_BATCH_SIZE: '2' });
     const r = await receiver();
