@@ -23,6 +23,8 @@ export interface WebhookCheckpointStore {
    * of them, so what was published between their starts is delivered, not skipped.
    */
   start(consumer: string, topic: string, proposed: Checkpoint): Promise<Checkpoint>;
+  /** Drops what the consumer saved and where it started: a rule removed, so that one made later with its id starts afresh. */
+  forget(consumer: string, topic: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -65,10 +67,19 @@ export class SqliteWebhookCheckpoints implements WebhookCheckpointStore {
     })();
   }
 
+  async forget(consumer: string, topic: string): Promise<void> {
+    this.db.transaction(() => {
+      for (const table of ['webhook_checkpoints', 'webhook_starts']) this.db.prepare(`DELETE FROM ${table} WHERE consumer = ? AND topic = ?`).run(consumer, topic);
+    })();
+  }
+
   async close(): Promise<void> {
     this.db.close();
   }
 }
+
+const FORGET_POLL_MS = 50;
+const FORGET_MAX_WAIT_MS = 10_000;
 
 /** The ClickHouse store: a row per save, the furthest offset per partition wins (a repeat or a stale save never moves it back). */
 export class ClickHouseWebhookCheckpoints implements WebhookCheckpointStore {
@@ -128,6 +139,19 @@ export class ClickHouseWebhookCheckpoints implements WebhookCheckpointStore {
       format: 'JSONEachRow',
       values: [...positions].map(([partition, next]) => ({ consumer, topic, partition, next_offset: next })),
     });
+  }
+
+  async forget(consumer: string, topic: string): Promise<void> {
+    // A mutation (a rule's removal is rare, its rows few), waited for as system.mutations tells:
+    // the servers this runs on include some without the mutations_sync setting.
+    const names = [this.tableName, `${this.tableName.slice(0, -'checkpoints'.length)}starts`];
+    for (const name of names) await this.ch.command(sql`ALTER TABLE ${sqlTable('default', name)} DELETE WHERE consumer = ${consumer} AND topic = ${topic}`);
+    for (let waited = 0; ; waited += FORGET_POLL_MS) {
+      const [left] = await this.ch.select<{ n: string }>(sql`SELECT toString(count()) AS n FROM system.mutations WHERE database = 'default' AND table IN (${names[0]}, ${names[1]}) AND is_done = 0`);
+      if (Number(left?.n ?? 0) === 0) return;
+      if (waited >= FORGET_MAX_WAIT_MS) throw new Error(`the checkpoints of ${consumer} were not dropped within ${FORGET_MAX_WAIT_MS} ms (a ClickHouse mutation still running)`);
+      await new Promise((resolve) => setTimeout(resolve, FORGET_POLL_MS));
+    }
   }
 
   async close(): Promise<void> {

@@ -23,6 +23,8 @@ import { PresenceMembers } from './presence-members.js';
 
 interface RunningRule {
   key: string;
+  /** Its consumer's name (ruleConsumer). */
+  consumer: string;
   json: string;
   matcher: RuleMatcher;
   topic: Topic;
@@ -52,6 +54,9 @@ class RetryLater extends Error {
   override name = 'RetryLater';
 }
 
+/** A rule that could not start (its checkpoint store or the log failed) is started again after this. */
+const RULE_START_RETRY_MS = 2_000;
+
 /** The longest a batch waits out the target's backoff before handing back to its consumer. */
 const BACKOFF_SLICE_MS = 1_000;
 
@@ -71,12 +76,37 @@ export interface WebhookDeliveryOptions {
   send?: (request: WebhookRequest, options: { timeoutMs: number; allowPrivate: boolean; signal?: AbortSignal }) => Promise<SendResult>;
 }
 
+/**
+ * A target as GET /ready (which asks no credentials) names it: its scheme, host and port only. The
+ * path and query often are the receiver's secret (`https://hooks.example.com/services/T0/B0/<token>`,
+ * `?token=`): they were shown to anyone.
+ */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'an unreadable URL';
+  }
+}
+
 /** A channel's lane (FNV-1a of its name): the same lane for all its items. */
 function laneOf(channel: string, lanes: number): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < channel.length; i++) h = Math.imul(h ^ channel.charCodeAt(i), 0x01000193);
   return (h >>> 0) % lanes;
 }
+
+/**
+ * A rule's consumer: its checkpoints, its Kafka group and its lag's label. `webhook-<appId>-<ruleId>`
+ * as it always was; for an app whose id holds a "-", `webhook-<appId>.<ruleId>` (ids hold no "."),
+ * since app "shop"'s rule "eu-orders" and app "shop-eu"'s rule "orders" were named alike: the
+ * second could not start (nor the service, at its next start) and in production they shared one
+ * consumer group and checkpoint, each delivering part of the other's partitions.
+ */
+export const ruleConsumer = (appId: string, ruleId: string): string => (appId.includes('-') ? `webhook-${appId}.${ruleId}` : `webhook-${appId}-${ruleId}`);
+
+/** The name a rule of an app whose id holds a "-" had before: its checkpoints are read when it has none under its own. */
+const formerConsumer = (appId: string, ruleId: string): string | undefined => (appId.includes('-') ? `webhook-${appId}-${ruleId}` : undefined);
 
 export class WebhookDelivery {
   private readonly rules = new Map<string, RunningRule>();
@@ -86,6 +116,7 @@ export class WebhookDelivery {
   private seenVersion = -1;
   private reconciling: Promise<void> = Promise.resolve();
   private stopped = false;
+  private retryTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: WebhookDeliveryOptions) {}
 
@@ -120,8 +151,12 @@ export class WebhookDelivery {
    * added through the API delivers what is published after its answer.
    */
   reconcileNow(): Promise<void> {
-    this.reconciling = this.reconciling.then(() => this.reconcile());
-    return this.reconciling;
+    const done = this.reconciling.then(() => this.reconcile());
+    // Its failure is its caller's to report; the reconciles after it still run.
+    this.reconciling = done.catch(() => {
+      this.seenVersion = -1;
+    });
+    return done;
   }
 
   /** Each rule's target: whether it is paused, its failures and deliveries (GET /metrics, GET /ready). */
@@ -134,7 +169,7 @@ export class WebhookDelivery {
     const paused = this.targets().filter((t) => t.paused);
     const detail = paused.length === 0
       ? `${this.rules.size} webhook rule${this.rules.size === 1 ? '' : 's'} delivering`
-      : `paused: ${paused.map((t) => `${t.appId}/${t.ruleId} (${t.url}: ${t.lastError ?? 'failing'})`).join(', ')}`;
+      : `paused: ${paused.map((t) => `${t.appId}/${t.ruleId} (${originOf(t.url)}: ${t.lastError ?? 'failing'})`).join(', ')}`;
     return { name: 'webhooks', ok: true, detail };
   }
 
@@ -142,6 +177,7 @@ export class WebhookDelivery {
     this.stopped = true;
     this.unsubscribe?.();
     if (this.timer) clearInterval(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     await this.reconciling.catch(() => undefined);
     await Promise.allSettled([...this.rules.values()].map((r) => this.stopRule(r)));
     await this.flush();
@@ -159,22 +195,39 @@ export class WebhookDelivery {
       const want = wanted.get(running.key);
       if (!want || JSON.stringify(want.rule) !== running.json) {
         await this.stopRule(running);
-        await this.flush();
+        // Its positions saved for a rule that replaces it; the store failing, that one repeats what this one delivered since the last save (at least once).
+        await this.flush().catch((err) => this.options.logger.warn({ err, rule: running.key }, 'webhook checkpoints not saved as the rule stopped'));
         this.rules.delete(running.key);
+        // Removed, not replaced: a rule made later with its id delivers from its own creation on, not what was published meanwhile.
+        if (!want) await this.forget(running).catch((err) => this.options.logger.warn({ err, rule: running.key }, 'webhook checkpoints of a removed rule not dropped'));
       }
     }
     for (const [key, { appId, rule }] of wanted) {
       if (this.rules.has(key)) continue;
-      await this.startRule(key, appId, rule);
+      try {
+        await this.startRule(key, appId, rule);
+      } catch (err) {
+        // Its checkpoint store or the log did not answer: the rule is not running (nor reported so), and is started again shortly.
+        this.options.logger.error({ err, rule: key }, `webhook rule not started; tried again in ${RULE_START_RETRY_MS} ms`);
+        this.seenVersion = -1;
+        this.retryTimer ??= setTimeout(() => {
+          this.retryTimer = undefined;
+          this.schedule();
+        }, RULE_START_RETRY_MS);
+        this.retryTimer.unref();
+      }
     }
   }
 
   private async startRule(key: string, appId: string, rule: WebhookRule): Promise<void> {
     const { log, runner, checkpoints, logger } = this.options;
     const topic: Topic = rule.source.type === 'channel.presence' ? Topics.presence : Topics.messages;
-    const consumer = `webhook-${appId}-${rule.id}`;
+    const consumer = ruleConsumer(appId, rule.id);
+    const former = formerConsumer(appId, rule.id);
+    const loadSaved = async (): Promise<Checkpoint | undefined> => (await checkpoints.load(consumer, topic)) ?? (former === undefined ? undefined : await checkpoints.load(former, topic));
     const running: RunningRule = {
       key,
+      consumer,
       json: JSON.stringify(rule),
       matcher: matcherOf(appId, rule),
       topic,
@@ -188,12 +241,11 @@ export class WebhookDelivery {
     };
     const matcher = running.matcher;
     if (topic === Topics.presence) running.members = new PresenceMembers(appId, (channel) => matcher.filter.test(channel));
-    this.rules.set(key, running);
     // Where the rule starts on a partition it has no checkpoint of: the log's end when it first ran
     // (the earliest any instance saw: instances starting it at once skip nothing between them).
     // Recorded once per start, so a restart does not skip what was published meanwhile.
     const initial = await checkpoints.start(consumer, topic, await log.endOffsets(topic));
-    const saved = await checkpoints.load(consumer, topic);
+    const saved = await loadSaved();
     const from: Checkpoint = new Map(initial);
     for (const [p, next] of saved ?? []) from.set(p, next);
     const start = from;
@@ -208,7 +260,7 @@ export class WebhookDelivery {
             shared: {
               // Whichever instance is given a partition resumes where the rule's store says.
               from: async (partitions: number[]) => {
-                const [saved, first] = [await checkpoints.load(consumer, topic), await checkpoints.start(consumer, topic, new Map())];
+                const [saved, first] = [await loadSaved(), await checkpoints.start(consumer, topic, new Map())];
                 const positions = new Map(partitions.map((p) => [p, saved?.get(p) ?? first.get(p) ?? start.get(p) ?? 0]));
                 await running.members?.catchUp(log, topic, positions);
                 return positions;
@@ -221,7 +273,14 @@ export class WebhookDelivery {
           }
         : {}),
     });
+    // Listed once its consumer runs: a rule whose start failed is not reported delivering.
+    this.rules.set(key, running);
     logger.info({ rule: key, url: rule.target.url, topic, from: Object.fromEntries(start) }, 'webhook rule delivering');
+  }
+
+  private async forget(running: RunningRule): Promise<void> {
+    const former = formerConsumer(running.state.appId, running.state.ruleId);
+    for (const consumer of former === undefined ? [running.consumer] : [running.consumer, former]) await this.options.checkpoints.forget(consumer, running.topic);
   }
 
   private async stopRule(running: RunningRule): Promise<void> {
@@ -235,9 +294,8 @@ export class WebhookDelivery {
       if (running.unsaved.size === 0) continue;
       const positions = running.unsaved;
       running.unsaved = new Map();
-      const consumer = `webhook-${running.state.appId}-${running.state.ruleId}`;
       try {
-        await this.options.checkpoints.save(consumer, running.topic, positions);
+        await this.options.checkpoints.save(running.consumer, running.topic, positions);
       } catch (err) {
         for (const [p, next] of positions) if ((running.unsaved.get(p) ?? -1) < next) running.unsaved.set(p, next);
         throw err;

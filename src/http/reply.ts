@@ -46,8 +46,14 @@ export function sendResult(
     return sendError(request, reply, budget.refusal().toJSON());
   }
   request.ctx?.countReply?.(request, status);
+  // A page of what clients published, on the origin of the console (which keeps its credentials in
+  // the tab): escaped, and besides no script runs in it nor is it read as anything but HTML.
+  if (format === 'html') reply.header('Content-Security-Policy', HTML_CSP).header('X-Content-Type-Options', 'nosniff');
   return reply.code(status).header('content-type', CONTENT_TYPES[format]).send(payload);
 }
+
+/** The html format's pages: their inline style only (html.ts), nothing loaded, not framed. */
+const HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 function serialize(request: FastifyRequest, format: Format, body: unknown, links: Record<string, string> | undefined): Buffer {
   switch (format) {

@@ -10,18 +10,68 @@ const MAX_URL_LENGTH = 2048;
 const MAX_FILTER_LENGTH = 256;
 const MAX_HEADERS = 16;
 
+/**
+ * Headers of a request's framing and connection, which the sender sets: a rule's
+ * `Transfer-Encoding: chunked` was sent beside the body's Content-Length, a request read one way
+ * by a proxy and another by the server behind it (RFC 9112 forbids sending both).
+ */
+export const RESERVED_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'expect', 'proxy-connection']);
+
 // V8's linear-time regular expression engine (the `l` flag): a rule's channelFilter is matched
 // against every channel name the app's clients publish on, up to 2,048 bytes each; on the
 // backtracking engine `^(a+)+$` took 2^n steps for n a's and a `!`, so one app's rule and one
-// publish blocked the process (every app, every connection) for hours.
+// publish blocked the process (every app, every connection) for hours. The linear engine alone
+// walks every state of the filter at every character of the name, though: a 2 KB name took 5 to
+// 40 ms for `.*` repeated 16 to 120 times, and 130 ms for `(((a*)*)*)` repeated 25 times, per rule
+// and publish, where the backtracking engine takes microseconds. So a filter runs on the
+// backtracking engine and passes to the linear one past 50,000 backtracks (V8's
+// --regexp-backtracks-before-fallback), which it may, as it is refused unless the linear engine
+// can run it; and without its capturing groups (withoutCaptures).
 setFlagsFromString('--enable-experimental-regexp-engine');
+setFlagsFromString('--enable-experimental-regexp-engine-on-excessive-backtracks');
 
 /**
- * A rule's channelFilter as a RegExp matched in time linear in the channel name; throws (a
- * SyntaxError) when it is not a regular expression, or uses what the linear engine does not run
- * (backreferences, lookarounds, large counted repetitions).
+ * The filter with its capturing groups made non-capturing (`(x)` and `(?<name>x)` as `(?:x)`):
+ * what it matches is the same (a filter has no backreferences), and the linear engine carries
+ * every group's positions along each path: `(((a*)*)*)` repeated 25 times took 40 times longer
+ * over a 2 KB name with its groups than without.
  */
-export const channelFilterRegExp = (source: string): RegExp => new RegExp(source, 'l');
+export function withoutCaptures(source: string): string {
+  let out = '';
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === '\\') {
+      out += source.slice(i, i + 2);
+      i++;
+    } else if (c === '[') {
+      // A class, to its first unescaped `]` (`[]` is an empty class): a `(` in it is a character.
+      let j = i + 1;
+      while (j < source.length && source[j] !== ']') j += source[j] === '\\' ? 2 : 1;
+      out += source.slice(i, j + 1);
+      i = j;
+    } else if (c === '(' && source[i + 1] !== '?') {
+      out += '(?:';
+    } else if (c === '(' && source[i + 2] === '<' && source[i + 3] !== '=' && source[i + 3] !== '!') {
+      out += '(?:';
+      i = Math.max(i, source.indexOf('>', i));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * A rule's channelFilter as a RegExp that answers in time linear in the channel name (see above);
+ * throws (a SyntaxError) when it is not a regular expression, or uses what the linear engine does
+ * not run (backreferences, lookarounds, large counted repetitions).
+ */
+export function channelFilterRegExp(source: string): RegExp {
+  new RegExp(source, 'l');
+  const matcher = withoutCaptures(source);
+  new RegExp(matcher, 'l');
+  return new RegExp(matcher);
+}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -71,6 +121,8 @@ export function parseRule(raw: unknown, where = 'rule', idOf?: (rule: Omit<Webho
   if (!Array.isArray(headers) || headers.length > MAX_HEADERS || !headers.every((h) => isObject(h) && typeof h.name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/.test(h.name) && typeof h.value === 'string' && h.value.length <= 1024 && !/[^\t\x20-\x7e\x80-\xff]/.test(h.value))) {
     throw new Error(`${where}.target.headers must be at most ${MAX_HEADERS} {"name", "value"} pairs (token names, values of at most 1024 characters on one line, of the characters an HTTP header carries: tab, printable ASCII and Latin-1)`);
   }
+  const reserved = (headers as { name: string }[]).find((h) => RESERVED_HEADERS.has(h.name.toLowerCase()));
+  if (reserved) throw new Error(`${where}.target.headers may not set ${reserved.name}: the request's framing and connection are the service's (${[...RESERVED_HEADERS].join(', ')})`);
   if (raw.id !== undefined && (typeof raw.id !== 'string' || !/^[A-Za-z0-9_-]{1,32}$/.test(raw.id))) throw new Error(`${where}.id must be 1 to 32 letters, digits, "_" or "-"`);
   const rule: Omit<WebhookRule, 'id'> = {
     ruleType: 'http',

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { checkedLookup, checkLiteralHost, TargetRefusedError } from './target-address.js';
+import { RESERVED_HEADERS } from './rules.js';
 
 export interface WebhookRequest {
   url: string;
@@ -41,7 +42,8 @@ export function sendWebhook(request: WebhookRequest, options: { timeoutMs: numbe
     try {
       req = client.request(url, {
         method: 'POST',
-        headers: { ...request.headers, 'content-type': request.contentType ?? 'application/json', 'content-length': typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength },
+        // A rule's framing or connection header (rules.ts refuses them; a rule stored before it did may hold one) is not sent.
+        headers: { ...Object.fromEntries(Object.entries(request.headers).filter(([name]) => !RESERVED_HEADERS.has(name.toLowerCase()))), 'content-type': request.contentType ?? 'application/json', 'content-length': typeof request.body === 'string' ? Buffer.byteLength(request.body) : request.body.byteLength },
         lookup: checkedLookup(options.allowPrivate),
         agent: false,
       });

@@ -61,6 +61,16 @@ describe('formats (spec: Common behaviour)', () => {
     expect(res.body).toContain('&lt;script&gt;');
     expect(res.body).not.toContain('<script>');
   });
+
+  it('an HTML page (on the console\'s origin) runs no script whatever it shows: a Content-Security-Policy of its inline style only, and nosniff; errors too', async () => {
+    const channel = uniqueChannel();
+    for (const res of [await get(`/channels/${channel}/messages?format=html`), await get(`/channels/${channel}/messages?format=html&limit=5000`)]) {
+      expect(res.headers['content-type']).toMatch(/^text\/html/);
+      expect(res.headers['content-security-policy']).toBe("default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+    }
+    expect((await get(`/channels/${channel}/messages`)).headers['content-security-policy']).toBeUndefined();
+  });
 });
 
 describe('envelope (spec: Envelope response)', () => {

@@ -178,15 +178,19 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(slow.requests).toBeGreaterThanOrEqual(1);
   });
 
-  it('refuses a target on a loopback address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS=1, and reports it paused', async () => {
+  it('refuses a target on a loopback address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS=1, and reports it paused, by its origin only (GET /ready asks no credentials)', async () => {
     const ts = await service({ WEBHOOK_RETRY_MS: '20', WEBHOOK_RETRY_MAX_MS: '200', WEBHOOK_PAUSE_AFTER_FAILURES: '2' });
     const r = await receiver();
-    expect((await addRule(ts, httpRule(r.url))).status).toBe(201);
+    // A receiver's secret in the path and the query, as many give it.
+    expect((await addRule(ts, httpRule(`${r.url}/T0/secret-path?token=secret-query`))).status).toBe(201);
     await until('the rule to run', () => ts.service.readiness().some((c) => /1 webhook rule/.test(c.detail)), 20_000);
     await publish(ts, 'private-1', ['x']);
     await until('the target reported paused', () => ts.service.readiness().some((c) => c.name === 'webhooks' && /paused/.test(c.detail)), 30_000);
     const check = ts.service.readiness().find((c) => c.name === 'webhooks')!;
     expect(check.detail).toMatch(/loopback or private address; set WEBHOOKS_ALLOW_PRIVATE_TARGETS=1/);
+    const ready = await ts.service.app.inject({ url: '/ready' });
+    expect(ready.body).toContain(`(http://127.0.0.1:${r.port}: `);
+    expect(ready.body).not.toContain('secret');
     expect(r.requests).toBe(0);
   });
 
@@ -223,6 +227,24 @@ describe(`webhook delivery (${testServiceMode})`, () => {
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ error: { code: 40001 } });
     expect(JSON.stringify(bad.body)).toMatch(/http or https/);
+  });
+
+  it('a rule removed and made again with its id delivers from its new creation on: not what was published while it was gone', { timeout: 120_000 }, async () => {
+    const ts = await service();
+    const r = await receiver();
+    const rule = { ...httpRule(r.url, { requestMode: 'single' }), id: 'again' };
+    const data = () => r.items.map((i) => String(i.data.messages?.[0].data));
+    expect((await addRule(ts, rule)).status).toBe(201);
+    await publish(ts, 'again-1', ['before']);
+    await until('the first message', () => data().includes('before'), 30_000);
+    const removed = await ts.service.app.inject({ method: 'DELETE', url: `/apps/${ts.appId}/rules/again`, headers: { authorization: ts.auth } });
+    expect(removed.statusCode).toBe(204);
+    await publish(ts, 'again-1', ['while gone']);
+    expect((await addRule(ts, rule)).status).toBe(201);
+    await publish(ts, 'again-1', ['after']);
+    // In order per channel: had it resumed where it stopped, `while gone` would have come first.
+    await until('the message after', () => data().includes('after'), 30_000);
+    expect(data().filter((d) => d !== 'before')).toEqual(['after']);
   });
 
   it('posts at most WEBHOOK_MAX_IN_FLIGHT requests to a target at once, its channels spread over them, each still in order', { timeout: 120_000 }, async () => {
