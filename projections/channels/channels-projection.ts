@@ -368,8 +368,7 @@ export class ChannelsProjection {
   private nameOfCursor(index: ChannelIndex, cursor: string): string {
     if (!cursor.startsWith(CURSOR_MARK)) return cursor;
     const head = cursor.slice(1 + HASH_LENGTH);
-    // Found by its hash, kept by the index for each long name (a map read: a cursor, forged or
-    // not, costs no hash of every name that starts like it).
+    // By its hash, which the index keeps for each long name: a cursor, forged or not, costs a map read.
     const found = index.named(cursor.slice(1, 1 + HASH_LENGTH));
     // Gone meanwhile: from the names that start like it (some may come again).
     return found !== undefined && found.startsWith(head) ? found : head;

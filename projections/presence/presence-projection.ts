@@ -9,7 +9,7 @@ import type { AppliedPositions } from '../../src/log/applied-positions.js';
 import { Topics } from '../../src/log/port.js';
 import { decodeEvent } from '../../src/log/event-codec.js';
 import { atOrBefore, type SnapshotPositions, type SnapshotStore } from '../snapshots.js';
-import { ConnectionMemberKeys, SortedMemberKeys } from './sorted-member-keys.js';
+import { ConnectionMemberKeys, memberPage, SortedMemberKeys } from './sorted-member-keys.js';
 import { lowerBound, upperBound } from '../sorted-strings.js';
 
 /** Presence action codes (spec: PresenceMessage). */
@@ -419,22 +419,10 @@ export class PresenceProjection {
     // a filtered page reads that run, not the whole set.
     const run = q.clientId === undefined ? undefined : memberKey({ clientId: q.clientId, connectionId: '' });
     const inRun = (k: string): boolean => run === undefined || k.startsWith(run);
-    const page: PresenceMember[] = [];
-    let i = q.after === undefined ? 0 : upperBound(keys, q.after);
-    if (run !== undefined) i = Math.max(i, lowerBound(keys, run));
-    for (; i < keys.length && page.length < q.limit && inRun(keys[i]); i++) {
-      const m = all.get(keys[i])!;
-      if (matches(m)) page.push(m);
-    }
-    let more = false;
-    for (; i < keys.length && !more && inRun(keys[i]); i++) more = matches(all.get(keys[i])!);
+    let from = q.after === undefined ? 0 : upperBound(keys, q.after);
+    if (run !== undefined) from = Math.max(from, lowerBound(keys, run));
+    const { page, more } = memberPage(all, keys, from, q.limit, matches, inRun);
     return { members: page, next: more && page.length > 0 ? memberKey(page[page.length - 1]) : undefined };
-  }
-
-  /** Every member present on a channel, in no particular order (a realtime SYNC: the SDK merges by newness). */
-  present(appId: string, channel: string): PresenceMember[] {
-    const all = this.members.get(channelKey(appId, channel));
-    return all ? [...all.values()] : [];
   }
 
   /**

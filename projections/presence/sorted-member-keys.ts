@@ -81,3 +81,19 @@ export class ConnectionMemberKeys {
     if (keys.length === 0) this.sorted.get(members)!.delete(connectionId);
   }
 }
+
+/**
+ * A page of a member set in key order, from the key at `from`: up to `limit` members that match,
+ * read while `inRun` holds for their keys, and whether one more matches after them.
+ */
+export function memberPage<M>(all: ReadonlyMap<string, M>, keys: readonly string[], from: number, limit: number, matches: (m: M) => boolean, inRun: (key: string) => boolean): { page: M[]; more: boolean } {
+  const page: M[] = [];
+  let i = from;
+  for (; i < keys.length && page.length < limit && inRun(keys[i]); i++) {
+    const m = all.get(keys[i])!;
+    if (matches(m)) page.push(m);
+  }
+  let more = false;
+  for (; i < keys.length && !more && inRun(keys[i]); i++) more = matches(all.get(keys[i])!);
+  return { page, more };
+}

@@ -101,7 +101,7 @@ describe('presence member pages, in member key order as members come and go', ()
       expect(walk(limit, undefined, connection)).toEqual(expected(undefined, connection));
       expect(walk(limit, someone, connection)).toEqual(expected(someone, connection));
       expect(p.query({ appId: 'app', channel: 'room', limit: 0 })).toEqual({ members: [] });
-      const whole = p.present('app', 'room');
+      const whole = [...(p.presentSet('app', 'room')?.values() ?? [])];
       expect(whole.map((m) => key({ clientId: m.clientId!, connectionId: m.connectionId })).sort()).toEqual(expected().slice().sort());
       for (const m of whole) expect(m.data).toBe(model.get(key({ clientId: m.clientId!, connectionId: m.connectionId }))!.data);
     }
