@@ -363,7 +363,7 @@ export class Connection extends ConnectionLife {
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');
     const limits = this.ctx.limits;
-    const items = presenceItemsOf(pm, limits);
+    const items = presenceItemsOf(pm, this.ctx.settings.maxMembersPerConnection);
     const sender = { connectionId: this.id, instanceId: this.ctx.instanceId, msgSerial, clientId: this.clientId, method: this.credentials.method };
     const changes: PresenceChange[] = [];
     const ids: (string | null)[] = [];

@@ -38,10 +38,15 @@ export function presenceClientIdOf(given: unknown, index: number, own: string | 
   return own;
 }
 
-/** A PRESENCE's items, checked (the frame's own limits, then each item). */
-export function presenceItemsOf(pm: ProtocolMessage, limits: Limits): unknown[] {
+/**
+ * A PRESENCE's items, checked (the frame's own limits, then each item). At most as many as a
+ * connection may hold members (maxMembersPerConnection), not a publish's MAX_MESSAGES_PER_PUBLISH:
+ * the SDK sends every change queued while its channel attaches in one frame, however many (ably-js
+ * RealtimePresence.onAttached), and the frame's bytes and width bound the rest.
+ */
+export function presenceItemsOf(pm: ProtocolMessage, maxItems: number): unknown[] {
   if (!Array.isArray(pm.presence) || pm.presence.length === 0) throw new ServiceError('invalidRequestBody', 'a PRESENCE needs a non-empty presence array');
-  if (pm.presence.length > limits.maxMessagesPerPublish) throw new ServiceError('tooManyMessages', `a PRESENCE may hold at most ${limits.maxMessagesPerPublish} changes`);
+  if (pm.presence.length > maxItems) throw new ServiceError('tooManyMessages', `a PRESENCE may hold at most ${maxItems} changes (REALTIME_MAX_MEMBERS_PER_CONNECTION)`);
   return pm.presence;
 }
 

@@ -197,6 +197,19 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, presence ($format)', ({
     expect(await late.channels.get(name).presence.get()).toHaveLength(999);
   });
 
+  it('RTP16b: members entered while the channel attaches go in one PRESENCE message however many (2,500 here), and are all entered', async () => {
+    const name = uniqueChannel('rt-presence-queued');
+    const agent = realtime();
+    await connectionState(agent, 'connected');
+    const channel = agent.channels.get(name);
+    const ids = Array.from({ length: 2_500 }, (_, i) => `queued-${i}`);
+    // The SDK queues them until ATTACHED, then sends them all in one frame (ably-js onAttached):
+    // a frame more than a publish may hold (MAX_MESSAGES_PER_PUBLISH, 1,000) must still be taken.
+    await Promise.all(ids.map((id) => channel.presence.enterClient(id)));
+    const members = await allPages(await rest().channels.get(name).presence.get({ limit: 1_000 }));
+    expect(members.items.map((m) => m.clientId).sort()).toEqual([...ids].sort());
+  });
+
   it('RTP18, RTP19: members that enter while a client attaches all reach it, through the SYNC or as events, none lost', async () => {
     const name = uniqueChannel('rt-sync-race');
     const agent = realtime();
