@@ -99,8 +99,6 @@ export async function statsRoutes(
           throw new ServiceError('capabilityDenied', 'stats need the "stats" operation (or "*") on the resource "*": a right over the whole app');
         }
         const query = request.query as Record<string, unknown>;
-        await opts.stats.ownWrites();
-        const now = opts.clock.now();
         const start = statsTime(query, 'start');
         const givenEnd = statsTime(query, 'end');
         const unit = unitParam(query);
@@ -110,6 +108,10 @@ export async function statsRoutes(
         if (start !== undefined && givenEnd !== undefined && start > givenEnd) {
           throw new ServiceError('invalidParameterValue', `start (${start}) is after end (${givenEnd})`);
         }
+        // Checked before waiting for this instance's own writes: a bad request is a 400 at once,
+        // also while the stats projection is behind its store (which would make it a 504).
+        await opts.stats.ownWrites();
+        const now = opts.clock.now();
         const appId = credentials.app.appId;
         const end = givenEnd ?? intervalOf(now);
         const { buckets: page, next } = await readStatsPage(opts.stats, { appId, unit, start: start ?? 0, end, limit, direction, cursor });

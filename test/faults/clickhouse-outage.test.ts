@@ -38,6 +38,10 @@ describeWithInfra('fault tier: ClickHouse stopped and restarted under publish lo
         headers: { authorization: basic(app.key) },
       });
       const readWhileDownBody = (await readWhileDown.json()) as { error?: { code: number } };
+      // A bad stats request is refused for what it is (400), not after waiting on this instance's
+      // writes the stats projection cannot store now (504).
+      const badStatsWhileDown = await fetch(`http://127.0.0.1:${service.port}/stats?unit=fortnight`, { headers: { authorization: basic(app.key) } });
+      const badStatsWhileDownBody = (await badStatsWhileDown.json()) as { error?: { code: number } };
       await sleep(OUTAGE_MS / 2);
       const metricsWhileDown = await (await fetch(`http://127.0.0.1:${service.port}/metrics`)).text();
       const metric = (name: string, projection: string): number =>
@@ -105,6 +109,7 @@ describeWithInfra('fault tier: ClickHouse stopped and restarted under publish lo
       expect(unhandled(service.output)).toEqual([]);
       // Reading persisted history needs ClickHouse: while it is down, a 503 to retry, not a 500.
       expect({ status: readWhileDown.status, code: readWhileDownBody.error?.code }).toEqual({ status: 503, code: 50005 });
+      expect({ status: badStatsWhileDown.status, code: badStatsWhileDownBody.error?.code }).toEqual({ status: 400, code: 40003 });
       // What an operator sees meanwhile (GET /metrics): the failed writes, and the rows held for ClickHouse.
       expect(metric('cm_store_write_failures_total', 'history')).toBeGreaterThan(0);
       expect(metric('cm_store_unstored_rows', 'history')).toBeGreaterThan(0);
