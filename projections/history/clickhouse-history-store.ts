@@ -37,16 +37,24 @@ const FIELD_COLUMNS = [
   ['action', 'UInt8'],
 ] as const;
 
+// A lone surrogate (U+D800 to U+DFFF unpaired) has no UTF-8 form, and ClickHouse refuses a lone
+// high one spelt in JSONEachRow (18.16, Code 25: "missing second part of surrogate pair"): the
+// whole insert fails, every time, and the writer would retry that batch for ever, holding back
+// every app's persisted history. The service refuses such text where clients send it; should one
+// reach the log anyway, its columns hold U+FFFD in its place (the `message` column keeps the
+// message exactly: MessagePack, base64). String.prototype.toWellFormed: Node 20, not in the ES2022 lib.
+const text = (s: string): string => (s as string & { toWellFormed(): string }).toWellFormed();
+
 function fieldColumns(m: StoredMessage): Record<string, string | number> {
   const wire = messageToWire(m, 'json');
   const data = wire.data === undefined ? '' : typeof wire.data === 'string' ? wire.data : JSON.stringify(wire.data);
   return {
-    id: m.id,
-    name: m.name ?? '',
-    clientId: m.clientId ?? '',
-    connectionId: m.connectionId ?? '',
-    data,
-    encoding: typeof wire.encoding === 'string' ? wire.encoding : '',
+    id: text(m.id),
+    name: text(m.name ?? ''),
+    clientId: text(m.clientId ?? ''),
+    connectionId: text(m.connectionId ?? ''),
+    data: text(data),
+    encoding: typeof wire.encoding === 'string' ? text(wire.encoding) : '',
     action: m.action ?? 0,
   };
 }
@@ -135,8 +143,8 @@ export class ClickHouseHistoryStore implements HistoryStore {
         table: this.messages.text,
         format: 'JSONEachRow',
         values: rows.map((r) => ({
-          app_id: r.appId,
-          channel: r.channel,
+          app_id: text(r.appId),
+          channel: text(r.channel),
           serial: r.serial,
           partition: r.partition,
           ts: r.message.timestamp,

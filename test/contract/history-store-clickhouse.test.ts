@@ -74,6 +74,31 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
     }
   });
 
+  it('a message with lone surrogates in its fields is stored (ClickHouse refuses them in JSONEachRow): the columns hold U+FFFD, the service reads the message back exactly', async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const store = new ClickHouseHistoryStore({ url, tablePrefix });
+    const client = createClickHouseClient({ url });
+    try {
+      await store.init();
+      const now = Date.now();
+      const odd = { id: 'i\ud800:0', timestamp: now, name: 'n\ud800', clientId: 'a\ud800b', connectionId: 'c\udbff', data: 'd\ud800', encoding: 'e\ud800' };
+      await store.write([{ appId: 'a', channel: 'orders', serial: 1, partition: 0, retentionHours: 24, message: odd }], new Map([[0, 2]]), []);
+      const rows = await (
+        await client.query({ query: sql`SELECT name, clientId, data FROM ${sqlTable('default', `${tablePrefix}history_messages`)}`.text, format: 'JSONEachRow' })
+      ).json();
+      expect(rows).toEqual([{ name: 'n\ufffd', clientId: 'a\ufffdb', data: 'd\ufffd' }]);
+      const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
+      expect(read.map((e) => e.message)).toEqual([odd]);
+      expect(await store.loadCheckpoint()).toEqual(new Map([[0, 2]]));
+    } finally {
+      await store.close();
+      for (const table of ['history_messages', 'projection_state']) {
+        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
+      }
+      await client.close();
+    }
+  });
+
   it('a table an older release made gets the field columns and keeps its rows', async () => {
     const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
     const client = createClickHouseClient({ url });
