@@ -5,7 +5,7 @@ import { KafkaLog, type KafkaLogOptions } from './log/kafka/kafka-log.js';
 import { probeKafka } from './log/kafka/kafka-probe.js';
 import { checkpointing } from './audit/checkpointing.js';
 import { createClickHouseClient, waitForClickHouse } from './stores/clickhouse/client.js';
-import { ClickHouseHistoryStore } from '../projections/history/clickhouse-history-store.js';
+import { ClickHouseHistoryStore, type RefusedRow } from '../projections/history/clickhouse-history-store.js';
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
 import { ClickHouseWebhookCheckpoints } from '../projections/webhooks/webhook-checkpoints.js';
 import { ClickHouseSharedSnapshots } from '../projections/shared-snapshots.js';
@@ -68,8 +68,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       // Tamper evidence: this instance's chain heads signed with AUDIT_KEY_FILE (src/log/kafka/kafka-chain.ts).
       checkpoints: kafkaCheckpoints(config, logger),
     }),
-    historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix }),
-    presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_` }),
+    historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix, onRefused: rowRefused(logger, 'history') }),
+    presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_`, onRefused: rowRefused(logger, 'presence history') }),
     statsStore: new ClickHouseStatsStore({ client, tablePrefix: prefix }),
     webhookCheckpoints: new ClickHouseWebhookCheckpoints({ client, tablePrefix: prefix }),
     // A new instance (empty DATA_DIR) starts from these (README: A bounded start).
@@ -79,6 +79,12 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
     close: () => client.close(),
   };
 }
+
+/** A history row ClickHouse refuses as malformed, left out (projections/history/clickhouse-history-store.ts): logged, never retried. */
+const rowRefused =
+  (logger: Logger, store: string) =>
+  (row: RefusedRow, err: Error): void =>
+    logger.warn({ err, store, ...row }, 'ClickHouse refused a history row as malformed: left out of the persisted history (it could never be stored), the others stored');
 
 /** The signed checkpoints of this instance's Kafka chains, with the key of AUDIT_KEY_FILE (made at first start). */
 function kafkaCheckpoints(config: Config, logger: Logger): KafkaLogOptions['checkpoints'] {

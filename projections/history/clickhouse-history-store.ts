@@ -19,6 +19,37 @@ export interface ClickHouseHistoryStoreOptions {
   /** Whose checkpoint this is (one projection, one name). */
   consumer?: string;
   clock?: Clock;
+  /**
+   * Told of a row ClickHouse refuses as malformed (refusedData below), which is then left out:
+   * it can never be stored, and retrying it would hold back every app's persisted history.
+   */
+  onRefused?: (row: RefusedRow, err: Error) => void;
+}
+
+/** Where a refused row came from (no message content: it goes to the log). */
+export interface RefusedRow {
+  appId: string;
+  channel: string;
+  serial: number;
+  partition: number;
+  id: string;
+}
+
+/**
+ * ClickHouse's codes for a value it cannot read (the same in 18.16 and current releases): an
+ * insert refused with one of them is refused for its data, the same every time, never for an
+ * outage. CANNOT_PARSE_TEXT 6, CANNOT_PARSE_ESCAPE_SEQUENCE 25, CANNOT_PARSE_QUOTED_STRING 26,
+ * CANNOT_PARSE_INPUT_ASSERTION_FAILED 27, CANNOT_PARSE_DATE 38, CANNOT_PARSE_DATETIME 41,
+ * TYPE_MISMATCH 53, ARGUMENT_OUT_OF_BOUND 69, CANNOT_CONVERT_TYPE 70, CANNOT_PARSE_NUMBER 72,
+ * INCORRECT_DATA 117, TOO_LARGE_STRING_SIZE 131.
+ */
+const DATA_REFUSED = new Set([6, 25, 26, 27, 38, 41, 53, 69, 70, 72, 117, 131]);
+
+/** Whether an insert failed for its data (18.16's message has no type name, so the client gives no code: read it from the text). */
+export function refusedData(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  const n = typeof code === 'string' && /^\d+$/.test(code) ? Number(code) : Number(/^Code: (\d+)[,.]/.exec((err as Error)?.message ?? '')?.[1]);
+  return DATA_REFUSED.has(n);
 }
 
 /**
@@ -37,16 +68,24 @@ const FIELD_COLUMNS = [
   ['action', 'UInt8'],
 ] as const;
 
+// A lone surrogate (U+D800 to U+DFFF unpaired) has no UTF-8 form, and ClickHouse refuses a lone
+// high one spelt in JSONEachRow (18.16, Code 25: "missing second part of surrogate pair"): the
+// whole insert fails, every time, and the writer would retry that batch for ever, holding back
+// every app's persisted history. The service refuses such text where clients send it; should one
+// reach the log anyway, its columns hold U+FFFD in its place (the `message` column keeps the
+// message exactly: MessagePack, base64). String.prototype.toWellFormed: Node 20, not in the ES2022 lib.
+const text = (s: string): string => (s as string & { toWellFormed(): string }).toWellFormed();
+
 function fieldColumns(m: StoredMessage): Record<string, string | number> {
   const wire = messageToWire(m, 'json');
   const data = wire.data === undefined ? '' : typeof wire.data === 'string' ? wire.data : JSON.stringify(wire.data);
   return {
-    id: m.id,
-    name: m.name ?? '',
-    clientId: m.clientId ?? '',
-    connectionId: m.connectionId ?? '',
-    data,
-    encoding: typeof wire.encoding === 'string' ? wire.encoding : '',
+    id: text(m.id),
+    name: text(m.name ?? ''),
+    clientId: text(m.clientId ?? ''),
+    connectionId: text(m.connectionId ?? ''),
+    data: text(data),
+    encoding: typeof wire.encoding === 'string' ? text(wire.encoding) : '',
     action: m.action ?? 0,
   };
 }
@@ -87,6 +126,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
   private readonly state: Sql;
   private readonly consumer: string;
   private readonly clock: Clock;
+  private readonly onRefused: ClickHouseHistoryStoreOptions['onRefused'];
   private checkpoint: Checkpoint = new Map();
   private version = 0;
 
@@ -100,6 +140,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
     this.state = sqlTable(this.database, this.stateTable);
     this.consumer = options.consumer ?? 'history';
     this.clock = options.clock ?? systemClock;
+    this.onRefused = options.onRefused;
   }
 
   async init(): Promise<void> {
@@ -131,12 +172,11 @@ export class ClickHouseHistoryStore implements HistoryStore {
   async write(rows: PersistedEntry[], checkpoint: Checkpoint, marks: LogMark[]): Promise<void> {
     // Rows first: a crash in between replays rows the table already has, and never loses any.
     if (rows.length > 0) {
-      await this.ch.client.insert({
-        table: this.messages.text,
-        format: 'JSONEachRow',
-        values: rows.map((r) => ({
-          app_id: r.appId,
-          channel: r.channel,
+      await this.insertRows(
+        rows,
+        rows.map((r) => ({
+          app_id: text(r.appId),
+          channel: text(r.channel),
           serial: r.serial,
           partition: r.partition,
           ts: r.message.timestamp,
@@ -144,7 +184,7 @@ export class ClickHouseHistoryStore implements HistoryStore {
           message: Buffer.from(packValue(r.message)).toString('base64'),
           ...fieldColumns(r.message),
         })),
-      });
+      );
     }
     // Partitions missing from this checkpoint keep their stored offsets, as in the SQLite store.
     const version = Math.max(this.version + 1, this.clock.now() * 1000);
@@ -160,6 +200,29 @@ export class ClickHouseHistoryStore implements HistoryStore {
     });
     this.checkpoint = new Map([...this.checkpoint, ...checkpoint]);
     this.version = version;
+  }
+
+  /**
+   * Inserts the rows. An insert ClickHouse refuses for its data (refusedData) is split in halves
+   * until the rows it refuses are alone; those are left out (onRefused) and the others stored, so
+   * one malformed row costs a few more inserts, once, instead of stalling the writer. Any other
+   * failure (an outage) is thrown, and the caller writes the rows again later: halves already
+   * inserted are then replayed, which reads drop (LIMIT 1 BY serial).
+   */
+  private async insertRows(rows: PersistedEntry[], values: Record<string, unknown>[]): Promise<void> {
+    try {
+      await this.ch.client.insert({ table: this.messages.text, format: 'JSONEachRow', values });
+    } catch (err) {
+      if (!refusedData(err)) throw err;
+      if (rows.length === 1) {
+        const [r] = rows;
+        this.onRefused?.({ appId: r.appId, channel: r.channel, serial: r.serial, partition: r.partition, id: r.message.id }, err as Error);
+        return;
+      }
+      const half = rows.length >> 1;
+      await this.insertRows(rows.slice(0, half), values.slice(0, half));
+      await this.insertRows(rows.slice(half), values.slice(half));
+    }
   }
 
   async loadCheckpoint(): Promise<Checkpoint> {

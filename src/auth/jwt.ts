@@ -4,6 +4,7 @@ import { ServiceError } from '../errors.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import { intersectCapabilities, parseCapability } from './capability.js';
 import type { Credentials } from './credentials.js';
+import { stringsWellFormed } from '../codec/well-formed-text.js';
 
 /**
  * The platform's JWTs (its docs: "JSON Web Tokens"): a JWS signed HS256 with the secret of the key
@@ -204,6 +205,9 @@ export class JwtVerifier {
     const clientId = payload[CLIENT_ID_CLAIM];
     if (clientId !== undefined && clientId !== null) {
       if (typeof clientId !== 'string' || clientId.length === 0) throw invalid(`${CLIENT_ID_CLAIM} must be a non-empty string`);
+      // The claims are JSON, which may spell a lone surrogate: such a clientId has no UTF-8 form, and
+      // the messages and presence members it would sign could never be stored (ClickHouse refuses them).
+      if (!stringsWellFormed(clientId)) throw invalid(`${CLIENT_ID_CLAIM} holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text`);
       credentials.clientId = clientId;
     }
     const revocationKey = payload[REVOCATION_KEY_CLAIM];
@@ -211,6 +215,7 @@ export class JwtVerifier {
       if (typeof revocationKey !== 'string' || revocationKey.length === 0 || revocationKey.length > 256) {
         throw invalid(`${REVOCATION_KEY_CLAIM} must be a string of 1 to 256 characters`);
       }
+      if (!stringsWellFormed(revocationKey)) throw invalid(`${REVOCATION_KEY_CLAIM} holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text`);
       credentials.revocationKey = revocationKey;
     }
     return credentials;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ClickHouseHistoryStore } from '../../projections/history/clickhouse-history-store.js';
+import { ClickHouseHistoryStore, refusedData } from '../../projections/history/clickhouse-history-store.js';
 import type { HistoryStore } from '../../projections/history/history-store.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlString, sqlTable } from '../../src/stores/clickhouse/sql.js';
@@ -65,6 +65,58 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       // The service still reads the messages whole.
       const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
       expect(read.map((e) => e.message.name ?? null)).toEqual(['order', 'order', 'refund', null]);
+    } finally {
+      await store.close();
+      for (const table of ['history_messages', 'projection_state']) {
+        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
+      }
+      await client.close();
+    }
+  });
+
+  it('a message with lone surrogates in its fields is stored (ClickHouse refuses them in JSONEachRow): the columns hold U+FFFD, the service reads the message back exactly', async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const store = new ClickHouseHistoryStore({ url, tablePrefix });
+    const client = createClickHouseClient({ url });
+    try {
+      await store.init();
+      const now = Date.now();
+      const odd = { id: 'i\ud800:0', timestamp: now, name: 'n\ud800', clientId: 'a\ud800b', connectionId: 'c\udbff', data: 'd\ud800', encoding: 'e\ud800' };
+      await store.write([{ appId: 'a', channel: 'orders', serial: 1, partition: 0, retentionHours: 24, message: odd }], new Map([[0, 2]]), []);
+      const rows = await (
+        await client.query({ query: sql`SELECT name, clientId, data FROM ${sqlTable('default', `${tablePrefix}history_messages`)}`.text, format: 'JSONEachRow' })
+      ).json();
+      expect(rows).toEqual([{ name: 'n\ufffd', clientId: 'a\ufffdb', data: 'd\ufffd' }]);
+      const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
+      expect(read.map((e) => e.message)).toEqual([odd]);
+      expect(await store.loadCheckpoint()).toEqual(new Map([[0, 2]]));
+    } finally {
+      await store.close();
+      for (const table of ['history_messages', 'projection_state']) {
+        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
+      }
+      await client.close();
+    }
+  });
+
+  it('a row ClickHouse refuses for its data is left out and reported, the rows beside it stored and the checkpoint moved (no batch retried for ever); an outage still fails the write', async () => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const refused: { serial: number; code: boolean }[] = [];
+    const store = new ClickHouseHistoryStore({ url, tablePrefix, onRefused: (row, err) => refused.push({ serial: row.serial, code: /Code: 72/.test(err.message) }) });
+    const client = createClickHouseClient({ url });
+    try {
+      await store.init();
+      const now = Date.now();
+      const entry = (serial: number, timestamp: number) => ({ appId: 'a', channel: 'c', serial, partition: 0, retentionHours: 24, message: { id: `m${serial}`, timestamp, name: `n${serial}` } });
+      // A negative timestamp: ClickHouse refuses it for the UInt64 column (Code 72), every time.
+      const rows = [1, 2, 3, 4, 5].map((serial) => entry(serial, serial === 4 ? -1 : now + serial));
+      await store.write(rows, new Map([[0, 6]]), []);
+      expect(refused).toEqual([{ serial: 4, code: true }]);
+      const read = await store.query({ appId: 'a', channel: 'c', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
+      expect(read.map((e) => e.serial)).toEqual([1, 2, 3, 5]);
+      expect(await store.loadCheckpoint()).toEqual(new Map([[0, 6]]));
+      expect(refusedData(new Error('connect ECONNREFUSED 127.0.0.1:8123'))).toBe(false);
+      expect(refusedData(new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (total) exceeded'))).toBe(false);
     } finally {
       await store.close();
       for (const table of ['history_messages', 'projection_state']) {

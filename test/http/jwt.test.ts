@@ -109,6 +109,18 @@ describe('JWT as Bearer credentials (REST)', () => {
     await refused(await jwt({ claims: { 'x-ably-clientId': 7 } }), /x-ably-clientId/);
   });
 
+  it('a lone surrogate in x-ably-clientId or x-ably-revocationKey is refused with 40144 (no UTF-8 form: the persisted history and presence rows of such a clientId could never be stored), and nothing is published', async () => {
+    const channel = uniqueChannel('jwt-surrogate');
+    for (const claims of [{ 'x-ably-clientId': 'a\ud800b' }, { 'x-ably-clientId': '\udc00' }, { 'x-ably-revocationKey': 'r\udbff' }]) {
+      expect(errorOf(await publish(bearer(await jwt({ claims })), channel))).toMatchObject({ status: 401, code: 40144, message: expect.stringContaining('lone surrogate') });
+    }
+    expect((await history(t.auth, channel)).json()).toEqual([]);
+    // A pair is well-formed text, and kept.
+    const paired = await jwt({ claims: { 'x-ably-clientId': 'emoji-\ud83d\ude00' } });
+    expect((await publish(bearer(paired), channel)).statusCode).toBe(201);
+    expect((await history(t.auth, channel)).json()).toMatchObject([{ clientId: 'emoji-\u{1F600}' }]);
+  });
+
   it('lifetimes: expired is 40142, iat ahead of the service time or a life over 24 hours is 40144', async () => {
     const seconds = Math.floor(now / 1000);
     expect(errorOf(await publish(bearer(await jwt({ iat: seconds - 120, exp: seconds - 60 }))))).toMatchObject({ status: 401, code: 40142 });
