@@ -33,7 +33,12 @@ describeInChromium('the browser SDK on xhr_polling (README: Comet fallback)', ()
     const page = await browser.newPage();
     const problems: string[] = [];
     page.on('pageerror', (err) => problems.push(err.message));
-    await page.goto(`http://127.0.0.1:${port}/time`);
+    // An empty page of the service's origin for the SDK to run in, made by the browser itself (the
+    // service's own html pages run no script: their Content-Security-Policy); the SDK's requests
+    // from it go to the service.
+    const blank = `http://127.0.0.1:${port}/sdk-test-page`;
+    await page.route(blank, (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><title>sdk</title>' }));
+    await page.goto(blank);
     await page.addScriptTag({ path: ABLY_BROWSER_BUILD });
     const result = await page.evaluate(async (key: string) => {
       type Client = {
