@@ -22,7 +22,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40030: { title: 'Invalid publish request', what: 'The publish names a connectionKey that is not a realtime connection of this app, or is otherwise not a valid publish.' },
   40031: { title: 'Invalid client-specified message id', what: 'A message id that does not have the form the idempotent publish needs.' },
   40032: { title: 'Invalid message extras field', what: 'extras may hold push (an object), headers (a flat map of at most 100 names to strings, numbers, booleans or null) and ref ({ type, timeserial }), nested at most 32 levels.' },
-  40034: { title: 'Too many messages in one publish', what: 'More messages than MAX_MESSAGES_PER_PUBLISH in one publish, or than MAX_BATCH_MESSAGES in one batch. Nothing was published; split it.' },
+  40034: { title: 'Too many messages in one publish', what: 'More messages than MAX_MESSAGES_PER_PUBLISH in one publish, or than MAX_BATCH_MESSAGES in one batch, or more changes in one realtime PRESENCE than REALTIME_MAX_MEMBERS_PER_CONNECTION. Nothing was published; split it.' },
   40100: { title: 'Unauthorized', what: 'The credentials do not allow this request.' },
   40101: { title: 'Authentication failed', what: 'The key secret, token or token request signature is wrong. Check the key (name:secret) and the clock (GET /time).' },
   40102: { title: 'Incompatible credentials', what: "The credentials belong to another key or app than the one the request names, or their clientId does not match the connection's." },
