@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ClickHouseHistoryStore, refusedData } from '../../projections/history/clickhouse-history-store.js';
+import { ClickHouseHistoryStore, refusedData, type ClickHouseHistoryStoreOptions } from '../../projections/history/clickhouse-history-store.js';
 import type { HistoryStore } from '../../projections/history/history-store.js';
-import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
+import { createClickHouseClient, type ClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlString, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { describeWithInfra, findClickHouse } from '../helpers/infra.js';
 import { historyStoreContract } from './history-store.contract.js';
@@ -10,6 +10,31 @@ import { historyStoreContract } from './history-store.contract.js';
 const clickhouse = await findClickHouse();
 
 describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) => {
+  /** Drops the tables of a store made with this prefix. */
+  const dropTables = async (client: ClickHouseClient, tablePrefix: string): Promise<void> => {
+    for (const table of ['history_messages', 'projection_state']) {
+      await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
+    }
+  };
+
+  /** A store on tables of its own, made ready, and a client to read them; the tables dropped after `run`. */
+  const withStore = async (
+    options: Omit<ClickHouseHistoryStoreOptions, 'url' | 'tablePrefix'>,
+    run: (store: ClickHouseHistoryStore, client: ClickHouseClient, tablePrefix: string) => Promise<void>,
+  ): Promise<void> => {
+    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
+    const store = new ClickHouseHistoryStore({ url, tablePrefix, ...options });
+    const client = createClickHouseClient({ url });
+    try {
+      await store.init();
+      await run(store, client, tablePrefix);
+    } finally {
+      await store.close();
+      await dropTables(client, tablePrefix);
+      await client.close();
+    }
+  };
+
   historyStoreContract('clickhouse', async () => {
     // Tables of its own for every test (STYLE: unique names, no global resets).
     const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
@@ -23,20 +48,14 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       cleanup: async () => {
         for (const store of opened) await store.close();
         const client = createClickHouseClient({ url });
-        for (const table of ['history_messages', 'projection_state']) {
-          await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
-        }
+        await dropTables(client, tablePrefix);
         await client.close();
       },
     };
   });
 
   it("has the message fields as columns (id, name, clientId, connectionId, data, encoding, action), so SELECT ... WHERE name = 'order' works", async () => {
-    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
-    const store = new ClickHouseHistoryStore({ url, tablePrefix });
-    const client = createClickHouseClient({ url });
-    try {
-      await store.init();
+    await withStore({}, async (store, client, tablePrefix) => {
       const now = Date.now();
       const entry = (serial: number, message: Record<string, unknown>) => ({
         appId: 'a', channel: 'orders', serial, partition: 0, retentionHours: 24, message: { id: `m${serial}`, timestamp: now + serial, ...message },
@@ -65,21 +84,11 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       // The service still reads the messages whole.
       const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
       expect(read.map((e) => e.message.name ?? null)).toEqual(['order', 'order', 'refund', null]);
-    } finally {
-      await store.close();
-      for (const table of ['history_messages', 'projection_state']) {
-        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
-      }
-      await client.close();
-    }
+    });
   });
 
   it('a message with lone surrogates in its fields is stored (ClickHouse refuses them in JSONEachRow): the columns hold U+FFFD, the service reads the message back exactly', async () => {
-    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
-    const store = new ClickHouseHistoryStore({ url, tablePrefix });
-    const client = createClickHouseClient({ url });
-    try {
-      await store.init();
+    await withStore({}, async (store, client, tablePrefix) => {
       const now = Date.now();
       const odd = { id: 'i\ud800:0', timestamp: now, name: 'n\ud800', clientId: 'a\ud800b', connectionId: 'c\udbff', data: 'd\ud800', encoding: 'e\ud800' };
       await store.write([{ appId: 'a', channel: 'orders', serial: 1, partition: 0, retentionHours: 24, message: odd }], new Map([[0, 2]]), []);
@@ -90,22 +99,12 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       const read = await store.query({ appId: 'a', channel: 'orders', start: 0, end: now + 10, limit: 10, direction: 'forwards' });
       expect(read.map((e) => e.message)).toEqual([odd]);
       expect(await store.loadCheckpoint()).toEqual(new Map([[0, 2]]));
-    } finally {
-      await store.close();
-      for (const table of ['history_messages', 'projection_state']) {
-        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
-      }
-      await client.close();
-    }
+    });
   });
 
   it('a row ClickHouse refuses for its data is left out and reported, the rows beside it stored and the checkpoint moved (no batch retried for ever); an outage still fails the write', async () => {
-    const tablePrefix = `t_${randomBytes(4).toString('hex')}_`;
     const refused: { serial: number; code: boolean }[] = [];
-    const store = new ClickHouseHistoryStore({ url, tablePrefix, onRefused: (row, err) => refused.push({ serial: row.serial, code: /Code: 72/.test(err.message) }) });
-    const client = createClickHouseClient({ url });
-    try {
-      await store.init();
+    await withStore({ onRefused: (row, err) => refused.push({ serial: row.serial, code: /Code: 72/.test(err.message) }) }, async (store, client, tablePrefix) => {
       const now = Date.now();
       const entry = (serial: number, timestamp: number) => ({ appId: 'a', channel: 'c', serial, partition: 0, retentionHours: 24, message: { id: `m${serial}`, timestamp, name: `n${serial}` } });
       // A negative timestamp: ClickHouse refuses it for the UInt64 column (Code 72), every time.
@@ -117,13 +116,7 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       expect(await store.loadCheckpoint()).toEqual(new Map([[0, 6]]));
       expect(refusedData(new Error('connect ECONNREFUSED 127.0.0.1:8123'))).toBe(false);
       expect(refusedData(new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (total) exceeded'))).toBe(false);
-    } finally {
-      await store.close();
-      for (const table of ['history_messages', 'projection_state']) {
-        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + table)}`.text });
-      }
-      await client.close();
-    }
+    });
   });
 
   it('a table an older release made gets the field columns and keeps its rows', async () => {
@@ -142,9 +135,7 @@ describeWithInfra('ClickHouseHistoryStore', 'ClickHouse', clickhouse, ({ url }) 
       expect(rows).toEqual([{ name: 'order' }]);
     } finally {
       await store.close();
-      for (const name of ['history_messages', 'projection_state']) {
-        await client.command({ query: sql`DROP TABLE IF EXISTS ${sqlTable('default', tablePrefix + name)}`.text });
-      }
+      await dropTables(client, tablePrefix);
       await client.close();
     }
   });
