@@ -92,6 +92,13 @@ export interface ErrorBody {
   href?: string;
 }
 
+/**
+ * A failed log append as the client sees it: a ServiceError of its own as it is, else unavailable
+ * (50005) saying `message`; the log's own error (a broker's address, a file's path) is kept as the
+ * cause, for the service log, and not shown to the client.
+ */
+export const appendFailure = (err: unknown, message: string): ServiceError => (err instanceof ServiceError ? err : new ServiceError('unavailable', message, err));
+
 export const fail = (kind: ErrorKind, message: string): never => {
   throw new ServiceError(kind, message);
 };

@@ -5,7 +5,7 @@ import { encodeEvent } from '../log/event-codec.js';
 import type { MessagesPublished } from '../domain/events.js';
 import { isAssignedId, type OutgoingMessage } from './message.js';
 import type { PublishTransport } from '../domain/message.js';
-import { ServiceError } from '../errors.js';
+import { appendFailure, ServiceError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { pairDigest, RecentKeys } from '../recent-keys.js';
@@ -165,8 +165,6 @@ function allAssigned(messages: OutgoingMessage[]): boolean {
 
 /** A failed append as the publisher's caller sees it: the record's own ServiceError, or unavailable (the log's error kept as the cause). */
 function unavailable(err: unknown): ServiceError {
-  if (err instanceof ServiceError) return err;
   // Nothing was acknowledged: the client may retry, and the same ids keep it idempotent.
-  // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
-  return new ServiceError('unavailable', 'the log did not acknowledge the publish; retry', err);
+  return appendFailure(err, 'the log did not acknowledge the publish; retry');
 }

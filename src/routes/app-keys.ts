@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '../errors.js';
+import { appendFailure, ServiceError } from '../errors.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import { ruleView } from '../webhooks/rules.js';
@@ -34,9 +34,7 @@ export async function appKeysRoutes(app: FastifyInstance, opts: { keys: KeyAdmin
     try {
       return await change();
     } catch (err) {
-      if (err instanceof ServiceError) throw err;
-      // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
-      throw new ServiceError('unavailable', 'the log did not acknowledge the key change, so it may not hold; retry', err);
+      throw appendFailure(err, 'the log did not acknowledge the key change, so it may not hold; retry');
     }
   };
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ServiceError, type ErrorBody } from '../errors.js';
+import { appendFailure, ServiceError, type ErrorBody } from '../errors.js';
 import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import type { TokensRevoked } from '../domain/events.js';
 import { credentialsOf } from '../http/request-context.js';
@@ -113,9 +113,7 @@ export async function revokeTokensRoutes(
           try {
             if (growth !== undefined) await opts.revoker.revoke(event);
           } catch (err) {
-            if (err instanceof ServiceError) throw err;
-            // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
-            throw new ServiceError('unavailable', 'the log did not acknowledge the revocation, so it may not hold; retry', err);
+            throw appendFailure(err, 'the log did not acknowledge the revocation, so it may not hold; retry');
           }
         }
         const failureCount = results.filter((r) => 'error' in r).length;

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ServiceError } from '../errors.js';
+import { appendFailure, ServiceError } from '../errors.js';
 import { keyString, type AppDefinition, type NamespaceRule } from '../domain/app.js';
 import { newApp } from '../apps/default-app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
@@ -122,9 +122,7 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
         try {
           await opts.admin.create(created, presence);
         } catch (err) {
-          if (err instanceof ServiceError) throw err;
-          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
-          throw new ServiceError('unavailable', 'the log did not acknowledge the new app, so none was created; retry', err);
+          throw appendFailure(err, 'the log did not acknowledge the new app, so none was created; retry');
         } finally {
           creating--;
         }
@@ -157,9 +155,7 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
         try {
           await opts.admin.delete(appId);
         } catch (err) {
-          if (err instanceof ServiceError) throw err;
-          // The log's own error (a broker's address, a file's path) goes to the service log, not to the client.
-          throw new ServiceError('unavailable', 'the log did not acknowledge the deletion, so the app stays; retry', err);
+          throw appendFailure(err, 'the log did not acknowledge the deletion, so the app stays; retry');
         }
         return sendResult(request, reply, 204, undefined);
       },
