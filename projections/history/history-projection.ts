@@ -96,6 +96,8 @@ export class HistoryProjection {
   private pendingBytes = new Map<number, number>();
   /** The same for the rows of the write in flight (taken from `pending` until it settles). */
   private flushingBytes = 0;
+  /** The rows of the write in flight: still unstored until it settles. */
+  private flushingRows = 0;
   private readonly entriesOf: (event: LogEvent) => ChannelEntries | undefined;
   private lastAppliedTs = 0;
   private behind = false;
@@ -184,8 +186,8 @@ export class HistoryProjection {
    * memory stays bounded through a store outage and nothing is skipped.
    */
   apply(records: LogRecord[]): void {
-    if (this.pending.length >= this.maxUnstoredRows || this.unstoredBytes >= this.maxUnstoredBytes) {
-      const unstored = this.pending.length;
+    if (this.unstored >= this.maxUnstoredRows || this.unstoredBytes >= this.maxUnstoredBytes) {
+      const unstored = this.unstored;
       // Write now, not at the next tick: the refused batch comes back in a moment.
       if (!this.flushing) {
         void this.flush().catch((err) => {
@@ -289,6 +291,7 @@ export class HistoryProjection {
     const bytes = this.pendingBytes;
     this.pendingBytes = new Map();
     for (const n of bytes.values()) this.flushingBytes += n;
+    this.flushingRows = rows.length;
     const horizon = this.tail.horizon(this.clock.now()) - 60_000;
     // Keep recent marks and the newest one older than the window, per partition.
     const keep = new Map<number, LogMark>();
@@ -307,6 +310,7 @@ export class HistoryProjection {
       .finally(() => {
         this.flushing = undefined;
         this.flushingBytes = 0;
+        this.flushingRows = 0;
       });
     await this.flushing;
   }
@@ -343,9 +347,9 @@ export class HistoryProjection {
   }
 
   /** Next offset to apply, per partition. */
-  /** Persisted rows held for the store, not yet written (GET /metrics: cm_store_unstored_rows). */
+  /** Persisted rows held for the store, not yet written, a write in flight's included (GET /metrics: cm_store_unstored_rows). */
   get unstored(): number {
-    return this.pending.length;
+    return this.pending.length + this.flushingRows;
   }
 
   /** The encoded bytes of the log records whose rows are held unwritten (a write in flight's included). */

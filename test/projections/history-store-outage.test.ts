@@ -146,6 +146,41 @@ describe('history projection while its store is down', () => {
   });
 });
 
+describe('rows of a write in flight (a store that does not answer)', () => {
+  it('counts them as unstored (GET /metrics cm_store_unstored_rows) and within maxUnstoredRows until the write settles', async () => {
+    const store = new FlakyStore();
+    let answer: (() => void) | undefined;
+    store.write = (rows: PersistedEntry[], checkpoint: Checkpoint) =>
+      new Promise<void>((resolve) => {
+        answer = () => {
+          store.rows.push(...rows);
+          store.checkpoint = checkpoint;
+          resolve();
+        };
+      });
+    const history = new HistoryProjection({ store, clock: { now: () => NOW + 100 }, tailMs: 120_000, retentionOf: () => 24, flushIntervalMs: 60_000, maxUnstoredRows: 3 });
+    await history.start();
+    const log = redelivering(history, Array.from({ length: 5 }, (_, i) => record(i)));
+    expect(log.deliver() && log.deliver()).toBe(true);
+    const flushed = history.flush();
+    // The two rows are on their way to the store, not in it.
+    expect(history.unstored).toBe(2);
+    expect(log.deliver()).toBe(true);
+    expect(history.unstored).toBe(3);
+    // Three held (two of them in flight): the bound is reached.
+    expect(log.deliver()).toBe(false);
+    answer!();
+    await flushed;
+    expect(history.unstored).toBe(1);
+    while (!log.done) expect(log.deliver()).toBe(true);
+    const last = history.flush();
+    answer!();
+    await last;
+    expect(history.unstored).toBe(0);
+    expect(store.rows.map((r) => r.message.data)).toEqual(['d0', 'd1', 'd2', 'd3', 'd4']);
+  });
+});
+
 describe('history of every channel while the history store is down (issue 22, item 6)', () => {
   it('stores a message the tail took while the store was behind once, and a repeat of its id not at all', async () => {
     const store = new FlakyStore();
