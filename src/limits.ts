@@ -94,6 +94,14 @@ export interface Limits {
   /** The share of maxRevocations one app may hold. Above: 42910 (429). */
   maxRevocationsPerApp: number;
   /**
+   * Events one app may add to the apps topic, which is kept for good (token revocations that change
+   * something, key and webhook rule changes; the sandbox's app creations share one budget): a token
+   * bucket of appEventsBurst refilled at appEventsPerMinute (src/apps/app-events-budget.ts). Above:
+   * 42910 (429), nothing appended. APP_EVENTS_PER_MINUTE, APP_EVENTS_BURST
+   */
+  appEventsPerMinute: number;
+  appEventsBurst: number;
+  /**
    * Keys one app holds, revoked ones included (a revoked key is kept: it answers 40131, and the
    * apps topic that holds it is replayed at every start). Above, a new key (POST
    * /apps/<appId>/keys, `npm run keys -- create`) is refused: 40127 (403). MAX_KEYS_PER_APP
@@ -216,6 +224,8 @@ export const DEFAULT_LIMITS: Limits = {
   maxRevocationTargets: 100,
   maxRevocations: 100_000,
   maxRevocationsPerApp: 10_000,
+  appEventsPerMinute: 60,
+  appEventsBurst: 120,
   maxKeysPerApp: 200,
   maxKeyCapabilityBytes: 16 * 1024,
   maxKeyNameLength: 256,

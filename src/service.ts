@@ -18,6 +18,7 @@ import { Publisher } from './messages/publisher.js';
 import { randomId } from './apps/default-app.js';
 import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
 import type { AppDefinition } from './domain/app.js';
+import { AppEventsBudget, SANDBOX_BUDGET } from './apps/app-events-budget.js';
 import { KeyAdmin } from './apps/key-admin.js';
 import { AppliedPositions, positionsAfter } from './log/applied-positions.js';
 import { parseCapability } from './auth/capability.js';
@@ -206,8 +207,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger, leads: () => connectionEvents.leads() });
   announcer.start();
 
+  // What clients add to the apps topic, kept for good: budgeted per app (app-events-budget.ts).
+  const appEvents = new AppEventsBudget(config.limits, clock);
   const admin: AppAdmin = {
     create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
+      appEvents.take(SANDBOX_BUDGET, 'the app');
       // All or nothing: the fixtures first, in one append, then the app. The app exists only once
       // both are durable; if either fails there is no app (fixtures of an app no key can reach are inert).
       // Fixture members are held by no realtime connection: they share one connectionId of their
@@ -262,6 +266,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     clock,
     limits: config.limits,
     append: async (event) => {
+      appEvents.take(event.appId, event.type.startsWith('rule.') ? 'the webhook rule change' : 'the key change');
       const positions = await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
       if (!(await appsApplied.until(Topics.apps, positionsAfter(positions), config.limits.keyChangeVisibleMs))) {
         throw new ServiceError('timeout', `the key change is on the log but this instance did not apply it within ${config.limits.keyChangeVisibleMs} ms; it holds once applied`);
@@ -279,6 +284,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     // Applied here as soon as it is durable (this instance answers with it in force); the
     // consumer above gets it again from the log, a repeat that changes nothing.
     revoke: async (event) => {
+      appEvents.take(event.appId, 'the revocation');
       await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
       if (revocations.evolve(event)) onRevoked?.(event);
     },
