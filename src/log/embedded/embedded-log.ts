@@ -29,6 +29,10 @@ export interface EmbeddedLogOptions {
   /** Records older than this are deleted; must be at least the longest history retention. */
   retentionMs?: number;
   batchSize?: number;
+  /** A consumer's batch stops at the record that reaches this many bytes (one record at least). */
+  batchBytes?: number;
+  /** Bytes of values and keys the in-memory window (see EmbeddedLog.recent) holds, all partitions together. */
+  windowBytes?: number;
   /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
   writerRingBytes?: number;
   /**
@@ -37,6 +41,16 @@ export interface EmbeddedLogOptions {
    */
   checkpoints?: CheckpointOptions;
 }
+
+/** The newest records of a topic partition, from offset `start` (EmbeddedLog.recent), and their recordBytes. */
+interface Window {
+  start: number;
+  records: LogRecord[];
+  bytes: number;
+}
+
+/** What a record holds in memory, as the window and a consumer's batch count it. */
+const recordBytes = (r: LogRecord): number => r.value.byteLength + r.key.length;
 
 interface SegmentRow {
   first_offset: number;
@@ -111,9 +125,14 @@ export class EmbeddedLog implements Log {
    * partition holds more than recentMax (a consumer that lags reads from SQLite instead). Kept
    * only for as long as consumers need them, records die young: kept longer, each one (and the
    * event decoded with it) outlived a few scavenges and was copied into the old generation.
+   * Bounded in bytes too, all partitions together (windowBytes): a consumer that waits (a webhook
+   * rule whose target does not answer) held 20,000 records a partition, 10 GB of 512 KiB publishes.
    */
-  private readonly recent = new Map<string, { start: number; records: LogRecord[] }[]>();
+  private readonly recent = new Map<string, Window[]>();
   private readonly recentMax = 20_000;
+  private readonly recentMaxBytes: number;
+  /** bytes the windows hold (recordBytes), all together */
+  private recentBytes = 0;
   /** The next offset of each running consumer, per topic (its positions array, by partition). */
   private readonly readers = new Map<string, Set<number[]>>();
   private readonly insert: Database.Statement;
@@ -131,6 +150,7 @@ export class EmbeddedLog implements Log {
   private writesInFlight = 0;
   private readonly retentionMs: number;
   private readonly batchSize: number;
+  private readonly batchBytes: number;
   private closed = false;
   /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
   private readonly inlineHeads = new Map<number, Buffer>();
@@ -157,6 +177,8 @@ export class EmbeddedLog implements Log {
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
+    this.batchBytes = options.batchBytes ?? 8 * 1024 * 1024;
+    this.recentMaxBytes = options.windowBytes ?? 64 * 1024 * 1024;
     // From the segment that holds the offset (the newest starting at or before it) onwards.
     const fromSegment = (columns: string) =>
       `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
@@ -351,14 +373,38 @@ export class EmbeddedLog implements Log {
       const r = records[i];
       const { partition, offset } = positions[i];
       let window = partitions[partition];
-      if (!window || window.start + window.records.length !== offset) window = partitions[partition] = { start: offset, records: [] };
-      window.records.push({ topic, partition, offset, key: r.key, timestamp: r.timestamp, value: r.value });
-      if (window.records.length > this.recentMax) {
-        const drop = window.records.length - this.recentMax / 2;
-        window.records.splice(0, drop);
-        window.start += drop;
+      if (!window || window.start + window.records.length !== offset) {
+        if (window) this.recentBytes -= window.bytes;
+        window = partitions[partition] = { start: offset, records: [], bytes: 0 };
       }
+      const record: LogRecord = { topic, partition, offset, key: r.key, timestamp: r.timestamp, value: r.value };
+      window.records.push(record);
+      const bytes = recordBytes(record);
+      window.bytes += bytes;
+      this.recentBytes += bytes;
+      if (window.records.length > this.recentMax || this.recentBytes > this.recentMaxBytes) this.trim(window);
     }
+  }
+
+  /**
+   * Drops the oldest records of a window that went over a bound, down to half of it (records a
+   * lagging consumer reads from SQLite instead): the window appended to pays, so the bytes of all
+   * windows together never pass recentMaxBytes once an append is remembered.
+   */
+  private trim(window: Window): void {
+    let drop = 0;
+    let bytes = 0;
+    while (drop < window.records.length && (window.records.length - drop > this.recentMax / 2 || this.recentBytes - bytes > this.recentMaxBytes / 2)) {
+      bytes += recordBytes(window.records[drop++]);
+    }
+    this.dropFront(window, drop, bytes);
+  }
+
+  private dropFront(window: Window, drop: number, bytes: number): void {
+    window.records.splice(0, drop);
+    window.start += drop;
+    window.bytes -= bytes;
+    this.recentBytes -= bytes;
   }
 
   /** Drops the records of a partition's window that every running consumer of the topic has read. */
@@ -370,8 +416,9 @@ export class EmbeddedLog implements Log {
     for (const positions of readers) read = Math.min(read, positions[partition]);
     const drop = Math.min(read - window.start, window.records.length);
     if (drop <= 0) return;
-    window.records.splice(0, drop);
-    window.start += drop;
+    let bytes = 0;
+    for (let i = 0; i < drop; i++) bytes += recordBytes(window.records[i]);
+    this.dropFront(window, drop, bytes);
   }
 
   /** Runs the consumers of a topic after a commit to it. */
@@ -384,23 +431,35 @@ export class EmbeddedLog implements Log {
     return this.readSync(topic, partition, fromOffset, maxRecords);
   }
 
-  private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number): LogRecord[] {
+  /** Up to maxRecords records from fromOffset, ending at the first that reaches maxBytes (a consumer's batch: one record at least). */
+  private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number, maxBytes = Infinity): LogRecord[] {
     const window = this.recent.get(topic)?.[partition];
     if (window && fromOffset >= window.start) {
       const from = fromOffset - window.start;
-      return window.records.slice(from, from + maxRecords);
+      let to = Math.min(window.records.length, from + maxRecords);
+      if (maxBytes !== Infinity) {
+        let bytes = 0;
+        for (let i = from; i < to; i++) {
+          if ((bytes += recordBytes(window.records[i])) < maxBytes) continue;
+          to = i + 1;
+          break;
+        }
+      }
+      return window.records.slice(from, to);
     }
     const out: LogRecord[] = [];
     if (maxRecords <= 0) return out;
     // A read numbers no stream: one that was never written to has nothing to read.
     const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
     if (stream === undefined) return out;
+    let bytes = 0;
     for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
       const records = unpackValue(row.records) as SegmentRecords;
       for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
         const [key, timestamp, value] = records[i];
-        out.push({ topic, partition, offset: row.first_offset + i, key, timestamp, value });
-        if (out.length === maxRecords) return out;
+        const record: LogRecord = { topic, partition, offset: row.first_offset + i, key, timestamp, value };
+        out.push(record);
+        if (out.length === maxRecords || (bytes += recordBytes(record)) >= maxBytes) return out;
       }
     }
     return out;
@@ -441,7 +500,7 @@ export class EmbeddedLog implements Log {
     return pumpedSubscription(
       {
         ends: (topic) => this.endsOf(topic),
-        read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize),
+        read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize, this.batchBytes),
         release: (topic, partition) => this.release(topic, partition),
         isClosed: () => this.closed,
         register: (topic, positions, pump) => {
