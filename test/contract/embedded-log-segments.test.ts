@@ -101,6 +101,46 @@ describe('embedded log segments (one row per partition per append)', () => {
     await reopened.close();
   });
 
+  it('retention deletes only from the start of a partition: a segment written after a clock went back is not cut out of the middle (the chain and offsets stay contiguous)', async () => {
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 5000, value: Buffer.from('a') }]);
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 1000, value: Buffer.from('b') }]); // the clock went back
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 9000, value: Buffer.from('c') }]);
+    expect(await log.enforceRetention(4000)).toBe(0); // 'b' is past it, 'a' before it is not
+    expect((await log.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([0, 1, 2]);
+    expect(await log.enforceRetention(7000)).toBe(2);
+    await log.close();
+    const reopened = new EmbeddedLog({ path });
+    expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([2]);
+    await reopened.close();
+  });
+
+  it('retention runs on the writer thread a chunk at a time, between commits: an append made while it deletes thousands of rows commits before it ends', async () => {
+    const expired = 5000;
+    {
+      const first = new EmbeddedLog({ path });
+      await first.append(Topics.messages, records(0, 1));
+      await first.close();
+      const db = new Database(path);
+      const stream = db.prepare(`SELECT stream FROM log_streams WHERE topic = 'messages'`).pluck().get() as number;
+      const insert = db.prepare(`INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records) VALUES ((@stream << 44) + @offset, 'messages', 0, @offset, 1, @ts, @records)`);
+      db.transaction(() => {
+        for (let offset = 1; offset <= expired; offset++) insert.run({ stream, offset, ts: 1000 + offset, records: packSegment(records(offset, 1)) });
+      })();
+      db.close();
+    }
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    const order: string[] = [];
+    const retention = log.enforceRetention(1_000_000).then((n) => void order.push(`retention ${n}`));
+    const append = log.append(Topics.messages, [{ key: 'k', timestamp: 2_000_000, value: Buffer.from('new') }]).then(([p]) => void order.push(`append ${p.offset}`));
+    await Promise.all([retention, append]);
+    // The append committed between two chunks: the row before it was no longer the newest when the
+    // last chunk came, and went too (all 5001 expired rows); the append's stays.
+    expect(order).toEqual([`append ${expired + 1}`, `retention ${expired + 1}`]);
+    expect((await log.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([expired + 1]);
+    await log.close();
+  });
+
   it('scan visits in place what read gives (offsets, timestamps, values), from any offset, at most the records asked, from SQLite and from the in-memory window', async () => {
     const log = new EmbeddedLog({ path });
     for (let from = 0; from < 30; from += 6) await log.append(Topics.messages, records(from, 6));

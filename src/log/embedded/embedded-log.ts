@@ -18,6 +18,7 @@ import { SqliteWriter } from './sqlite-writer.js';
 import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+import { retentionChunk } from './retention.mjs';
 import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
@@ -90,6 +91,13 @@ const LAST_CHAIN = `SELECT chain FROM log_segments WHERE id >= (@stream << ${STR
 const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
 const STREAM_START = `(@stream << ${STREAM_SHIFT})`;
 const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
+
+/** Retention's statements (retention.mjs): a stream's oldest rows, its newest row's first offset, its rows before offset @to. */
+const RETENTION = {
+  oldest: `SELECT first_offset, last_ts FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id LIMIT @limit`,
+  newest: `SELECT first_offset FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id DESC LIMIT 1`,
+  deleteBefore: `DELETE FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_START} + CAST(@to AS INTEGER)`,
+};
 
 /**
  * The embedded log: SQLite in WAL mode with synchronous=FULL, so a committed append survives
@@ -195,7 +203,7 @@ export class EmbeddedLog implements Log {
         this.inlineHeads.set(segment.stream, lastLink(chain)!);
       }
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, RETENTION, options.writerRingBytes);
     if (options.checkpoints) {
       this.checkpoints = new EmbeddedCheckpoints(
         options.checkpoints,
@@ -518,18 +526,28 @@ export class EmbeddedLog implements Log {
   }
 
   /**
-   * Deletes segments whose records are all past retention; the log must keep at least the longest
-   * history retention. Returns how many segments went.
+   * Deletes, in each partition but the apps topic's, the oldest segments whose records are all past
+   * retention, up to the first that is not, never the newest (end offsets survive a restart): the log
+   * must keep at least the longest history retention. Resolves with how many segments went. A file
+   * log's writer thread deletes a chunk at a time between commits (retention.mjs): one DELETE of
+   * every expired row, on the event loop, blocked it and the commits for as long as it ran (a
+   * million expired rows: seconds), and commits waiting past busy_timeout failed.
    */
-  enforceRetention(now: number): number {
-    // The newest segment of each partition stays, so end offsets survive a restart.
-    return this.db
-      .prepare(
-        `DELETE FROM log_segments WHERE topic <> 'apps' AND last_ts < ? AND id < (
-           SELECT MAX(s.id) FROM log_segments s
-           WHERE s.id >= (log_segments.id >> ${STREAM_SHIFT}) << ${STREAM_SHIFT} AND s.id < ((log_segments.id >> ${STREAM_SHIFT}) + 1) << ${STREAM_SHIFT})`,
-      )
-      .run(now - this.retentionMs).changes;
+  async enforceRetention(now: number): Promise<number> {
+    if (this.closed) return 0;
+    const streams = this.db.prepare(`SELECT stream FROM log_streams WHERE topic <> 'apps' ORDER BY stream`).pluck().all() as number[];
+    const cutoff = now - this.retentionMs;
+    if (this.writer) return this.writer.retain(streams, cutoff);
+    const chunk = retentionChunk(this.db, RETENTION);
+    let deleted = 0;
+    for (const stream of streams) {
+      for (let more = true; more; ) {
+        const step = chunk(stream, cutoff);
+        deleted += step.deleted;
+        more = step.more;
+      }
+    }
+    return deleted;
   }
 
   async close(): Promise<void> {
