@@ -1,6 +1,6 @@
 // Checks of what the configuration names, made before anything starts, so that a bad resource ends
 // the start with one line that says what to fix (main.ts prints it) instead of a stack trace.
-import { accessSync, constants, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
 /** A resource the configuration names is unusable; its message is the one line the operator reads. */
@@ -20,18 +20,6 @@ const reason = (err: unknown): string => {
       return e.code ?? e.message;
   }
 };
-
-/**
- * The embedded log of an existing DATA_DIR, for the command-line tools, which read or append to a
- * service's log and never make one (a mistyped --data-dir would otherwise become a new, empty data
- * directory, and a rebuild of it a success): its path, or a StartupError that says what is wrong.
- */
-export function existingEmbeddedLog(dataDir: string): string {
-  checkDataDir(dataDir, { create: false });
-  const path = join(dataDir, 'log.db');
-  if (!existsSync(path)) throw new StartupError(`DATA_DIR=${dataDir} holds no log (${path} does not exist); is it the service's data directory?`);
-  return path;
-}
 
 /**
  * DATA_DIR must be a directory this process can write to. `create`: a missing one is made (the

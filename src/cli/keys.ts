@@ -10,7 +10,8 @@
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { ServiceError } from '../errors.js';
 import { systemClock } from '../clock.js';
-import { existingEmbeddedLog, StartupError } from '../startup.js';
+import { StartupError } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 import { Topics } from '../log/port.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';

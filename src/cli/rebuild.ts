@@ -25,7 +25,8 @@ import type { StatsStore, StatsWriter } from '../../projections/stats/stats-stor
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
 import { systemClock, type Clock } from '../clock.js';
-import { existingEmbeddedLog, StartupError } from '../startup.js';
+import { StartupError } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 
 export const PROJECTIONS = ['stats', 'history', 'presence'] as const;
 export type RebuildTarget = (typeof PROJECTIONS)[number];

@@ -11,7 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
-import { existingEmbeddedLog } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -93,7 +93,7 @@ describe('npm run rebuild (ARCHITECTURE: exact rebuild of every projection from 
     }
   }, 60_000);
 
-  it('refuses a DATA_DIR that does not exist or holds no log, exit 1, and makes nothing there (it made a data directory with an empty log and a default app, and said it rebuilt 0 records)', async () => {
+  it('refuses a DATA_DIR that does not exist, holds no log or a log.db that is not a database, exit 1, and makes nothing there (it made a data directory with an empty log and a default app, and said it rebuilt 0 records)', async () => {
     const base = mkdtempSync(join(tmpdir(), 'rebuild-missing-'));
     try {
       const missing = join(base, 'typo');
@@ -107,6 +107,11 @@ describe('npm run rebuild (ARCHITECTURE: exact rebuild of every projection from 
       expect(noLog.code).toBe(1);
       expect(noLog.stderr).toMatch(/^rebuild: DATA_DIR=.* holds no log \(.*log\.db does not exist\); is it the service's data directory\?\n$/);
       expect(readdirSync(empty)).toEqual([]);
+      // A log.db that is not a database: named, in one line (it was SQLite's 'file is not a database' alone).
+      writeFileSync(join(empty, 'log.db'), Buffer.alloc(5000, 7));
+      const notADb = await cli(['--projection', 'stats', '--data-dir', empty]).catch((e) => e);
+      expect(notADb.code).toBe(1);
+      expect(notADb.stderr).toBe(`rebuild: ${join(empty, 'log.db')} cannot be read as a log: file is not a database (SQLITE_NOTADB); is it the service's data directory, or restore the file from a backup\n`);
     } finally {
       rmSync(base, { recursive: true, force: true });
     }
