@@ -20,6 +20,7 @@ import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
 import { retentionChunk } from './retention.mjs';
 import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
+import { recordBytes, RecentWindows } from './recent-windows.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
@@ -32,7 +33,7 @@ export interface EmbeddedLogOptions {
   batchSize?: number;
   /** A consumer's batch stops at the record that reaches this many bytes (one record at least). */
   batchBytes?: number;
-  /** Bytes of values and keys the in-memory window (see EmbeddedLog.recent) holds, all partitions together. */
+  /** Bytes of values and keys the in-memory windows (recent-windows.ts) hold, all partitions together. */
   windowBytes?: number;
   /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
   writerRingBytes?: number;
@@ -42,16 +43,6 @@ export interface EmbeddedLogOptions {
    */
   checkpoints?: CheckpointOptions;
 }
-
-/** The newest records of a topic partition, from offset `start` (EmbeddedLog.recent), and their recordBytes. */
-interface Window {
-  start: number;
-  records: LogRecord[];
-  bytes: number;
-}
-
-/** What a record holds in memory, as the window and a consumer's batch count it. */
-const recordBytes = (r: LogRecord): number => r.value.byteLength + r.key.length;
 
 interface SegmentRow {
   first_offset: number;
@@ -127,22 +118,8 @@ export class EmbeddedLog implements Log {
   private readonly streams = new Map<string, number[]>();
   /** each topic's consumers (see consume) */
   private readonly pumps = new Map<string, Set<() => void>>();
-  /**
-   * The newest records of each topic and partition, so consumers read them without SQLite. A
-   * record leaves once every running consumer of its topic has read it (release), or when a
-   * partition holds more than recentMax (a consumer that lags reads from SQLite instead). Kept
-   * only for as long as consumers need them, records die young: kept longer, each one (and the
-   * event decoded with it) outlived a few scavenges and was copied into the old generation.
-   * Bounded in bytes too, all partitions together (windowBytes): a consumer that waits (a webhook
-   * rule whose target does not answer) held 20,000 records a partition, 10 GB of 512 KiB publishes.
-   */
-  private readonly recent = new Map<string, Window[]>();
-  private readonly recentMax = 20_000;
-  private readonly recentMaxBytes: number;
-  /** bytes the windows hold (recordBytes), all together */
-  private recentBytes = 0;
-  /** The next offset of each running consumer, per topic (its positions array, by partition). */
-  private readonly readers = new Map<string, Set<number[]>>();
+  /** The newest records of each topic and partition, which consumers read without SQLite. */
+  private readonly recent: RecentWindows;
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly chains: ChainReader;
@@ -186,7 +163,7 @@ export class EmbeddedLog implements Log {
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
     this.batchBytes = options.batchBytes ?? 8 * 1024 * 1024;
-    this.recentMaxBytes = options.windowBytes ?? 64 * 1024 * 1024;
+    this.recent = new RecentWindows(options.windowBytes ?? 64 * 1024 * 1024);
     // From the segment that holds the offset (the newest starting at or before it) onwards.
     const fromSegment = (columns: string) =>
       `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
@@ -312,7 +289,7 @@ export class EmbeddedLog implements Log {
     } finally {
       this.writesInFlight--;
     }
-    this.remember(topic, records, positions);
+    this.recent.remember(topic, records, positions);
     this.wake(topic);
     return positions;
   }
@@ -328,7 +305,7 @@ export class EmbeddedLog implements Log {
       this.inlineHeads.clear(); // read again from what SQLite holds
       throw err;
     }
-    this.remember(topic, records, positions);
+    this.recent.remember(topic, records, positions);
     this.wake(topic);
     return positions;
   }
@@ -373,62 +350,6 @@ export class EmbeddedLog implements Log {
     return { positions, segments };
   }
 
-  /** Keeps committed records in memory (a bounded window per partition) for consumers. */
-  private remember(topic: string, records: AppendRecord[], positions: LogPosition[]): void {
-    let partitions = this.recent.get(topic);
-    if (!partitions) this.recent.set(topic, (partitions = []));
-    for (let i = 0; i < records.length; i++) {
-      const r = records[i];
-      const { partition, offset } = positions[i];
-      let window = partitions[partition];
-      if (!window || window.start + window.records.length !== offset) {
-        if (window) this.recentBytes -= window.bytes;
-        window = partitions[partition] = { start: offset, records: [], bytes: 0 };
-      }
-      const record: LogRecord = { topic, partition, offset, key: r.key, timestamp: r.timestamp, value: r.value };
-      window.records.push(record);
-      const bytes = recordBytes(record);
-      window.bytes += bytes;
-      this.recentBytes += bytes;
-      if (window.records.length > this.recentMax || this.recentBytes > this.recentMaxBytes) this.trim(window);
-    }
-  }
-
-  /**
-   * Drops the oldest records of a window that went over a bound, down to half of it (records a
-   * lagging consumer reads from SQLite instead): the window appended to pays, so the bytes of all
-   * windows together never pass recentMaxBytes once an append is remembered.
-   */
-  private trim(window: Window): void {
-    let drop = 0;
-    let bytes = 0;
-    while (drop < window.records.length && (window.records.length - drop > this.recentMax / 2 || this.recentBytes - bytes > this.recentMaxBytes / 2)) {
-      bytes += recordBytes(window.records[drop++]);
-    }
-    this.dropFront(window, drop, bytes);
-  }
-
-  private dropFront(window: Window, drop: number, bytes: number): void {
-    window.records.splice(0, drop);
-    window.start += drop;
-    window.bytes -= bytes;
-    this.recentBytes -= bytes;
-  }
-
-  /** Drops the records of a partition's window that every running consumer of the topic has read. */
-  private release(topic: string, partition: number): void {
-    const window = this.recent.get(topic)?.[partition];
-    const readers = this.readers.get(topic);
-    if (!window || !readers || readers.size === 0) return;
-    let read = Infinity;
-    for (const positions of readers) read = Math.min(read, positions[partition]);
-    const drop = Math.min(read - window.start, window.records.length);
-    if (drop <= 0) return;
-    let bytes = 0;
-    for (let i = 0; i < drop; i++) bytes += recordBytes(window.records[i]);
-    this.dropFront(window, drop, bytes);
-  }
-
   /** Runs the consumers of a topic after a commit to it. */
   private wake(topic: string): void {
     const pumps = this.pumps.get(topic);
@@ -441,20 +362,8 @@ export class EmbeddedLog implements Log {
 
   /** Up to maxRecords records from fromOffset, ending at the first that reaches maxBytes (a consumer's batch: one record at least). */
   private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number, maxBytes = Infinity): LogRecord[] {
-    const window = this.recent.get(topic)?.[partition];
-    if (window && fromOffset >= window.start) {
-      const from = fromOffset - window.start;
-      let to = Math.min(window.records.length, from + maxRecords);
-      if (maxBytes !== Infinity) {
-        let bytes = 0;
-        for (let i = from; i < to; i++) {
-          if ((bytes += recordBytes(window.records[i])) < maxBytes) continue;
-          to = i + 1;
-          break;
-        }
-      }
-      return window.records.slice(from, to);
-    }
+    const recent = this.recent.read(topic, partition, fromOffset, maxRecords, maxBytes);
+    if (recent) return recent;
     const out: LogRecord[] = [];
     if (maxRecords <= 0) return out;
     // A read numbers no stream: one that was never written to has nothing to read.
@@ -476,11 +385,11 @@ export class EmbeddedLog implements Log {
   async scan(topic: Topic, partition: number, fromOffset: number, maxRecords: number, visit: RecordVisitor): Promise<ScanResult> {
     const result: ScanResult = { count: 0, next: fromOffset, lastTimestamp: -Infinity };
     if (maxRecords <= 0) return result;
-    const window = this.recent.get(topic)?.[partition];
-    if (window && fromOffset >= window.start) {
-      const records = window.records;
-      const to = Math.min(records.length, fromOffset - window.start + maxRecords);
-      for (let i = fromOffset - window.start; i < to; i++) {
+    const held = this.recent.holding(topic, partition, fromOffset);
+    if (held) {
+      const { records, index } = held;
+      const to = Math.min(records.length, index + maxRecords);
+      for (let i = index; i < to; i++) {
         const r = records[i];
         visitRecord(visit, result, r.offset, r.timestamp, r.value, 0, r.value.length, keyBytesOf(r.key));
       }
@@ -509,16 +418,14 @@ export class EmbeddedLog implements Log {
       {
         ends: (topic) => this.endsOf(topic),
         read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize, this.batchBytes),
-        release: (topic, partition) => this.release(topic, partition),
+        release: (topic, partition) => this.recent.release(topic, partition),
         isClosed: () => this.closed,
         register: (topic, positions, pump) => {
-          let readers = this.readers.get(topic);
-          if (!readers) this.readers.set(topic, (readers = new Set()));
           let pumps = this.pumps.get(topic);
           if (!pumps) this.pumps.set(topic, (pumps = new Set()));
-          readers.add(positions);
+          const reader = this.recent.addReader(topic, positions);
           pumps.add(pump);
-          return { pump: () => void pumps.delete(pump), reader: () => void readers.delete(positions) };
+          return { pump: () => void pumps.delete(pump), reader };
         },
       },
       options,
