@@ -448,10 +448,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       for (const store of [historyStore, presenceHistoryStore]) {
         void store.dropExpired(clock.now()).catch((err) => logger.error({ err }, 'history retention failed'));
       }
-      try {
-        if (log instanceof EmbeddedLog) log.enforceRetention(clock.now());
-      } catch (err) {
-        logger.error({ err }, 'log retention failed; tried again in an hour'); // a full disk, say: never a crash
+      if (log instanceof EmbeddedLog) {
+        // A full disk, say: never a crash.
+        void log.enforceRetention(clock.now()).catch((err) => logger.error({ err }, 'log retention failed; tried again in an hour'));
       }
     }, 3600_000),
   ];

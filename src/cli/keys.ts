@@ -7,12 +7,11 @@
 // embedded service is stopped: the same change appended to DATA_DIR's log by this process (it
 // takes the data directory's lock, so it refuses while the service runs: two writers on one
 // embedded log would assign the same offsets). Kafka always goes through a running instance.
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { ServiceError } from '../errors.js';
 import { systemClock } from '../clock.js';
-import { checkDataDir, StartupError } from '../startup.js';
+import { StartupError } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 import { Topics } from '../log/port.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
@@ -199,9 +198,7 @@ async function throughService(r: KeysRequest): Promise<Answer> {
 /** Appended to the embedded log by this process, with the data directory's lock held. */
 async function direct(r: KeysRequest): Promise<Answer> {
   if (modeOf(r.config) !== 'embedded') throw new KeysError('--direct appends to the embedded log; with Kafka, go through a running instance (--url)');
-  checkDataDir(r.config.dataDir, { create: false });
-  const path = join(r.config.dataDir, 'log.db');
-  if (!existsSync(path)) throw new StartupError(`DATA_DIR=${r.config.dataDir} holds no log (${path} does not exist); is it the service's data directory?`);
+  const path = existingEmbeddedLog(r.config.dataDir);
   let lock: DataDirLock;
   try {
     lock = DataDirLock.acquire(r.config.dataDir);

@@ -25,6 +25,8 @@ import type { StatsStore, StatsWriter } from '../../projections/stats/stats-stor
 import { HistoryProjection } from '../../projections/history/history-projection.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
 import { systemClock, type Clock } from '../clock.js';
+import { StartupError } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 
 export const PROJECTIONS = ['stats', 'history', 'presence'] as const;
 export type RebuildTarget = (typeof PROJECTIONS)[number];
@@ -294,6 +296,17 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  // The service's log, never a new one: opening a missing DATA_DIR made it, with an empty log and a
+  // default app, and the rebuild of nothing succeeded.
+  if (modeOf(config) === 'embedded') {
+    try {
+      existingEmbeddedLog(config.dataDir);
+    } catch (err) {
+      if (!(err instanceof StartupError)) throw err;
+      process.stderr.write(`rebuild: ${err.message}\n`);
+      process.exit(1);
+    }
   }
   const logger = pino({ level: 'warn' }, pino.destination(2));
   // Beside a running service: no data-dir lock, checkpoints of its own.

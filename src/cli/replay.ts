@@ -9,10 +9,9 @@
 //
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
-import { checkDataDir, StartupError } from '../startup.js';
+import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 import { EmbeddedLog } from '../log/embedded/embedded-log.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';
@@ -202,9 +201,7 @@ function progressLine(p: ScopeProgress): string {
 /** The log to read, opened read-only in spirit: an existing embedded log, or Kafka within STARTUP_TIMEOUT_MS. */
 async function openLog(config: Config): Promise<Log> {
   if (modeOf(config) === 'embedded') {
-    checkDataDir(config.dataDir, { create: false });
-    const path = join(config.dataDir, 'log.db');
-    if (!existsSync(path)) throw new StartupError(`DATA_DIR=${config.dataDir} holds no log (${path} does not exist); is it the service's data directory?`);
+    const path = existingEmbeddedLog(config.dataDir);
     return new EmbeddedLog({ path, partitions: config.embeddedPartitions });
   }
   await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);

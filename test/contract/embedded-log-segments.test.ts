@@ -92,13 +92,53 @@ describe('embedded log segments (one row per partition per append)', () => {
     const log = new EmbeddedLog({ path, retentionMs: 1000 });
     await log.append(Topics.messages, records(0, 3)); // timestamps 1000..1002
     await log.append(Topics.messages, records(100, 3)); // 1100..1102
-    expect(log.enforceRetention(2101)).toBe(1);
-    expect(log.enforceRetention(1_000_000)).toBe(0); // the newest segment stays
+    expect(await log.enforceRetention(2101)).toBe(1);
+    expect(await log.enforceRetention(1_000_000)).toBe(0); // the newest segment stays
     await log.close();
     const reopened = new EmbeddedLog({ path });
     expect(await reopened.endOffsets(Topics.messages)).toEqual(new Map([[0, 6]]));
     expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([3, 4, 5]);
     await reopened.close();
+  });
+
+  it('retention deletes only from the start of a partition: a segment written after a clock went back is not cut out of the middle (the chain and offsets stay contiguous)', async () => {
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 5000, value: Buffer.from('a') }]);
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 1000, value: Buffer.from('b') }]); // the clock went back
+    await log.append(Topics.messages, [{ key: 'k', timestamp: 9000, value: Buffer.from('c') }]);
+    expect(await log.enforceRetention(4000)).toBe(0); // 'b' is past it, 'a' before it is not
+    expect((await log.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([0, 1, 2]);
+    expect(await log.enforceRetention(7000)).toBe(2);
+    await log.close();
+    const reopened = new EmbeddedLog({ path });
+    expect((await reopened.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([2]);
+    await reopened.close();
+  });
+
+  it('retention runs on the writer thread a chunk at a time, between commits: an append made while it deletes thousands of rows commits before it ends', async () => {
+    const expired = 5000;
+    {
+      const first = new EmbeddedLog({ path });
+      await first.append(Topics.messages, records(0, 1));
+      await first.close();
+      const db = new Database(path);
+      const stream = db.prepare(`SELECT stream FROM log_streams WHERE topic = 'messages'`).pluck().get() as number;
+      const insert = db.prepare(`INSERT INTO log_segments (id, topic, partition, first_offset, count, last_ts, records) VALUES ((@stream << 44) + @offset, 'messages', 0, @offset, 1, @ts, @records)`);
+      db.transaction(() => {
+        for (let offset = 1; offset <= expired; offset++) insert.run({ stream, offset, ts: 1000 + offset, records: packSegment(records(offset, 1)) });
+      })();
+      db.close();
+    }
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    const order: string[] = [];
+    const retention = log.enforceRetention(1_000_000).then((n) => void order.push(`retention ${n}`));
+    const append = log.append(Topics.messages, [{ key: 'k', timestamp: 2_000_000, value: Buffer.from('new') }]).then(([p]) => void order.push(`append ${p.offset}`));
+    await Promise.all([retention, append]);
+    // The append committed between two chunks: the row before it was no longer the newest when the
+    // last chunk came, and went too (all 5001 expired rows); the append's stays.
+    expect(order).toEqual([`append ${expired + 1}`, `retention ${expired + 1}`]);
+    expect((await log.read(Topics.messages, 0, 0, 10)).map((r) => r.offset)).toEqual([expired + 1]);
+    await log.close();
   });
 
   it('scan visits in place what read gives (offsets, timestamps, values), from any offset, at most the records asked, from SQLite and from the in-memory window', async () => {
@@ -378,5 +418,61 @@ describe('embedded log segments (one row per partition per append)', () => {
     await log.append(Topics.messages, kept);
     expect((await log.read(Topics.messages, 0, 5, 1))[0].value).toBe(kept[0].value);
     await log.close();
+  });
+
+  it('the in-memory window is bounded in bytes, all partitions together: a consumer that waits (a webhook target that does not answer) pins at most windowBytes of records, and reads the rest from SQLite', async () => {
+    const windowBytes = 1024 * 1024;
+    const log = new EmbeddedLog({ path, partitions: 2, windowBytes });
+    const value = (i: number) => Buffer.alloc(64 * 1024, i);
+    const appended: AppendRecord[] = Array.from({ length: 64 }, (_, i) => ({ key: `k${i}`, timestamp: 1000 + i, value: value(i) }));
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const seen: number[] = [];
+    const stuck = log.consume({ topic: Topics.messages, consumer: 'stuck', from: new Map(), handle: async (rs) => {
+      await gate;
+      seen.push(...rs.map((r) => r.value[0]));
+    } });
+    for (let i = 0; i < appended.length; i += 4) await log.append(Topics.messages, appended.slice(i, i + 4));
+    // Records still the appended objects are the window's; the rest come from SQLite, equal.
+    let inWindow = 0;
+    for (const p of [0, 1]) {
+      const end = (await log.endOffsets(Topics.messages)).get(p)!;
+      for (let offset = 0; offset < end; offset++) {
+        const [r] = await log.read(Topics.messages, p, offset, 1);
+        const original = appended.find((a) => a.key === r.key)!;
+        expect(Buffer.from(r.value).equals(original.value)).toBe(true);
+        if (r.value === original.value) inWindow++;
+      }
+    }
+    // 4 MiB appended; before the bound all 64 stayed (16 a MiB).
+    expect(inWindow).toBeGreaterThan(0);
+    expect(inWindow * 64 * 1024).toBeLessThanOrEqual(windowBytes);
+    open();
+    await expect.poll(() => seen.length).toBe(64);
+    expect(new Set(seen).size).toBe(64);
+    await stuck.stop();
+    await log.close();
+  });
+
+  it("a consumer's batch ends at the record that reaches batchBytes (one record at least), from the window and from SQLite", async () => {
+    const batchBytes = 200 * 1024;
+    const big = (i: number, kb: number): AppendRecord => ({ key: 'k', timestamp: 1000 + i, value: Buffer.alloc(kb * 1024, i) });
+    const appended = [...Array.from({ length: 10 }, (_, i) => big(i, 64)), big(10, 300), big(11, 64)];
+    const batchesOf = async (log: EmbeddedLog) => {
+      const batches: number[][] = [];
+      const sub = log.consume({ topic: Topics.messages, consumer: 'c', from: new Map(), handle: (rs) => void batches.push(rs.map((r) => r.value[0])) });
+      await expect.poll(() => batches.flat().length).toBe(appended.length);
+      await sub.stop();
+      return batches;
+    };
+    // 64 KiB records: four reach 200 KiB; the 300 KiB one goes alone.
+    const expected = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10], [11]];
+    const log = new EmbeddedLog({ path, batchBytes });
+    await log.append(Topics.messages, appended);
+    expect(await batchesOf(log)).toEqual(expected); // from the window (no consumer has read them)
+    await log.close();
+    const reopened = new EmbeddedLog({ path, batchBytes });
+    expect(await batchesOf(reopened)).toEqual(expected); // from SQLite
+    await reopened.close();
   });
 });

@@ -20,7 +20,7 @@ describe('LOG_RETENTION_HOURS', () => {
     const log = adapters.log as EmbeddedLog;
     const now = Date.UTC(2030, 0, 10);
     for (const age of [hours + 1, hours - 1, 0]) await log.append(Topics.messages, [{ key: 'a:c', timestamp: now - age * HOUR, value: Buffer.from(`${age}h`) }]);
-    expect(log.enforceRetention(now)).toBe(1);
+    expect(await log.enforceRetention(now)).toBe(1);
     await log.close();
     await adapters.close?.();
     const reopened = new EmbeddedLog({ path: join(dataDir, 'log.db') });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from '../../src/stores/sqlite/driver.mjs';
@@ -88,6 +90,30 @@ describe('npm run rebuild (ARCHITECTURE: exact rebuild of every projection from 
       const failed = await cli(args).catch((e) => e);
       expect(failed.code).toBe(2);
       expect(failed.stderr).toMatch(/--projection must be one of stats, history, presence/);
+    }
+  }, 60_000);
+
+  it('refuses a DATA_DIR that does not exist, holds no log or a log.db that is not a database, exit 1, and makes nothing there (it made a data directory with an empty log and a default app, and said it rebuilt 0 records)', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'rebuild-missing-'));
+    try {
+      const missing = join(base, 'typo');
+      const failed = await cli(['--projection', 'stats'], missing).catch((e) => e);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toBe(`rebuild: DATA_DIR=${missing} does not exist\n`);
+      expect(existsSync(missing)).toBe(false);
+      const empty = join(base, 'empty');
+      mkdirSync(empty);
+      const noLog = await cli(['--projection', 'history', '--data-dir', empty]).catch((e) => e);
+      expect(noLog.code).toBe(1);
+      expect(noLog.stderr).toMatch(/^rebuild: DATA_DIR=.* holds no log \(.*log\.db does not exist\); is it the service's data directory\?\n$/);
+      expect(readdirSync(empty)).toEqual([]);
+      // A log.db that is not a database: named, in one line (it was SQLite's 'file is not a database' alone).
+      writeFileSync(join(empty, 'log.db'), Buffer.alloc(5000, 7));
+      const notADb = await cli(['--projection', 'stats', '--data-dir', empty]).catch((e) => e);
+      expect(notADb.code).toBe(1);
+      expect(notADb.stderr).toBe(`rebuild: ${join(empty, 'log.db')} cannot be read as a log: file is not a database (SQLITE_NOTADB); is it the service's data directory, or restore the file from a backup\n`);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
     }
   }, 60_000);
 });

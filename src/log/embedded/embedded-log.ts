@@ -18,7 +18,9 @@ import { SqliteWriter } from './sqlite-writer.js';
 import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
+import { retentionChunk } from './retention.mjs';
 import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
+import { recordBytes, RecentWindows } from './recent-windows.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
@@ -29,6 +31,10 @@ export interface EmbeddedLogOptions {
   /** Records older than this are deleted; must be at least the longest history retention. */
   retentionMs?: number;
   batchSize?: number;
+  /** A consumer's batch stops at the record that reaches this many bytes (one record at least). */
+  batchBytes?: number;
+  /** Bytes of values and keys the in-memory windows (recent-windows.ts) hold, all partitions together. */
+  windowBytes?: number;
   /** Bytes of memory shared with the writer thread for the segments of commits in flight. */
   writerRingBytes?: number;
   /**
@@ -77,6 +83,13 @@ const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
 const STREAM_START = `(@stream << ${STREAM_SHIFT})`;
 const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
 
+/** Retention's statements (retention.mjs): a stream's oldest rows, its newest row's first offset, its rows before offset @to. */
+const RETENTION = {
+  oldest: `SELECT first_offset, last_ts FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id LIMIT @limit`,
+  newest: `SELECT first_offset FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id DESC LIMIT 1`,
+  deleteBefore: `DELETE FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_START} + CAST(@to AS INTEGER)`,
+};
+
 /**
  * The embedded log: SQLite in WAL mode with synchronous=FULL, so a committed append survives
  * kill -9 and power loss. An append is all-or-nothing (one transaction, which appends queued up
@@ -105,17 +118,8 @@ export class EmbeddedLog implements Log {
   private readonly streams = new Map<string, number[]>();
   /** each topic's consumers (see consume) */
   private readonly pumps = new Map<string, Set<() => void>>();
-  /**
-   * The newest records of each topic and partition, so consumers read them without SQLite. A
-   * record leaves once every running consumer of its topic has read it (release), or when a
-   * partition holds more than recentMax (a consumer that lags reads from SQLite instead). Kept
-   * only for as long as consumers need them, records die young: kept longer, each one (and the
-   * event decoded with it) outlived a few scavenges and was copied into the old generation.
-   */
-  private readonly recent = new Map<string, { start: number; records: LogRecord[] }[]>();
-  private readonly recentMax = 20_000;
-  /** The next offset of each running consumer, per topic (its positions array, by partition). */
-  private readonly readers = new Map<string, Set<number[]>>();
+  /** The newest records of each topic and partition, which consumers read without SQLite. */
+  private readonly recent: RecentWindows;
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly chains: ChainReader;
@@ -131,6 +135,7 @@ export class EmbeddedLog implements Log {
   private writesInFlight = 0;
   private readonly retentionMs: number;
   private readonly batchSize: number;
+  private readonly batchBytes: number;
   private closed = false;
   /** in-memory logs: each stream's chain head (file logs: the writer thread's) */
   private readonly inlineHeads = new Map<number, Buffer>();
@@ -157,6 +162,8 @@ export class EmbeddedLog implements Log {
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
+    this.batchBytes = options.batchBytes ?? 8 * 1024 * 1024;
+    this.recent = new RecentWindows(options.windowBytes ?? 64 * 1024 * 1024);
     // From the segment that holds the offset (the newest starting at or before it) onwards.
     const fromSegment = (columns: string) =>
       `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
@@ -173,7 +180,7 @@ export class EmbeddedLog implements Log {
         this.inlineHeads.set(segment.stream, lastLink(chain)!);
       }
     });
-    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, options.writerRingBytes);
+    this.writer = options.path === ':memory:' ? undefined : new SqliteWriter(options.path, INSERT_SEGMENT, LAST_CHAIN, RETENTION, options.writerRingBytes);
     if (options.checkpoints) {
       this.checkpoints = new EmbeddedCheckpoints(
         options.checkpoints,
@@ -282,7 +289,7 @@ export class EmbeddedLog implements Log {
     } finally {
       this.writesInFlight--;
     }
-    this.remember(topic, records, positions);
+    this.recent.remember(topic, records, positions);
     this.wake(topic);
     return positions;
   }
@@ -298,7 +305,7 @@ export class EmbeddedLog implements Log {
       this.inlineHeads.clear(); // read again from what SQLite holds
       throw err;
     }
-    this.remember(topic, records, positions);
+    this.recent.remember(topic, records, positions);
     this.wake(topic);
     return positions;
   }
@@ -343,37 +350,6 @@ export class EmbeddedLog implements Log {
     return { positions, segments };
   }
 
-  /** Keeps committed records in memory (a bounded window per partition) for consumers. */
-  private remember(topic: string, records: AppendRecord[], positions: LogPosition[]): void {
-    let partitions = this.recent.get(topic);
-    if (!partitions) this.recent.set(topic, (partitions = []));
-    for (let i = 0; i < records.length; i++) {
-      const r = records[i];
-      const { partition, offset } = positions[i];
-      let window = partitions[partition];
-      if (!window || window.start + window.records.length !== offset) window = partitions[partition] = { start: offset, records: [] };
-      window.records.push({ topic, partition, offset, key: r.key, timestamp: r.timestamp, value: r.value });
-      if (window.records.length > this.recentMax) {
-        const drop = window.records.length - this.recentMax / 2;
-        window.records.splice(0, drop);
-        window.start += drop;
-      }
-    }
-  }
-
-  /** Drops the records of a partition's window that every running consumer of the topic has read. */
-  private release(topic: string, partition: number): void {
-    const window = this.recent.get(topic)?.[partition];
-    const readers = this.readers.get(topic);
-    if (!window || !readers || readers.size === 0) return;
-    let read = Infinity;
-    for (const positions of readers) read = Math.min(read, positions[partition]);
-    const drop = Math.min(read - window.start, window.records.length);
-    if (drop <= 0) return;
-    window.records.splice(0, drop);
-    window.start += drop;
-  }
-
   /** Runs the consumers of a topic after a commit to it. */
   private wake(topic: string): void {
     const pumps = this.pumps.get(topic);
@@ -384,23 +360,23 @@ export class EmbeddedLog implements Log {
     return this.readSync(topic, partition, fromOffset, maxRecords);
   }
 
-  private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number): LogRecord[] {
-    const window = this.recent.get(topic)?.[partition];
-    if (window && fromOffset >= window.start) {
-      const from = fromOffset - window.start;
-      return window.records.slice(from, from + maxRecords);
-    }
+  /** Up to maxRecords records from fromOffset, ending at the first that reaches maxBytes (a consumer's batch: one record at least). */
+  private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number, maxBytes = Infinity): LogRecord[] {
+    const recent = this.recent.read(topic, partition, fromOffset, maxRecords, maxBytes);
+    if (recent) return recent;
     const out: LogRecord[] = [];
     if (maxRecords <= 0) return out;
     // A read numbers no stream: one that was never written to has nothing to read.
     const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
     if (stream === undefined) return out;
+    let bytes = 0;
     for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
       const records = unpackValue(row.records) as SegmentRecords;
       for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
         const [key, timestamp, value] = records[i];
-        out.push({ topic, partition, offset: row.first_offset + i, key, timestamp, value });
-        if (out.length === maxRecords) return out;
+        const record: LogRecord = { topic, partition, offset: row.first_offset + i, key, timestamp, value };
+        out.push(record);
+        if (out.length === maxRecords || (bytes += recordBytes(record)) >= maxBytes) return out;
       }
     }
     return out;
@@ -409,11 +385,11 @@ export class EmbeddedLog implements Log {
   async scan(topic: Topic, partition: number, fromOffset: number, maxRecords: number, visit: RecordVisitor): Promise<ScanResult> {
     const result: ScanResult = { count: 0, next: fromOffset, lastTimestamp: -Infinity };
     if (maxRecords <= 0) return result;
-    const window = this.recent.get(topic)?.[partition];
-    if (window && fromOffset >= window.start) {
-      const records = window.records;
-      const to = Math.min(records.length, fromOffset - window.start + maxRecords);
-      for (let i = fromOffset - window.start; i < to; i++) {
+    const held = this.recent.holding(topic, partition, fromOffset);
+    if (held) {
+      const { records, index } = held;
+      const to = Math.min(records.length, index + maxRecords);
+      for (let i = index; i < to; i++) {
         const r = records[i];
         visitRecord(visit, result, r.offset, r.timestamp, r.value, 0, r.value.length, keyBytesOf(r.key));
       }
@@ -441,17 +417,15 @@ export class EmbeddedLog implements Log {
     return pumpedSubscription(
       {
         ends: (topic) => this.endsOf(topic),
-        read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize),
-        release: (topic, partition) => this.release(topic, partition),
+        read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize, this.batchBytes),
+        release: (topic, partition) => this.recent.release(topic, partition),
         isClosed: () => this.closed,
         register: (topic, positions, pump) => {
-          let readers = this.readers.get(topic);
-          if (!readers) this.readers.set(topic, (readers = new Set()));
           let pumps = this.pumps.get(topic);
           if (!pumps) this.pumps.set(topic, (pumps = new Set()));
-          readers.add(positions);
+          const reader = this.recent.addReader(topic, positions);
           pumps.add(pump);
-          return { pump: () => void pumps.delete(pump), reader: () => void readers.delete(positions) };
+          return { pump: () => void pumps.delete(pump), reader };
         },
       },
       options,
@@ -459,18 +433,28 @@ export class EmbeddedLog implements Log {
   }
 
   /**
-   * Deletes segments whose records are all past retention; the log must keep at least the longest
-   * history retention. Returns how many segments went.
+   * Deletes, in each partition but the apps topic's, the oldest segments whose records are all past
+   * retention, up to the first that is not, never the newest (end offsets survive a restart): the log
+   * must keep at least the longest history retention. Resolves with how many segments went. A file
+   * log's writer thread deletes a chunk at a time between commits (retention.mjs): one DELETE of
+   * every expired row, on the event loop, blocked it and the commits for as long as it ran (a
+   * million expired rows: seconds), and commits waiting past busy_timeout failed.
    */
-  enforceRetention(now: number): number {
-    // The newest segment of each partition stays, so end offsets survive a restart.
-    return this.db
-      .prepare(
-        `DELETE FROM log_segments WHERE topic <> 'apps' AND last_ts < ? AND id < (
-           SELECT MAX(s.id) FROM log_segments s
-           WHERE s.id >= (log_segments.id >> ${STREAM_SHIFT}) << ${STREAM_SHIFT} AND s.id < ((log_segments.id >> ${STREAM_SHIFT}) + 1) << ${STREAM_SHIFT})`,
-      )
-      .run(now - this.retentionMs).changes;
+  async enforceRetention(now: number): Promise<number> {
+    if (this.closed) return 0;
+    const streams = this.db.prepare(`SELECT stream FROM log_streams WHERE topic <> 'apps' ORDER BY stream`).pluck().all() as number[];
+    const cutoff = now - this.retentionMs;
+    if (this.writer) return this.writer.retain(streams, cutoff);
+    const chunk = retentionChunk(this.db, RETENTION);
+    let deleted = 0;
+    for (const stream of streams) {
+      for (let more = true; more; ) {
+        const step = chunk(stream, cutoff);
+        deleted += step.deleted;
+        more = step.more;
+      }
+    }
+    return deleted;
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,13 @@
 import { Worker } from 'node:worker_threads';
 import { packedBound, packSegment, packSegmentInto, type Segment } from './segment.js';
 
+/** The statements of retention.mjs (embedded-log.ts owns the schema). */
+export interface RetentionSql {
+  oldest: string;
+  newest: string;
+  deleteBefore: string;
+}
+
 /** A segment as the writer thread receives it: packed, in the ring (at, length) or in a buffer of its own. */
 interface SentSegment {
   stream: number;
@@ -14,7 +21,7 @@ interface SentSegment {
 }
 
 interface Pending {
-  resolve: () => void;
+  resolve: (deleted?: number) => void;
   reject: (err: Error) => void;
   /** where this commit's bytes end in the ring: freed when it is answered */
   ringEnd: number | undefined;
@@ -93,20 +100,20 @@ export class SqliteWriter {
    * packed) and `topic` as named parameters, and `chain` its links (chain.mjs); `lastChain`: the
    * SELECT of a stream's (@stream) newest chain (embedded-log.ts owns the schema).
    */
-  constructor(path: string, insertSegment: string, lastChain: string, ringBytes = 4 * 1024 * 1024) {
+  constructor(path: string, insertSegment: string, lastChain: string, retention: RetentionSql, ringBytes = 4 * 1024 * 1024) {
     this.ring = new SegmentRing(ringBytes);
     // Plain JavaScript: no loader flags (--import tsx, ...) are inherited, so none can break it.
     this.worker = new Worker(new URL('./sqlite-writer.worker.mjs', import.meta.url), {
-      workerData: { path, insertSegment, lastChain, ring: this.ring.shared },
+      workerData: { path, insertSegment, lastChain, retention, ring: this.ring.shared },
       execArgv: [],
     });
-    this.worker.on('message', (m: { id: number; error?: string }) => {
+    this.worker.on('message', (m: { id: number; error?: string; deleted?: number }) => {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);
       if (p.ringEnd !== undefined) this.ring.free(p.ringEnd);
       if (m.error) p.reject(new Error(m.error));
-      else p.resolve();
+      else p.resolve(m.deleted);
     });
     const fail = (err: Error): void => {
       this.failure = err;
@@ -124,10 +131,10 @@ export class SqliteWriter {
     });
   }
 
-  /** `message` gets the id its answer will carry. */
-  private send(message: { id?: number; [field: string]: unknown }, transfer: ArrayBuffer[] = [], ringEnd?: number): Promise<void> {
+  /** `message` gets the id its answer will carry (a retention's: the rows it deleted). */
+  private send(message: { id?: number; [field: string]: unknown }, transfer: ArrayBuffer[] = [], ringEnd?: number): Promise<number | undefined> {
     const id = (message.id = this.nextId++);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<number | undefined>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, ringEnd });
       this.worker.postMessage(message, transfer);
     });
@@ -146,8 +153,17 @@ export class SqliteWriter {
     if (!this.failure) this.worker.postMessage({ reset: true });
   }
 
+  /**
+   * Deletes the expired rows at the start of each stream (retention.mjs), a chunk at a time between
+   * commits; resolves with how many went. Commits sent meanwhile are not held up.
+   */
+  async retain(streams: number[], cutoff: number): Promise<number> {
+    if (this.failure) throw this.failure;
+    return (await this.send({ retain: { streams, cutoff } })) ?? 0;
+  }
+
   /** Resolves once the segments are committed and synced to disk. */
-  write(topic: string, segments: Segment[]): Promise<void> {
+  write(topic: string, segments: Segment[]): Promise<unknown> {
     if (this.failure) return Promise.reject(this.failure);
     const sent: SentSegment[] = [];
     const packed = this.ring.pack(segments);
@@ -173,6 +189,9 @@ export class SqliteWriter {
       if (!this.failure) await this.send({ close: true });
     } finally {
       await this.worker.terminate();
+      // A retention between two chunks when the thread closed: it stops there.
+      for (const p of this.pending.values()) p.reject(new Error('the log is closed'));
+      this.pending.clear();
     }
   }
 }

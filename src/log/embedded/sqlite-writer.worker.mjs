@@ -5,6 +5,7 @@
 import { parentPort, workerData, receiveMessageOnPort } from 'node:worker_threads';
 import Database from '../../stores/sqlite/driver.mjs';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
+import { retentionChunk } from './retention.mjs';
 
 const db = new Database(workerData.path);
 db.pragma('journal_mode = WAL');
@@ -32,6 +33,33 @@ const commit = db.transaction((messages, pending) => {
     }
   }
 });
+
+// Retention (EmbeddedLog.enforceRetention): a chunk of rows at a time, each its own statement, with
+// the commits that queued up meanwhile in between: deleting an hour of expired rows in one statement
+// held the write lock (and the event loop, on the main thread) for as long as it took, and commits
+// waited, then failed with SQLITE_BUSY. A failed chunk fails the retention, not the commits.
+const retainChunk = retentionChunk(db, workerData.retention);
+let closed = false;
+
+function retain({ id, retain: { streams, cutoff } }) {
+  let deleted = 0;
+  let at = 0;
+  const step = () => {
+    if (closed) return;
+    try {
+      const chunk = retainChunk(streams[at], cutoff);
+      deleted += chunk.deleted;
+      if (!chunk.more) at++;
+    } catch (err) {
+      parentPort.postMessage({ id, error: describe(err) });
+      return;
+    }
+    if (at < streams.length) setImmediate(step);
+    else parentPort.postMessage({ id, deleted });
+  };
+  if (streams.length === 0) parentPort.postMessage({ id, deleted });
+  else setImmediate(step);
+}
 
 // After a failed commit every later one fails too, until the main thread sends `reset`: it has
 // already assigned offsets after the failed ones, and committing them would leave a gap. It resets
@@ -66,6 +94,10 @@ parentPort.on('message', (first) => {
   for (let next; (next = receiveMessageOnPort(parentPort)); ) queued.push(next.message);
   let appends = [];
   for (const m of queued) {
+    if (m.retain) {
+      retain(m);
+      continue;
+    }
     if (!m.reset && !m.close) {
       appends.push(m);
       continue;
@@ -77,6 +109,7 @@ parentPort.on('message', (first) => {
       heads.clear(); // read again from what SQLite holds
     }
     if (m.close) {
+      closed = true;
       db.close();
       parentPort.postMessage({ id: m.id });
       return;

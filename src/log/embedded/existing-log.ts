@@ -1,0 +1,29 @@
+// The embedded log of an existing DATA_DIR, for the command-line tools (rebuild, replay, keys
+// --direct), which read or append to a service's log and never make one.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from '../../stores/sqlite/driver.mjs';
+import { checkDataDir, StartupError } from '../../startup.js';
+
+/**
+ * The path of DATA_DIR's log, or a StartupError that says what is wrong in one line: a mistyped
+ * --data-dir became a new, empty data directory (and a rebuild of it a success), and a log.db that
+ * is not a database failed with SQLite's 'file is not a database', naming no file.
+ */
+export function existingEmbeddedLog(dataDir: string): string {
+  checkDataDir(dataDir, { create: false });
+  const path = join(dataDir, 'log.db');
+  if (!existsSync(path)) throw new StartupError(`DATA_DIR=${dataDir} holds no log (${path} does not exist); is it the service's data directory?`);
+  try {
+    const db = new Database(path, { readonly: true, fileMustExist: true });
+    try {
+      db.pragma('schema_version'); // reads the header: a file that is not SQLite fails here
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    throw new StartupError(`${path} cannot be read as a log: ${(err as Error).message}${code ? ` (${code})` : ''}; is it the service's data directory, or restore the file from a backup`);
+  }
+  return path;
+}
