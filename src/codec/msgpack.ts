@@ -62,6 +62,18 @@ export function unpackValue(bytes: Uint8Array): unknown {
 }
 
 /**
+ * The first value of bytes, whatever follows it, as unpackValue reads it inside a larger value:
+ * a string whose last bytes begin a UTF-8 sequence they do not finish (not UTF-8: the log never
+ * holds one as the service writes it) is read on into the bytes after it, as the library's decoder
+ * does, not cut at its end (the audit replay's transcoder, src/audit/json-chunks.ts, reads values
+ * out of a record this way, to say what the whole record's decoding says).
+ */
+export function unpackFirst(bytes: Uint8Array): unknown {
+  for (const value of decoder.decodeMulti(bytes)) return value;
+  return undefined;
+}
+
+/**
  * Writes MessagePack field by field, for the hot event shapes whose fields are known (see
  * src/log/event-codec.ts): no generic walk over keys, direct property reads. Strings that are plain
  * ASCII are written a byte a character; any other value goes through the shared encoder. The
