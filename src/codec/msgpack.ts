@@ -50,11 +50,12 @@ type StringDecoding = { decodeUtf8String(byteLength: number, headerOffset: numbe
 const strings = decoder as unknown as StringDecoding;
 const decodeUtf8String = strings.decodeUtf8String;
 strings.decodeUtf8String = function (this: StringDecoding, byteLength: number, headerOffset: number): string {
+  if (byteLength <= STRINGS_DECODED_BY_TEXT_DECODER) return decodeUtf8String.call(this, byteLength, headerOffset);
   const at = this.pos + headerOffset;
   const b = this.bytes;
+  // (called first: its checks, and it moves past the string)
   const s = decodeUtf8String.call(this, byteLength, headerOffset);
-  if (byteLength <= STRINGS_DECODED_BY_TEXT_DECODER || b[at] !== 0xef || b[at + 1] !== 0xbb || b[at + 2] !== 0xbf) return s;
-  return keepingBom.decode(b.subarray(at, at + byteLength));
+  return b[at] === 0xef && b[at + 1] === 0xbb && b[at + 2] === 0xbf ? keepingBom.decode(b.subarray(at, at + byteLength)) : s;
 };
 
 export function unpackValue(bytes: Uint8Array): unknown {
