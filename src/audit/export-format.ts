@@ -116,6 +116,14 @@ export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
 
 export class ExportFormatError extends Error {}
 
+/**
+ * The export is written a piece at a time, its lines joined into strings of about this many
+ * characters (one write each): a piece of a whole read batch (5,000 records) went past the longest
+ * string V8 makes (2^29 - 24 characters) when the records were large, and the export stopped
+ * ("Invalid string length"; 145 publishes of MAX_PUBLISH_BYTES at their defaults did it).
+ */
+export const EXPORT_PIECE_CHARS = 4 * 1024 * 1024;
+
 /** The longest line an export may have: a record's value (MAX_MESSAGE_SIZE at most 16 MiB a message) in base64, and its event printed. */
 export const MAX_EXPORT_LINE_BYTES = 256 * 1024 * 1024;
 
