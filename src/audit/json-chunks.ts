@@ -7,6 +7,7 @@
 // each choice here is one measured there, and said where it is made.
 import { isUtf8 } from 'node:buffer';
 import { unpackFirst } from '../codec/msgpack.js';
+import { isProtoKeyRefusal } from '../codec/msgpack-own-keys.js';
 import { skip, spanLength, spanStart, u32 } from './msgpack-spans.js';
 import { T_FALSE, T_NULL, T_TRUE, Text } from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
@@ -240,7 +241,14 @@ export class JsonChunks {
     }
     const end = skip(b, p, this.limit);
     if (end < 0) return false;
-    const json = JSON.stringify(unpackFirst(b.subarray(p, this.limit)));
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(unpackFirst(b.subarray(p, this.limit)));
+    } catch (err) {
+      // a map key "__proto__", which the decoder refuses: the generic path reads it (auditEvent)
+      if (isProtoKeyRefusal(err)) return false;
+      throw err;
+    }
     if (json === undefined) return false;
     this.ascii(json);
     return true;
