@@ -3,9 +3,8 @@
 // check that a line's printed event is what its record holds.
 import { createReadStream } from 'node:fs';
 import { Topics, type Log, type Topic } from '../log/port.js';
-import { decodeEvent } from '../log/event-codec.js';
 import type { AuditCheckpoint } from './checkpoint.js';
-import { auditView, INCLUDES, lineOf, readingPlan, type ChannelScope, type Include, type ScopeRequest } from './replay-scope.js';
+import { auditEvent, auditView, INCLUDES, lineOf, readingPlan, type ChannelScope, type Include, type ScopeRequest } from './replay-scope.js';
 
 export const EXPORT_VERSION = 1;
 
@@ -106,7 +105,7 @@ export const outOfScope = (place: string): string =>
 export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
   let view: ReturnType<typeof auditView>;
   try {
-    view = auditView(decodeEvent(value));
+    view = auditView(auditEvent(value));
   } catch {
     return false; // not an event the service writes
   }
@@ -115,6 +114,14 @@ export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
 }
 
 export class ExportFormatError extends Error {}
+
+/**
+ * The export is written a piece at a time, its lines joined into strings of about this many
+ * characters (one write each): a piece of a whole read batch (5,000 records) went past the longest
+ * string V8 makes (2^29 - 24 characters) when the records were large, and the export stopped
+ * ("Invalid string length"; 145 publishes of MAX_PUBLISH_BYTES at their defaults did it).
+ */
+export const EXPORT_PIECE_CHARS = 4 * 1024 * 1024;
 
 /** The longest line an export may have: a record's value (MAX_MESSAGE_SIZE at most 16 MiB a message) in base64, and its event printed. */
 export const MAX_EXPORT_LINE_BYTES = 256 * 1024 * 1024;

@@ -6,7 +6,8 @@
 // replay's speed is measured against the raw log read (issue 27; README: Replay for audits):
 // each choice here is one measured there, and said where it is made.
 import { isUtf8 } from 'node:buffer';
-import { unpackValue } from '../codec/msgpack.js';
+import { unpackFirst } from '../codec/msgpack.js';
+import { isProtoKeyRefusal } from '../codec/msgpack-own-keys.js';
 import { skip, spanLength, spanStart, u32 } from './msgpack-spans.js';
 import { T_FALSE, T_NULL, T_TRUE, Text } from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
@@ -187,7 +188,8 @@ export class JsonChunks {
           // Non-ASCII: as it is when the string is well-formed UTF-8 (JSON.stringify writes it so),
           // checked once; otherwise as the decoder reads it (its own way with bad bytes), decoded.
           if (!checked && !isUtf8(b.subarray(s, e))) {
-            this.ascii(JSON.stringify(unpackValue(b.subarray(p, e))));
+            // (read from the bytes to the record's end: the decoder reads a sequence cut short on into them)
+            this.ascii(JSON.stringify(unpackFirst(b.subarray(p, this.limit))));
             return true;
           }
           checked = true;
@@ -239,7 +241,14 @@ export class JsonChunks {
     }
     const end = skip(b, p, this.limit);
     if (end < 0) return false;
-    const json = JSON.stringify(unpackValue(b.subarray(p, end)));
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(unpackFirst(b.subarray(p, this.limit)));
+    } catch (err) {
+      // a map key "__proto__", which the decoder refuses: the generic path reads it (auditEvent)
+      if (isProtoKeyRefusal(err)) return false;
+      throw err;
+    }
     if (json === undefined) return false;
     this.ascii(json);
     return true;

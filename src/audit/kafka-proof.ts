@@ -10,7 +10,7 @@ import type { KafkaChainedRecord } from '../log/kafka/kafka-reader.js';
 import { Topics, type Topic } from '../log/port.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { kafkaChained, KafkaChainVerifier, type KafkaChainedLog } from './kafka-verify.js';
-import { checkPrinted, ExportFormatError, exportHeader, outOfScope, partitionsOf, type ExportLine } from './export-format.js';
+import { checkPrinted, EXPORT_PIECE_CHARS, ExportFormatError, exportHeader, outOfScope, partitionsOf, type ExportLine } from './export-format.js';
 import { lineOf, type ScopeRequest } from './replay-scope.js';
 
 /** A record's chain headers as an export line carries them (hex), or `chain: "malformed"`; nothing when it has none. */
@@ -54,6 +54,10 @@ export async function* exportKafkaWithProof(log: KafkaChainedLog, request: Scope
   yield exportHeader(request, publicKeys, parts, 'kafka');
   let out = '';
   for (const r of audit) {
+    if (out.length >= EXPORT_PIECE_CHARS) {
+      yield out;
+      out = '';
+    }
     out += `${JSON.stringify({ topic: r.topic, partition: r.partition, offset: r.offset, time: r.timestamp, checkpoint: decodeCheckpoint(r.value), key: r.key, value: Buffer.from(r.value).toString('base64'), ...chainFields(r) })}\n`;
   }
   yield out;
@@ -62,6 +66,11 @@ export async function* exportKafkaWithProof(log: KafkaChainedLog, request: Scope
     for await (const records of kafkaChained(log, topic, partition, low, end)) {
       out = '';
       for (const r of records) {
+        // a piece at most EXPORT_PIECE_CHARS long (and a line): see there
+        if (out.length >= EXPORT_PIECE_CHARS) {
+          yield out;
+          out = '';
+        }
         const line = lineOf(r, request);
         const chain = chainFields(r);
         if (line) {

@@ -27,6 +27,7 @@ import { isStr, skip, spanLength, spanStart, strEquals } from './msgpack-spans.j
 import { E_KEYNAME, E_MESSAGES, E_TYPE, EVENT_KEY_TEXT, EVENT_TABLE, EVENT_TYPE, M_CLIENTID, M_CONNECTIONID, M_DATA, M_ENCODING, MESSAGE_KEY_TEXT, MESSAGE_KEYS, MESSAGE_TABLE, T_BASE64, T_CREDENTIAL, T_END_EVENT, T_END_LINE, T_EVENT, T_TIME, T_TYPE, EVENT_KEYS, Text, WIRE_AFTER_DATA, WIRE_ORDER } from './ndjson-layout.js';
 import { inScope, lineOf, readingPlan, readPartition, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 import { KeyScope } from './key-scope.js';
+import { unpackFirst } from '../codec/msgpack.js';
 import { JsonChunks } from './json-chunks.js';
 
 /** Not in the layout the fast path reads: the generic path serves the record. */
@@ -251,9 +252,10 @@ export class NdjsonChunks extends JsonChunks {
         this.bytes(MESSAGE_KEY_TEXT[M_ENCODING]);
         if (binary) {
           // `${encoding}/base64`, or 'base64' (an empty encoding too, as messageToWire does)
+          // (the encoding as the decoder reads it: bytes that are not UTF-8, a lone surrogate's among them, its own way)
           if (encodingAt >= 0 && spanLength(b, encodingAt) > 0) {
-            const s = spanStart(b, encodingAt);
-            this.ascii(JSON.stringify(`${Buffer.from(b.buffer, b.byteOffset + s, spanLength(b, encodingAt)).toString('utf8')}/base64`));
+            const encoding = unpackFirst(b.subarray(encodingAt, end)) as string;
+            this.ascii(JSON.stringify(`${encoding}/base64`));
           } else this.bytes(T_BASE64);
         } else if (!this.value(b, encodingAt)) return NOT_FAST;
       }

@@ -9,7 +9,7 @@ import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
 import { inScope, lineOf, type ScopeRequest } from './replay-scope.js';
-import { checkHeader, checkPrinted, checkRecordLine, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
+import { checkHeader, checkPrinted, checkRecordLine, EXPORT_PIECE_CHARS, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
 export { ExportFormatError };
@@ -92,6 +92,11 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
     for await (const records of chained(log, topic, partition, end)) {
       let out = '';
       for (const r of records) {
+        // a piece at most EXPORT_PIECE_CHARS long (and a line): see there
+        if (out.length >= EXPORT_PIECE_CHARS) {
+          yield out;
+          out = '';
+        }
         if (r.unreadable) throw new Error(`${topic}/${partition} offset ${r.offset}: the row of log.db holding it does not decode (replay --verify reports it); no export of it`);
         const proof = { link: hex(r.link), ...(r.prev ? { prev: hex(r.prev) } : {}) };
         const line = topic === Topics.audit ? undefined : lineOf(r, request);

@@ -8,6 +8,7 @@ import type { LogEvent } from '../domain/events.js';
 import { partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../codec/message-wire.js';
 import type { StoredMessage } from '../domain/message.js';
+import { isProtoKeyRefusal, unpackOwnKeys } from '../codec/msgpack-own-keys.js';
 
 export const INCLUDES = ['messages', 'presence', 'app-events'] as const;
 export type Include = (typeof INCLUDES)[number];
@@ -127,6 +128,21 @@ export async function* readPartition(log: Log, topic: Topic, partition: number, 
   }
 }
 
+/**
+ * The event a record holds, as the audit reads it: decodeEvent, or for a value the shared decoder
+ * refuses for a map key "__proto__" (realtime JSON frames let one in until they were refused: an
+ * ACKed publish), that value with the key an own property, as JSON.parse reads it: its line says
+ * it, the replay and its verification go on.
+ */
+export function auditEvent(value: Uint8Array): LogEvent {
+  try {
+    return decodeEvent(value);
+  } catch (err) {
+    if (!isProtoKeyRefusal(err)) throw err;
+    return unpackOwnKeys(value) as LogEvent;
+  }
+}
+
 /** The line of a record if it is in the request's scope and time range, else undefined. */
 export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | undefined {
   if (record.timestamp < request.from || record.timestamp > request.to) return undefined;
@@ -134,7 +150,7 @@ export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | u
   if (topic === Topics.apps) {
     if (record.key !== request.appId) return undefined;
   } else if (!inScope(record, request)) return undefined;
-  const event = decodeEvent(record.value);
+  const event = auditEvent(record.value);
   if (topic === Topics.apps && !APP_EVENTS.has(event.type)) return undefined;
   if (topic === Topics.messages && event.type !== 'messages.published') return undefined;
   if (topic === Topics.presence && event.type !== 'presence.changed') return undefined;

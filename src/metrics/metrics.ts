@@ -281,7 +281,7 @@ export class Metrics {
     add('cm_realtime_slow_consumer_disconnects_total', 'Realtime connections cut off for not reading what they were sent', 'counter', realtime((r) => r.slowConsumerDisconnects));
     add('cm_realtime_inbound_budget_disconnects_total', 'Realtime connections disconnected for sending more frames or bytes a second than their budget', 'counter', realtime((r) => r.inboundBudgetDisconnects));
     add('cm_realtime_cooled_connections_total', 'Realtime connections opened with a tenth of the inbound burst: one from their origin (key, address, a token\'s clientId) was disconnected over its budget within REALTIME_FLOOD_COOLDOWN_MS', 'counter', realtime((r) => r.cooledConnections));
-    add('cm_realtime_frames_refused_total', 'Realtime frames dropped over the inbound budget or refused by the decoder (malformed, nested too deep, too wide, a lone surrogate)', 'counter', realtime((r) => r.framesRefused));
+    add('cm_realtime_frames_refused_total', 'Realtime frames dropped over the inbound budget or refused by the decoder (malformed, nested too deep, too wide, a lone surrogate, a __proto__ key)', 'counter', realtime((r) => r.framesRefused));
     const cache = (pick: (c: { rows: number; hits: number; misses: number }) => Value[]) => (): Value[] => {
       const c = this.sources?.statsCache?.();
       return c ? pick(c) : [];

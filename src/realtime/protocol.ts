@@ -3,7 +3,7 @@
 // (REALTIME-PROTOCOL.md §1–2).
 import { isUtf8 } from 'node:buffer';
 import { packValue, unpackValue } from '../codec/msgpack.js';
-import { jsonTextWellFormed } from '../codec/well-formed-text.js';
+import { jsonTextHasProtoKey, jsonTextWellFormed } from '../codec/well-formed-text.js';
 import { jsonHeader, msgpackHeader, type FrameHeader } from './frame-shape.js';
 import { jsonShape, msgpackShape, type ShapeLimits, type ShapeFault } from '../codec/value-shape.js';
 import { ErrorCodes, errorHref, ServiceError, type ErrorKind } from '../errors.js';
@@ -156,6 +156,9 @@ export function decodeFrame(data: Buffer, isBinary: boolean, format: WireFormat,
   if (typeof pm.action !== 'number' || !Number.isInteger(pm.action)) throw new ServiceError('protocolError', 'the ProtocolMessage has no numeric action');
   if (text !== undefined && !jsonTextWellFormed(text, pm)) {
     throw new FrameRefused('invalidRequestBody', 'a string in the frame holds a lone surrogate (\\uD800 to \\uDFFF unpaired): it is not valid Unicode text', pm);
+  }
+  if (text !== undefined && jsonTextHasProtoKey(text, pm)) {
+    throw new FrameRefused('invalidRequestBody', 'the frame holds a "__proto__" key: refused (prototype poisoning), as the REST API refuses it; as a value that string is fine', pm);
   }
   return pm;
 }
