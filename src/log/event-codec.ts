@@ -23,7 +23,12 @@ export const encodeEvent = (event: LogEvent): Uint8Array => {
 // as packValue gives for the shapes the service builds (test/unit/log-events.test.ts); any other
 // shape (a field it does not know, an undefined field) goes through packValue.
 const writer = new MsgpackWriter();
-const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'messages', 'clientIds', 'keyName'] as const;
+// The messages last: what comes before them is the same for every publish of a channel by one key
+// (and clientIds), which the audit replay's transcoder copies whole (src/audit/ndjson.ts's prefixes).
+// Records written before kept clientIds and keyName after the messages; they decode the same.
+const EVENT_FIELDS = ['type', 'appId', 'channel', 'transport', 'clientIds', 'keyName', 'messages'] as const;
+/** Which of EVENT_FIELDS a publish event must have. */
+const REQUIRED_FIELD = [true, true, true, true, false, false, true];
 const MESSAGE_FIELDS = ['id', 'timestamp', 'name', 'data', 'encoding', 'clientId', 'connectionId', 'extras', 'action'] as const;
 
 function definedFields(m: StoredMessage): number | undefined {
@@ -50,13 +55,13 @@ function definedFields(m: StoredMessage): number | undefined {
 }
 
 export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
-  // The five required fields, then clientIds and keyName when defined, in that order.
+  // The four required fields, clientIds and keyName when defined, then the messages, in that order.
   const expected = 5 + (e.clientIds === undefined ? 0 : 1) + (e.keyName === undefined ? 0 : 1);
   let at = 0;
   let keys = 0;
   for (const k in e) {
     while (at < EVENT_FIELDS.length && EVENT_FIELDS[at] !== k) {
-      if (at < 5) return undefined;
+      if (REQUIRED_FIELD[at]) return undefined;
       at++;
     }
     if (at === EVENT_FIELDS.length) return undefined;
@@ -74,7 +79,10 @@ export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
   }
   const w = writer.reset();
   w.map(expected).key('type').string(e.type).key('appId').string(e.appId).key('channel').string(e.channel);
-  w.key('transport').string(e.transport).key('messages').array(e.messages.length);
+  w.key('transport').string(e.transport);
+  if (e.clientIds !== undefined) w.key('clientIds').value(e.clientIds);
+  if (e.keyName !== undefined) w.key('keyName').string(e.keyName);
+  w.key('messages').array(e.messages.length);
   e.messages.forEach((m, i) => {
     w.map(counts[i]);
     if (m.id !== undefined) w.key('id').string(m.id);
@@ -87,8 +95,6 @@ export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
     if (m.extras !== undefined) w.key('extras').value(m.extras);
     if (m.action !== undefined) w.key('action').value(m.action);
   });
-  if (e.clientIds !== undefined) w.key('clientIds').value(e.clientIds);
-  if (e.keyName !== undefined) w.key('keyName').string(e.keyName);
   return w.done();
 }
 

@@ -34,9 +34,11 @@ class PublishRecord implements PendingRecord {
     // The messages are this publish's own objects: they get their timestamp in place.
     for (const m of this.messages) m.timestamp = timestamp;
     const { appId, channel, transport, messages } = this;
-    const event: MessagesPublished = { type: 'messages.published', appId, channel, transport, messages };
+    // The messages last (event-codec.ts's layout: the audit replay copies what comes before them whole).
+    const event = { type: 'messages.published', appId, channel, transport } as MessagesPublished;
     if (this.clientIds) event.clientIds = true;
     if (this.keyName !== undefined) event.keyName = this.keyName;
+    event.messages = messages;
     try {
       return encodeEvent(event);
     } catch (err) {

@@ -9,11 +9,11 @@ const published = (i: number): MessagesPublished => ({
   appId: 'app',
   channel: `ch-${i}`,
   transport: 'rest',
+  clientIds: true,
   messages: [
     { id: `id${i}:0`, timestamp: 1_700_000_000_000 + i, name: 'n', data: { nested: [1, 'two', null, { three: 3.5 }] } },
     { id: `id${i}:1`, timestamp: 1_700_000_000_000 + i, data: new Uint8Array([0, 1, 2, 255]), encoding: 'utf-8/base64', extras: { push: { title: 't' } } },
   ],
-  clientIds: true,
 });
 
 describe('log events (MessagePack on the log)', () => {
@@ -62,10 +62,10 @@ describe('log events (MessagePack on the log)', () => {
           appId: pick(strings, i + 5) || 'app',
           channel: pick(strings, i + 7) || 'ch',
           transport: i % 2 ? 'rest' : 'realtime',
-          messages: Array.from({ length: 1 + (i % 20) }, (_, k) => ({ ...message, id: `${String(message.id)}:${k}` })),
           ...(i % 3 === 0 ? { clientIds: true } : {}),
           // The publishing key (audit replay), with and without clientIds before it.
           ...(i % 4 < 2 ? { keyName: pick(strings, i + 2) || 'app.key' } : {}),
+          messages: Array.from({ length: 1 + (i % 20) }, (_, k) => ({ ...message, id: `${String(message.id)}:${k}` })),
         } as MessagesPublished;
         const fast = encodePublished(event);
         expect(fast, `event ${i} takes the field-by-field path`).toBeDefined();
@@ -77,6 +77,10 @@ describe('log events (MessagePack on the log)', () => {
       const keyFirst = { keyName: 'app.k', ...published(5) };
       expect(encodePublished(keyFirst)).toBeUndefined();
       expect(unpackValue(encodeEvent(keyFirst))).toStrictEqual(keyFirst);
+      // The layout before the messages went last (records of older logs): the generic encoder, read back the same.
+      const keyLast = { ...published(5), keyName: 'app.k' };
+      expect(encodePublished(keyLast)).toBeUndefined();
+      expect(unpackValue(encodeEvent(keyLast))).toStrictEqual(keyLast);
       const odd = { ...published(3), messages: [{ id: 'a', timestamp: 1, unknown: 'kept' } as unknown as StoredMessage] };
       expect(encodePublished(odd)).toBeUndefined();
       expect(unpackValue(encodeEvent(odd))).toStrictEqual(odd);
