@@ -8,7 +8,6 @@ import type { LogEvent } from '../domain/events.js';
 import { partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../codec/message-wire.js';
 import type { StoredMessage } from '../domain/message.js';
-import { isProtoKeyRefusal, unpackOwnKeys } from '../codec/msgpack-own-keys.js';
 
 export const INCLUDES = ['messages', 'presence', 'app-events'] as const;
 export type Include = (typeof INCLUDES)[number];
@@ -129,18 +128,13 @@ export async function* readPartition(log: Log, topic: Topic, partition: number, 
 }
 
 /**
- * The event a record holds, as the audit reads it: decodeEvent, or for a value the shared decoder
- * refuses for a map key "__proto__" (realtime JSON frames let one in until they were refused: an
- * ACKed publish), that value with the key an own property, as JSON.parse reads it: its line says
- * it, the replay and its verification go on.
+ * The event a record holds, as the audit reads it: decodeEvent, which reads a value holding a map
+ * key "__proto__" (realtime JSON frames let one in until they were refused: an ACKed publish) with
+ * the key an own property, as JSON.parse reads it: its line says it, the replay and its
+ * verification go on.
  */
 export function auditEvent(value: Uint8Array): LogEvent {
-  try {
-    return decodeEvent(value);
-  } catch (err) {
-    if (!isProtoKeyRefusal(err)) throw err;
-    return unpackOwnKeys(value) as LogEvent;
-  }
+  return decodeEvent(value);
 }
 
 /** The line of a record if it is in the request's scope and time range, else undefined. */

@@ -1,3 +1,4 @@
+import { isProtoKeyRefusal, unpackOwnKeys } from '../codec/msgpack-own-keys.js';
 import { MsgpackWriter, packValue, unpackValue } from '../codec/msgpack.js';
 import type { StoredMessage } from '../domain/message.js';
 import type { LogEvent, MessagesPublished } from '../domain/events.js';
@@ -100,8 +101,23 @@ export function encodePublished(e: MessagesPublished): Uint8Array | undefined {
 
 export const decodeEvent = (value: Uint8Array): LogEvent => {
   const bytes = value as EventBytes;
-  return (bytes[EVENT] ??= unpackValue(value) as LogEvent);
+  return (bytes[EVENT] ??= readEvent(value));
 };
+
+/**
+ * A record's event. One holding a map key "__proto__" (realtime JSON frames let such keys in, ACKed,
+ * until they were refused) is read with the key an own property, as JSON.parse reads it: the shared
+ * decoder refuses it, and every projection retried the record for ever, so a service whose log held
+ * one never started again.
+ */
+function readEvent(value: Uint8Array): LogEvent {
+  try {
+    return unpackValue(value) as LogEvent;
+  } catch (err) {
+    if (!isProtoKeyRefusal(err)) throw err;
+    return unpackOwnKeys(value) as LogEvent;
+  }
+}
 
 /** The event a value holds if it is already decoded (or was encoded here), without decoding it. */
 export const decodedEvent = (value: Uint8Array): LogEvent | undefined => (value as EventBytes)[EVENT];
