@@ -450,7 +450,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       }
       if (log instanceof EmbeddedLog) {
         // A full disk, say: never a crash.
-        void log.enforceRetention(clock.now()).catch((err) => logger.error({ err }, 'log retention failed; tried again in an hour'));
+        void log.enforceRetention(clock.now()).catch((err) => {
+          // A retention cut short by the service's own stop is no failure.
+          if (closing !== undefined) logger.info({ err }, 'log retention stopped with the service; it runs again an hour after the next start');
+          else logger.error({ err }, 'log retention failed; tried again in an hour');
+        });
       }
     }, 3600_000),
   ];
