@@ -251,10 +251,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     const appends = metrics.appends;
     // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
     // instance out of rotation gets no publishes, so it must come back to find out (half-open).
-    const logOk = appends.lastOk || Date.now() - appends.lastAt > READY_LOG_FAILURE_HOLD_MS;
+    // The embedded log's writer thread gone: no append commits again until a restart, so out for good.
+    const gone = log instanceof EmbeddedLog ? log.unavailable : undefined;
+    const logOk = gone === undefined && (appends.lastOk || Date.now() - appends.lastAt > READY_LOG_FAILURE_HOLD_MS);
     return [
       { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
-      { name: 'log', ok: logOk, detail: appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}` },
+      {
+        name: 'log',
+        ok: logOk,
+        detail: gone ? `the embedded log cannot write until the service restarts: ${gone.message}` : appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}`,
+      },
       runner.consumersCheck(consumerLag(), config.readyMaxLag),
       webhooks.readiness(),
     ];

@@ -1,4 +1,5 @@
 // Operations routes (issue 13): GET /health, GET /ready, GET /metrics, and CORS for browsers.
+import type { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
@@ -166,6 +167,22 @@ describe('GET /health and GET /ready', () => {
       expect((await s.service.app.inject({ method: 'GET', url: '/ready' })).statusCode).toBe(200);
     } finally {
       await s.close();
+    }
+  });
+
+  it('/ready answers 503 for good once the embedded log\'s writer thread is gone (no append commits until a restart), before any append fails', async () => {
+    const s = await startTestService();
+    try {
+      const { worker } = (s.service.log as unknown as { writer: { worker: Worker } }).writer;
+      await worker.terminate();
+      for (const attempt of [0, 1]) {
+        const res = await s.service.app.inject({ method: 'GET', url: '/ready' });
+        expect(res.statusCode, `attempt ${attempt}`).toBe(503);
+        expect(res.json().error.message).toMatch(/the embedded log cannot write until the service restarts: the log writer thread exited/);
+        expect((await publish(s, uniqueChannel())).statusCode).toBeGreaterThanOrEqual(500);
+      }
+    } finally {
+      await s.close().catch(() => undefined);
     }
   });
 

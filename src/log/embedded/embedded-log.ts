@@ -310,6 +310,11 @@ export class EmbeddedLog implements Log {
     return positions;
   }
 
+  /** Why no append can commit again until a restart (the writer thread is gone), if so: GET /ready stays down. */
+  get unavailable(): Error | undefined {
+    return this.writer?.dead;
+  }
+
   /**
    * After a failed commit: throws (the append is refused) while commits are in flight, whose
    * offsets follow the failed ones and which the writer fails too. Once all are answered, the
