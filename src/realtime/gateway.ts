@@ -17,7 +17,7 @@ import type { HistoryProjection } from '../../projections/history/history-projec
 import type { UsageMeter } from '../stats/usage-meter.js';
 import type { RealtimeNumbers } from '../metrics/metrics.js';
 import type { Attachment, Subscriber } from './attachment.js';
-import { Backlog, type BacklogRecord } from './backlog.js';
+import { Backlog, continuityLost, type BacklogRecord } from './backlog.js';
 import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js';
 import type { ConnectionEvents } from './connection-events.js';
 import type { Connection } from './connection.js';
@@ -29,7 +29,8 @@ import { WebSocketTransport } from './transport.js';
 import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { PresenceSync } from './presence-sync.js';
-import { Action, Flag, type ProtocolMessage } from './protocol.js';
+import { Action, Flag, toWireError, type ProtocolMessage } from './protocol.js';
+import { ServiceError } from '../errors.js';
 import type { AttachRequest } from './channel-requests.js';
 import { InbandOccupancy, type OccupancySource } from './occupancy.js';
 import { Sessions } from './sessions.js';
@@ -234,6 +235,8 @@ export class Gateway {
     const partition = delivery.partitionOf(recordKey);
     const asked = serial === undefined ? undefined : parseChannelSerial(serial);
     let position = asked?.partition === partition ? asked.offset : undefined;
+    // Why a channelSerial given is not resumed from: ATTACHED without RESUMED carries it (90003).
+    let lost = serial !== undefined && position === undefined ? continuityLost(': its channelSerial is not a position of this channel') : undefined;
     if (position !== undefined && position > delivery.position(partition)) {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
@@ -249,7 +252,7 @@ export class Gateway {
       if (pending.get(channel) !== ticket) return;
       pending.delete(channel);
       if (conn.socketEpoch !== epoch) return;
-      if (end === undefined || position > end) position = undefined;
+      if (end === undefined || position > end) [position, lost] = [undefined, continuityLost(": its channelSerial is past the end of the channel's log")];
     }
     const from = position;
     this.detach(conn, channel);
@@ -277,6 +280,7 @@ export class Gateway {
         resumed = true;
       } catch (err) {
         this.deps.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
+        lost = err instanceof ServiceError ? err : continuityLost(': its backlog could not be read', err);
       }
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     } else if (rewind) {
@@ -298,6 +302,9 @@ export class Gateway {
     const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
     // The params granted are echoed (RTL4k); the connection refused any other.
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
+    // A channelSerial not resumed from: the SDK shows the error on the channel's state change (an
+    // `update` if it was attached) and takes this ATTACHED's channelSerial; the channel stays attached.
+    if (serial !== undefined && !resumed) attached.error = toWireError(lost ?? continuityLost(''));
     conn.send(attached);
     if (attachment.occupancy) this.occupancy.attached(attachment);
     if (hasPresence) this.presenceSync.send(attachment, members);
