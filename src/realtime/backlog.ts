@@ -131,11 +131,13 @@ export class Backlog {
       for (const r of records) {
         if (r.offset >= to) break;
         if (r.key === recordKey) {
-          // One of the channel's older than the window behind a newer first record (the instances'
-          // clocks differ): continuity is lost as well.
-          if (now - r.timestamp > connectionStateTtlMs) throw expired();
           const event = decodeEvent(r.value);
-          if (event.type === 'messages.published') found.push({ event, offset: r.offset });
+          if (event.type === 'messages.published') {
+            // One of the channel's older than the window behind a newer first record (the
+            // instances' clocks differ): continuity is lost as well.
+            if (now - r.timestamp > connectionStateTtlMs) throw expired();
+            found.push({ event, offset: r.offset });
+          }
           bytes += r.value.byteLength;
           if (found.length > maxReplayRecords || bytes > maxBufferedBytes) throw continuityLost(` (message limit exceeded): more than ${maxReplayRecords} messages or ${maxBufferedBytes} bytes were published after its channelSerial`);
         }

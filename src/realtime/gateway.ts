@@ -266,14 +266,17 @@ export class Gateway {
     // Behind the client's position (it comes from an instance whose delivery is further on): live
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
-    const replay = from !== undefined && from < target;
+    // Nothing of the channel after the client's position (known without reading: a quiet channel
+    // resumes however long ago its last message was): continuity, and nothing to replay.
+    const quiet = from !== undefined && from < target && delivery.nothingSince(partition, recordKey, from);
+    const replay = from !== undefined && from < target && !quiet;
     if (replay || rewind) attachment.held = [];
     delivery.add(attachment);
     conn.attachments.set(channel, attachment);
     this.deps.events.attached(conn.appId, base, conn.id, modes);
 
     let backlog: BacklogRecord[] = [];
-    let resumed = ahead || from === target;
+    let resumed = ahead || quiet || from === target;
     if (replay) {
       try {
         backlog = await this.backlog.replay(recordKey, partition, from, target, conn, () => conn.attachments.get(channel) !== attachment);
@@ -298,7 +301,7 @@ export class Gateway {
     // The client's position as it reads this frame: the backlog and the held deliveries follow it,
     // each with its own. Past them, a resume from here (the client cut off before they reach it)
     // would skip them with RESUMED (issue 22: messages missed in silence).
-    const attachedAt = resumed && from !== undefined ? from : target;
+    const attachedAt = resumed && from !== undefined && !quiet ? from : target;
     const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
     // The params granted are echoed (RTL4k); the connection refused any other.
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;

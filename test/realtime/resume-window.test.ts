@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Topics } from '../../src/log/port.js';
-import { channelKey } from '../../src/log/partitioner.js';
+import { channelKey, partitionFor } from '../../src/log/partitioner.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import type { MessagesPublished } from '../../src/domain/events.js';
 import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
@@ -113,6 +113,39 @@ describe('a channelSerial is resumed from only within the continuity window (con
     await publish(channel, 'c');
     await received(resumer, channel, 'c');
     expect(dataOf(resumer, channel)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('one on a channel quiet for longer than the window, in a partition that was not, is RESUMED with nothing to replay, reading nothing', { timeout: 60_000 }, async () => {
+    ts = await startTestService();
+    port = await listening(ts);
+    const appId = ts.key.split('.')[0];
+    const channel = uniqueChannel('resume-quiet');
+    const partitions = await ts.service.log.partitions(Topics.messages);
+    const partition = partitionFor(channelKey(appId, channel), partitions);
+    let other = uniqueChannel('resume-busy');
+    while (partitionFor(channelKey(appId, other), partitions) !== partition) other = uniqueChannel('resume-busy');
+    const probe = await connect();
+    await probe.attach(channel);
+    await probe.attach(other);
+    // The channel's last message ten minutes ago, which the client had; then the partition's other
+    // channel, ten minutes ago too: the first record after the client's position is older than the window.
+    const last = await appendAt(channel, 1, Date.now() - 600_000);
+    const serial = String((await received(probe, channel, 'old-0')).channelSerial);
+    expect(serial).toBe(`${partition}:${last + 1}`);
+    // The channel's `channel.used` (appended every 6 s while it is attached) is no publish.
+    const used = encodeEvent({ type: 'channel.used', appId, channel });
+    await ts.service.log.append(Topics.messages, [{ key: channelKey(appId, channel), value: used, timestamp: Date.now() - 600_000 }]);
+    await appendAt(other, 50, Date.now() - 600_000);
+    await received(probe, other, 'old-49');
+    const reads = countReads();
+    const resumer = await connect();
+    const resumed = await resumer.attach(channel, { channelSerial: serial, flags: ATTACH_RESUME });
+    expect(Number(resumed.flags) & RESUMED).toBe(RESUMED);
+    expect(resumed.error).toBeUndefined();
+    expect(reads.records).toBe(0);
+    await publish(channel, 'live');
+    await received(resumer, channel, 'live');
+    expect(dataOf(resumer, channel)).toEqual(['live']);
   });
 
   it('one this service never issued (unreadable, of another partition, past the log\'s end) attaches without RESUMED and 90003; the channel goes on live', { timeout: 60_000 }, async () => {
