@@ -6,6 +6,7 @@
 // sent up to 10,000 messages (history the client may not read over REST) and read up to 1,000,000
 // log records. Runs on the embedded adapters, and in production mode with TEST_SERVICE_MODE=production.
 import { afterEach, describe, expect, it } from 'vitest';
+import * as Ably from 'ably';
 import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Topics } from '../../src/log/port.js';
 import { channelKey, partitionFor } from '../../src/log/partitioner.js';
@@ -15,7 +16,7 @@ import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
 
 let ts: TestService | undefined;
 let port = 0;
-const opened: RawClient[] = [];
+const opened: { close(): void }[] = [];
 
 afterEach(async () => {
   for (const c of opened.splice(0)) c.close();
@@ -164,6 +165,31 @@ describe('a channelSerial is resumed from only within the continuity window (con
       await received(c, channel, `live-${i}`);
     }
     expect(dataOf(c, channel)).toEqual(['live-0', 'live-1', 'live-2']);
+  });
+
+  it('ably-js takes such an ATTACHED as attached with reason 90003: the channel neither fails nor re-attaches, and goes on live', { timeout: 60_000 }, async () => {
+    ts = await startTestService();
+    port = await listening(ts);
+    const channel = uniqueChannel('resume-sdk');
+    // A recovery key whose channelSerial this service never issued (RTN16: the SDK attaches with it).
+    const recover = JSON.stringify({ connectionKey: 'gone!nomac', msgSerial: 0, channelSerials: { [channel]: '0:999999999999' } });
+    const client = new Ably.Realtime({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, logLevel: 0, recover });
+    opened.push(client);
+    const ch = client.channels.get(channel);
+    const changes: Ably.ChannelStateChange[] = [];
+    ch.on((change) => void changes.push(change));
+    const arrived: unknown[] = [];
+    await ch.subscribe((m) => void arrived.push(m.data));
+    await publish(channel, 'live');
+    const end = Date.now() + 10_000;
+    while (!arrived.includes('live') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    expect(arrived).toEqual(['live']);
+    expect(ch.state).toBe('attached');
+    const attached = changes.filter((c) => c.current === 'attached');
+    expect(attached).toHaveLength(1);
+    expect(attached[0].resumed).toBe(false);
+    expect(attached[0].reason?.code).toBe(90003);
+    expect(changes.map((c) => c.current)).toEqual(['attaching', 'attached']);
   });
 
   it('one with more records after it than REALTIME_MAX_REPLAY_SCAN attaches without RESUMED and 90003, reading nothing', { timeout: 60_000 }, async () => {
