@@ -356,6 +356,7 @@ function parseRealtime(e: Record<string, string | undefined>): RealtimeSettings 
     cometMaxPendingRequests: int(e, 'REALTIME_COMET_MAX_PENDING_REQUESTS', d.cometMaxPendingRequests, 1, 100),
     cometMaxSendBytes: int(e, 'REALTIME_COMET_MAX_SEND_BYTES', d.cometMaxSendBytes, 1024, 256 * 1024 * 1024),
     cometMaxUnpolledPerAddress: int(e, 'REALTIME_COMET_MAX_UNPOLLED_PER_ADDRESS', d.cometMaxUnpolledPerAddress, 1, 10_000_000),
+    maxReplayScanRecords: int(e, 'REALTIME_MAX_REPLAY_SCAN', d.maxReplayScanRecords, 1000, 100_000_000),
     instanceAliveIntervalMs: int(e, 'REALTIME_INSTANCE_ALIVE_MS', d.instanceAliveIntervalMs, 100, 3600_000),
     occupancyIntervalMs: int(e, 'REALTIME_OCCUPANCY_INTERVAL_MS', d.occupancyIntervalMs, 100, 600_000),
     tokenRenewLeadMs: int(e, 'REALTIME_TOKEN_RENEW_LEAD_MS', d.tokenRenewLeadMs, 0, 3600_000),

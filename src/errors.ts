@@ -61,6 +61,7 @@ export const ErrorCodes = {
   invalidConnectionKey: { code: 80018, statusCode: 400 },
   deliveryRateExceeded: { code: 80020, statusCode: 429 },
   serviceShuttingDown: { code: 80003, statusCode: 503 },
+  continuityLost: { code: 90003, statusCode: 404 },
   tooManyChannels: { code: 90010, statusCode: 400 },
   presenceWithoutClientId: { code: 91000, statusCode: 400 },
   tooManyPresenceMembers: { code: 91003, statusCode: 400 },

@@ -121,3 +121,18 @@ function readEvent(value: Uint8Array): LogEvent {
 
 /** The event a value holds if it is already decoded (or was encoded here), without decoding it. */
 export const decodedEvent = (value: Uint8Array): LogEvent | undefined => (value as EventBytes)[EVENT];
+
+/** The MessagePack of a `channel.used` event up to its type: a map, `"type"`, `"channel.used"`. */
+const CHANNEL_USED_HEAD = Uint8Array.from([0xa4, ...new TextEncoder().encode('type'), 0xac, ...new TextEncoder().encode('channel.used')]);
+
+/**
+ * Whether `value` is certainly a `channel.used` event, read from its first field without decoding
+ * it (delivery sees one a channel per attached interval and decodes none); false when unsure.
+ */
+export function isChannelUsed(value: Uint8Array): boolean {
+  const known = decodedEvent(value);
+  if (known) return known.type === 'channel.used';
+  if (value.length <= CHANNEL_USED_HEAD.length || (value[0] & 0xf0) !== 0x80) return false;
+  for (let i = 0; i < CHANNEL_USED_HEAD.length; i++) if (value[i + 1] !== CHANNEL_USED_HEAD[i]) return false;
+  return true;
+}

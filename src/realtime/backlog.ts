@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { ServiceError } from '../errors.js';
 import type { Log } from '../log/port.js';
 import { Topics } from '../log/port.js';
 import { decodeEvent } from '../log/event-codec.js';
@@ -13,6 +14,10 @@ const REWIND_WAIT_MS = 5_000;
 
 /** Backlogs read from the log at once. */
 const REPLAY_SLOTS = 4;
+
+/** Why an ATTACH's channelSerial is not resumed from (`why` follows "unable to recover channel"): the ATTACHED's error. */
+export const continuityLost = (why: string, cause?: unknown): ServiceError =>
+  new ServiceError('continuityLost', `unable to recover channel${why}; it attached without continuity, read what was missed from history (untilAttach)`, cause);
 
 /** One publish of a backlog, at its offset in the channel's partition. */
 export interface BacklogRecord {
@@ -72,7 +77,8 @@ export class FairSlots {
 /**
  * What an attach sends before live delivery: on a resume, the channel's messages the client
  * missed, read from the log (replay); on a clean attach with `rewind`, its most recent messages,
- * from history. Both bounded: a backlog past maxReplayRecords or maxBufferedBytes is not sent.
+ * from history. Both bounded: a backlog past maxReplayRecords or maxBufferedBytes is not sent, and
+ * a replay reads at most maxReplayScanRecords records, all appended within connectionStateTtl.
  */
 export class Backlog {
   private readonly replaySlots = new FairSlots(REPLAY_SLOTS);
@@ -83,8 +89,19 @@ export class Backlog {
    * The channel's messages in its partition from `from` up to `to`, read from the log, for an
    * attach of `owner` (its connection); `gone` says the attach was detached meanwhile (then the
    * read ends, and nothing is returned: it throws).
+   *
+   * Continuity is a short-lived guarantee, as the platform's (README: Resume): a position whose
+   * first record after it was appended more than connectionStateTtl ago, or with more than
+   * maxReplayScanRecords records after it, throws a ServiceError 90003 (continuityLost) without
+   * reading further, whoever made the position: a forged one sends no older messages than a
+   * resume within the window would, and makes the service read no more than one would.
    */
   async replay(recordKey: string, partition: number, from: number, to: number, owner: object, gone: () => boolean): Promise<BacklogRecord[]> {
+    // Checked before any read: the records a replay reads are at most to - from (offsets may skip).
+    const { maxReplayScanRecords } = this.deps.settings;
+    if (to - from > maxReplayScanRecords) {
+      throw continuityLost(`: ${to - from} records were appended after its channelSerial, more than a resume reads (${maxReplayScanRecords})`);
+    }
     // A few backlogs at a time, one per connection, each at most maxBufferedBytes: whatever many
     // clients ask for at once, replay holds a bounded amount of memory, and one client's many
     // backlogs wait behind each other, not in front of the others'.
@@ -98,27 +115,34 @@ export class Backlog {
   }
 
   private async readRange(recordKey: string, partition: number, from: number, to: number, gone: () => boolean): Promise<BacklogRecord[]> {
-    const { maxReplayRecords, maxBufferedBytes } = this.deps.settings;
+    const { maxReplayRecords, maxBufferedBytes, connectionStateTtlMs } = this.deps.settings;
+    const now = this.deps.clock.now();
+    const expired = (): ServiceError => continuityLost(` (messages expired): its channelSerial is older than the ${connectionStateTtlMs} ms a resume keeps continuity`);
     const found: BacklogRecord[] = [];
     let offset = from;
-    let scanned = 0;
     let bytes = 0;
     while (offset < to) {
       if (gone()) throw new Error('detached while its backlog was read');
       const records = await this.deps.log.read(Topics.messages, partition, offset, Math.min(1000, to - offset));
-      if (records.length === 0 || records[0].offset !== offset) throw new Error(`the log no longer holds offset ${offset} of partition ${partition}`);
+      if (records.length === 0 || records[0].offset !== offset) throw continuityLost(` (messages expired): the log no longer holds offset ${offset} of partition ${partition}`);
+      // The first record the client may have missed: appended before the window, continuity is
+      // lost (the platform keeps it for connectionStateTtl), whatever the channel's records after it.
+      if (offset === from && now - records[0].timestamp > connectionStateTtlMs) throw expired();
       for (const r of records) {
         if (r.offset >= to) break;
         if (r.key === recordKey) {
           const event = decodeEvent(r.value);
-          if (event.type === 'messages.published') found.push({ event, offset: r.offset });
+          if (event.type === 'messages.published') {
+            // One of the channel's older than the window behind a newer first record (the
+            // instances' clocks differ): continuity is lost as well.
+            if (now - r.timestamp > connectionStateTtlMs) throw expired();
+            found.push({ event, offset: r.offset });
+          }
           bytes += r.value.byteLength;
-          if (found.length > maxReplayRecords || bytes > maxBufferedBytes) throw new Error('the backlog is larger than one client may be sent at once');
+          if (found.length > maxReplayRecords || bytes > maxBufferedBytes) throw continuityLost(` (message limit exceeded): more than ${maxReplayRecords} messages or ${maxBufferedBytes} bytes were published after its channelSerial`);
         }
       }
       offset = records[records.length - 1].offset + 1;
-      scanned += records.length;
-      if (scanned > 100 * maxReplayRecords) throw new Error('the backlog is too far back in the log');
     }
     return found;
   }

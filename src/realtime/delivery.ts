@@ -6,7 +6,7 @@ import { Topics } from '../log/port.js';
 import { AppliedPositions } from '../log/applied-positions.js';
 import type { OwnWrites } from '../log/own-writes.js';
 import { partitionFor } from '../log/partitioner.js';
-import { decodeEvent } from '../log/event-codec.js';
+import { decodeEvent, isChannelUsed } from '../log/event-codec.js';
 import { channelKey } from '../log/partitioner.js';
 import type { MessagesPublished } from '../domain/events.js';
 import { isAssignedId } from '../messages/message.js';
@@ -20,9 +20,12 @@ import { channelSerial } from '../channels/channel-serial.js';
 import { presenceToWire, sizeOf } from './presence-sync.js';
 import { Action, Flag, encodeFrame, type Frame, type WireFormat } from './protocol.js';
 import type { RealtimeSettings } from './settings.js';
+import { LastRecords } from './last-records.js';
 
 /** How long a delivered client-supplied id is remembered: the idempotency window of history's tail. */
 const DELIVERED_IDS_WINDOW_MS = 120_000;
+/** Channels whose last record delivery remembers, all partitions together (some 100 bytes each). */
+const LAST_RECORDS_KEPT = 100_000;
 
 export interface DeliveryDeps {
   log: Log;
@@ -119,6 +122,8 @@ export class Delivery {
   /** `delivered`, for waits (ownMessagesDelivered). */
   private readonly progress = new AppliedPositions();
   private partitions = 1;
+  /** Each channel's last record here (bounded): a resume on a quiet channel needs no read. */
+  private lastRecords = new LastRecords(0);
   private subscription: Subscription | undefined;
   private messagesDelivered = 0;
 
@@ -143,6 +148,8 @@ export class Delivery {
     // Where it starts: the end, or later where a shared consumer had handed the records on already.
     const from = this.subscription.positions();
     this.delivered = Array.from({ length: this.partitions }, (_, p) => from.get(p) ?? ends.get(p) ?? 0);
+    this.lastRecords = new LastRecords(Math.max(1000, Math.ceil(LAST_RECORDS_KEPT / this.partitions)));
+    this.delivered.forEach((offset, p) => this.lastRecords.start(p, offset));
     await this.subscription.caughtUp;
   }
 
@@ -158,6 +165,11 @@ export class Delivery {
   /** The next offset of `partition` to deliver: everything before it was. */
   position(partition: number): number {
     return this.delivered[partition] ?? 0;
+  }
+
+  /** Whether the channel of `recordKey` certainly has no record from `offset` up to position(partition) (LastRecords). */
+  nothingSince(partition: number, recordKey: string, offset: number): boolean {
+    return this.lastRecords.nothingSince(partition, recordKey, offset);
   }
 
   add(attachment: Attachment): void {
@@ -188,6 +200,9 @@ export class Delivery {
           for (const attachment of set) this.sendMessages(attachment, out);
         }
       }
+      // What a client may have missed is a publish: a channel's `channel.used` (every 6 s while
+      // attached anywhere) does not make a quiet channel busy.
+      if (!isChannelUsed(r.value)) this.lastRecords.seen(r.partition, r.key, r.offset);
       this.delivered[r.partition] = r.offset + 1;
     }
     this.progress.advance(records);

@@ -17,7 +17,7 @@ import type { HistoryProjection } from '../../projections/history/history-projec
 import type { UsageMeter } from '../stats/usage-meter.js';
 import type { RealtimeNumbers } from '../metrics/metrics.js';
 import type { Attachment, Subscriber } from './attachment.js';
-import { Backlog, type BacklogRecord } from './backlog.js';
+import { Backlog, continuityLost, type BacklogRecord } from './backlog.js';
 import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js';
 import type { ConnectionEvents } from './connection-events.js';
 import type { Connection } from './connection.js';
@@ -29,7 +29,8 @@ import { WebSocketTransport } from './transport.js';
 import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { PresenceSync } from './presence-sync.js';
-import { Action, Flag, type ProtocolMessage } from './protocol.js';
+import { Action, Flag, toWireError, type ProtocolMessage } from './protocol.js';
+import { ServiceError } from '../errors.js';
 import type { AttachRequest } from './channel-requests.js';
 import { InbandOccupancy, type OccupancySource } from './occupancy.js';
 import { Sessions } from './sessions.js';
@@ -234,6 +235,8 @@ export class Gateway {
     const partition = delivery.partitionOf(recordKey);
     const asked = serial === undefined ? undefined : parseChannelSerial(serial);
     let position = asked?.partition === partition ? asked.offset : undefined;
+    // Why a channelSerial given is not resumed from: ATTACHED without RESUMED carries it (90003).
+    let lost = serial !== undefined && position === undefined ? continuityLost(': its channelSerial is not a position of this channel') : undefined;
     if (position !== undefined && position > delivery.position(partition)) {
       // Ahead of this instance's delivery: a position from another instance further on, believed
       // only up to the log's end (a log made anew since has not reached it: no continuity).
@@ -249,7 +252,7 @@ export class Gateway {
       if (pending.get(channel) !== ticket) return;
       pending.delete(channel);
       if (conn.socketEpoch !== epoch) return;
-      if (end === undefined || position > end) position = undefined;
+      if (end === undefined || position > end) [position, lost] = [undefined, continuityLost(": its channelSerial is past the end of the channel's log")];
     }
     const from = position;
     this.detach(conn, channel);
@@ -263,20 +266,24 @@ export class Gateway {
     // Behind the client's position (it comes from an instance whose delivery is further on): live
     // delivery brings everything after it, and skips what the client has.
     const ahead = from !== undefined && from > target;
-    const replay = from !== undefined && from < target;
+    // Nothing of the channel after the client's position (known without reading: a quiet channel
+    // resumes however long ago its last message was): continuity, and nothing to replay.
+    const quiet = from !== undefined && from < target && delivery.nothingSince(partition, recordKey, from);
+    const replay = from !== undefined && from < target && !quiet;
     if (replay || rewind) attachment.held = [];
     delivery.add(attachment);
     conn.attachments.set(channel, attachment);
     this.deps.events.attached(conn.appId, base, conn.id, modes);
 
     let backlog: BacklogRecord[] = [];
-    let resumed = ahead || from === target;
+    let resumed = ahead || quiet || from === target;
     if (replay) {
       try {
         backlog = await this.backlog.replay(recordKey, partition, from, target, conn, () => conn.attachments.get(channel) !== attachment);
         resumed = true;
       } catch (err) {
         this.deps.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
+        lost = err instanceof ServiceError ? err : continuityLost(': its backlog could not be read', err);
       }
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     } else if (rewind) {
@@ -294,10 +301,13 @@ export class Gateway {
     // The client's position as it reads this frame: the backlog and the held deliveries follow it,
     // each with its own. Past them, a resume from here (the client cut off before they reach it)
     // would skip them with RESUMED (issue 22: messages missed in silence).
-    const attachedAt = resumed && from !== undefined ? from : target;
+    const attachedAt = resumed && from !== undefined && !quiet ? from : target;
     const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
     // The params granted are echoed (RTL4k); the connection refused any other.
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
+    // A channelSerial not resumed from: the SDK shows the error on the channel's state change (an
+    // `update` if it was attached) and takes this ATTACHED's channelSerial; the channel stays attached.
+    if (serial !== undefined && !resumed) attached.error = toWireError(lost ?? continuityLost(''));
     conn.send(attached);
     if (attachment.occupancy) this.occupancy.attached(attachment);
     if (hasPresence) this.presenceSync.send(attachment, members);

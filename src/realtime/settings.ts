@@ -112,6 +112,12 @@ export interface RealtimeSettings {
   cometMaxUnpolledPerAddress: number;
   /** Log records held for one attachment while its backlog is read from the log. */
   maxReplayRecords: number;
+  /**
+   * Log records a resume's replay may read (the channel's partition after its channelSerial, all
+   * channels' records in it): a position with more after it attaches without continuity (90003)
+   * with nothing read. REALTIME_MAX_REPLAY_SCAN
+   */
+  maxReplayScanRecords: number;
   /** Members per SYNC page. */
   syncPageSize: number;
   /**
@@ -159,6 +165,7 @@ export const DEFAULT_REALTIME_SETTINGS: RealtimeSettings = {
   cometMaxSendBytes: 2 * 1024 * 1024,
   cometMaxUnpolledPerAddress: 100,
   maxReplayRecords: 10_000,
+  maxReplayScanRecords: 200_000,
   syncPageSize: 100,
   instanceAliveIntervalMs: 10_000,
   occupancyIntervalMs: 1000,

@@ -85,6 +85,9 @@ describeWithInfra('production mode: the realtime gateway on two instances of one
     const mover = client(lb.port(), 'mover', { disconnectedRetryTimeout: 200 });
     const moverGot: unknown[] = [];
     await mover.channels.get('room').subscribe((m) => void moverGot.push(m.data));
+    // A re-attach without RESUMED (continuity lost, 90003) is an `update` on an attached channel.
+    const moverUpdates: unknown[] = [];
+    mover.channels.get('room').on('update', (change) => void moverUpdates.push(change.reason?.code));
     await mover.channels.get('room').presence.enter('moving');
     const moverId = mover.connection.id;
     const publisherGot: unknown[] = [];
@@ -103,6 +106,8 @@ describeWithInfra('production mode: the realtime gateway on two instances of one
     await publisher.channels.get('room').publish('m', 'after-move');
     await until('the message after the move', () => moverGot.length === 3);
     expect(moverGot).toEqual(['before-move', 'during-move', 'after-move']);
+    // The serial instance a issued resumed on b, within the window: RESUMED, no update.
+    expect(moverUpdates).toEqual([]);
     lb.server.close();
     // Instance a learnt from the log that the connection lives on b now: its drop window passes
     // without the mover leaving.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeEvent, encodeEvent, encodePublished } from '../../src/log/event-codec.js';
+import { decodeEvent, encodeEvent, encodePublished, isChannelUsed } from '../../src/log/event-codec.js';
 import type { MessagesPublished } from '../../src/domain/events.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import { packValue, unpackValue } from '../../src/codec/msgpack.js';
@@ -87,5 +87,18 @@ describe('log events (MessagePack on the log)', () => {
       const undefinedField = { ...published(4), messages: [{ id: 'b', timestamp: 2, name: undefined }] };
       expect(unpackValue(encodeEvent(undefinedField))).toStrictEqual({ ...undefinedField, messages: [{ id: 'b', timestamp: 2 }] });
     });
+  });
+});
+
+describe('isChannelUsed (delivery tells a channel.used from a publish without decoding it)', () => {
+  // Bytes as read from the log: a copy, without the event the encoder attached.
+  const read = (bytes: Uint8Array): Uint8Array => Uint8Array.from(bytes);
+  it('is true for a channel.used as encoded, read or not; false for a publish and other events', () => {
+    const used = encodeEvent({ type: 'channel.used', appId: 'app', channel: 'room' });
+    expect(isChannelUsed(used)).toBe(true);
+    expect(isChannelUsed(read(used))).toBe(true);
+    for (const other of [encodeEvent(published(1)), packValue({ ...published(2) }), encodeEvent({ type: 'app.deleted', appId: 'app' } as never), packValue({ appId: 'a', type: 'channel.used' }), new Uint8Array(0)]) {
+      expect(isChannelUsed(read(other))).toBe(false);
+    }
   });
 });
