@@ -3,8 +3,9 @@
 // check that a line's printed event is what its record holds.
 import { createReadStream } from 'node:fs';
 import { Topics, type Log, type Topic } from '../log/port.js';
+import { decodeEvent } from '../log/event-codec.js';
 import type { AuditCheckpoint } from './checkpoint.js';
-import { auditEvent, auditView, INCLUDES, lineOf, readingPlan, type ChannelScope, type Include, type ScopeRequest } from './replay-scope.js';
+import { auditView, INCLUDES, lineOf, readingPlan, type ChannelScope, type Include, type ScopeRequest } from './replay-scope.js';
 
 export const EXPORT_VERSION = 1;
 
@@ -105,7 +106,7 @@ export const outOfScope = (place: string): string =>
 export function printedMatches(line: ExportLine, value: Uint8Array): boolean {
   let view: ReturnType<typeof auditView>;
   try {
-    view = auditView(auditEvent(value));
+    view = auditView(decodeEvent(value));
   } catch {
     return false; // not an event the service writes
   }

@@ -245,7 +245,7 @@ export class JsonChunks {
     try {
       json = JSON.stringify(unpackFirst(b.subarray(p, this.limit)));
     } catch (err) {
-      // a map key "__proto__", which the decoder refuses: the generic path reads it (auditEvent)
+      // a map key "__proto__", which the decoder refuses: the generic path reads it (decodeEvent, src/log/event-codec.ts)
       if (isProtoKeyRefusal(err)) return false;
       throw err;
     }

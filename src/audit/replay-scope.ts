@@ -127,16 +127,6 @@ export async function* readPartition(log: Log, topic: Topic, partition: number, 
   }
 }
 
-/**
- * The event a record holds, as the audit reads it: decodeEvent, which reads a value holding a map
- * key "__proto__" (realtime JSON frames let one in until they were refused: an ACKed publish) with
- * the key an own property, as JSON.parse reads it: its line says it, the replay and its
- * verification go on.
- */
-export function auditEvent(value: Uint8Array): LogEvent {
-  return decodeEvent(value);
-}
-
 /** The line of a record if it is in the request's scope and time range, else undefined. */
 export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | undefined {
   if (record.timestamp < request.from || record.timestamp > request.to) return undefined;
@@ -144,7 +134,7 @@ export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | u
   if (topic === Topics.apps) {
     if (record.key !== request.appId) return undefined;
   } else if (!inScope(record, request)) return undefined;
-  const event = auditEvent(record.value);
+  const event = decodeEvent(record.value);
   if (topic === Topics.apps && !APP_EVENTS.has(event.type)) return undefined;
   if (topic === Topics.messages && event.type !== 'messages.published') return undefined;
   if (topic === Topics.presence && event.type !== 'presence.changed') return undefined;

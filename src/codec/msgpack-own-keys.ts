@@ -1,8 +1,9 @@
 // A MessagePack reader for the one value the shared decoder (msgpack.ts) refuses to read: a map with
 // a key "__proto__". Its key is made an own property, as JSON.parse makes it, never the object's
 // prototype. The realtime JSON frames let such keys into the log until they were refused
-// (src/realtime/protocol.ts); the audit replay reads those records with this (auditEvent, src/audit/replay-scope.ts)
-// rather than stopping on them. Nothing a client sends is read with it.
+// (src/realtime/protocol.ts); decodeEvent (src/log/event-codec.ts) reads those records with this,
+// for the projections and the audit replay alike, rather than stopping on them. Nothing a client
+// sends is read with it.
 
 const text = new TextDecoder('utf-8', { ignoreBOM: true });
 
