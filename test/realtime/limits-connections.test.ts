@@ -11,6 +11,14 @@ import { clients, connect, errorOf, history, open, pausable, port, requestToken,
 
 useLimitsService();
 
+/** Sends a frame as written, its SERIAL the connection's next msgSerial, and resolves with the ACK or NACK of it. */
+function answerTo(c: RawClient, pm: string): Promise<Pm> {
+  const msgSerial = c.nextSerial();
+  const answer = c.ackOf(msgSerial);
+  c.sendRaw(pm.replace('SERIAL', String(msgSerial)));
+  return answer;
+}
+
 describe('channels per connection', () => {
   it('an ATTACH beyond REALTIME_MAX_CHANNELS_PER_CONNECTION gets a channel ERROR 90010; after a DETACH there is room again', async () => {
     const c = await connect();
@@ -250,12 +258,7 @@ describe('frames that are not what the protocol says', () => {
   it('a lone surrogate in a MESSAGE or PRESENCE (a JSON escape) gets NACK 40001 and nothing is stored; an escaped pair is fine', async () => {
     const c = await connect();
     const channel = uniqueChannel();
-    const raw = (pm: string): Promise<Pm> => {
-      const msgSerial = c.nextSerial();
-      const answer = c.ackOf(msgSerial);
-      c.sendRaw(pm.replace('SERIAL', String(msgSerial)));
-      return answer;
-    };
+    const raw = (pm: string): Promise<Pm> => answerTo(c, pm);
     expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":"a\\ud800b"}]}`))).toMatchObject({ code: 40001, statusCode: 400 });
     expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":{"\\udfff":1}}]}`))).toMatchObject({ code: 40001 });
     expect(errorOf(await raw(`{"action":14,"channel":"${channel}","msgSerial":SERIAL,"presence":[{"action":2,"clientId":"x\\udc00","data":"d"}]}`))).toMatchObject({ code: 40001 });
@@ -268,12 +271,7 @@ describe('frames that are not what the protocol says', () => {
   it('a "__proto__" key in a MESSAGE or PRESENCE (plain or \\u-escaped; in extras.push, data, presence data) gets NACK 40001 and nothing is stored; as a value it is fine', async () => {
     const c = await connect();
     const channel = uniqueChannel();
-    const raw = (pm: string): Promise<Pm> => {
-      const msgSerial = c.nextSerial();
-      const answer = c.ackOf(msgSerial);
-      c.sendRaw(pm.replace('SERIAL', String(msgSerial)));
-      return answer;
-    };
+    const raw = (pm: string): Promise<Pm> => answerTo(c, pm);
     expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":"d","extras":{"push":{"__proto__":{"x":1}}}}]}`))).toMatchObject({ code: 40001, statusCode: 400 });
     expect(errorOf(await raw(`{"action":15,"channel":"${channel}","msgSerial":SERIAL,"messages":[{"name":"n","data":{"a":[{"\\u005f_proto__":1}]}}]}`))).toMatchObject({ code: 40001 });
     expect(errorOf(await raw(`{"action":14,"channel":"${channel}","msgSerial":SERIAL,"presence":[{"action":2,"clientId":"x","data":{"__proto__":null}}]}`))).toMatchObject({ code: 40001 });
