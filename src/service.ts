@@ -15,18 +15,14 @@ import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent } from './log/event-codec.js';
 import type { AppDeleted, KeyEvent, TokensRevoked } from './domain/events.js';
 import { Publisher } from './messages/publisher.js';
-import { randomId } from './apps/default-app.js';
 import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
-import type { AppDefinition } from './domain/app.js';
-import { AppEventsBudget, SANDBOX_BUDGET } from './apps/app-events-budget.js';
-import { KeyAdmin } from './apps/key-admin.js';
-import { AppliedPositions, positionsAfter } from './log/applied-positions.js';
+import { appWriters } from './apps/app-writers.js';
+import { randomId } from './apps/default-app.js';
+import { AppliedPositions } from './log/applied-positions.js';
 import { parseCapability } from './auth/capability.js';
-import type { AppAdmin, PresenceFixture } from './routes/sandbox-apps.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
 import { APPS_SNAPSHOT, APPS_SNAPSHOT_VERSION, restoreAppsSnapshot, takeAppsSnapshot } from '../projections/apps/apps-snapshot.js';
-import type { TokenRevoker } from './routes/revoke-tokens.js';
 import type { HistoryProjection } from '../projections/history/history-projection.js';
 import { PresenceProjection } from '../projections/presence/presence-projection.js';
 import { PresenceProducer } from './presence/presence-producer.js';
@@ -207,35 +203,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const announcer = new LifecycleAnnouncer({ projection: channels, publisher, clock, logger, leads: () => connectionEvents.leads() });
   announcer.start();
 
-  // What clients add to the apps topic, kept for good: budgeted per app (app-events-budget.ts).
-  const appEvents = new AppEventsBudget(config.limits, clock);
-  const admin: AppAdmin = {
-    create: async (app: AppDefinition, fixtures: PresenceFixture[]) => {
-      appEvents.take(SANDBOX_BUDGET, 'the app');
-      // All or nothing: the fixtures first, in one append, then the app. The app exists only once
-      // both are durable; if either fails there is no app (fixtures of an app no key can reach are inert).
-      // Fixture members are held by no realtime connection: they share one connectionId of their
-      // own, and without an instanceId no instance's cleanup makes them leave.
-      const connectionId = randomId(8);
-      await presenceProducer.appendAcross(
-        app.appId,
-        fixtures.map((f) => ({ channel: f.channel, changes: f.members.map((m) => ({ action: 'enter' as const, connectionId, ...m })) })),
-      );
-      await batcher.append(Topics.apps, [{ key: app.appId, build: () => encodeEvent({ type: 'app.created', app }) }]);
-      registry.put(app);
-    },
-    delete: async (appId: string) => {
-      // Its members leave first (its fixtures' would stay for good: no connection holds them), so
-      // they count no more against the presence limits and its channels close.
-      await ownWrites.reflectedIn(presence.progress, [Topics.presence], 'presence projection');
-      const drops = presence.connectionsOfApp(appId).map(({ channel, connectionId }) => ({ channel, changes: [{ action: 'drop' as const, connectionId }] }));
-      await presenceProducer.appendAcross(appId, drops);
-      await batcher.append(Topics.apps, [{ key: appId, build: () => encodeEvent({ type: 'app.deleted', appId }) }]);
-      registry.remove(appId);
-    },
-    held: () => registry.all().filter((a) => a.source === 'sandbox').length,
-  };
-
   // Webhooks: each rule a consumer of the log from its own checkpoint (README: Webhooks).
   const webhooks = await startWebhookDelivery({ log, runner, logger: logger.child({ component: 'webhooks' }), registry, settings: config.webhooks, checkpoints: adapters.webhookCheckpoints, dataDir: config.dataDir });
   let gateway: Gateway | undefined;
@@ -266,35 +233,15 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ];
   };
 
-  // Key management: an event on the apps topic, answered once this instance's consumer applied it.
-  const keys = new KeyAdmin({
-    registry,
-    clock,
-    limits: config.limits,
-    append: async (event) => {
-      appEvents.take(event.appId, event.type.startsWith('rule.') ? 'the webhook rule change' : 'the key change');
-      const positions = await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
-      if (!(await appsApplied.until(Topics.apps, positionsAfter(positions), config.limits.keyChangeVisibleMs))) {
-        throw new ServiceError('timeout', `the key change is on the log but this instance did not apply it within ${config.limits.keyChangeVisibleMs} ms; it holds once applied`);
-      }
-      if (event.type === 'rule.created' || event.type === 'rule.deleted') await webhooks.reconcileNow();
-    },
-  });
-
   const tokens = new TokenService(registry, undefined, config.limits);
   const authenticator = new Authenticator(registry, tokens, revocations);
-  const revoker: TokenRevoker = {
-    held: (appId) => revocations.held(appId),
-    growth: (event) => revocations.growth(event),
-    changes: (event) => revocations.changes(event),
-    // Applied here as soon as it is durable (this instance answers with it in force); the
-    // consumer above gets it again from the log, a repeat that changes nothing.
-    revoke: async (event) => {
-      appEvents.take(event.appId, 'the revocation');
-      await batcher.append(Topics.apps, [{ key: event.appId, build: () => encodeEvent(event) }]);
-      if (revocations.evolve(event)) onRevoked?.(event);
-    },
-  };
+  // What routes append to the apps topic: sandbox apps, key and rule changes, revocations.
+  const { admin, keys, revoker } = appWriters({
+    registry, revocations, batcher, presenceProducer, presence, ownWrites, appsApplied, clock,
+    limits: config.limits,
+    rulesChanged: () => webhooks.reconcileNow(),
+    onRevoked: (event) => onRevoked?.(event),
+  });
   const app = buildApp({
     clock,
     authenticator,

@@ -7,17 +7,7 @@ import { sendError, sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
 import { resource } from './route-table.js';
-
-export interface TokenRevoker {
-  /** Revocations held: all apps, or one app's. */
-  held(appId?: string): number;
-  /** How many more revocations would be held once `event` applies (a repeat takes no room). */
-  growth(event: TokensRevoked): number;
-  /** Whether `event` would change what is revoked; one that would not is answered without a log append. */
-  changes(event: TokensRevoked): boolean;
-  /** Appends the revocation to the log and applies it here; resolves once it is durable. */
-  revoke(event: TokensRevoked): Promise<void>;
-}
+import type { TokenRevoker } from '../apps/app-writers.js';
 
 export type RevocationLimits = Pick<Limits, 'maxRevocationTargets' | 'maxRevocations' | 'maxRevocationsPerApp'>;
 

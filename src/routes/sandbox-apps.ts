@@ -7,25 +7,10 @@ import { checkChannelName } from '../channels/channel-name.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
-import { presenceFields, type PresenceFields } from '../presence/presence-body.js';
+import { presenceFields } from '../presence/presence-body.js';
+import type { AppAdmin, PresenceFixture } from '../apps/app-writers.js';
 import { DEFAULT_LIMITS, type Limits } from '../limits.js';
 import { resource } from './route-table.js';
-
-export interface PresenceFixture {
-  channel: string;
-  members: PresenceFields[];
-}
-
-export interface AppAdmin {
-  /**
-   * Appends the presence fixtures and app.created, all or nothing, and resolves once durable and
-   * applied locally. The input is valid (parseAppSetup); a failure of the log leaves no app.
-   */
-  create(app: AppDefinition, presence: PresenceFixture[]): Promise<void>;
-  delete(appId: string): Promise<void>;
-  /** Sandbox apps the service holds (created here and not deleted). */
-  held(): number;
-}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
