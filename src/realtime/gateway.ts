@@ -17,8 +17,9 @@ import type { HistoryProjection } from '../../projections/history/history-projec
 import type { UsageMeter } from '../stats/usage-meter.js';
 import type { RealtimeNumbers } from '../metrics/metrics.js';
 import type { Attachment, Subscriber } from './attachment.js';
-import { Backlog, continuityLost, type BacklogRecord } from './backlog.js';
-import { channelSerial, parseChannelSerial } from '../channels/channel-serial.js';
+import { Backlog, type BacklogRecord } from './backlog.js';
+import { ChannelResume, type ChannelResumeDeps } from './channel-resume.js';
+import { channelSerial } from '../channels/channel-serial.js';
 import type { ConnectionEvents } from './connection-events.js';
 import type { Connection } from './connection.js';
 import type { ConnectionContext } from './context.js';
@@ -30,7 +31,6 @@ import { CometTransport } from './comet/comet-transport.js';
 import { PresenceReservations } from './presence-reservations.js';
 import { PresenceSync } from './presence-sync.js';
 import { Action, Flag, toWireError, type ProtocolMessage } from './protocol.js';
-import { ServiceError } from '../errors.js';
 import type { AttachRequest } from './channel-requests.js';
 import { InbandOccupancy, type OccupancySource } from './occupancy.js';
 import { Sessions } from './sessions.js';
@@ -76,6 +76,7 @@ const RESERVATION_MAX_AGE_MS = 60_000;
  * - sessions.ts: the registry of connections by state, housekeeping, revocation, the in-flight budget;
  * - connection.ts (and connection-life.ts): one connection, through the context port (context.ts);
  * - delivery.ts: the log consumer and the fan-out to attachments, presence included;
+ * - channel-resume.ts: whether an ATTACH's channelSerial resumes (RESUMED, or 90003);
  * - backlog.ts: replay from the log on a resume, rewind from history;
  * - presence-sync.ts: SYNC pages, and the leaves of connections gone.
  */
@@ -83,6 +84,8 @@ export class Gateway {
   private readonly sessions: Sessions;
   private readonly delivery: Delivery;
   private readonly backlog: Backlog;
+  /** What a channel's resume reads: each ATTACH makes its ChannelResume with it. */
+  private readonly resumeDeps: ChannelResumeDeps;
   private readonly presenceSync: PresenceSync;
   private readonly handshake: Handshake;
   private readonly webSockets: WebSocketTransport;
@@ -113,6 +116,7 @@ export class Gateway {
     this.sessions = new Sessions({ settings, clock, logger, apps: deps.apps, events: deps.events, onTick: (now) => this.reservations.expire(now) });
     this.delivery = new Delivery({ log: deps.log, consumerName: deps.consumerName, consume: deps.consume, clock, limits: deps.limits, settings, logger, usage, ownWrites: deps.ownWrites });
     this.backlog = new Backlog({ log: deps.log, history: deps.history, clock, settings, closing: () => this.closing });
+    this.resumeDeps = { log: deps.log, backlog: this.backlog, delivery: this.delivery, logger };
     this.occupancy = new InbandOccupancy({
       source: deps.occupancy,
       clock,
@@ -233,58 +237,38 @@ export class Gateway {
     const { name: channel, base } = request.channel;
     const recordKey = channelKey(conn.appId, base);
     const partition = delivery.partitionOf(recordKey);
-    const asked = serial === undefined ? undefined : parseChannelSerial(serial);
-    let position = asked?.partition === partition ? asked.offset : undefined;
-    // Why a channelSerial given is not resumed from: ATTACHED without RESUMED carries it (90003).
-    let lost = serial !== undefined && position === undefined ? continuityLost(': its channelSerial is not a position of this channel') : undefined;
-    if (position !== undefined && position > delivery.position(partition)) {
-      // Ahead of this instance's delivery: a position from another instance further on, believed
-      // only up to the log's end (a log made anew since has not reached it: no continuity).
+    const resume = new ChannelResume(this.resumeDeps, { serial, channel, recordKey, partition });
+    if (resume.aheadOfDelivery()) {
       const epoch = conn.socketEpoch;
       const ticket = {};
       let pending = this.pendingAttaches.get(conn);
       if (!pending) this.pendingAttaches.set(conn, (pending = new Map()));
       pending.set(channel, ticket);
-      const end = (await this.deps.log.endOffsets(Topics.messages).catch(() => undefined))?.get(partition);
+      await resume.checkLogEnd();
       // The socket gone meanwhile (a CLOSE right behind the ATTACH): its attachments were let go,
       // and one made now would stay in delivery, and in the channel's occupancy, for good. A DETACH
       // (answered DETACHED) or another ATTACH of the channel meanwhile: this one is answered no more.
       if (pending.get(channel) !== ticket) return;
       pending.delete(channel);
       if (conn.socketEpoch !== epoch) return;
-      if (end === undefined || position > end) [position, lost] = [undefined, continuityLost(": its channelSerial is past the end of the channel's log")];
     }
-    const from = position;
     this.detach(conn, channel);
     const target = delivery.position(partition);
-    const attachment: Attachment = { conn, channel, base, recordKey, partition, modes, filter, occupancy: request.params.occupancy, from: from ?? 0 };
+    resume.plan(target);
+    const attachment: Attachment = { conn, channel, base, recordKey, partition, modes, filter, occupancy: request.params.occupancy, from: resume.from ?? 0 };
     // Whether the channel has members, and the registration, in the same tick: every change after
     // it reaches the attachment. The SYNC reads the set as its pages go (not a copy): a change in
     // both it and a PRESENCE, the SDK merges by newness.
     const members = modes & Flag.PRESENCE_SUBSCRIBE ? this.presenceSync.members(conn.appId, base) : undefined;
     const hasPresence = members !== undefined && members.size > 0;
-    // Behind the client's position (it comes from an instance whose delivery is further on): live
-    // delivery brings everything after it, and skips what the client has.
-    const ahead = from !== undefined && from > target;
-    // Nothing of the channel after the client's position (known without reading: a quiet channel
-    // resumes however long ago its last message was): continuity, and nothing to replay.
-    const quiet = from !== undefined && from < target && delivery.nothingSince(partition, recordKey, from);
-    const replay = from !== undefined && from < target && !quiet;
-    if (replay || rewind) attachment.held = [];
+    if (resume.replays || rewind) attachment.held = [];
     delivery.add(attachment);
     conn.attachments.set(channel, attachment);
     this.deps.events.attached(conn.appId, base, conn.id, modes);
 
     let backlog: BacklogRecord[] = [];
-    let resumed = ahead || quiet || from === target;
-    if (replay) {
-      try {
-        backlog = await this.backlog.replay(recordKey, partition, from, target, conn, () => conn.attachments.get(channel) !== attachment);
-        resumed = true;
-      } catch (err) {
-        this.deps.logger.debug({ err, channel, serial }, 'channel backlog not available; attaching without continuity');
-        lost = err instanceof ServiceError ? err : continuityLost(': its backlog could not be read', err);
-      }
+    if (resume.replays) {
+      backlog = await resume.replay(conn, () => conn.attachments.get(channel) !== attachment);
       if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
     } else if (rewind) {
       try {
@@ -297,17 +281,11 @@ export class Gateway {
     let flags = modes;
     if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
     if (hasPresence) flags |= Flag.HAS_PRESENCE;
-    if (resumed) flags |= Flag.RESUMED;
-    // The client's position as it reads this frame: the backlog and the held deliveries follow it,
-    // each with its own. Past them, a resume from here (the client cut off before they reach it)
-    // would skip them with RESUMED (issue 22: messages missed in silence).
-    const attachedAt = resumed && from !== undefined && !quiet ? from : target;
-    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, attachedAt) };
+    if (resume.resumed) flags |= Flag.RESUMED;
+    const attached: ProtocolMessage = { action: Action.ATTACHED, channel, flags, channelSerial: channelSerial(partition, resume.attachedAt) };
     // The params granted are echoed (RTL4k); the connection refused any other.
     if (Object.keys(request.params.granted).length > 0) attached.params = request.params.granted;
-    // A channelSerial not resumed from: the SDK shows the error on the channel's state change (an
-    // `update` if it was attached) and takes this ATTACHED's channelSerial; the channel stays attached.
-    if (serial !== undefined && !resumed) attached.error = toWireError(lost ?? continuityLost(''));
+    if (resume.error) attached.error = toWireError(resume.error);
     conn.send(attached);
     if (attachment.occupancy) this.occupancy.attached(attachment);
     if (hasPresence) this.presenceSync.send(attachment, members);
