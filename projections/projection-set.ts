@@ -182,6 +182,14 @@ export class ProjectionSet {
         })
       : undefined;
     if (statsReader && options.statsCache) options.statsCache.mayKeep = (appId) => statsReader.mayKeep(appId);
+    // A stand-in reads its partition: the readers are readied now, not at a stand-in's first read,
+    // which on Kafka joined a group first (about 3 s: past the stand-in's half of a read's wait, so
+    // the first stand-in on each topic never finished in time and the read answered without its rows).
+    if (statsReader) {
+      for (const topic of STATS_TOPICS) {
+        runner.prepareReads(topic).catch((err: unknown) => logger.warn({ err, topic }, 'the log reader for stats stand-ins did not start; the first stand-in starts it'));
+      }
+    }
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt
     // at start from the messages of the tail window (where the history projection starts), and the
     // whole presence and connections topics (members and attachments may be older than any window).

@@ -227,6 +227,14 @@ export class ProjectionRunner {
     return this.options.log.read(topic, partition, fromOffset, maxRecords);
   }
 
+  /**
+   * Readies `read` of `topic` now rather than at its first call (Kafka: a reader joins a group of
+   * its own, which takes the broker's initial rebalance delay, about 3 s).
+   */
+  prepareReads(topic: Topic): Promise<void> {
+    return this.options.log.prepareReads?.(topic) ?? Promise.resolve();
+  }
+
   /** The first offset of a partition of `topic` at or after `timestamp` (src/log/offset-at-time.ts). */
   offsetAt(topic: Topic, partition: number, timestamp: number): Promise<number> {
     return offsetAtTime(this.options.log, topic, partition, timestamp);

@@ -70,7 +70,13 @@ export class StatsWritersBehind extends Error {
   }
 }
 
+/**
+ * Records of one (app, interval) in a row of a partition: `first` to `offset` (a record of the
+ * same app and interval as the touch before it widens that touch). A roll-up whose samples include
+ * `first` recomputes it; it is let go once the store includes `offset`.
+ */
 interface Touch {
+  first: number;
   offset: number;
   appId: string;
   interval: number;
@@ -193,7 +199,7 @@ export class StatsReader {
       const previous = partition.touches[partition.touches.length - 1];
       if (previous && previous.appId === touch.appId && previous.interval === touch.interval) previous.offset = record.offset;
       else if (this.pendingCount < this.maxPending) {
-        partition.touches.push({ offset: record.offset, ...touch });
+        partition.touches.push({ first: record.offset, offset: record.offset, ...touch });
         this.pendingCount++;
         this.perApp.set(touch.appId, (this.perApp.get(touch.appId) ?? 0) + 1);
       } else {
@@ -270,8 +276,12 @@ export class StatsReader {
         upTo.set(p, until);
         const part = this.pending.get(topic)?.get(p);
         if (!part) continue;
+        // A touch widened past `until` (records of its interval after it) is rolled up now for
+        // the records before `until` (the checkpoint written below says they are), and again once
+        // the samples include the rest. Rolled by its last offset alone, its first records were
+        // never rolled up while the rollups' checkpoint passed them (a read answered without them).
         for (const t of part.touches) {
-          if (t.offset >= until) break;
+          if (t.first >= until) break;
           touched.push({ ...t });
         }
         if (part.gap && !part.gap.ranged) await this.gapRange(topic, p, part);
@@ -331,28 +341,32 @@ export class StatsReader {
       if (!stoodIn && Date.now() >= standInAt && (this.options.standIn || this.options.rollups)) {
         // Partitions whose rows nobody has written for half the wait (slow writers still writing are waited for).
         const stalled = unmet
-          .map(([topic, target]) => [topic, new Map([...target].filter(([p, next]) => (this.stored.get(topic)?.get(p) ?? 0) < next && Date.now() - (this.movedAt.get(`${topic}\u0000${p}`) ?? 0) >= half))] as const)
+          .map(([topic, target]) => [topic, new Map([...target].filter(([p, next]) => this.partitionBehind(topic, p, next) > 0 && Date.now() - (this.movedAt.get(`${topic}\u0000${p}`) ?? 0) >= half))] as const)
           .filter(([, target]) => target.size > 0);
         if (stalled.length > 0) {
           stoodIn = true;
           this.standIns++;
-          // A stand-in that failed (the log or the store unreachable) leaves the wait to the writers;
-          // one still going at the deadline goes on without the read.
-          const done = this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))))]);
-          clearTimeout(timer);
-          continue;
+          // Beside the wait, not instead of it: the writers (a rebalance ending) or the roller may
+          // write the rows before the stand-in has, and the read ends as soon as the store has them.
+          // A stand-in that failed (the log or the store unreachable) leaves the wait to the
+          // writers; one still going at the deadline goes on without the read.
+          void this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
         }
       }
-      if (Date.now() >= deadline) {
+      // At the deadline the store is read once more before the read gives up: the rows may have
+      // come while it slept or while a stand-in ran (a read waited 5 s under load for rows the
+      // roller had written 1.2 s before).
+      const last = Date.now() >= deadline;
+      if (!last) {
+        await this.options.flushOwn?.();
+        if (this.options.rollups?.isRoller()) await this.rollNow();
+      }
+      await this.readStore(unmet.map(([topic]) => topic));
+      if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
+      if (last) {
         const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
         throw new StatsWritersBehind(behind);
       }
-      await this.options.flushOwn?.();
-      if (this.options.rollups?.isRoller()) await this.rollNow();
-      await this.readStore(unmet.map(([topic]) => topic));
-      if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
       // Another instance's writer writes at its next flush (every 250 ms by default).
       await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))));
       pause = Math.min(pause * 2, 100);
@@ -362,7 +376,7 @@ export class StatsReader {
   /** Writes what the writers have not written of these targets (their samples, then their rollups): see `reflect`. */
   private async standIn(unmet: (readonly [Topic, Map<number, number>])[]): Promise<void> {
     if (this.options.standIn) {
-      for (const [topic, target] of unmet) for (const [p, upTo] of target) await this.standInOnce(topic, p, upTo);
+      await Promise.all(unmet.flatMap(([topic, target]) => [...target].map(([p, upTo]) => this.standInOnce(topic, p, upTo))));
     }
     if (this.options.rollups) await this.rollNow();
     else await this.readStore(unmet.map(([topic]) => topic));
@@ -402,10 +416,27 @@ export class StatsReader {
   }
 
   private storeBehind(topic: Topic, target: Map<number, number>): number {
-    const stored = this.stored.get(topic);
     let n = 0;
-    for (const [p, next] of target) n += Math.max(0, next - (stored?.get(p) ?? 0));
+    for (const [p, next] of target) n += this.partitionBehind(topic, p, next);
     return n;
+  }
+
+  /**
+   * How many records before `next` of a partition the store's rows may lack: none once its
+   * checkpoint passed `next`, and none either once this reader applied them all and no record it
+   * counts waits for its rows there (no touch, no overflow or start's gap). Records that change
+   * no stats row (an instance's `instance.alive`, a connection closed) need no write: a read no
+   * longer waits for a writer to pass them, which across a rebalance meant a stand-in for every
+   * heartbeat of the connections topic.
+   */
+  private partitionBehind(topic: Topic, partition: number, next: number): number {
+    const at = this.stored.get(topic)?.get(partition) ?? 0;
+    if (at >= next) return 0;
+    if (this.progress.nextOf(topic, partition) >= next) {
+      const part = this.pending.get(topic)?.get(partition);
+      if (!part || (part.overflowUntil === undefined && (part.touches.length === 0 || part.touches[0].first >= next))) return 0;
+    }
+    return next - at;
   }
 
   private partitionTouches(topic: Topic, partition: number): PartitionTouches {

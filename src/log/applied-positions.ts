@@ -57,6 +57,11 @@ export class AppliedPositions {
     }
   }
 
+  /** The next offset of one partition included (0: none yet). */
+  nextOf(topic: string, partition: number): number {
+    return this.next.get(topic)?.get(partition) ?? 0;
+  }
+
   /** What is included of `topic`: the next offset per partition. */
   of(topic: string): Map<number, number> {
     return new Map(this.next.get(topic));

@@ -28,9 +28,10 @@ describeWithInfra('production mode: GET /stats reads its own writes across a reb
       const { config } = productionConfig(found, [{ appId: 'statsrebal', keys: [{ key: KEY }] }], {
         INSTANCE_ID: instanceId,
         // A rebalance on the mock broker lasts the session timeout: longer than a read's wait, whose
-        // second half (2.5 s) leaves a stand-in room on a loaded machine (at 4 s a read once ran out).
-        KAFKA_SESSION_TIMEOUT_MS: '6000',
-        READ_YOUR_WRITES_TIMEOUT_MS: '5000',
+        // second half (3.5 s) leaves a stand-in room on a loaded machine (at load 12 on two cores a
+        // stand-in and its roll-up took up to 2.2 s; with a 4 s wait a read once ran out).
+        KAFKA_SESSION_TIMEOUT_MS: '8000',
+        READ_YOUR_WRITES_TIMEOUT_MS: '7000',
       });
       const logger = pino({ level: 'silent' });
       const service = await startService(config, logger, await productionAdapters(config, logger, isolation));

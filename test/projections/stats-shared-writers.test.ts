@@ -155,6 +155,47 @@ describe('stats projections sharing the writing of one store', () => {
     await b.close();
   });
 
+  it('a read whose stand-in is still running ends as soon as the writer has written its rows (a rebalance ending), not at its deadline', async () => {
+    const b = await writer([1]);
+    const inner = store();
+    await inner.init();
+    const cache = new CachedStatsStore(inner, { maxRows: 10_000, maxAgeMs: 3_600_000, clock: { now: () => T0 } });
+    const all = records(1, 0, 3);
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // A stand-in that does not finish while the read waits (under load its writes take seconds).
+    let standingIn = false;
+    const reader = new StatsReader({
+      store: inner,
+      invalidate: (touched) => cache.invalidate(touched),
+      pollMs: 60_000,
+      standIn: () => {
+        standingIn = true;
+        return held;
+      },
+    });
+    cache.mayKeep = (appId) => reader.mayKeep(appId);
+    await reader.start('messages');
+    b.apply(all);
+    reader.apply(all);
+    let outcome = 'waiting';
+    const read = reader.reflect([['messages', [{ partition: 1, offset: 2 }]]], 10_000).then(
+      () => (outcome = 'answered'),
+      (err: Error) => (outcome = err.message),
+    );
+    for (let i = 0; i < 6_000 && !standingIn; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(reader.standIns).toBe(1);
+    expect(standingIn).toBe(true);
+    await b.flush();
+    for (let i = 0; i < 3_000 && outcome === 'waiting'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(outcome).toBe('answered');
+    expect(await counted(cache)).toBe(3);
+    release();
+    await read;
+    reader.close();
+    await b.close();
+  }, 120_000);
+
   it('a partition handed from one writer to another is counted once and each row version written once: the first drops what it had not written, the second starts at the stored checkpoint', async () => {
     const a = await writer([0, 1]);
     const b = await writer([]);
@@ -194,6 +235,31 @@ describe('stats projections sharing the writing of one store', () => {
     await reader.reflect([['messages', [{ partition: 1, offset: 2 }]]], 1000);
     expect(reader.waiting).toBe(0);
     expect(reader.mayKeep('other')).toBe(true);
+    await b.close();
+  });
+
+  it('a read waiting for its own records that change no stats row (an instance\'s heartbeats) does not wait for a writer to pass them', async () => {
+    const b = await writer([1]); // holds partition 1 and writes nothing while the read waits
+    const inner = store();
+    await inner.init();
+    const reader = new StatsReader({ store: inner, invalidate: () => undefined, pollMs: 60_000 });
+    await reader.start('messages');
+    const counted = records(1, 0, 2);
+    b.apply(counted);
+    reader.apply(counted);
+    await b.flush();
+    const alive: LogRecord[] = [2, 3].map((offset) => ({ ...record(1, offset), value: encodeEvent({ type: 'instance.alive', instanceId: 'i1' }) }));
+    b.apply(alive);
+    reader.apply(alive);
+    await reader.reflect([['messages', [{ partition: 1, offset: 3 }]]], 1000);
+    // A counted record after them waits for its row as before.
+    const next = [record(1, 4)];
+    reader.apply(next);
+    await expect(reader.reflect([['messages', [{ partition: 1, offset: 4 }]]], 50)).rejects.toThrow(/have not written/);
+    b.apply(next);
+    await b.flush();
+    await reader.reflect([['messages', [{ partition: 1, offset: 4 }]]], 1000);
+    reader.close();
     await b.close();
   });
 

@@ -238,8 +238,19 @@ export class KafkaLog implements Log {
   private async offsets(kafkaTopic: string): Promise<Map<number, PartitionOffsets>> {
     await this.ensureTopic(kafkaTopic);
     const admin = await this.connectedAdmin();
-    const rows = await admin.fetchTopicOffsets(kafkaTopic);
-    return new Map(rows.map((r) => [r.partition, { low: Number(r.low), high: Number(r.high) }]));
+    // kafkajs's fetchTopicOffsets throws a TypeError ("Cannot destructure property 'partitions' of
+    // 'low.pop(...)'") when a broker's answer leaves the topic out, which its cached metadata can
+    // make it do just after the topic was made (seen under load on the mock broker, as a test
+    // helper asked a new instance for its partitions): asked again a few times before it is an error.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const rows = await admin.fetchTopicOffsets(kafkaTopic);
+        return new Map(rows.map((r) => [r.partition, { low: Number(r.low), high: Number(r.high) }]));
+      } catch (err) {
+        if (!(err instanceof TypeError) || attempt >= 5 || this.closed) throw err;
+        await sleep(100 * attempt);
+      }
+    }
   }
 
   /**
