@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
 import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
-import { EmbeddedLog } from '../log/embedded/embedded-log.js';
+import { EmbeddedLogReader } from '../log/embedded/embedded-log-reader.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';
 import type { Log } from '../log/port.js';
@@ -198,12 +198,13 @@ function progressLine(p: ScopeProgress): string {
   return `\r[${bar}] ${(done * 100).toFixed(1)}%  records read ${p.read}/${p.total}  ${p.found} found`;
 }
 
-/** The log to read, opened read-only in spirit: an existing embedded log, or Kafka within STARTUP_TIMEOUT_MS. */
+/**
+ * The log to read: an existing embedded log, read-only and from one snapshot (beside a running
+ * service: nothing written, its partition counts as stored whatever EMBEDDED_PARTITIONS says, its
+ * retention's deletes meanwhile unseen), or Kafka within STARTUP_TIMEOUT_MS.
+ */
 async function openLog(config: Config): Promise<Log> {
-  if (modeOf(config) === 'embedded') {
-    const path = existingEmbeddedLog(config.dataDir);
-    return new EmbeddedLog({ path, partitions: config.embeddedPartitions });
-  }
+  if (modeOf(config) === 'embedded') return new EmbeddedLogReader({ path: existingEmbeddedLog(config.dataDir), snapshot: true });
   await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
   return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
 }
@@ -367,8 +368,7 @@ async function main(): Promise<number> {
     };
     if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trust, parsed.requireSealed, config, tty);
     if (parsed.withProof) {
-      const found = (): void => void last.found++;
-      const lines = hasChains(log) ? exportWithProof(log, request, found) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, found);
+      const lines = hasChains(log) ? exportWithProof(log, request, show) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, show);
       for await (const text of lines) await write(text);
     } else {
       for await (const chunk of replayNdjson(log, request, show, true)) await written(chunk);
