@@ -206,7 +206,8 @@ function progressLine(p: ScopeProgress): string {
 async function openLog(config: Config): Promise<Log> {
   if (modeOf(config) === 'embedded') return new EmbeddedLogReader({ path: existingEmbeddedLog(config.dataDir), snapshot: true });
   await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
-  return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
+  // A reader: a topic missing (another cluster, or one the service never started on) is an error, never made.
+  return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false, createTopics: false });
 }
 
 const write = (text: string | Uint8Array): Promise<void> | undefined =>
