@@ -4,7 +4,8 @@
 // way; keys --direct, a writer, is refused while the service holds the directory; the export's
 // progress names the records it read.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -149,5 +150,40 @@ describe('the CLIs on a log with a topic the service never numbered', () => {
     expect(rebuilt.code, rebuilt.stderr).toBe(0);
     expect(existsSync(join(dataDir, 'default-app.json'))).toBe(false);
     expect(logBytes(dataDir)).toEqual(bytes);
+  }, 120_000);
+});
+
+/** The replay run by another account (nobody), which may read DATA_DIR and not write it: an auditor's. */
+const asNobody = (dataDir: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    const env = { PATH: process.env.PATH ?? '', HOME: tmpdir(), DATA_DIR: dataDir, ...NO_KAFKA };
+    execFile('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--import', 'tsx', join(ROOT, 'src/cli/replay.ts'), ...args], { cwd: ROOT, env }, (err, stdout, stderr) =>
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+
+describe.runIf(process.getuid?.() === 0 && existsSync('/usr/bin/setpriv'))('the replay by an account that may only read DATA_DIR', () => {
+  it('reads beside the running service; with the service stopped, says in one line why it cannot (SQLite must make the WAL files) and what to do', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'cm-live-'));
+    dirs.push(dataDir);
+    chmodSync(dataDir, 0o755);
+    const service = spawnService({ env: { DATA_DIR: dataDir, ...NO_KAFKA } });
+    const url = await service.url('');
+    const app = JSON.parse(readFileSync(join(dataDir, 'default-app.json'), 'utf8')) as { key: string; appId: string };
+    chmodSync(join(dataDir, 'default-app.json'), 0o644);
+    const res = await fetch(`${url}/channels/ro/messages`, { method: 'POST', headers: { authorization: basic(app.key), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x' }) });
+    expect(res.status).toBe(201);
+    const running = await asNobody(dataDir, '--app', app.appId, '--channel', 'ro');
+    expect(running.code, running.stderr).toBe(0);
+    expect(running.stdout.trim().split('\n')).toHaveLength(1);
+    service.child.kill('SIGTERM');
+    expect(await service.exited).toBe(0);
+    const files = readdirSync(dataDir).sort();
+    const stopped = await asNobody(dataDir, '--app', app.appId, '--channel', 'ro');
+    expect(stopped.code).toBe(1);
+    expect(stopped.stderr).toBe(
+      `replay failed: ${join(dataDir, 'log.db')} cannot be opened by this user: with the service stopped, SQLite makes log.db-wal and log.db-shm beside log.db to read it, and ${dataDir} is not writable here; run as the service's user, or read a copy of DATA_DIR (SQLITE_READONLY_DIRECTORY)\n`,
+    );
+    expect(readdirSync(dataDir).sort()).toEqual(files);
   }, 120_000);
 });

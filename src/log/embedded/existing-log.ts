@@ -29,6 +29,12 @@ export function existingEmbeddedLog(dataDir: string): string {
     }
   } catch (err) {
     const code = (err as { code?: string }).code;
+    if (code === 'SQLITE_READONLY_DIRECTORY') {
+      // An auditor's account that may read DATA_DIR but not write it, with the service stopped.
+      throw new StartupError(
+        `${path} cannot be opened by this user: with the service stopped, SQLite makes log.db-wal and log.db-shm beside log.db to read it, and ${dataDir} is not writable here; run as the service's user, or read a copy of DATA_DIR (SQLITE_READONLY_DIRECTORY)`,
+      );
+    }
     throw new StartupError(`${path} cannot be read as a log: ${(err as Error).message}${code ? ` (${code})` : ''}; is it the service's data directory, or restore the file from a backup`);
   }
   return path;
