@@ -8,7 +8,7 @@ import { Topics, type Log, type Topic } from '../log/port.js';
 import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { inScope, lineOf, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
+import { inScope, lineOf, recordsIn, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 import { checkHeader, checkPrinted, checkRecordLine, EXPORT_PIECE_CHARS, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
@@ -87,7 +87,7 @@ function linkOf(text: unknown, at: string, field: 'link' | 'prev'): Buffer {
 export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<string> {
   const parts = await partitionsOf(log, request);
   // Every record of the partitions, each to its end, is read once for the export (the checkpoints' small topic once more before).
-  const progress: ScopeProgress = { read: 0, total: parts.reduce((n, p) => n + p.end, 0), found: 0 };
+  const progress: ScopeProgress = { read: 0, total: await recordsIn(log, parts), found: 0 };
   onProgress(progress);
   const checkpoints = await checkpointsOf(log, parts);
   yield exportHeader(request, checkpoints.map(({ cp }) => cp.publicKey), parts);

@@ -10,8 +10,8 @@ import { afterAll, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 import { EmbeddedLogReader } from '../../src/log/embedded/embedded-log-reader.js';
 import { Topics } from '../../src/log/port.js';
-import { verifyLog } from '../../src/audit/proof.js';
-import type { ScopeRequest } from '../../src/audit/replay-scope.js';
+import { exportWithProof, verifyLog } from '../../src/audit/proof.js';
+import { replayScope, type ScopeProgress, type ScopeRequest } from '../../src/audit/replay-scope.js';
 import { removeDir } from '../helpers/service.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cm-retention-read-'));
@@ -50,6 +50,20 @@ it("a replay's reader reads the partition as it was at its opening while the ser
     expect(verifier.problems).toEqual([]);
     expect(verifier.records).toBe(12001);
     await other.close();
+
+    // After the retention: the replay and the export count the records the partition still holds, not its offsets from 0.
+    const after = new EmbeddedLogReader({ path, snapshot: true });
+    try {
+      expect(await after.lowOffsets(Topics.messages)).toEqual(new Map([[0, 12000]]));
+      let replayed: ScopeProgress | undefined;
+      for await (const _ of replayScope(after, request, (p) => (replayed = { ...p })));
+      expect(replayed).toMatchObject({ read: 1, total: 1 });
+      let exported: ScopeProgress | undefined;
+      for await (const _ of exportWithProof(after, request, (p) => (exported = { ...p })));
+      expect(exported).toMatchObject({ read: 1, total: 1 });
+    } finally {
+      await after.close();
+    }
   } finally {
     await reader?.close();
     await service.close();

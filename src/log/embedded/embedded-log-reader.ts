@@ -8,7 +8,7 @@
 import Database from '../../stores/sqlite/driver.mjs';
 import type { AppendRecord, ConsumeOptions, Log, LogPosition, LogRecord, RecordVisitor, ScanResult, Subscription, Topic } from '../port.js';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
-import { fromSegment, readStream, scanStream, STREAM_END_OFFSET, STREAM_SHIFT } from './stream-rows.js';
+import { fromSegment, readStream, scanStream, STREAM_END_OFFSET, STREAM_LOW_OFFSET, STREAM_SHIFT } from './stream-rows.js';
 
 /** log.db is not a log this version reads as it stands (an older layout, which only the service migrates). */
 export class LogLayoutError extends Error {
@@ -38,6 +38,7 @@ export class EmbeddedLogReader implements Log {
   private readonly meta: Database.Statement;
   private readonly streamsOf: Database.Statement;
   private readonly streamEnd: Database.Statement;
+  private readonly streamLow: Database.Statement;
   private readonly select: Database.Statement;
   private readonly chains: ChainReader;
   /** each topic's streams by partition (undefined: a partition never written to) */
@@ -52,6 +53,7 @@ export class EmbeddedLogReader implements Log {
       this.meta = this.db.prepare('SELECT partitions FROM log_meta WHERE topic = ?').pluck();
       this.streamsOf = this.db.prepare('SELECT partition, stream FROM log_streams WHERE topic = ?');
       this.streamEnd = this.db.prepare(STREAM_END_OFFSET).pluck();
+      this.streamLow = this.db.prepare(STREAM_LOW_OFFSET).pluck();
       this.select = this.db.prepare(fromSegment('first_offset, records'));
       this.chains = new ChainReader(this.db, fromSegment('first_offset, count, records, chain'), STREAM_SHIFT);
       if (options.snapshot) {
@@ -86,6 +88,12 @@ export class EmbeddedLogReader implements Log {
 
   async endOffsets(topic: Topic): Promise<Map<number, number>> {
     return new Map(this.streamsOfTopic(topic).map((stream, p) => [p, stream === undefined ? 0 : ((this.streamEnd.get({ stream }) as number | undefined) ?? 0)]));
+  }
+
+  /** The first offset of each partition's oldest row (retention deletes rows from the start), or its end when it has none. */
+  async lowOffsets(topic: Topic): Promise<Map<number, number>> {
+    const ends = await this.endOffsets(topic);
+    return new Map(this.streamsOfTopic(topic).map((stream, p) => [p, stream === undefined ? 0 : ((this.streamLow.get({ stream }) as number | undefined) ?? ends.get(p) ?? 0)]));
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {

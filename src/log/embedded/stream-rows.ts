@@ -24,6 +24,9 @@ export const fromSegment = (columns: string): string =>
 /** A stream's end offset (the offset after its newest row's last record); no row when it has none. */
 export const STREAM_END_OFFSET = `SELECT first_offset + count FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id DESC LIMIT 1`;
 
+/** A stream's first offset (its oldest row's first); no row when it has none. */
+export const STREAM_LOW_OFFSET = `SELECT first_offset FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id LIMIT 1`;
+
 interface SegmentRow {
   first_offset: number;
   records: Buffer;
