@@ -10,7 +10,7 @@
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
 import { existsSync, readFileSync } from 'node:fs';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
-import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
+import { checkPathFlag, ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
 import { EmbeddedLogReader } from '../log/embedded/embedded-log-reader.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
@@ -131,6 +131,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
     },
   });
   if (values.help) return { help: true };
+  checkPathFlag('data-dir', values['data-dir']);
   const trust: Trust = { keyFiles: values['trust-key'] ?? [], keyrings: values.keyring ?? [], fingerprints: values['trust-fingerprint'] ?? [] };
   for (const fp of trust.fingerprints) {
     if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){15}$/i.test(fp)) throw new ConfigError(`--trust-fingerprint takes a key's fingerprint, 16 hex pairs (aa:bb:…), as --public-key prints it, not "${fp}"`);

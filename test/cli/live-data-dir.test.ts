@@ -187,3 +187,24 @@ describe.runIf(process.getuid?.() === 0 && existsSync('/usr/bin/setpriv'))('the 
     expect(readdirSync(dataDir).sort()).toEqual(files);
   }, 120_000);
 });
+
+describe('an empty --data-dir (a shell variable unset)', () => {
+  it('is refused by replay, rebuild, keys --direct and the service (exit 2), never taken as ./data, the data directory of whatever service runs from here', async () => {
+    const message = '--data-dir was given an empty value (an unset shell variable?); name the directory, or leave the flag out for DATA_DIR or ./data';
+    const [replay, rebuild, keys, service] = await Promise.all([
+      cli('replay', {}, '--app', 'a', '--channel', 'c', '--data-dir', ''),
+      cli('rebuild', {}, '--projection', 'stats', '--data-dir='),
+      cli('keys', {}, 'create', '--direct', '--data-dir', ' '),
+      cli('../main', { PORT: '0', HOST: '127.0.0.1' }, '--data-dir', ''),
+    ]);
+    expect(replay.stderr).toBe(`replay: ${message}\n`);
+    expect(rebuild.stderr).toBe(`${message}\n`);
+    expect(keys.stderr).toBe(`keys: ${message}\n`);
+    expect(service.stderr).toContain(message);
+    for (const r of [replay, rebuild, keys]) expect(r.code).toBe(2);
+    expect(service.code).not.toBe(0);
+    const apps = await cli('keys', {}, 'list', '--direct', '--apps-file', '');
+    expect(apps.code).toBe(2);
+    expect(apps.stderr).toBe('keys: --apps-file was given an empty value (an unset shell variable?); name the file, or leave the flag out for APPS_FILE\n');
+  }, 60_000);
+});
