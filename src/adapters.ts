@@ -59,5 +59,5 @@ function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedL
 export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; readOnlyLog?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
   if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
   const { productionAdapters } = await import('./production-adapters.js');
-  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
+  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix, readOnlyLog: options.readOnlyLog });
 }
