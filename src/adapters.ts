@@ -6,6 +6,7 @@ import { modeOf, type Config } from './config.js';
 import { ensureDir } from './startup.js';
 import type { Adapters } from './adapter-port.js';
 import { EmbeddedLog, type EmbeddedLogOptions } from './log/embedded/embedded-log.js';
+import { EmbeddedLogReader } from './log/embedded/embedded-log-reader.js';
 import { checkpointing } from './audit/checkpointing.js';
 import { DataDirLock } from './log/embedded/data-dir-lock.js';
 import { SqliteHistoryStore } from '../projections/history/sqlite-history-store.js';
@@ -15,15 +16,20 @@ export type { Adapters } from './adapter-port.js';
 
 /**
  * `lock` (default): holds DATA_DIR for this service until close, or throws DataDirLockedError when
- * another holds it. The replay CLI reads the log beside a running service, without it.
+ * another holds it. `readOnlyLog`: the log read only, beside a running service (the rebuild, which
+ * takes no lock): it writes nothing to log.db (embedded-log-reader.ts), where an EmbeddedLog beside
+ * the service stored the partition count of any topic it read first.
  */
-export function embeddedAdapters(config: Config, { lock = true, consumerPrefix = '', logger }: { lock?: boolean; consumerPrefix?: string; logger?: Logger } = {}): Adapters {
+export function embeddedAdapters(
+  config: Config,
+  { lock = true, readOnlyLog = false, consumerPrefix = '', logger }: { lock?: boolean; readOnlyLog?: boolean; consumerPrefix?: string; logger?: Logger } = {},
+): Adapters {
   ensureDir(config.dataDir);
   const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
   try {
     return {
       close: async () => held?.release(),
-      log: new EmbeddedLog({
+      log: readOnlyLog ? new EmbeddedLogReader({ path: join(config.dataDir, 'log.db') }) : new EmbeddedLog({
         path: join(config.dataDir, 'log.db'),
         partitions: config.embeddedPartitions,
         // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
@@ -50,8 +56,8 @@ function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedL
 }
 
 /** Builds adapters for the configured mode (production adapters load only when used). */
-export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
+export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; readOnlyLog?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
   if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
   const { productionAdapters } = await import('./production-adapters.js');
-  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix });
+  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix, readOnlyLog: options.readOnlyLog });
 }

@@ -181,6 +181,19 @@ export function serviceUsage(command = 'channel-messaging'): string {
 }
 
 /** The command line, read by node:util parseArgs: the flags given, and whether --help was. */
+/** Flags naming a directory or file the service (or a command-line tool) reads and writes. */
+const PATH_FLAGS = ['data-dir', 'apps-file'] as const;
+
+/**
+ * A path flag given empty (`--data-dir "$DIR"` with DIR unset) is refused: as unset, it became the
+ * default ./data, the data directory of whatever service runs from here, not the one meant.
+ */
+export function checkPathFlag(flag: (typeof PATH_FLAGS)[number], value: string | undefined): void {
+  if (value !== undefined && value.trim() === '') {
+    throw new ConfigError(`--${flag} was given an empty value (an unset shell variable?); name the ${flag === 'data-dir' ? 'directory' : 'file'}, or leave the flag out for ${flag === 'data-dir' ? 'DATA_DIR or ./data' : 'APPS_FILE'}`);
+  }
+}
+
 export function parseCommandLine(argv: string[]): { help: boolean; flags: Record<string, string> } {
   let parsed;
   try {
@@ -203,6 +216,7 @@ export function parseCommandLine(argv: string[]): { help: boolean; flags: Record
   }
   const flags: Record<string, string> = {};
   let help = false;
+  for (const name of PATH_FLAGS) checkPathFlag(name, (parsed.values as Record<string, unknown>)[name] as string | undefined);
   for (const [name, value] of Object.entries(parsed.values)) {
     if (name === 'help') help = value === true;
     else flags[FLAGS[name]] = value === true ? '1' : value === false ? '0' : String(value);

@@ -17,6 +17,12 @@ export interface Isolation {
   tablePrefix?: string;
   /** Prepended to the projections' checkpoint names (a rebuild keeps checkpoints of its own). */
   consumerPrefix?: string;
+  /**
+   * The log read only, beside a running instance (the rebuild): no signed checkpoints (they are the
+   * instance's: a rebuild's log appended one at its close, with the instance's key, and rewrote the
+   * witness beside it), and no topic made (createTopics: false).
+   */
+  readOnlyLog?: boolean;
 }
 
 /**
@@ -66,7 +72,7 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       appendTimeoutMs: config.limits.logAppendTimeoutMs,
       logger: logger.child({ component: 'kafka' }),
       // Tamper evidence: this instance's chain heads signed with AUDIT_KEY_FILE (src/log/kafka/kafka-chain.ts).
-      checkpoints: kafkaCheckpoints(config, logger),
+      ...(isolation.readOnlyLog ? { createTopics: false } : { checkpoints: kafkaCheckpoints(config, logger) }),
     }),
     historyStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}history`, tablePrefix: prefix, onRefused: rowRefused(logger, 'history') }),
     presenceHistoryStore: new ClickHouseHistoryStore({ client, consumer: `${isolation.consumerPrefix ?? ''}presence-history`, tablePrefix: `${prefix}presence_`, onRefused: rowRefused(logger, 'presence history') }),

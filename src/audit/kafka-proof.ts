@@ -11,7 +11,7 @@ import { Topics, type Topic } from '../log/port.js';
 import { decodeCheckpoint } from './checkpoint.js';
 import { kafkaChained, KafkaChainVerifier, type KafkaChainedLog } from './kafka-verify.js';
 import { checkPrinted, EXPORT_PIECE_CHARS, ExportFormatError, exportHeader, outOfScope, partitionsOf, type ExportLine } from './export-format.js';
-import { lineOf, type ScopeRequest } from './replay-scope.js';
+import { lineOf, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 
 /** A record's chain headers as an export line carries them (hex), or `chain: "malformed"`; nothing when it has none. */
 function chainFields(r: KafkaChainedRecord): Record<string, unknown> {
@@ -33,18 +33,25 @@ interface KafkaPart {
  * offsets, the checkpoints' public keys), the audit topic's records, then each partition of the
  * scope whole, in offset order.
  */
-export async function* exportKafkaWithProof(log: KafkaChainedLog, request: ScopeRequest, onFound: () => void = () => {}): AsyncGenerator<string> {
+export async function* exportKafkaWithProof(log: KafkaChainedLog, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<string> {
   const parts: KafkaPart[] = [];
   const lows = new Map<Topic, Map<number, number>>();
   for (const { topic, partition, end } of await partitionsOf(log, request)) {
     if (!lows.has(topic)) lows.set(topic, await log.lowOffsets(topic));
     parts.push({ topic, partition, low: lows.get(topic)!.get(partition) ?? 0, end });
   }
+  // Every record of the partitions, from the first each held to its end, is read once.
+  const progress: ScopeProgress = { read: 0, total: parts.reduce((n, p) => n + Math.max(0, p.end - p.low), 0), found: 0 };
+  onProgress(progress);
   // The audit topic is small (a checkpoint per instance and interval): held, for the header's keys.
   const audit: KafkaChainedRecord[] = [];
   for (const { topic, partition, low, end } of parts) {
     if (topic !== Topics.audit) continue;
-    for await (const records of kafkaChained(log, topic, partition, low, end)) audit.push(...records);
+    for await (const records of kafkaChained(log, topic, partition, low, end)) {
+      audit.push(...records);
+      progress.read += records.length;
+      onProgress(progress);
+    }
   }
   const publicKeys = new Set<string>();
   for (const r of audit) {
@@ -74,7 +81,7 @@ export async function* exportKafkaWithProof(log: KafkaChainedLog, request: Scope
         const line = lineOf(r, request);
         const chain = chainFields(r);
         if (line) {
-          onFound();
+          progress.found++;
           out += `${JSON.stringify({ ...line, key: r.key, value: Buffer.from(r.value).toString('base64'), ...chain })}\n`;
         } else if (r.chain !== undefined && r.chain !== 'malformed') {
           out += `${JSON.stringify({ topic, partition, offset: r.offset, digest: chainDigest(r.chain.seq, r).toString('hex'), ...chain })}\n`;
@@ -83,6 +90,8 @@ export async function* exportKafkaWithProof(log: KafkaChainedLog, request: Scope
           out += `${JSON.stringify({ topic, partition, offset: r.offset, ...chain })}\n`;
         }
       }
+      progress.read += records.length;
+      onProgress(progress);
       yield out;
     }
   }

@@ -8,7 +8,7 @@ import { Topics, type Log, type Topic } from '../log/port.js';
 import type { ChainedRecord } from '../log/embedded/embedded-log.js';
 import { decodeCheckpoint, type AuditCheckpoint } from './checkpoint.js';
 import { ChainVerifier, digestOf, type ChainEntry } from './verify.js';
-import { inScope, lineOf, type ScopeRequest } from './replay-scope.js';
+import { inScope, lineOf, recordsIn, type ScopeProgress, type ScopeRequest } from './replay-scope.js';
 import { checkHeader, checkPrinted, checkRecordLine, EXPORT_PIECE_CHARS, EXPORT_VERSION, ExportFormatError, exportHeader, exportLines, HEX_LINK, outOfScope, parseExportLine, partitionsOf, scopeOf } from './export-format.js';
 import { KafkaExportVerifier } from './kafka-proof.js';
 
@@ -84,8 +84,11 @@ function linkOf(text: unknown, at: string, field: 'link' | 'prev'): Buffer {
  * first): a record of the scope as the replay prints it plus its key, value and links; any other
  * as its digest and links.
  */
-export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, onFound: () => void = () => {}): AsyncGenerator<string> {
+export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<string> {
   const parts = await partitionsOf(log, request);
+  // Every record of the partitions, each to its end, is read once for the export (the checkpoints' small topic once more before).
+  const progress: ScopeProgress = { read: 0, total: await recordsIn(log, parts), found: 0 };
+  onProgress(progress);
   const checkpoints = await checkpointsOf(log, parts);
   yield exportHeader(request, checkpoints.map(({ cp }) => cp.publicKey), parts);
   for (const { topic, partition, end } of parts) {
@@ -103,12 +106,14 @@ export async function* exportWithProof(log: ChainedLog, request: ScopeRequest, o
         if (topic === Topics.audit) {
           out += `${JSON.stringify({ topic, partition, offset: r.offset, time: r.timestamp, checkpoint: decodeCheckpoint(r.value), key: r.key, value: Buffer.from(r.value).toString('base64'), ...proof })}\n`;
         } else if (line) {
-          onFound();
+          progress.found++;
           out += `${JSON.stringify({ ...line, key: r.key, value: Buffer.from(r.value).toString('base64'), ...proof })}\n`;
         } else {
           out += `${JSON.stringify({ topic, partition, offset: r.offset, digest: digestOf(r.offset, r.key, r.timestamp, r.value).toString('hex'), ...proof })}\n`;
         }
       }
+      progress.read += records.length;
+      onProgress(progress);
       yield out;
     }
   }

@@ -151,17 +151,26 @@ export interface ReadingPlan {
 }
 
 /** The request's reading plan (replayScope's and replayNdjson's): partitionsToRead, with their ends now. */
-export async function readingPlan(log: Pick<Log, 'partitions' | 'endOffsets'>, request: ScopeRequest): Promise<ReadingPlan> {
+export async function readingPlan(log: Pick<Log, 'partitions' | 'endOffsets' | 'lowOffsets'>, request: ScopeRequest): Promise<ReadingPlan> {
   const ends = new Map<Topic, Map<number, number>>();
   const parts: ReadingPlan['parts'] = [];
-  let total = 0;
   for (const { topic, partition } of await partitionsToRead(log, request)) {
     if (!ends.has(topic)) ends.set(topic, await log.endOffsets(topic));
     const end = ends.get(topic)!.get(partition) ?? 0;
     parts.push({ topic, partition, end });
-    total += end;
   }
-  return { parts, progress: { read: 0, total, found: 0 } };
+  return { parts, progress: { read: 0, total: await recordsIn(log, parts), found: 0 } };
+}
+
+/** How many records reading these partitions from offset 0 to their ends meets: from the first each still holds (Log.lowOffsets). */
+export async function recordsIn(log: Pick<Log, 'lowOffsets'>, parts: { topic: Topic; partition: number; end: number }[]): Promise<number> {
+  const lows = new Map<Topic, Map<number, number>>();
+  let total = 0;
+  for (const { topic, partition, end } of parts) {
+    if (log.lowOffsets && !lows.has(topic)) lows.set(topic, await log.lowOffsets(topic));
+    total += Math.max(0, end - (lows.get(topic)?.get(partition) ?? 0));
+  }
+  return total;
 }
 
 /** The request's records, partition by partition (so each channel's in log order). */

@@ -7,7 +7,7 @@
 // embedded service is stopped: the same change appended to DATA_DIR's log by this process (it
 // takes the data directory's lock, so it refuses while the service runs: two writers on one
 // embedded log would assign the same offsets). Kafka always goes through a running instance.
-import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
+import { checkPathFlag, ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { ServiceError } from '../errors.js';
 import { systemClock } from '../clock.js';
 import { StartupError } from '../startup.js';
@@ -105,6 +105,8 @@ export function parseKeysArgs(argv: string[], env: Record<string, string | undef
     },
   });
   if (values.help) return { help: true };
+  checkPathFlag('data-dir', values['data-dir']);
+  checkPathFlag('apps-file', values['apps-file']);
   const [command, keyId, ...rest] = positionals;
   const isCommand = (c: string | undefined): c is Command => (COMMANDS as readonly (string | undefined)[]).includes(c);
   if (!isCommand(command)) {

@@ -18,7 +18,7 @@ import { adaptersFor, type Adapters } from '../adapters.js';
 import { Topics, type Log, type LogRecord, type RecordVisitor, type ScanResult, type Topic } from '../log/port.js';
 import { decodeEvent } from '../log/event-codec.js';
 import { loadAppsFile } from '../apps/apps-file.js';
-import { loadOrCreateDefaultApp } from '../apps/default-app.js';
+import { loadDefaultApp } from '../apps/default-app.js';
 import { AppRegistry } from '../../projections/apps/app-registry.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import type { StatsStore, StatsWriter } from '../../projections/stats/stats-store.js';
@@ -50,7 +50,11 @@ Kafka and writes ClickHouse; otherwise the embedded log and store in DATA_DIR.`;
 async function loadRegistry(config: Config, log: Log, clock: Clock): Promise<AppRegistry> {
   const registry = new AppRegistry();
   if (config.appsFile) for (const app of loadAppsFile(config.appsFile, clock.now())) registry.put(app);
-  else registry.put(loadOrCreateDefaultApp(config.dataDir, clock.now()).app);
+  else {
+    // The service's default app as it stands: a rebuild makes none and rewrites no file of DATA_DIR's.
+    const app = loadDefaultApp(config.dataDir, { upgrade: false });
+    if (app) registry.put(app);
+  }
   await readAll(log, [Topics.apps], 10_000, (records) => {
     for (const r of records) {
       const event = decodeEvent(r.value);
@@ -309,8 +313,9 @@ async function main(): Promise<void> {
     }
   }
   const logger = pino({ level: 'warn' }, pino.destination(2));
-  // Beside a running service: no data-dir lock, checkpoints of its own.
-  const adapters = await adaptersFor(config, logger, { lock: false, consumerPrefix: `rebuild-${Date.now()}-` });
+  // Beside a running service: no data-dir lock, the log read only (nothing written to it: no topic's
+  // partition count stored), checkpoints of its own.
+  const adapters = await adaptersFor(config, logger, { lock: false, readOnlyLog: true, consumerPrefix: `rebuild-${Date.now()}-` });
   const tty = process.stderr.isTTY === true;
   const started = Date.now();
   process.stderr.write(`rebuilding ${target} from offset 0 of the ${modeOf(config)} log\n`);

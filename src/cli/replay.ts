@@ -10,9 +10,9 @@
 // With KAFKA_BROKERS and CLICKHOUSE_URL set it reads Kafka, otherwise the embedded log in DATA_DIR.
 import { existsSync, readFileSync } from 'node:fs';
 import { commandAsTyped, commandLine, isEntryPoint } from './command.js';
-import { ConfigError, modeOf, parseConfig, type Config } from '../config.js';
+import { checkPathFlag, ConfigError, modeOf, parseConfig, type Config } from '../config.js';
 import { existingEmbeddedLog } from '../log/embedded/existing-log.js';
-import { EmbeddedLog } from '../log/embedded/embedded-log.js';
+import { EmbeddedLogReader } from '../log/embedded/embedded-log-reader.js';
 import { KafkaLog } from '../log/kafka/kafka-log.js';
 import { probeKafka } from '../log/kafka/kafka-probe.js';
 import type { Log } from '../log/port.js';
@@ -131,6 +131,7 @@ export function parseReplayArgs(argv: string[], env: Record<string, string | und
     },
   });
   if (values.help) return { help: true };
+  checkPathFlag('data-dir', values['data-dir']);
   const trust: Trust = { keyFiles: values['trust-key'] ?? [], keyrings: values.keyring ?? [], fingerprints: values['trust-fingerprint'] ?? [] };
   for (const fp of trust.fingerprints) {
     if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){15}$/i.test(fp)) throw new ConfigError(`--trust-fingerprint takes a key's fingerprint, 16 hex pairs (aa:bb:…), as --public-key prints it, not "${fp}"`);
@@ -198,14 +199,16 @@ function progressLine(p: ScopeProgress): string {
   return `\r[${bar}] ${(done * 100).toFixed(1)}%  records read ${p.read}/${p.total}  ${p.found} found`;
 }
 
-/** The log to read, opened read-only in spirit: an existing embedded log, or Kafka within STARTUP_TIMEOUT_MS. */
+/**
+ * The log to read: an existing embedded log, read-only and from one snapshot (beside a running
+ * service: nothing written, its partition counts as stored whatever EMBEDDED_PARTITIONS says, its
+ * retention's deletes meanwhile unseen), or Kafka within STARTUP_TIMEOUT_MS.
+ */
 async function openLog(config: Config): Promise<Log> {
-  if (modeOf(config) === 'embedded') {
-    const path = existingEmbeddedLog(config.dataDir);
-    return new EmbeddedLog({ path, partitions: config.embeddedPartitions });
-  }
+  if (modeOf(config) === 'embedded') return new EmbeddedLogReader({ path: existingEmbeddedLog(config.dataDir), snapshot: true });
   await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs);
-  return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false });
+  // A reader: a topic missing (another cluster, or one the service never started on) is an error, never made.
+  return new KafkaLog({ brokers: config.kafkaBrokers!, clientId: `${config.kafkaClientId}-replay`, idempotent: false, createTopics: false });
 }
 
 const write = (text: string | Uint8Array): Promise<void> | undefined =>
@@ -367,8 +370,7 @@ async function main(): Promise<number> {
     };
     if (parsed.mode === 'verify') return await verifyWhereLogIs(log, request, parsed.trust, parsed.requireSealed, config, tty);
     if (parsed.withProof) {
-      const found = (): void => void last.found++;
-      const lines = hasChains(log) ? exportWithProof(log, request, found) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, found);
+      const lines = hasChains(log) ? exportWithProof(log, request, show) : exportKafkaWithProof(log as Log & KafkaChainedLog, request, show);
       for await (const text of lines) await write(text);
     } else {
       for await (const chunk of replayNdjson(log, request, show, true)) await written(chunk);

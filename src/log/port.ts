@@ -156,6 +156,11 @@ export interface Log {
    */
   prepareReads?(topic: Topic): Promise<void>;
   partitions(topic: Topic): Promise<number>;
+  /**
+   * The first offset each partition still holds (retention deletes the oldest records), for how
+   * many records a read from offset 0 meets; optional (absent: 0).
+   */
+  lowOffsets?(topic: Topic): Promise<Map<number, number>>;
   /** Next offset to be written, per partition. */
   endOffsets(topic: Topic): Promise<Map<number, number>>;
   close(): Promise<void>;

@@ -77,7 +77,7 @@ describeWithInfra('replay --with-proof and --verify-file on Kafka: an export ver
     const request: ScopeRequest = { appId: 'app1', channels: { kind: 'channel', name: 'x' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER };
     let text = '';
     let found = 0;
-    for await (const chunk of exportKafkaWithProof(a, request, () => found++)) text += chunk;
+    for await (const chunk of exportKafkaWithProof(a, request, (p) => (found = p.found))) text += chunk;
     expect(found).toBe(11);
     const lines = text.trim().split('\n');
     const header = JSON.parse(lines[0]).export;

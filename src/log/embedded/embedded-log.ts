@@ -12,15 +12,15 @@ import type {
 } from '../port.js';
 import { Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
-import { unpackValue } from '../../codec/msgpack.js';
 import { pumpedSubscription } from './embedded-subscription.js';
 import { SqliteWriter } from './sqlite-writer.js';
-import { keyBytesOf, packSegment, scanSegment, visitRecord, type Segment, type SegmentRecords } from './segment.js';
+import { keyBytesOf, packSegment, visitRecord, type Segment } from './segment.js';
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
 import { retentionChunk } from './retention.mjs';
 import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
-import { recordBytes, RecentWindows } from './recent-windows.js';
+import { RecentWindows } from './recent-windows.js';
+import { fromSegment, readStream, scanStream, STREAM_END, STREAM_END_OFFSET, STREAM_SHIFT, STREAM_START } from './stream-rows.js';
 
 export type { ChainHead, ChainedRecord } from './chain-reader.js';
 
@@ -44,11 +44,6 @@ export interface EmbeddedLogOptions {
   checkpoints?: CheckpointOptions;
 }
 
-interface SegmentRow {
-  first_offset: number;
-  records: Buffer;
-}
-
 /**
  * A stream is one partition of one topic (log_streams). Its segments are one range of row ids,
  * id = (stream << STREAM_SHIFT) + first_offset, in offset order: an append adds a row at the end
@@ -58,7 +53,6 @@ interface SegmentRow {
  * over about 1 KB to overflow pages and wrote four or five: each page costs the writer thread a
  * write and its share of the fsync.
  */
-const STREAM_SHIFT = 44; // 2^44 offsets per partition; streams up to 2^19
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS log_streams (
@@ -77,11 +71,6 @@ const INSERT_SEGMENT = `INSERT INTO log_segments (id, topic, partition, first_of
  * link (chain.mjs), 32 bytes each; NULL in rows written before the log kept a chain.
  */
 const LAST_CHAIN = `SELECT chain FROM log_segments WHERE id >= (@stream << ${STREAM_SHIFT}) AND id < ((@stream + 1) << ${STREAM_SHIFT}) ORDER BY id DESC LIMIT 1`;
-
-/** The ids of stream @stream, from the one of offset @from (CAST: numbers are bound as REAL). */
-const STREAM_FROM = `(@stream << ${STREAM_SHIFT}) + CAST(@from AS INTEGER)`;
-const STREAM_START = `(@stream << ${STREAM_SHIFT})`;
-const STREAM_END = `((@stream + 1) << ${STREAM_SHIFT})`;
 
 /** Retention's statements (retention.mjs): a stream's oldest rows, its newest row's first offset, its rows before offset @to. */
 const RETENTION = {
@@ -155,20 +144,13 @@ export class EmbeddedLog implements Log {
     this.insert = this.db.prepare(INSERT_SEGMENT);
     this.streamOfStmt = this.db.prepare('SELECT stream FROM log_streams WHERE topic = ? AND partition = ?').pluck();
     this.addStream = this.db.prepare('INSERT INTO log_streams (topic, partition) VALUES (?, ?)');
-    this.streamEnd = this.db
-      .prepare(`SELECT first_offset + count FROM log_segments WHERE id >= ${STREAM_START} AND id < ${STREAM_END} ORDER BY id DESC LIMIT 1`)
-      .pluck();
+    this.streamEnd = this.db.prepare(STREAM_END_OFFSET).pluck();
     this.migrateRecordRows();
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
     this.batchSize = options.batchSize ?? 1000;
     this.batchBytes = options.batchBytes ?? 8 * 1024 * 1024;
     this.recent = new RecentWindows(options.windowBytes ?? 64 * 1024 * 1024);
-    // From the segment that holds the offset (the newest starting at or before it) onwards.
-    const fromSegment = (columns: string) =>
-      `SELECT ${columns} FROM log_segments WHERE id >= COALESCE(
-         (SELECT MAX(id) FROM log_segments WHERE id >= ${STREAM_START} AND id <= ${STREAM_FROM}), ${STREAM_START})
-       AND id < ${STREAM_END} ORDER BY id`;
     this.select = this.db.prepare(fromSegment('first_offset, records'));
     this.chains = new ChainReader(this.db, fromSegment('first_offset, count, records, chain'), STREAM_SHIFT);
     this.insertTx = this.db.transaction((topic: Topic, segments: Segment[]) => {
@@ -369,22 +351,10 @@ export class EmbeddedLog implements Log {
   private readSync(topic: string, partition: number, fromOffset: number, maxRecords: number, maxBytes = Infinity): LogRecord[] {
     const recent = this.recent.read(topic, partition, fromOffset, maxRecords, maxBytes);
     if (recent) return recent;
-    const out: LogRecord[] = [];
-    if (maxRecords <= 0) return out;
     // A read numbers no stream: one that was never written to has nothing to read.
     const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
-    if (stream === undefined) return out;
-    let bytes = 0;
-    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
-      const records = unpackValue(row.records) as SegmentRecords;
-      for (let i = Math.max(0, fromOffset - row.first_offset); i < records.length; i++) {
-        const [key, timestamp, value] = records[i];
-        const record: LogRecord = { topic, partition, offset: row.first_offset + i, key, timestamp, value };
-        out.push(record);
-        if (out.length === maxRecords || (bytes += recordBytes(record)) >= maxBytes) return out;
-      }
-    }
-    return out;
+    if (stream === undefined || maxRecords <= 0) return [];
+    return readStream(this.select, topic, partition, stream, fromOffset, maxRecords, maxBytes);
   }
 
   async scan(topic: Topic, partition: number, fromOffset: number, maxRecords: number, visit: RecordVisitor): Promise<ScanResult> {
@@ -402,11 +372,7 @@ export class EmbeddedLog implements Log {
     }
     const stream = this.streams.get(topic)?.[partition] ?? (this.streamOfStmt.get(topic, partition) as number | undefined);
     if (stream === undefined) return result;
-    for (const row of this.select.iterate({ stream, from: fromOffset }) as IterableIterator<SegmentRow>) {
-      const done = scanSegment(row.records, row.first_offset, fromOffset, maxRecords - result.count, visit, result);
-      if (done) break;
-    }
-    return result;
+    return scanStream(this.select, stream, fromOffset, maxRecords, visit, result);
   }
 
   async partitions(topic: Topic): Promise<number> {

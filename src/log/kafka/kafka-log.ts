@@ -25,6 +25,12 @@ export interface KafkaLogOptions {
   replicationFactor?: number;
   /** How long to wait for a missing topic to appear with partitions. */
   topicTimeoutMs?: number;
+  /**
+   * Whether a topic missing at its first use is created (default true: the service's). false: the
+   * replay's, which writes nothing to the cluster: a missing topic (KAFKA_BROKERS of another
+   * cluster, or a service that never started there) is an error at once, not made.
+   */
+  createTopics?: boolean;
   /** Longest wait of a fetch with nothing to return; bounds how long stop() takes. */
   fetchMaxWaitMs?: number;
   /**
@@ -188,15 +194,15 @@ export class KafkaLog implements Log {
   private ensureTopic(kafkaTopic: string): Promise<number> {
     let ready = this.topics.get(kafkaTopic);
     if (!ready) {
-      ready = this.createTopic(kafkaTopic);
+      ready = this.topicReady(kafkaTopic);
       this.topics.set(kafkaTopic, ready);
       ready.catch(() => this.topics.delete(kafkaTopic));
     }
     return ready;
   }
 
-  private async createTopic(kafkaTopic: string): Promise<number> {
-    const admin = await this.connectedAdmin();
+  /** Creates the topic, best effort (see ensureTopic). */
+  private async makeTopic(admin: Admin, kafkaTopic: string): Promise<void> {
     try {
       await admin.createTopics({
         waitForLeaders: true,
@@ -217,6 +223,16 @@ export class KafkaLog implements Log {
     } catch (err) {
       this.logger?.debug({ err, topic: kafkaTopic }, 'createTopics failed; relying on auto-creation');
     }
+  }
+
+  /** The topic, made (or, with createTopics false, found), once every partition has a leader: its partition count. */
+  private async topicReady(kafkaTopic: string): Promise<number> {
+    const admin = await this.connectedAdmin();
+    if (this.options.createTopics === false) {
+      if (!(await admin.listTopics()).includes(kafkaTopic)) {
+        throw new Error(`Kafka topic ${kafkaTopic} does not exist at ${this.options.brokers.join(',')}, and a reader makes none: is KAFKA_BROKERS the service's cluster, and has the service started there?`);
+      }
+    } else await this.makeTopic(admin, kafkaTopic);
     const timeoutMs = this.options.topicTimeoutMs ?? 30_000;
     const deadline = Date.now() + timeoutMs;
     let last: unknown;
