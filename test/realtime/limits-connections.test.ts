@@ -5,7 +5,7 @@ import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect as tcpConnect } from 'node:net';
 import { encode as encodeMsgpack } from '@msgpack/msgpack';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, removeDir, serialAhead, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 import { Actions, closedWithin, nested, RawClient, sleep, type Pm } from '../helpers/raw-realtime.js';
 import { clients, connect, errorOf, history, open, pausable, port, requestToken, ts, useLimitsService } from './limits-service.js';
 
@@ -39,8 +39,9 @@ describe('channels per connection', () => {
   it('ATTACHes sent at once, each waiting on the log (a channelSerial ahead of delivery), still attach at most REALTIME_MAX_CHANNELS_PER_CONNECTION channels', async () => {
     const c = await connect();
     const names = Array.from({ length: 8 }, () => uniqueChannel());
-    // One partition in the embedded log by default: 0:<far ahead> makes each attach ask the log its end first.
-    for (const channel of names) c.send({ action: Actions.ATTACH, channel, channelSerial: '0:999999999' });
+    // A position far ahead on each channel's own partition makes each attach ask the log its end first.
+    const serials = await Promise.all(names.map((channel) => serialAhead(ts, channel)));
+    names.forEach((channel, i) => c.send({ action: Actions.ATTACH, channel, channelSerial: serials[i] }));
     const answers = await Promise.all(names.map((channel) => c.next((pm) => pm.channel === channel && (pm.action === Actions.ATTACHED || pm.action === Actions.ERROR))));
     expect(answers.filter((pm) => pm.action === Actions.ATTACHED)).toHaveLength(3);
     for (const refused of answers.filter((pm) => pm.action === Actions.ERROR)) expect(errorOf(refused)).toMatchObject({ code: 90010 });
