@@ -7,6 +7,8 @@ import pino, { type Logger } from 'pino';
 import { parseConfig } from '../../src/config.js';
 import { startService, embeddedAdapters, type Adapters, type Service } from '../../src/service.js';
 import type { Clock } from '../../src/clock.js';
+import { Topics } from '../../src/log/port.js';
+import { channelKey, partitionFor } from '../../src/log/partitioner.js';
 
 export interface TestService {
   service: Service;
@@ -24,7 +26,7 @@ export const basic = (key: string): string => `Basic ${Buffer.from(key).toString
 
 /**
  * The mode startTestService starts services in: `TEST_SERVICE_MODE=production` (`.ci/run` sets it
- * for its second pass over test/sdk and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
+ * for its second pass over test/sdk, the realtime files on the log and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
  * test/helpers/infra.ts finds them, each with topics and tables of its own; embedded otherwise.
  */
 export const testServiceMode: 'embedded' | 'production' = process.env.TEST_SERVICE_MODE === 'production' ? 'production' : 'embedded';
@@ -120,4 +122,15 @@ export async function publishJson(ts: TestService, channel: string, messages: un
     payload: JSON.stringify(messages),
   });
   if (res.statusCode !== 201) throw new Error(`publish to ${channel} answered ${res.statusCode}: ${res.body}`);
+}
+
+/**
+ * A channelSerial of `channel` (default app) far past where delivery stands, on the channel's own
+ * partition: an ATTACH with it waits for the log's end offsets first. The embedded log has one
+ * partition by default, Kafka's topics several: on another partition it would be no position of
+ * the channel, answered at once.
+ */
+export async function serialAhead(ts: TestService, channel: string): Promise<string> {
+  const appId = (ts.service.registry.all().find((a) => a.source === 'default') ?? ts.service.registry.all()[0]).appId;
+  return `${partitionFor(channelKey(appId, channel), await ts.service.log.partitions(Topics.messages))}:999999999`;
 }

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Topics } from '../../src/log/port.js';
 import { Actions, RawClient, sleep } from '../helpers/raw-realtime.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, removeDir, serialAhead, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 const RATE = 10;
 const CHANNELS_PER_CONNECTION = 5; // a burst of twice this: 10 attaches
@@ -82,13 +82,14 @@ it('an ATTACH with a position ahead of delivery and a CLOSE right behind it leav
   const gone = uniqueChannel('attach-close');
   const c = await RawClient.connect(port, { key: ts.key });
   // The CLOSE is read while the ATTACH waits for the log's end offsets.
-  c.send({ action: Actions.ATTACH, channel: gone, channelSerial: '0:999999999' });
+  c.send({ action: Actions.ATTACH, channel: gone, channelSerial: await serialAhead(ts, gone) });
   c.send({ action: Actions.CLOSE });
   await c.closed;
   // Another ATTACH of the same kind answered: the first one's wait is over too.
   const other = await RawClient.connect(port, { key: ts.key });
   clients.push(other);
-  expect((await other.attach(uniqueChannel('attach-close-other'), { channelSerial: '0:999999999' })).action).toBe(Actions.ATTACHED);
+  const otherChannel = uniqueChannel('attach-close-other');
+  expect((await other.attach(otherChannel, { channelSerial: await serialAhead(ts, otherChannel) })).action).toBe(Actions.ATTACHED);
   expect(ts.service.gateway.metrics().attachments).toBe(before + 1);
   await until('the closed connection off the channel', () => connectionsOn(gone) === 0);
 });
@@ -99,13 +100,14 @@ it('an ATTACH with a position ahead of delivery and a DETACH right behind it is 
   const c = await RawClient.connect(port, { key: ts.key });
   clients.push(c);
   // The DETACH is read while the ATTACH waits for the log's end offsets.
-  c.send({ action: Actions.ATTACH, channel: name, channelSerial: '0:999999999' });
+  c.send({ action: Actions.ATTACH, channel: name, channelSerial: await serialAhead(ts, name) });
   c.send({ action: Actions.DETACH, channel: name });
   await c.next((pm) => pm.action === Actions.DETACHED);
   // Another ATTACH of the same kind answered: the first one's wait is over too.
   const other = await RawClient.connect(port, { key: ts.key });
   clients.push(other);
-  expect((await other.attach(uniqueChannel('attach-detach-other'), { channelSerial: '0:999999999' })).action).toBe(Actions.ATTACHED);
+  const otherChannel = uniqueChannel('attach-detach-other');
+  expect((await other.attach(otherChannel, { channelSerial: await serialAhead(ts, otherChannel) })).action).toBe(Actions.ATTACHED);
   await c.ping();
   expect(c.frames.filter((f) => f.channel === name).map((f) => f.action)).toEqual([Actions.DETACHED]);
   expect(ts.service.gateway.metrics().attachments).toBe(before + 1);

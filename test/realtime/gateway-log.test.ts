@@ -86,8 +86,7 @@ describe.each([
 
     // The restart: the gateway says DISCONNECTED, the process goes, a new one starts on the same
     // DATA_DIR and port, and keeps the members the old one left for the resume window.
-    await ts.service.close();
-    const restarted = await startTestService({ REALTIME_PRESENCE_DROP_MS: '60000' }, { dataDir: ts.dataDir });
+    const restarted = await ts.restart();
     ts = restarted;
     const members = await restarted.service.app.inject({ url: `/channels/${channelName}/presence`, headers: { authorization: restarted.auth } });
     expect(members.json().map((m: { clientId: string }) => m.clientId)).toEqual(['survivor']);

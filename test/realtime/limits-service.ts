@@ -1,4 +1,4 @@
-// The realtime limits tests' service (limits.test.ts, limits-connections.test.ts): a listening
+// The realtime limits tests' service (limits.test.ts, limits-connections.test.ts; limits-slow-reader.test.ts takes its pausable and errorOf): a listening
 // service whose limits are lowered through the environment, raw clients closed after each file.
 import { afterAll, beforeAll, expect } from 'vitest';
 import { listening, removeDir, startTestService, type TestService } from '../helpers/service.js';
