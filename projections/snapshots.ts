@@ -4,8 +4,9 @@ import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
 import type { Logger } from 'pino';
-import type { Checkpoint, Log, Topic } from '../src/log/port.js';
+import { Topics, type Checkpoint, type Log, type Topic } from '../src/log/port.js';
 import type { SharedSnapshots } from './shared-snapshots.js';
+import { marksOf, otherLog, type SnapshotMark } from './snapshot-marks.js';
 
 /**
  * Snapshots of the in-memory projections (README: A bounded start). A projection rebuilt from its
@@ -35,12 +36,16 @@ export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/1';
 /** Log positions per topic: the next offset to read, per partition. */
 export type SnapshotPositions = Map<Topic, Checkpoint>;
 
+export type { SnapshotMark } from './snapshot-marks.js';
+
 export interface Snapshot<S> {
   name: string;
   version: number;
   positions: SnapshotPositions;
   /** Each topic's partition count when written (undefined: a file of an earlier build). */
   partitions?: Record<string, number>;
+  /** Per topic, the record it was taken after (absent in files of earlier builds: not checked). */
+  marks?: Record<string, SnapshotMark>;
   writtenAt: number;
   state: S;
 }
@@ -53,6 +58,7 @@ interface Header {
   positions: Record<string, [number, number][]>;
   /** Each topic's partition count when written (absent in files of earlier builds). */
   partitions?: Record<string, number>;
+  marks?: Record<string, SnapshotMark>;
   writtenAt: number;
   bytes: number;
   sha256: string;
@@ -63,8 +69,11 @@ export interface SnapshotStoreOptions {
   dir: string;
   /** Which log the positions are of (a snapshot of another log is never used). */
   logId: string;
-  /** Where each partition ends: a snapshot past a log's end (a log reset) is not used. */
-  log: Pick<Log, 'endOffsets'>;
+  /**
+   * Where each partition ends: a snapshot past a log's end (a log reset) is not used. With `read`,
+   * each snapshot also names the record it was taken after (SnapshotMark), checked at a start.
+   */
+  log: Pick<Log, 'endOffsets'> & Partial<Pick<Log, 'read'>>;
   logger: Logger;
   /** Snapshots kept per projection (default 6). */
   keep?: number;
@@ -128,6 +137,7 @@ export class SnapshotStore {
         log: this.options.logId,
         positions: Object.fromEntries([...held].map(([topic, cp]) => [topic, [...cp]])),
         partitions: await this.partitionCounts(held),
+        marks: await marksOf(this.options.log, held, (err, topic) => this.options.logger.warn({ err, projection: name, topic }, 'the record a snapshot was taken after could not be read: the snapshot is saved without it (a start cannot tell a reset log by it)')),
         writtenAt,
         bytes: body.byteLength,
         sha256: createHash('sha256').update(body).digest('hex'),
@@ -242,6 +252,7 @@ export class SnapshotStore {
       if (!refusal && 'snapshot' in read) {
         refusal = await this.beyondEnd(read.snapshot, ends);
         refusal ??= accept?.(read.snapshot);
+        refusal ??= await otherLog(this.options.log, read.snapshot.marks);
         if (!refusal) {
           logger.info({ ...where, writtenAt: new Date(read.snapshot.writtenAt).toISOString(), positions: describe(read.snapshot.positions) }, 'projection restored from its snapshot; reading the log after it');
           return read.snapshot;
@@ -300,7 +311,7 @@ export class SnapshotStore {
       return { reason: `its state does not decode: ${(err as Error).message}` };
     }
     const positions: SnapshotPositions = new Map(Object.entries(header.positions).map(([topic, cp]) => [topic as Topic, new Map(cp)]));
-    return { snapshot: { name, version, positions, partitions: header.partitions, writtenAt: header.writtenAt, state } };
+    return { snapshot: { name, version, positions, partitions: header.partitions, marks: header.marks, writtenAt: header.writtenAt, state } };
   }
 
   /**
@@ -452,6 +463,9 @@ export function atOrBefore(a: Checkpoint, b: Checkpoint): boolean {
   return true;
 }
 
+/** The topics the snapshotted projections read (presence, channels, apps). */
+const SNAPSHOT_TOPICS: Topic[] = [Topics.presence, Topics.connections, Topics.messages, Topics.apps];
+
 /** The settings it reads (src/config.ts: SNAPSHOT_INTERVAL_MS, SHARED_SNAPSHOT_INTERVAL_MS, …). */
 export interface SnapshotSettings {
   dataDir: string;
@@ -468,8 +482,16 @@ export interface SnapshotSettings {
  * (every instance holds these projections whole, so any instance's snapshot serves any other).
  * None with SNAPSHOT_INTERVAL_MS=0; no shared ones with SHARED_SNAPSHOT_INTERVAL_MS=0.
  */
-export function snapshotStoreFor(config: SnapshotSettings, log: Pick<Log, 'kind' | 'endOffsets'>, logger: Logger, shared: SharedSnapshots | undefined): SnapshotStore | undefined {
+export function snapshotStoreFor(
+  config: SnapshotSettings,
+  log: Pick<Log, 'kind' | 'endOffsets'> & Partial<Pick<Log, 'read' | 'prepareReads'>>,
+  logger: Logger,
+  shared: SharedSnapshots | undefined,
+): SnapshotStore | undefined {
   if (config.snapshotIntervalMs <= 0) return undefined;
+  // Each snapshot's mark is read at its save and checked at a start (SnapshotMark): the Kafka
+  // log's readers join their groups now, together, rather than one after another at the first reads.
+  for (const topic of SNAPSHOT_TOPICS) log.prepareReads?.(topic).catch(() => {}); // a failure leaves the first read to start it
   // Presence needs a snapshot older than the history window: keep enough to reach past it.
   const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
   const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SnapshotSchedule, SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
-import { Topics } from '../../src/log/port.js';
+import { Topics, type Log } from '../../src/log/port.js';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 
 interface Line {
   level: number;
@@ -20,7 +21,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function setup(options: { ends?: Map<number, number>; logId?: string; keep?: number; dir?: string } = {}) {
+function setup(options: { ends?: Map<number, number>; logId?: string; keep?: number; dir?: string; log?: Log } = {}) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'cm-snap-'));
   if (!options.dir) dirs.push(dir);
   const lines: Line[] = [];
@@ -29,7 +30,7 @@ function setup(options: { ends?: Map<number, number>; logId?: string; keep?: num
   const store = new SnapshotStore({
     dir,
     logId: options.logId ?? 'embedded:test',
-    log: { endOffsets: async () => options.ends ?? new Map([[0, 100], [1, 100]]) },
+    log: options.log ?? { endOffsets: async () => options.ends ?? new Map([[0, 100], [1, 100]]) },
     logger,
     keep: options.keep,
     now: () => clock++,
@@ -104,6 +105,38 @@ describe('snapshot files', () => {
     const reset = setup({ dir, ends: new Map([[0, 12]]) });
     expect(await reset.store.load('presence', 1)).toBeUndefined();
     expect(reset.warnings()[0].reason).toBe("its presence position 0:90 is past the log's end (12): the log was reset or is another one");
+  });
+
+  it('a snapshot of a log that was replaced since (log.db restored from an older backup) and has grown past it is not used: the record it was taken after differs', async () => {
+    const { dir } = setup();
+    const logs: EmbeddedLog[] = [];
+    const logAt = (name: string) => {
+      const log = new EmbeddedLog({ path: join(dir, `${name}.db`), partitions: 2 });
+      logs.push(log);
+      return log;
+    };
+    const fill = async (log: Log, n: number, tag: string) => {
+      for (const p of [0, 1]) {
+        // Keys that land on each partition: any key, appended until the partition holds n.
+        for (let i = 0; (await log.endOffsets(Topics.presence)).get(p)! < n; i++) await log.append(Topics.presence, [{ key: `${tag}-${p}-${i}`, value: new Uint8Array([i & 0xff]), timestamp: 1_000 + i }]);
+      }
+    };
+    try {
+      const before = logAt('before');
+      await fill(before, 10, 'a');
+      const first = setup({ dir, log: before });
+      await first.store.save('presence', 1, new Map([[Topics.presence, await before.endOffsets(Topics.presence)]]), { members: 'of the log before' });
+      // The same log still serves it (the check passes where nothing changed).
+      expect((await setup({ dir, log: before }).store.load<{ members: string }>('presence', 1))?.state.members).toBe('of the log before');
+
+      const replaced = logAt('replaced');
+      await fill(replaced, 12, 'b');
+      const after = setup({ dir, log: replaced });
+      expect(await after.store.load('presence', 1)).toBeUndefined();
+      expect(after.warnings().map((w) => w.reason)[0]).toMatch(/^the presence record it was taken after \(\d:9\) is another one in this log: the log was reset or replaced since$/);
+    } finally {
+      for (const log of logs) await log.close();
+    }
   });
 
   it("a snapshot saved after the store first read the log's end (a writer's hand-over minutes after the start) is used: the end is read again", async () => {
