@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
 import type { Logger } from 'pino';
@@ -104,6 +104,8 @@ export interface Refusal {
 }
 
 const SUFFIX = '.snap';
+/** How old a temporary file must be to count as a crash's leftover (a write takes seconds at most). */
+const LEFTOVER_AGE_MS = 10 * 60_000;
 
 export class SnapshotStore {
   private readonly keep: number;
@@ -207,7 +209,33 @@ export class SnapshotStore {
       await handle.close();
     }
     await rename(temp, join(dir, file));
+    // The rename made durable before an older file goes: a power loss leaves the new file or the old.
+    const folder = await open(dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
     for (const old of this.files(name).slice(this.keep)) await rm(join(dir, old), { force: true });
+    await this.removeLeftovers(dir);
+  }
+
+  /**
+   * Temporary files a crash left (a kill -9 or a power loss during a write), each as large as a
+   * snapshot: never read, so removed, once old enough not to be another process's write in
+   * progress (production mode takes no DATA_DIR lock).
+   */
+  private async removeLeftovers(dir: string): Promise<void> {
+    const before = Date.now() - LEFTOVER_AGE_MS;
+    for (const f of readdirSync(dir)) {
+      if (!f.startsWith('.') || !f.endsWith('.tmp')) continue;
+      const path = join(dir, f);
+      try {
+        if ((await stat(path)).mtimeMs < before) await rm(path, { force: true });
+      } catch {
+        // removed meanwhile
+      }
+    }
   }
 
   /** Snapshot files of a projection, newest first. */
@@ -389,73 +417,8 @@ function headerCovered(path: string): number {
   }
 }
 
-const describe = (positions: SnapshotPositions): Record<string, string> =>
+export const describe = (positions: SnapshotPositions): Record<string, string> =>
   Object.fromEntries([...positions].map(([topic, cp]) => [topic, [...cp].map(([p, o]) => `${p}:${o}`).join(',')]));
-
-/** One projection's part in the schedule: what it saves, taken at one instant. */
-export interface SnapshotSource {
-  name: string;
-  version: number;
-  /** The state and the positions it reflects, or undefined when there is nothing to save yet. */
-  take: () => { positions: SnapshotPositions; state: unknown } | undefined;
-}
-
-/**
- * Saves each source every `intervalMs` when its positions moved, and once more at close (after
- * the consumers stopped). A failed write (a full disk) is logged; the next one tries again. With a
- * shared store: an interval's save goes there too when the newest shared one is older than its
- * interval (SnapshotStore), and the close's always does (unless this instance shared those
- * positions already): a stop leaves the newest state for the next instance to start, whichever it is.
- */
-export class SnapshotSchedule {
-  private timer: NodeJS.Timeout | undefined;
-  private readonly saved = new Map<string, string>();
-  private readonly shared = new Map<string, string>();
-  private running: Promise<void> | undefined;
-
-  constructor(
-    private readonly store: SnapshotStore,
-    private readonly sources: SnapshotSource[],
-    private readonly intervalMs: number,
-    private readonly logger: Logger,
-  ) {}
-
-  start(): void {
-    if (this.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.saveAll(), this.intervalMs);
-    this.timer.unref();
-  }
-
-  /** Saves what moved since the last save; resolves when written (failures are logged, not thrown). */
-  saveAll(final = false): Promise<void> {
-    const run = async (): Promise<void> => {
-      for (const source of this.sources) {
-        const taken = source.take();
-        if (!taken) continue;
-        const mark = JSON.stringify(describe(taken.positions));
-        const local = this.saved.get(source.name) !== mark;
-        const shared = this.shared.get(source.name) !== mark;
-        if (!local && !(final && shared)) continue;
-        try {
-          const done = await this.store.save(source.name, source.version, taken.positions, taken.state, { local, shared: !shared ? 'no' : final ? 'now' : 'due' });
-          this.saved.set(source.name, mark);
-          if (done.shared) this.shared.set(source.name, mark);
-        } catch (err) {
-          this.logger.warn({ err, projection: source.name }, 'snapshot write failed; the next one tries again');
-        }
-      }
-    };
-    const next = (this.running ?? Promise.resolve()).then(run);
-    this.running = next;
-    return next;
-  }
-
-  async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    if (this.intervalMs > 0) await this.saveAll(true);
-  }
-}
 
 /** Per partition, whether `a` is at or before `b` (a partition missing from either is at 0). */
 export function atOrBefore(a: Checkpoint, b: Checkpoint): boolean {

@@ -1,12 +1,13 @@
 // The snapshot files of the in-memory projections (projections/snapshots.ts): what a start does
 // with a snapshot it cannot use (README: A bounded start) — it passes it over with a warning that
 // says why, and with none left the projection replays its topics whole.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SnapshotSchedule, SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
+import { SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
+import { SnapshotSchedule } from '../../projections/snapshot-schedule.js';
 import { Topics, type Log } from '../../src/log/port.js';
 import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 
@@ -192,6 +193,21 @@ describe('snapshot files', () => {
     expect(read?.state.n).toBe(1);
     expect(warnings()).toEqual([]);
     expect(lines.some((l) => l.msg === 'snapshot passed over' && l.reason === 'too new')).toBe(true);
+  });
+
+  it('a temporary file a crash left during a write (kill -9) is removed by a later write once old, not while it may be a write in progress', async () => {
+    const { dir, store } = setup();
+    await store.save('presence', 1, at(10), { n: 1 });
+    // What a kill -9 between the temporary file's write and its rename leaves: a snapshot's bytes under a temporary name.
+    const leftover = join(dir, 'presence', `.${files(dir)[0]}.tmp`);
+    const recent = join(dir, 'presence', '.000000000009999-0000abcd.snap.tmp');
+    writeFileSync(leftover, readFileSync(join(dir, 'presence', files(dir)[0])));
+    writeFileSync(recent, 'a write in progress');
+    const old = (Date.now() - 3_600_000) / 1000;
+    utimesSync(leftover, old, old);
+    await store.save('presence', 1, at(20), { n: 2 });
+    expect(existsSync(leftover)).toBe(false);
+    expect(existsSync(recent)).toBe(true);
   });
 
   it('keeps the newest `keep` snapshots of a projection and leaves no temporary file', async () => {
