@@ -31,7 +31,13 @@ import { marksOf, otherLog, type SnapshotMark } from './snapshot-marks.js';
  * `sharedEveryMs`, and every graceful stop's (SnapshotSchedule.close).
  */
 
-export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/1';
+export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/2';
+/**
+ * The format of earlier builds, still read: its header has no checksum of its own (`headerSha256`),
+ * so a bit flipped in a position went unnoticed (README: A bounded start). /2 cannot become /1 by
+ * one flipped bit.
+ */
+const SNAPSHOT_FORMAT_1 = 'channel-messaging-snapshot/1';
 
 /** Log positions per topic: the next offset to read, per partition. */
 export type SnapshotPositions = Map<Topic, Checkpoint>;
@@ -62,6 +68,8 @@ interface Header {
   writtenAt: number;
   bytes: number;
   sha256: string;
+  /** SHA-256 of the header line as written without this field (format /2 on). */
+  headerSha256?: string;
 }
 
 export interface SnapshotStoreOptions {
@@ -144,6 +152,7 @@ export class SnapshotStore {
         bytes: body.byteLength,
         sha256: createHash('sha256').update(body).digest('hex'),
       };
+      header.headerSha256 = headerHash(header);
       const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), body]);
       let localError: unknown;
       if (to.local !== false) {
@@ -324,10 +333,12 @@ export class SnapshotStore {
     } catch (err) {
       return { reason: `its header is not readable (${(err as Error).message}): corrupt or truncated` };
     }
-    if (header.format !== SNAPSHOT_FORMAT) return { reason: `format "${String(header.format)}", this build reads ${SNAPSHOT_FORMAT}` };
+    if (header.format !== SNAPSHOT_FORMAT && header.format !== SNAPSHOT_FORMAT_1) return { reason: `format "${String(header.format)}", this build reads ${SNAPSHOT_FORMAT}` };
     if (header.name !== name) return { reason: `it is of projection "${String(header.name)}"` };
     if (header.version !== version) return { reason: `version ${String(header.version)} of the projection's state, this build reads version ${version} (written by ${header.version < version ? 'an older' : 'a newer'} build)` };
     if (header.log !== this.options.logId) return { reason: `its positions are of another log (${String(header.log)}, this one is ${this.options.logId})` };
+    // (After the reasons above, which refuse it anyway.) Its positions, log and marks are in the header: a bit flipped there would resume the log elsewhere than the state is.
+    if (header.format === SNAPSHOT_FORMAT && (typeof header.headerSha256 !== 'string' || headerHash(header) !== header.headerSha256)) return { reason: "its header's checksum does not match: corrupt" };
     const body = bytes.subarray(eol + 1);
     if (body.byteLength !== header.bytes) return { reason: `truncated or padded: ${body.byteLength} bytes of state where the header says ${header.bytes}` };
     if (createHash('sha256').update(body).digest('hex') !== header.sha256) return { reason: 'its checksum does not match: corrupt' };
@@ -394,6 +405,12 @@ export class SnapshotStore {
     }
     return undefined;
   }
+}
+
+/** The SHA-256 of a header as written without its own checksum. */
+function headerHash(header: Header): string {
+  const { headerSha256: _, ...rest } = header;
+  return createHash('sha256').update(JSON.stringify(rest)).digest('hex');
 }
 
 /** How far into the log positions are: the sum of their offsets. */
