@@ -14,8 +14,13 @@ export type SnapshotMark = [partition: number, offset: number, fingerprint: stri
 
 type Reader = Partial<Pick<Log, 'read'>>;
 
-/** How long the read of a snapshot's mark may take (a broker that does not answer leaves it out, or refuses the snapshot at a start). */
-const MARK_READ_MS = 10_000;
+/**
+ * How long the read of a snapshot's mark may take: at a save, a broker that does not answer leaves
+ * it out (a stop has SHUTDOWN_TIMEOUT_MS); at a start it refuses the snapshot (a full replay), so
+ * that read waits as long as the log's reader does (its group join included).
+ */
+const MARK_READ_MS = 5_000;
+const MARK_CHECK_MS = 30_000;
 
 /** A record's fingerprint: its timestamp, key and value. */
 function fingerprint(record: LogRecord): string {
@@ -37,8 +42,8 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 /**
  * The record each topic's snapshot was taken after, on its partition read furthest (a reset or
  * replaced log is reset on every partition, so one per topic tells). A topic whose record cannot
- * be read now (a broker error, MARK_READ_MS) goes without (`failed` is told): its snapshot is not
- * checked so. Undefined where the log cannot be read.
+ * be read now (a broker error, MARK_READ_MS) goes without, and so do the topics after it (`failed`
+ * is told): its snapshot is not checked so. Undefined where the log cannot be read.
  */
 export async function marksOf(log: Reader, positions: Map<Topic, Checkpoint>, failed: (err: unknown, topic: Topic) => void): Promise<Record<string, SnapshotMark> | undefined> {
   const read = log.read?.bind(log);
@@ -53,6 +58,7 @@ export async function marksOf(log: Reader, positions: Map<Topic, Checkpoint>, fa
       if (record?.offset === next - 1) marks[topic] = [partition, next - 1, fingerprint(record)];
     } catch (err) {
       failed(err, topic);
+      break; // the log does not answer: the other topics' reads would wait as long (a stop has SHUTDOWN_TIMEOUT_MS)
     }
   }
   return marks;
@@ -70,7 +76,7 @@ export async function otherLog(log: Reader, marks: Record<string, SnapshotMark> 
   for (const [topic, [partition, offset, expected]] of Object.entries(marks)) {
     let record: LogRecord | undefined;
     try {
-      record = (await withTimeout(read(topic as Topic, partition, offset, 1), MARK_READ_MS))[0];
+      record = (await withTimeout(read(topic as Topic, partition, offset, 1), MARK_CHECK_MS))[0];
     } catch (err) {
       return { reason: `the ${topic} record it was taken after (${partition}:${offset}) could not be read to check it against (${(err as Error).message})` };
     }
