@@ -2,11 +2,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { decode, encode } from '@msgpack/msgpack';
+import { decode } from '@msgpack/msgpack';
 import type { Logger } from 'pino';
 import { Topics, type Checkpoint, type Log, type Topic } from '../src/log/port.js';
 import type { SharedSnapshots } from './shared-snapshots.js';
 import { marksOf, otherLog, type SnapshotMark } from './snapshot-marks.js';
+import { encodeInSlices } from './snapshot-encode.js';
 
 /**
  * Snapshots of the in-memory projections (README: A bounded start). A projection rebuilt from its
@@ -128,18 +129,22 @@ export class SnapshotStore {
   }
 
   /**
-   * Saves a snapshot. The state is encoded before the first await, so it is the state at the
-   * call, consistent with `positions`; the write goes on in the background of the returned promise,
+   * Saves a snapshot. `state` is the state at the call, consistent with `positions`, made of
+   * lists the caller made for it and values it never changes in place (each take()): it is encoded
+   * in slices from the call on (encodeInSlices: the event loop is not held for all of it), and the
+   * write goes on in the background of the returned promise,
    * which tells whether the shared store was written. A shared write that fails, or a snapshot
    * too large for the shared store, is logged and not thrown (the local one stands).
    */
   save(name: string, version: number, positions: SnapshotPositions, state: unknown, to: SaveTo = {}): Promise<{ shared: boolean }> {
-    const body = encode(state, { ignoreUndefined: true });
+    const encoding = encodeInSlices(state);
+    encoding.catch(() => {}); // awaited below, after the previous write
     const writtenAt = this.now();
     // Copied now, as the state: the caller's maps may move on while the write waits its turn.
     const held: SnapshotPositions = new Map([...positions].map(([topic, cp]) => [topic, new Map(cp)]));
     const previous = this.writing.get(name) ?? Promise.resolve();
     const done = previous.then(async () => {
+      const body = await encoding;
       const header: Header = {
         format: SNAPSHOT_FORMAT,
         name,
