@@ -73,7 +73,9 @@ export async function marksOf(log: Reader, positions: Map<Topic, Checkpoint>, fa
 export async function otherLog(log: Reader, marks: Record<string, SnapshotMark> | undefined): Promise<{ reason: string } | undefined> {
   const read = log.read?.bind(log);
   if (!read || !marks) return undefined;
-  for (const [topic, [partition, offset, expected]] of Object.entries(marks)) {
+  for (const [topic, mark] of Object.entries(marks)) {
+    if (!Array.isArray(mark) || !Number.isInteger(mark[0]) || !Number.isInteger(mark[1]) || typeof mark[2] !== 'string') return { reason: `its ${topic} mark is not readable: corrupt` };
+    const [partition, offset, expected] = mark;
     let record: LogRecord | undefined;
     try {
       record = (await withTimeout(read(topic as Topic, partition, offset, 1), MARK_CHECK_MS))[0];
