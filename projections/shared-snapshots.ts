@@ -34,7 +34,10 @@ export interface SharedSnapshots {
   /** A snapshot's bytes, or undefined when it is gone (pruned meanwhile). */
   read(id: string): Promise<Buffer | undefined>;
   write(row: SharedSnapshotRow, bytes: Buffer): Promise<void>;
-  /** Removes all but the `keep` furthest of a projection's snapshots of a log. */
+  /**
+   * Removes all but the `keep` newest written of a projection's snapshots of a log (not the
+   * furthest into it: after a log reset the old log's go further, and a start refuses them).
+   */
   prune(name: string, log: string, keep: number): Promise<void>;
 }
 
@@ -70,11 +73,12 @@ export class ClickHouseSharedSnapshots implements SharedSnapshots {
 
   async list(name: string, log: string): Promise<SharedSnapshotEntry[]> {
     await this.init();
-    const rows = await this.ch.select<{ id: string; covered: string; writtenAt: string; instance: string }>(
-      sql`SELECT id, toString(covered) AS covered, toString(written_at) AS writtenAt, instance FROM ${this.table}
+    // Ordered by the columns, not by their text (an alias named `covered` ordered "40" before "300").
+    const rows = await this.ch.select<{ id: string; coveredText: string; writtenAt: string; instance: string }>(
+      sql`SELECT id, toString(covered) AS coveredText, toString(written_at) AS writtenAt, instance FROM ${this.table}
           WHERE name = ${name} AND log = ${log} ORDER BY covered DESC, written_at DESC LIMIT 100`,
     );
-    return rows.map((r) => ({ id: r.id, covered: Number(r.covered), writtenAt: Number(r.writtenAt), instance: r.instance }));
+    return rows.map((r) => ({ id: r.id, covered: Number(r.coveredText), writtenAt: Number(r.writtenAt), instance: r.instance }));
   }
 
   async read(id: string): Promise<Buffer | undefined> {
@@ -93,7 +97,10 @@ export class ClickHouseSharedSnapshots implements SharedSnapshots {
   }
 
   async prune(name: string, log: string, keep: number): Promise<void> {
-    const old = (await this.list(name, log)).slice(keep).map((e) => e.id);
+    const old = (await this.list(name, log))
+      .sort((x, y) => y.writtenAt - x.writtenAt)
+      .slice(keep)
+      .map((e) => e.id);
     // A mutation (18.16 has no lightweight DELETE), at most one per shared write: they are rare.
     if (old.length > 0) await this.ch.command(sql`ALTER TABLE ${this.table} DELETE WHERE id IN ${old}`);
   }

@@ -1,11 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { decode, encode } from '@msgpack/msgpack';
+import { decode } from '@msgpack/msgpack';
 import type { Logger } from 'pino';
-import type { Checkpoint, Log, Topic } from '../src/log/port.js';
+import { Topics, type Checkpoint, type Log, type Topic } from '../src/log/port.js';
 import type { SharedSnapshots } from './shared-snapshots.js';
+import { marksOf, otherLog, type SnapshotMark } from './snapshot-marks.js';
+import { encodeInSlices } from './snapshot-encode.js';
 
 /**
  * Snapshots of the in-memory projections (README: A bounded start). A projection rebuilt from its
@@ -30,10 +32,18 @@ import type { SharedSnapshots } from './shared-snapshots.js';
  * `sharedEveryMs`, and every graceful stop's (SnapshotSchedule.close).
  */
 
-export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/1';
+export const SNAPSHOT_FORMAT = 'channel-messaging-snapshot/2';
+/**
+ * The format of earlier builds, still read: its header has no checksum of its own (`headerSha256`),
+ * so a bit flipped in a position went unnoticed (README: A bounded start). /2 cannot become /1 by
+ * one flipped bit.
+ */
+const SNAPSHOT_FORMAT_1 = 'channel-messaging-snapshot/1';
 
 /** Log positions per topic: the next offset to read, per partition. */
 export type SnapshotPositions = Map<Topic, Checkpoint>;
+
+export type { SnapshotMark } from './snapshot-marks.js';
 
 export interface Snapshot<S> {
   name: string;
@@ -41,6 +51,8 @@ export interface Snapshot<S> {
   positions: SnapshotPositions;
   /** Each topic's partition count when written (undefined: a file of an earlier build). */
   partitions?: Record<string, number>;
+  /** Per topic, the record it was taken after (absent in files of earlier builds: not checked). */
+  marks?: Record<string, SnapshotMark>;
   writtenAt: number;
   state: S;
 }
@@ -53,9 +65,12 @@ interface Header {
   positions: Record<string, [number, number][]>;
   /** Each topic's partition count when written (absent in files of earlier builds). */
   partitions?: Record<string, number>;
+  marks?: Record<string, SnapshotMark>;
   writtenAt: number;
   bytes: number;
   sha256: string;
+  /** SHA-256 of the header line as written without this field (format /2 on). */
+  headerSha256?: string;
 }
 
 export interface SnapshotStoreOptions {
@@ -63,8 +78,11 @@ export interface SnapshotStoreOptions {
   dir: string;
   /** Which log the positions are of (a snapshot of another log is never used). */
   logId: string;
-  /** Where each partition ends: a snapshot past a log's end (a log reset) is not used. */
-  log: Pick<Log, 'endOffsets'>;
+  /**
+   * Where each partition ends: a snapshot past a log's end (a log reset) is not used. With `read`,
+   * each snapshot also names the record it was taken after (SnapshotMark), checked at a start.
+   */
+  log: Pick<Log, 'endOffsets'> & Partial<Pick<Log, 'read'>>;
   logger: Logger;
   /** Snapshots kept per projection (default 6). */
   keep?: number;
@@ -95,6 +113,8 @@ export interface Refusal {
 }
 
 const SUFFIX = '.snap';
+/** How old a temporary file must be to count as a crash's leftover (a write takes seconds at most). */
+const LEFTOVER_AGE_MS = 10 * 60_000;
 
 export class SnapshotStore {
   private readonly keep: number;
@@ -109,18 +129,22 @@ export class SnapshotStore {
   }
 
   /**
-   * Saves a snapshot. The state is encoded before the first await, so it is the state at the
-   * call, consistent with `positions`; the write goes on in the background of the returned promise,
+   * Saves a snapshot. `state` is the state at the call, consistent with `positions`, made of
+   * lists the caller made for it and values it never changes in place (each take()): it is encoded
+   * in slices from the call on (encodeInSlices: the event loop is not held for all of it), and the
+   * write goes on in the background of the returned promise,
    * which tells whether the shared store was written. A shared write that fails, or a snapshot
    * too large for the shared store, is logged and not thrown (the local one stands).
    */
   save(name: string, version: number, positions: SnapshotPositions, state: unknown, to: SaveTo = {}): Promise<{ shared: boolean }> {
-    const body = encode(state, { ignoreUndefined: true });
+    const encoding = encodeInSlices(state);
+    encoding.catch(() => {}); // awaited below, after the previous write
     const writtenAt = this.now();
     // Copied now, as the state: the caller's maps may move on while the write waits its turn.
     const held: SnapshotPositions = new Map([...positions].map(([topic, cp]) => [topic, new Map(cp)]));
     const previous = this.writing.get(name) ?? Promise.resolve();
     const done = previous.then(async () => {
+      const body = await encoding;
       const header: Header = {
         format: SNAPSHOT_FORMAT,
         name,
@@ -128,10 +152,12 @@ export class SnapshotStore {
         log: this.options.logId,
         positions: Object.fromEntries([...held].map(([topic, cp]) => [topic, [...cp]])),
         partitions: await this.partitionCounts(held),
+        marks: await marksOf(this.options.log, held, (err, topic) => this.options.logger.warn({ err, projection: name, topic }, 'the record a snapshot was taken after could not be read: the snapshot is saved without it (a start cannot tell a reset log by it)')),
         writtenAt,
         bytes: body.byteLength,
         sha256: createHash('sha256').update(body).digest('hex'),
       };
+      header.headerSha256 = headerHash(header);
       const bytes = Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), body]);
       let localError: unknown;
       if (to.local !== false) {
@@ -197,7 +223,33 @@ export class SnapshotStore {
       await handle.close();
     }
     await rename(temp, join(dir, file));
+    // The rename made durable before an older file goes: a power loss leaves the new file or the old.
+    const folder = await open(dir, 'r');
+    try {
+      await folder.sync();
+    } finally {
+      await folder.close();
+    }
     for (const old of this.files(name).slice(this.keep)) await rm(join(dir, old), { force: true });
+    await this.removeLeftovers(dir);
+  }
+
+  /**
+   * Temporary files a crash left (a kill -9 or a power loss during a write), each as large as a
+   * snapshot: never read, so removed, once old enough not to be another process's write in
+   * progress (production mode takes no DATA_DIR lock).
+   */
+  private async removeLeftovers(dir: string): Promise<void> {
+    const before = Date.now() - LEFTOVER_AGE_MS;
+    for (const f of readdirSync(dir)) {
+      if (!f.startsWith('.') || !f.endsWith('.tmp')) continue;
+      const path = join(dir, f);
+      try {
+        if ((await stat(path)).mtimeMs < before) await rm(path, { force: true });
+      } catch {
+        // removed meanwhile
+      }
+    }
   }
 
   /** Snapshot files of a projection, newest first. */
@@ -242,6 +294,7 @@ export class SnapshotStore {
       if (!refusal && 'snapshot' in read) {
         refusal = await this.beyondEnd(read.snapshot, ends);
         refusal ??= accept?.(read.snapshot);
+        refusal ??= await otherLog(this.options.log, read.snapshot.marks);
         if (!refusal) {
           logger.info({ ...where, writtenAt: new Date(read.snapshot.writtenAt).toISOString(), positions: describe(read.snapshot.positions) }, 'projection restored from its snapshot; reading the log after it');
           return read.snapshot;
@@ -285,10 +338,12 @@ export class SnapshotStore {
     } catch (err) {
       return { reason: `its header is not readable (${(err as Error).message}): corrupt or truncated` };
     }
-    if (header.format !== SNAPSHOT_FORMAT) return { reason: `format "${String(header.format)}", this build reads ${SNAPSHOT_FORMAT}` };
+    if (header.format !== SNAPSHOT_FORMAT && header.format !== SNAPSHOT_FORMAT_1) return { reason: `format "${String(header.format)}", this build reads ${SNAPSHOT_FORMAT}` };
     if (header.name !== name) return { reason: `it is of projection "${String(header.name)}"` };
     if (header.version !== version) return { reason: `version ${String(header.version)} of the projection's state, this build reads version ${version} (written by ${header.version < version ? 'an older' : 'a newer'} build)` };
     if (header.log !== this.options.logId) return { reason: `its positions are of another log (${String(header.log)}, this one is ${this.options.logId})` };
+    // (After the reasons above, which refuse it anyway.) Its positions, log and marks are in the header: a bit flipped there would resume the log elsewhere than the state is.
+    if (header.format === SNAPSHOT_FORMAT && (typeof header.headerSha256 !== 'string' || headerHash(header) !== header.headerSha256)) return { reason: "its header's checksum does not match: corrupt" };
     const body = bytes.subarray(eol + 1);
     if (body.byteLength !== header.bytes) return { reason: `truncated or padded: ${body.byteLength} bytes of state where the header says ${header.bytes}` };
     if (createHash('sha256').update(body).digest('hex') !== header.sha256) return { reason: 'its checksum does not match: corrupt' };
@@ -300,7 +355,7 @@ export class SnapshotStore {
       return { reason: `its state does not decode: ${(err as Error).message}` };
     }
     const positions: SnapshotPositions = new Map(Object.entries(header.positions).map(([topic, cp]) => [topic as Topic, new Map(cp)]));
-    return { snapshot: { name, version, positions, partitions: header.partitions, writtenAt: header.writtenAt, state } };
+    return { snapshot: { name, version, positions, partitions: header.partitions, marks: header.marks, writtenAt: header.writtenAt, state } };
   }
 
   /**
@@ -357,6 +412,12 @@ export class SnapshotStore {
   }
 }
 
+/** The SHA-256 of a header as written without its own checksum. */
+function headerHash(header: Header): string {
+  const { headerSha256: _, ...rest } = header;
+  return createHash('sha256').update(JSON.stringify(rest)).digest('hex');
+}
+
 /** How far into the log positions are: the sum of their offsets. */
 const coveredBy = (positions: SnapshotPositions): number => [...positions.values()].reduce((sum, cp) => sum + [...cp.values()].reduce((a, b) => a + b, 0), 0);
 
@@ -378,79 +439,17 @@ function headerCovered(path: string): number {
   }
 }
 
-const describe = (positions: SnapshotPositions): Record<string, string> =>
+export const describe = (positions: SnapshotPositions): Record<string, string> =>
   Object.fromEntries([...positions].map(([topic, cp]) => [topic, [...cp].map(([p, o]) => `${p}:${o}`).join(',')]));
-
-/** One projection's part in the schedule: what it saves, taken at one instant. */
-export interface SnapshotSource {
-  name: string;
-  version: number;
-  /** The state and the positions it reflects, or undefined when there is nothing to save yet. */
-  take: () => { positions: SnapshotPositions; state: unknown } | undefined;
-}
-
-/**
- * Saves each source every `intervalMs` when its positions moved, and once more at close (after
- * the consumers stopped). A failed write (a full disk) is logged; the next one tries again. With a
- * shared store: an interval's save goes there too when the newest shared one is older than its
- * interval (SnapshotStore), and the close's always does (unless this instance shared those
- * positions already): a stop leaves the newest state for the next instance to start, whichever it is.
- */
-export class SnapshotSchedule {
-  private timer: NodeJS.Timeout | undefined;
-  private readonly saved = new Map<string, string>();
-  private readonly shared = new Map<string, string>();
-  private running: Promise<void> | undefined;
-
-  constructor(
-    private readonly store: SnapshotStore,
-    private readonly sources: SnapshotSource[],
-    private readonly intervalMs: number,
-    private readonly logger: Logger,
-  ) {}
-
-  start(): void {
-    if (this.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.saveAll(), this.intervalMs);
-    this.timer.unref();
-  }
-
-  /** Saves what moved since the last save; resolves when written (failures are logged, not thrown). */
-  saveAll(final = false): Promise<void> {
-    const run = async (): Promise<void> => {
-      for (const source of this.sources) {
-        const taken = source.take();
-        if (!taken) continue;
-        const mark = JSON.stringify(describe(taken.positions));
-        const local = this.saved.get(source.name) !== mark;
-        const shared = this.shared.get(source.name) !== mark;
-        if (!local && !(final && shared)) continue;
-        try {
-          const done = await this.store.save(source.name, source.version, taken.positions, taken.state, { local, shared: !shared ? 'no' : final ? 'now' : 'due' });
-          this.saved.set(source.name, mark);
-          if (done.shared) this.shared.set(source.name, mark);
-        } catch (err) {
-          this.logger.warn({ err, projection: source.name }, 'snapshot write failed; the next one tries again');
-        }
-      }
-    };
-    const next = (this.running ?? Promise.resolve()).then(run);
-    this.running = next;
-    return next;
-  }
-
-  async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    if (this.intervalMs > 0) await this.saveAll(true);
-  }
-}
 
 /** Per partition, whether `a` is at or before `b` (a partition missing from either is at 0). */
 export function atOrBefore(a: Checkpoint, b: Checkpoint): boolean {
   for (const [p, o] of a) if (o > (b.get(p) ?? 0)) return false;
   return true;
 }
+
+/** The topics the snapshotted projections read (presence, channels, apps). */
+const SNAPSHOT_TOPICS: Topic[] = [Topics.presence, Topics.connections, Topics.messages, Topics.apps];
 
 /** The settings it reads (src/config.ts: SNAPSHOT_INTERVAL_MS, SHARED_SNAPSHOT_INTERVAL_MS, …). */
 export interface SnapshotSettings {
@@ -468,8 +467,16 @@ export interface SnapshotSettings {
  * (every instance holds these projections whole, so any instance's snapshot serves any other).
  * None with SNAPSHOT_INTERVAL_MS=0; no shared ones with SHARED_SNAPSHOT_INTERVAL_MS=0.
  */
-export function snapshotStoreFor(config: SnapshotSettings, log: Pick<Log, 'kind' | 'endOffsets'>, logger: Logger, shared: SharedSnapshots | undefined): SnapshotStore | undefined {
+export function snapshotStoreFor(
+  config: SnapshotSettings,
+  log: Pick<Log, 'kind' | 'endOffsets'> & Partial<Pick<Log, 'read' | 'prepareReads'>>,
+  logger: Logger,
+  shared: SharedSnapshots | undefined,
+): SnapshotStore | undefined {
   if (config.snapshotIntervalMs <= 0) return undefined;
+  // Each snapshot's mark is read at its save and checked at a start (SnapshotMark): the Kafka
+  // log's readers join their groups now, together, rather than one after another at the first reads.
+  for (const topic of SNAPSHOT_TOPICS) log.prepareReads?.(topic).catch(() => {}); // a failure leaves the first read to start it
   // Presence needs a snapshot older than the history window: keep enough to reach past it.
   const keep = Math.min(20, Math.max(3, Math.ceil(config.historyTailMs / config.snapshotIntervalMs) + 2));
   const logId = log.kind === 'kafka' ? `kafka:${(config.kafkaBrokers ?? []).join(',')}` : `embedded:${join(config.dataDir, 'log.db')}`;

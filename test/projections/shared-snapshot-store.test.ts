@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SnapshotSchedule, SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
+import { SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
+import { SnapshotSchedule } from '../../projections/snapshot-schedule.js';
 import { ClickHouseSharedSnapshots } from '../../projections/shared-snapshots.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { Topics } from '../../src/log/port.js';
@@ -69,6 +70,25 @@ describe.skipIf(!clickhouse && !requireInfra)('shared snapshots in ClickHouse', 
     expect(restored?.state).toEqual({ by: 'a', n: 4 });
     expect(restored?.positions).toEqual(at(40, 5));
     expect(b.warnings()).toEqual([]);
+  });
+
+  it("the newest shared snapshots are kept, not the furthest into the log: after a log reset the new log's are not pruned for the old one's (which a start refuses)", async () => {
+    const a = instance();
+    const logId = `kafka:test-${prefix}`;
+    // Six of the old log, far into it.
+    for (let i = 1; i <= 6; i++) await a.store.save('p-reset', 1, at(900 + i), { log: 'old' }, { shared: 'now' });
+    // The log reset (a cluster made again): the new log's snapshot covers less.
+    await a.store.save('p-reset', 1, at(3), { log: 'new' }, { shared: 'now' });
+    // The prune is a mutation, applied in the background: wait until it has removed a row.
+    let covered: number[] = [];
+    for (let i = 0; i < 200 && (covered = (await a.shared.list('p-reset', logId)).map((r) => r.covered)).length > 6; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(covered.sort((x, y) => x - y)).toEqual([3, 902, 903, 904, 905, 906]); // the oldest written went
+  });
+
+  it('the shared snapshots are listed the furthest into the log first, by number (not as text: 40 before 5)', async () => {
+    const a = instance();
+    for (const n of [5, 40, 300]) await a.store.save('p-order', 1, at(n), { n }, { shared: 'now' });
+    expect((await a.shared.list('p-order', `kafka:test-${prefix}`)).map((r) => r.covered)).toEqual([300, 40, 5]);
   });
 
   it('an interval shares a snapshot only when the newest shared one is older than the interval; a stop always does', async () => {

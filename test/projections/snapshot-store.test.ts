@@ -1,13 +1,15 @@
 // The snapshot files of the in-memory projections (projections/snapshots.ts): what a start does
 // with a snapshot it cannot use (README: A bounded start) — it passes it over with a warning that
 // says why, and with none left the projection replays its topics whole.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { SnapshotSchedule, SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
-import { Topics } from '../../src/log/port.js';
+import { SnapshotStore, type SnapshotPositions } from '../../projections/snapshots.js';
+import { SnapshotSchedule } from '../../projections/snapshot-schedule.js';
+import { Topics, type Log } from '../../src/log/port.js';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
 
 interface Line {
   level: number;
@@ -20,7 +22,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function setup(options: { ends?: Map<number, number>; logId?: string; keep?: number; dir?: string } = {}) {
+function setup(options: { ends?: Map<number, number>; logId?: string; keep?: number; dir?: string; log?: Log } = {}) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'cm-snap-'));
   if (!options.dir) dirs.push(dir);
   const lines: Line[] = [];
@@ -29,7 +31,7 @@ function setup(options: { ends?: Map<number, number>; logId?: string; keep?: num
   const store = new SnapshotStore({
     dir,
     logId: options.logId ?? 'embedded:test',
-    log: { endOffsets: async () => options.ends ?? new Map([[0, 100], [1, 100]]) },
+    log: options.log ?? { endOffsets: async () => options.ends ?? new Map([[0, 100], [1, 100]]) },
     logger,
     keep: options.keep,
     now: () => clock++,
@@ -90,6 +92,33 @@ describe('snapshot files', () => {
     expect(w[2].msg).toBe('no usable snapshot: the projection replays its topics whole');
   });
 
+  it("a bit flipped in a snapshot's header (a position 0:6 read as 0:7, which would skip a record) is passed over with a warning: the header has a checksum of its own", async () => {
+    const { dir, store, warnings } = setup();
+    await store.save('presence', 1, at(3), { n: 1 });
+    await store.save('presence', 1, at(6), { n: 2 });
+    // The newest and furthest: [[0,6],[1,0]] in its header.
+    const newest = join(dir, 'presence', files(dir)[0]);
+    const bytes = readFileSync(newest);
+    const at6 = bytes.indexOf('[[0,6]');
+    expect(at6).toBeGreaterThan(0);
+    bytes[at6 + 4] ^= 0x01; // '6' -> '7'
+    writeFileSync(newest, bytes);
+    expect((await store.load<{ n: number }>('presence', 1))?.state.n).toBe(1);
+    expect(warnings().map((w) => w.reason)).toEqual(["its header's checksum does not match: corrupt"]);
+  });
+
+  it('a snapshot of an earlier build (format /1, no checksum of its header) is still used', async () => {
+    const { dir, store, warnings } = setup();
+    await store.save('presence', 1, at(10), { n: 1 });
+    const file = join(dir, 'presence', files(dir)[0]);
+    const bytes = readFileSync(file);
+    const eol = bytes.indexOf(10);
+    const { headerSha256: _, ...header } = JSON.parse(bytes.subarray(0, eol).toString()) as Record<string, unknown>;
+    writeFileSync(file, Buffer.concat([Buffer.from(`${JSON.stringify({ ...header, format: 'channel-messaging-snapshot/1' })}\n`), bytes.subarray(eol + 1)]));
+    expect((await store.load<{ n: number }>('presence', 1))?.state.n).toBe(1);
+    expect(warnings()).toEqual([]);
+  });
+
   it('a snapshot of an older version of the state is not used: full replay, with a warning naming both versions', async () => {
     const { store, warnings } = setup();
     await store.save('presence', 1, at(10), { old: true });
@@ -104,6 +133,38 @@ describe('snapshot files', () => {
     const reset = setup({ dir, ends: new Map([[0, 12]]) });
     expect(await reset.store.load('presence', 1)).toBeUndefined();
     expect(reset.warnings()[0].reason).toBe("its presence position 0:90 is past the log's end (12): the log was reset or is another one");
+  });
+
+  it('a snapshot of a log that was replaced since (log.db restored from an older backup) and has grown past it is not used: the record it was taken after differs', async () => {
+    const { dir } = setup();
+    const logs: EmbeddedLog[] = [];
+    const logAt = (name: string) => {
+      const log = new EmbeddedLog({ path: join(dir, `${name}.db`), partitions: 2 });
+      logs.push(log);
+      return log;
+    };
+    const fill = async (log: Log, n: number, tag: string) => {
+      for (const p of [0, 1]) {
+        // Keys that land on each partition: any key, appended until the partition holds n.
+        for (let i = 0; (await log.endOffsets(Topics.presence)).get(p)! < n; i++) await log.append(Topics.presence, [{ key: `${tag}-${p}-${i}`, value: new Uint8Array([i & 0xff]), timestamp: 1_000 + i }]);
+      }
+    };
+    try {
+      const before = logAt('before');
+      await fill(before, 10, 'a');
+      const first = setup({ dir, log: before });
+      await first.store.save('presence', 1, new Map([[Topics.presence, await before.endOffsets(Topics.presence)]]), { members: 'of the log before' });
+      // The same log still serves it (the check passes where nothing changed).
+      expect((await setup({ dir, log: before }).store.load<{ members: string }>('presence', 1))?.state.members).toBe('of the log before');
+
+      const replaced = logAt('replaced');
+      await fill(replaced, 12, 'b');
+      const after = setup({ dir, log: replaced });
+      expect(await after.store.load('presence', 1)).toBeUndefined();
+      expect(after.warnings().map((w) => w.reason)[0]).toMatch(/^the presence record it was taken after \(\d:9\) is another one in this log: the log was reset or replaced since$/);
+    } finally {
+      for (const log of logs) await log.close();
+    }
   });
 
   it("a snapshot saved after the store first read the log's end (a writer's hand-over minutes after the start) is used: the end is read again", async () => {
@@ -159,6 +220,21 @@ describe('snapshot files', () => {
     expect(read?.state.n).toBe(1);
     expect(warnings()).toEqual([]);
     expect(lines.some((l) => l.msg === 'snapshot passed over' && l.reason === 'too new')).toBe(true);
+  });
+
+  it('a temporary file a crash left during a write (kill -9) is removed by a later write once old, not while it may be a write in progress', async () => {
+    const { dir, store } = setup();
+    await store.save('presence', 1, at(10), { n: 1 });
+    // What a kill -9 between the temporary file's write and its rename leaves: a snapshot's bytes under a temporary name.
+    const leftover = join(dir, 'presence', `.${files(dir)[0]}.tmp`);
+    const recent = join(dir, 'presence', '.000000000009999-0000abcd.snap.tmp');
+    writeFileSync(leftover, readFileSync(join(dir, 'presence', files(dir)[0])));
+    writeFileSync(recent, 'a write in progress');
+    const old = (Date.now() - 3_600_000) / 1000;
+    utimesSync(leftover, old, old);
+    await store.save('presence', 1, at(20), { n: 2 });
+    expect(existsSync(leftover)).toBe(false);
+    expect(existsSync(recent)).toBe(true);
   });
 
   it('keeps the newest `keep` snapshots of a projection and leaves no temporary file', async () => {
