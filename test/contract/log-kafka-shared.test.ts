@@ -73,8 +73,13 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
       const aHolds = [...a.positions().keys()].sort();
       const bHolds = [...b.positions().keys()].sort();
       expect([...aHolds, ...bHolds].sort()).toEqual([0, 1, 2, 3]);
-      expect(revoked).toEqual([{ member: 'a', partitions: bHolds }]);
-      expect(asked.at(-1)).toEqual({ member: 'b', partitions: bHolds });
+      // One rebalance as a rule; on a loaded machine a late heartbeat can make it several (once:
+      // a let go of 0 and 2, then 3, then 1, and b of 2). Whatever the steps: a let go of every
+      // partition b holds, and b was asked where to start each.
+      const lostByA = new Set(revoked.filter((r) => r.member === 'a').flatMap((r) => r.partitions));
+      expect(bHolds.filter((p) => !lostByA.has(p))).toEqual([]);
+      const askedB = new Set(asked.filter((x) => x.member === 'b').flatMap((x) => x.partitions));
+      expect(bHolds.filter((p) => !askedB.has(p))).toEqual([]);
       // b started where a had got to: none of the first 40 again.
       expect(applied.filter((x) => x.member === 'b')).toEqual([]);
       expect([...b.highWatermarks().keys()].sort()).toEqual(bHolds);
