@@ -157,6 +157,23 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($forma
       expect(members.items.map((m) => m.clientId)).toEqual([`alice-${format}`]);
     });
 
+    it('RSA7, identified clients: a token issued without a clientId may not publish as one (40012); a key may', async () => {
+      const details = await token({});
+      const client = realtime({ tokenDetails: details });
+      const name = uniqueChannel('rt-anonymous');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+      expect(await rejection(channel.publish({ name: 'forged', data: 'x', clientId: `mallory-${format}` }))).toMatchObject({ code: 40012, statusCode: 400 });
+      await channel.publish('anonymous', 'y');
+      const keyed = realtime({ key: ts.key });
+      await keyed.channels.get(name).publish({ name: 'claimed', data: 'z', clientId: `carol-${format}` });
+      await arrivals.count(2);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([
+        ['anonymous', undefined],
+        ['claimed', `carol-${format}`],
+      ]);
+    });
+
     it('RSA15c, RTN4: a token for one clientId, with a clientId option that differs, fails the connection with 40102', async () => {
       const details = await token({ clientId: `alice-${format}` });
       // A bare token: the SDK cannot see the token's clientId and sends its own as the clientId parameter.
