@@ -12,8 +12,8 @@ const root = resolve(import.meta.dirname, '../..');
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sources(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
+    if (entry.isDirectory()) return entry.name === 'vendor' || entry.name === 'node_modules' ? [] : sources(path);
+    return /\.(ts|mts|js|mjs|cjs)$/.test(entry.name) ? [path] : [];
   });
 }
 
