@@ -9,8 +9,21 @@ export interface LoggerLike {
 }
 
 /**
+ * What kafkajs logs as an error while a consumer group rebalances, which every instance starting or
+ * stopping causes: a heartbeat or commit answered REBALANCE_IN_PROGRESS, the runner re-joining. Its
+ * consumers re-join by themselves; an operator reading error lines for each one would look for a fault
+ * that is not there. They are logged at info level.
+ */
+const REBALANCING = /rebalanc/i;
+
+/** Whether a kafkajs error line is a group's ordinary rebalance (see REBALANCING). */
+export function isRebalanceNoise(message: string, extra: Record<string, unknown>): boolean {
+  return REBALANCING.test(message) || (typeof extra.error === 'string' && REBALANCING.test(extra.error));
+}
+
+/**
  * kafkajs logs every retry and rebalance at info level; only its warnings and errors reach our
- * logger, and with no logger it is silent.
+ * logger (a rebalance's "errors" at info), and with no logger it is silent.
  */
 export function kafkajsLogging(logger: LoggerLike | undefined): { logLevel: logLevel; logCreator?: logCreator } {
   if (!logger) return { logLevel: logLevel.NOTHING };
@@ -21,7 +34,8 @@ export function kafkajsLogging(logger: LoggerLike | undefined): { logLevel: logL
       ({ namespace, level, log }) => {
         const { message, timestamp: _timestamp, logger: _name, ...extra } = log;
         const fields = { kafkajs: namespace, ...extra };
-        if (level <= logLevel.ERROR) logger.error(fields, message);
+        if (isRebalanceNoise(message, extra)) logger.info(fields, message);
+        else if (level <= logLevel.ERROR) logger.error(fields, message);
         else logger.warn(fields, message);
       },
   };
