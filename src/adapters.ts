@@ -27,16 +27,26 @@ export function embeddedAdapters(
   ensureDir(config.dataDir);
   const held = lock ? DataDirLock.acquire(config.dataDir) : undefined;
   try {
+    const log = readOnlyLog ? new EmbeddedLogReader({ path: join(config.dataDir, 'log.db') }) : new EmbeddedLog({
+      path: join(config.dataDir, 'log.db'),
+      partitions: config.embeddedPartitions,
+      // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
+      retentionMs: config.logRetentionHours * 3600_000,
+      // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
+      checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
+    });
+    if (log instanceof EmbeddedLog) {
+      const kept = log.partitionCountsOtherThan(config.embeddedPartitions);
+      if (kept.length > 0) {
+        logger?.warn(
+          { embeddedPartitions: config.embeddedPartitions, kept },
+          `EMBEDDED_PARTITIONS=${config.embeddedPartitions} applies only to topics the log has not made yet: ${kept.map((k) => `${k.topic} keeps ${k.partitions}`).join(', ')} (a topic's partition count never changes: history serials are offsets within a partition)`,
+        );
+      }
+    }
     return {
       close: async () => held?.release(),
-      log: readOnlyLog ? new EmbeddedLogReader({ path: join(config.dataDir, 'log.db') }) : new EmbeddedLog({
-        path: join(config.dataDir, 'log.db'),
-        partitions: config.embeddedPartitions,
-        // LOG_RETENTION_HOURS: at least the longest history retention (config.ts), so projections can be rebuilt.
-        retentionMs: config.logRetentionHours * 3600_000,
-        // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
-        checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
-      }),
+      log,
       historyStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}history`),
       presenceHistoryStore: new SqliteHistoryStore(join(config.dataDir, 'projections.db'), `${consumerPrefix}presence-history`, 'presence'),
       statsStore: new SqliteStatsStore(join(config.dataDir, 'projections.db')),

@@ -375,6 +375,14 @@ export class EmbeddedLog implements Log {
     return scanStream(this.select, stream, fromOffset, maxRecords, visit, result);
   }
 
+  /**
+   * The topics this log numbered with another partition count than `partitions` (EMBEDDED_PARTITIONS
+   * given after they were made): theirs stays, as history serials are offsets within a partition.
+   */
+  partitionCountsOtherThan(partitions: number): { topic: string; partitions: number }[] {
+    return this.db.prepare('SELECT topic, partitions FROM log_meta WHERE partitions != ? ORDER BY topic').all(partitions) as { topic: string; partitions: number }[];
+  }
+
   async partitions(topic: Topic): Promise<number> {
     return this.endsOf(topic).length;
   }
