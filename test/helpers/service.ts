@@ -59,7 +59,13 @@ async function dropTables(clickhouseUrl: string, prefix: string): Promise<void> 
     return text;
   };
   const names = await query(`SELECT name FROM system.tables WHERE database = currentDatabase() AND startsWith(name, '${prefix}')`);
-  for (const name of names.split('\n').filter((n) => n !== '')) await query(`DROP TABLE IF EXISTS \`${name}\``);
+  for (const name of names.split('\n').filter((n) => n !== '')) {
+    // ClickHouse 18.16 answers a DROP ... IF EXISTS with Code 60 ("doesn't exist") for a table it
+    // listed a moment before (seen once in CI's production run of test/realtime): gone is what is asked.
+    await query(`DROP TABLE IF EXISTS \`${name}\``).catch((err: Error) => {
+      if (!/Code: 60\b/.test(err.message)) throw err;
+    });
+  }
 }
 
 /**
