@@ -84,6 +84,8 @@ export class ProjectionRunner {
   private readonly wholeTopicFeeds = new Map<string, TopicFeed>();
   /** The shared projections' consumers (the writers: ProjectionWiring.shared) and their topics: what stop() drains. */
   private readonly writers = new Map<string, Topic>();
+  /** Consumers reading every partition that do not read the log yet (Subscription.reading: a Kafka group still joining). */
+  private readonly joiningNames = new Set<string>();
 
   constructor(private readonly options: RunnerOptions) {}
 
@@ -124,6 +126,7 @@ export class ProjectionRunner {
       const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
       if (feed) this.consumers.set(name, subscription);
       if (projection.shared) this.writers.set(name, topic);
+      else this.noteJoining(name, subscription);
       const reported = subscription.caughtUp.then(() =>
         this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
       );
@@ -180,29 +183,55 @@ export class ProjectionRunner {
   follow(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], options: FollowOptions = {}): Follower {
     const subscription = this.consume(name, topic, from, handle, options.shared, options.expected);
     if (options.advisory) this.advisoryNames.add(name);
+    else if (!options.shared) this.noteJoining(name, subscription);
     return {
       lag: () => lagOf(subscription),
       stop: async () => {
         if (this.consumers.get(name) === subscription) {
           this.consumers.delete(name);
           this.advisoryNames.delete(name);
+          this.joiningNames.delete(name);
         }
         await subscription.stop();
       },
     };
   }
 
+  /** Until `subscription` reads the log (Subscription.reading), `name` is listed by joining(). */
+  private noteJoining(name: string, subscription: Subscription): void {
+    if (!subscription.reading) return;
+    this.joiningNames.add(name);
+    void subscription.reading.then(() => {
+      if (this.consumers.get(name) === subscription) this.joiningNames.delete(name);
+    });
+  }
+
+  /**
+   * The consumers reading every partition (not the shared writers, not the advisory followers)
+   * that do not read the log yet: a Kafka consumer whose group is still joining, caught up with
+   * what the log held at its start and deaf to what comes after, for about 3 s on the local broker.
+   */
+  joining(): string[] {
+    return [...this.joiningNames].filter((name) => this.consumers.has(name));
+  }
+
   /**
    * GET /ready's `consumers` check over `lags` (the runner's and others'): failing while one is more
-   * than `maxLag` records behind. An advisory consumer (a webhook rule's, at its target's pace) is
+   * than `maxLag` records behind, or does not read the log yet (`joining`: the runner's own,
+   * joining(), and others'). An advisory consumer (a webhook rule's, at its target's pace) is
    * listed when behind, never failing it.
    */
-  consumersCheck(lags: Map<string, number>, maxLag: number): { name: string; ok: boolean; detail: string } {
+  consumersCheck(lags: Map<string, number>, maxLag: number, joining: string[] = []): { name: string; ok: boolean; detail: string } {
     const behind = [...lags].filter(([, lag]) => lag > maxLag);
     const lagging = behind.filter(([name]) => !this.advisoryNames.has(name));
     const advisory = behind.filter(([name]) => this.advisoryNames.has(name)).map(([name, lag]) => `; ${name} ${lag} records behind (a webhook target's pace: not counted)`).join('');
-    const detail = lagging.length === 0 ? `every ${advisory ? 'other ' : ''}consumer within ${maxLag} records of the log's end` : lagging.map(([name, lag]) => `${name} ${lag} records behind`).join(', ');
-    return { name: 'consumers', ok: lagging.length === 0, detail: detail + advisory };
+    const notReading = [...this.joining(), ...joining];
+    const problems = [
+      ...lagging.map(([name, lag]) => `${name} ${lag} records behind`),
+      ...notReading.map((name) => `${name} not reading the log yet (its consumer group is joining)`),
+    ];
+    const detail = problems.length === 0 ? `every ${advisory ? 'other ' : ''}consumer reading, within ${maxLag} records of the log's end` : problems.join(', ');
+    return { name: 'consumers', ok: problems.length === 0, detail: detail + advisory };
   }
 
   /** The consumer called `name` (its end offsets say whether a projection is caught up). */
@@ -274,6 +303,7 @@ export class ProjectionRunner {
     const writers = (options.drainMs ?? 0) > 0 ? all.filter(([name]) => this.writers.has(name)) : [];
     const others = all.filter(([name]) => !writers.some(([w]) => w === name));
     this.consumers.clear();
+    this.joiningNames.clear();
     this.wholeTopicFeeds.clear();
     const results = await Promise.allSettled(others.map(([, s]) => s.stop()));
     if (writers.length > 0) {
@@ -385,6 +415,7 @@ class TopicFeed {
     this.readers.push(reader);
     return {
       caughtUp: this.subscription.caughtUp,
+      reading: this.subscription.reading,
       positions: () => new Map(reader.next),
       highWatermarks: () => this.subscription.highWatermarks(),
       stop: async () => {
@@ -433,6 +464,7 @@ class TopicFeed {
     const reader = this.readers.find((r) => r.name === name)!;
     return {
       caughtUp: this.subscription.caughtUp,
+      reading: this.subscription.reading,
       positions: () => {
         const held = [...this.subscription.positions().keys()];
         const partitions = reader.shared ? held : new Set([...held, ...reader.next.keys()]);

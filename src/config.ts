@@ -256,6 +256,9 @@ export function parseConfig(env: Record<string, string | undefined>, argv: strin
   const kafkaBrokers = kafka ? kafka.split(',').map((b) => b.trim()) : undefined;
   for (const b of kafkaBrokers ?? []) {
     if (!/^[\w.-]+:\d+$/.test(b)) throw new ConfigError(`KAFKA_BROKERS entry "${b}" must look like host:port`);
+    // A port out of range was taken, and the start then waited STARTUP_TIMEOUT_MS for a broker no address has.
+    const port = Number(b.slice(b.lastIndexOf(':') + 1));
+    if (port < 1 || port > 65535) throw new ConfigError(`KAFKA_BROKERS entry "${b}" has port ${port}: a port is from 1 to 65535`);
   }
   if (clickhouse) {
     try {

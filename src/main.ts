@@ -7,7 +7,7 @@ import pino from 'pino';
 import { ConfigError, modeOf, parseCommandLine, parseConfig, serviceUsage } from './config.js';
 import { adaptersFor } from './adapters.js';
 import { startService } from './service.js';
-import { checkAppsFile, checkDataDir, listenError } from './startup.js';
+import { checkAppsFile, checkDataDir, listenError, shutdownSignals } from './startup.js';
 import { commandAsTyped } from './cli/command.js';
 
 async function main(): Promise<void> {
@@ -80,14 +80,9 @@ async function start(config: ReturnType<typeof parseConfig>): Promise<void> {
   // Graceful shutdown: /ready fails at once (load balancers stop sending), the listener stops taking
   // connections, requests in flight (publishes) are answered, consumers stop and projections store
   // their checkpoints, the log closes. Past SHUTDOWN_TIMEOUT_MS the process exits anyway (code 1):
-  // what was acknowledged is in the log, and projections replay from their last checkpoint.
-  let stopping = false;
+  // what was acknowledged is in the log, and projections replay from their last checkpoint. A
+  // second signal exits at once (code 1), the same reasons holding.
   const stop = (signal: string): void => {
-    if (stopping) {
-      logger.warn({ signal }, 'already shutting down');
-      return;
-    }
-    stopping = true;
     logger.info({ signal, deadlineMs: config.shutdownTimeoutMs }, 'shutting down');
     const deadline = setTimeout(() => {
       logger.error({ deadlineMs: config.shutdownTimeoutMs }, 'shutdown did not finish within SHUTDOWN_TIMEOUT_MS; exiting');
@@ -105,8 +100,10 @@ async function start(config: ReturnType<typeof parseConfig>): Promise<void> {
       },
     );
   };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+  // A second signal (not the same one twice) forces the exit: shutdownSignals.
+  const onSignal = shutdownSignals({ begin: stop, force: () => process.exit(1), logger });
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
 }
 
 main().catch((err) => {

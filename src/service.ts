@@ -71,7 +71,7 @@ export interface Service {
   batcher: AppendBatcher;
   gateway: Gateway;
   metrics: Metrics;
-  /** GET /ready's checks: not shutting down, the log writable, every consumer within READY_MAX_LAG. */
+  /** GET /ready's checks: not shutting down, the log writable, every consumer reading and within READY_MAX_LAG. */
   readiness(): ReadinessCheck[];
   /** The default app's root key when this start created it (printed once by main.ts). */
   createdDefaultKey?: string;
@@ -230,7 +230,12 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
         ok: logOk,
         detail: gone ? `the embedded log cannot write until the service restarts: ${gone.message}` : appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}`,
       },
-      runner.consumersCheck(consumerLag(), config.readyMaxLag),
+      // A consumer not reading the log yet (its Kafka group joining, some 3 s after a start) fails it
+      // too: caught up with what the log held at its start, it is deaf to what comes after.
+      runner.consumersCheck(consumerLag(), config.readyMaxLag, [
+        ...(gateway?.deliveryReading ? [] : ['realtime-delivery']),
+        ...(connectionEvents.reading ? [] : ['connection-events']),
+      ]),
       webhooks.readiness(),
     ];
   };

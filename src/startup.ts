@@ -181,3 +181,37 @@ export async function waitFor<T>(options: WaitOptions, attempt: (givenUp: () => 
     clearTimeout(timer);
   }
 }
+
+/** A signal this soon after the first is the same one delivered twice (shutdownSignals). */
+export const SIGNAL_REPEAT_MS = 1000;
+
+/**
+ * What SIGTERM and SIGINT do: the first begins the graceful shutdown (`begin`); a second forces the
+ * exit (`force`): an operator who will not wait (Ctrl-C again), with nothing acknowledged lost (the
+ * log holds it; projections replay from their checkpoints). One within `repeatMs` of the first is
+ * the same request delivered twice, not a second one: `npm start` in a terminal hands the process
+ * Ctrl-C's SIGINT from the terminal and again from its wrappers (npm, tsx), a few ms apart.
+ */
+export function shutdownSignals(options: {
+  begin: (signal: string) => void;
+  force: (signal: string) => void;
+  logger: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
+  now?: () => number;
+  repeatMs?: number;
+}): (signal: string) => void {
+  const now = options.now ?? Date.now;
+  const repeatMs = options.repeatMs ?? SIGNAL_REPEAT_MS;
+  let since: number | undefined;
+  return (signal) => {
+    if (since === undefined) {
+      since = now();
+      return options.begin(signal);
+    }
+    if (now() - since < repeatMs) {
+      options.logger.info({ signal }, 'already shutting down (the same signal again, from a wrapper or the terminal)');
+      return;
+    }
+    options.logger.warn({ signal }, 'a second signal during the shutdown; exiting now (code 1)');
+    options.force(signal);
+  };
+}

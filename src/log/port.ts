@@ -64,6 +64,14 @@ export interface ConsumeOptions {
 export interface Subscription {
   /** Resolves once the consumer has delivered everything that was in the log when it started. */
   caughtUp: Promise<void>;
+  /**
+   * Resolves once the consumer reads the log: on Kafka once its group is joined and its partitions
+   * sought (a shared one: its first assignment), which takes the broker's initial rebalance delay
+   * (about 3 s); before that caughtUp may have resolved already (nothing to read at its start),
+   * while what is appended meanwhile waits for the join. Also resolves when stopped. Absent: at
+   * once (the embedded log reads without a join).
+   */
+  reading?: Promise<void>;
   /** Per-partition end offsets (next offset to be written), as last observed by this consumer. */
   highWatermarks(): Map<number, number>;
   /** Per-partition next offset this consumer will deliver (its lag: highWatermarks minus this). */

@@ -76,6 +76,7 @@ export interface ConnectionEventHandlers {
  */
 export class ConnectionEvents {
   private subscription: Subscription | undefined;
+  private isReading = false;
   private timer: NodeJS.Timeout | undefined;
   /** Instances known to hold members, and when each was last heard of (this process's clock). */
   private readonly lastSeen = new Map<string, number>();
@@ -132,6 +133,9 @@ export class ConnectionEvents {
       },
       onError: (err) => this.options.logger.error({ err }, 'connection events consumer failed on a batch; retrying'),
     });
+    const reading = this.subscription.reading;
+    if (reading) void reading.then(() => (this.isReading = true));
+    else this.isReading = true;
     await this.subscription.caughtUp;
     this.handledAt = clock.now();
     this.flusher = setInterval(() => this.flush(), FLUSH_MS);
@@ -151,6 +155,11 @@ export class ConnectionEvents {
    * Records of the topic it has yet to read: the log's end as its consumer last saw it, minus
    * where it is (GET /ready's `consumers` check, GET /metrics: `connection-events`); 0 before it started.
    */
+  /** Whether its consumer reads the log (Subscription.reading: on Kafka, once its group is joined; GET /ready). */
+  get reading(): boolean {
+    return this.isReading;
+  }
+
   lag(): number {
     return this.subscription ? lagOf(this.subscription) : 0;
   }

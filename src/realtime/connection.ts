@@ -221,9 +221,11 @@ export class Connection extends ConnectionLife {
     if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
       return this.channelError(channel, serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`));
     }
-    // A fresh attach starts where delivery is: after this instance's own messages, once it passed
-    // them. A resume goes on from the client's position, which they do not move.
-    const delivered = request.serial === undefined ? this.ctx.ownMessagesDelivered(this.appId, base) : undefined;
+    // An attach waits for delivery to read the log (a fresh instance's consumer joining its group):
+    // what is published after ATTACHED then arrives as it is, not seconds late. A fresh attach
+    // starts where delivery is: after this instance's own messages, once it passed them. A resume
+    // goes on from the client's position, which they do not move.
+    const delivered = this.ctx.readyToAttach(this.appId, base, request.serial === undefined);
     if (delivered) {
       const ticket = {};
       const epoch = this.epoch;
@@ -232,7 +234,7 @@ export class Connection extends ConnectionLife {
       // Detached, attached again, or the socket gone meanwhile: this ATTACH is answered no more.
       if (this.attaching.get(channel) !== ticket || this.epoch !== epoch) return;
       this.attaching.delete(channel);
-      if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery passed the messages this instance acknowledged: it lags');
+      if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery read the log or passed the messages this instance acknowledged: it lags');
     }
     await this.ctx.attach(this, modes, request);
   }

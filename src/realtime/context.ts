@@ -64,8 +64,12 @@ export interface ConnectionContext {
 
   // ---- channels
 
-  /** Undefined when delivery passed this instance's own messages on the channel; else resolves once it has (false: it gave up waiting). */
-  ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined;
+  /**
+   * What an ATTACH waits for (Delivery.readyToAttach): undefined when nothing, that is when delivery
+   * reads the log and, for a fresh attach (`ownWrites`), passed this instance's own messages on the
+   * channel; else resolves once it has (false: it gave up waiting).
+   */
+  readyToAttach(appId: string, channel: string, ownWrites: boolean): Promise<boolean> | undefined;
   /** Attaches (ATTACHED, SYNC, backlog): the attachment goes into `conn.attachments`. */
   attach(conn: Subscriber, modes: number, request: AttachRequest): Promise<void>;
   /** Takes the attachment off delivery and out of `conn.attachments`; nothing is sent. */

@@ -126,6 +126,8 @@ export class Delivery {
   private lastRecords = new LastRecords(0);
   private subscription: Subscription | undefined;
   private messagesDelivered = 0;
+  /** Whether its consumer reads the log (Subscription.reading: on Kafka, once its group is joined). */
+  private isReading = false;
 
   constructor(private readonly deps: DeliveryDeps) {
     // Kept by count: a client may come back with a key at any time (`recover` from a saved page).
@@ -150,7 +152,42 @@ export class Delivery {
     this.delivered = Array.from({ length: this.partitions }, (_, p) => from.get(p) ?? ends.get(p) ?? 0);
     this.lastRecords = new LastRecords(Math.max(1000, Math.ceil(LAST_RECORDS_KEPT / this.partitions)));
     this.delivered.forEach((offset, p) => this.lastRecords.start(p, offset));
+    const reading = this.subscription.reading;
+    if (reading) void reading.then(() => (this.isReading = true));
+    else this.isReading = true;
     await this.subscription.caughtUp;
+  }
+
+  /**
+   * Whether its consumer reads the log. On Kafka it joins its group (the projections' feed of the
+   * messages topic, or a consumer of its own) some 3 s after the start: an instance that listens
+   * before then delivers nothing appended meanwhile until it has (GET /ready says not ready; an
+   * ATTACH waits for it: readyToAttach).
+   */
+  get reading(): boolean {
+    return this.isReading;
+  }
+
+  /**
+   * What an ATTACH waits for before it registers at delivery's position (undefined: nothing):
+   * delivery reading the log, so that what is published after ATTACHED arrives as it is published,
+   * not once the consumer has joined its group; and for a fresh attach (`ownWrites`), delivery past
+   * what this instance acknowledged on the channel's partition (ownMessagesDelivered). Bounded by
+   * limits.readYourWritesMs in all; false: it gave up (the attach goes on, delivery late).
+   */
+  readyToAttach(appId: string, channel: string, ownWrites: boolean): Promise<boolean> | undefined {
+    if (this.isReading) return ownWrites ? this.ownMessagesDelivered(appId, channel) : undefined;
+    const reading = this.subscription?.reading;
+    if (!reading) return undefined;
+    return (async () => {
+      const started = Date.now();
+      const limit = this.deps.limits.readYourWritesMs;
+      let timer: NodeJS.Timeout | undefined;
+      const joined = await Promise.race([reading.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), limit)))]).finally(() => clearTimeout(timer));
+      if (!joined) return false;
+      const own = ownWrites ? this.ownMessagesDelivered(appId, channel, Math.max(1, limit - (Date.now() - started))) : undefined;
+      return own ? await own : true;
+    })();
   }
 
   async stop(): Promise<void> {
@@ -214,11 +251,11 @@ export class Delivery {
    * waits for it, so that what the instance acknowledged before the ATTACH is before the attach
    * position: history untilAttach and rewind have it, live delivery does not send it again.
    */
-  ownMessagesDelivered(appId: string, channel: string): Promise<boolean> | undefined {
+  ownMessagesDelivered(appId: string, channel: string, timeoutMs = this.deps.limits.readYourWritesMs): Promise<boolean> | undefined {
     const partition = this.partitionOf(channelKey(appId, channel));
     const next = this.deps.ownWrites?.of(Topics.messages).get(partition);
     if (next === undefined || (this.delivered[partition] ?? 0) >= next) return undefined;
-    return this.progress.until(Topics.messages, new Map([[partition, next]]), this.deps.limits.readYourWritesMs);
+    return this.progress.until(Topics.messages, new Map([[partition, next]]), timeoutMs);
   }
 
   /**

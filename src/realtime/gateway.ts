@@ -166,7 +166,7 @@ export class Gateway {
       },
       count: (counter) => sessions.counters[counter]++,
       floodCooldown: new FloodCooldown(deps.settings.floodCooldownMs, deps.settings.maxFloodCooldownOrigins, () => deps.clock.now()),
-      ownMessagesDelivered: (appId, channel) => delivery.ownMessagesDelivered(appId, channel),
+      readyToAttach: (appId, channel, ownWrites) => delivery.readyToAttach(appId, channel, ownWrites),
       attach: (conn, modes, request) => this.attach(conn, modes, request),
       detach: (conn, channel) => this.detach(conn, channel),
       sync: (attachment) => presenceSync.resend(attachment),
@@ -476,6 +476,11 @@ export class Gateway {
   }
 
   /** The gateway's numbers for GET /metrics (src/metrics/metrics.ts), read when scraped. */
+  /** Whether delivery's consumer reads the log (GET /ready: not before; Delivery.reading). */
+  get deliveryReading(): boolean {
+    return this.delivery.reading;
+  }
+
   metrics(): RealtimeNumbers {
     const { sockets, connections, opened, closed } = this.sessions.numbers();
     const { attachments, delivered, deliveryLag } = this.delivery.numbers();

@@ -1,7 +1,7 @@
 // Graceful shutdown (issue 13): on SIGTERM the listener closes (GET /ready says "shutting down"
 // from the first moment: test/http/ops.test.ts), a publish in flight is answered
 // (and is in history after a restart: its projection checkpointed), the process exits 0; a
-// shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_MS with exit code 1.
+// shutdown that cannot finish ends at SHUTDOWN_TIMEOUT_MS with exit code 1, or at a second signal.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -71,6 +71,33 @@ describe('graceful shutdown', () => {
         again.child.kill('SIGTERM');
         expect(await again.exited).toBe(0);
       }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('a second signal during a shutdown that cannot finish exits at once with code 1', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'cm-shutdown-'));
+    try {
+      const s = spawnService({ env: { DATA_DIR: dataDir, SHUTDOWN_TIMEOUT_MS: '600000' } });
+      const port = await s.listening;
+      const stuck = await rawConnection(port);
+      stuck.socket.write('POST /channels/x/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
+      await until(async () => /^cm_http_open_connections [2-9]/m.test(await (await fetch(await s.url('/metrics'))).text()));
+      s.child.kill('SIGINT');
+      await until(() => s.stdout().includes('"msg":"shutting down"'));
+      // Ctrl-C again: until the process takes one as a second signal (one within a second of the
+      // first is taken as the same one: test/unit/shutdown-signals.test.ts); a 10 minutes' shutdown otherwise.
+      let exited: number | string | undefined;
+      void s.exited.then((code) => (exited = code));
+      await until(async () => {
+        if (exited === undefined) s.child.kill('SIGINT');
+        await new Promise((r) => setTimeout(r, 200));
+        return exited !== undefined;
+      });
+      expect(exited).toBe(1);
+      expect(s.stdout()).toContain('a second signal during the shutdown; exiting now');
+      stuck.socket.destroy();
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

@@ -31,6 +31,8 @@ describeWithInfra('production mode without switches (KAFKA_IDEMPOTENT=auto)', 'K
         payload: { name: 'no-switch' },
       });
       expect(res.statusCode).toBe(201);
+      // Ready once its consumers read the log (their groups joined: some 3 s after the start).
+      await until('GET /ready answers 200', async () => (await service.app.inject({ method: 'GET', url: '/ready' })).statusCode === 200, 30_000, 100);
       const ready = await service.app.inject({ method: 'GET', url: '/ready' });
       expect(ready.statusCode, ready.body).toBe(200);
       expect(ready.json().checks.find((c: { name: string }) => c.name === 'log').detail).toBe('kafka log writable');

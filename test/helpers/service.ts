@@ -114,6 +114,21 @@ export async function listening(ts: TestService): Promise<number> {
   return (ts.service.app.server.address() as AddressInfo).port;
 }
 
+/**
+ * Resolves once GET /ready answers 200, as a load balancer would put the instance in rotation: in
+ * production mode a start's consumers read the log some 3 s after it (their Kafka groups joining),
+ * and an ATTACH meanwhile waits for realtime delivery (README: Health, readiness and metrics).
+ */
+export async function ready(ts: TestService, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await ts.service.app.inject({ method: 'GET', url: '/ready' });
+    if (res.statusCode === 200) return;
+    if (Date.now() > deadline) throw new Error(`GET /ready still ${res.statusCode} after ${timeoutMs} ms: ${res.body}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, force: true });
 
 /** A channel name no other test uses. */

@@ -94,7 +94,7 @@ class TestContext implements ConnectionContext {
   }
   count(): void {}
   readonly floodCooldown = new FloodCooldown(settings.floodCooldownMs, settings.maxFloodCooldownOrigins, () => Date.now());
-  ownMessagesDelivered(): undefined {
+  readyToAttach(): undefined {
     return undefined;
   }
   async attach(): Promise<void> {}

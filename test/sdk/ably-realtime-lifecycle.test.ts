@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
+import { removeDir, ready, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Arrivals, Clients, NetworkCut, collectMessages, collectPresence, connectionState, realtimeClient, stateLog } from '../helpers/realtime.js';
 
 const clients = new Clients();
@@ -57,6 +57,9 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, connection lifetime ($f
 
   it('CD2f, RTN14e, RTL3c: the SDK takes the service\'s connectionStateTtl: cut off longer, it goes suspended, then connects again and its channel attaches again', async () => {
     const port = await serve({ REALTIME_CONNECTION_STATE_TTL_MS: '1500' });
+    // In rotation first: this client's 1 s request timeout is shorter than an attach's wait on an
+    // instance whose delivery does not read the log yet (production mode, its first 3 s or so).
+    await ready(ts!);
     cut = await NetworkCut.start(port);
     const client = clients.add(
       realtimeClient(cut.port, useBinaryProtocol, { key: ts!.key, realtimeRequestTimeout: 1_000, suspendedRetryTimeout: 250, disconnectedRetryTimeout: 250 }),

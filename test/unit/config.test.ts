@@ -34,6 +34,8 @@ describe('configuration', () => {
     [{ PORT: 'abc' }, /PORT="abc" must be a whole number/],
     [{ KAFKA_BROKERS: 'localhost:9092' }, /set both KAFKA_BROKERS and CLICKHOUSE_URL/],
     [{ KAFKA_BROKERS: 'nope', CLICKHOUSE_URL: 'http://x:1' }, /must look like host:port/],
+    [{ KAFKA_BROKERS: 'a:1,127.0.0.1:99999', CLICKHOUSE_URL: 'http://x:1' }, /KAFKA_BROKERS entry "127.0.0.1:99999" has port 99999: a port is from 1 to 65535/],
+    [{ KAFKA_BROKERS: 'a:0', CLICKHOUSE_URL: 'http://x:1' }, /KAFKA_BROKERS entry "a:0" has port 0/],
     [{ KAFKA_BROKERS: 'a:1', CLICKHOUSE_URL: 'ftp://x' }, /must be an http\(s\) URL/],
     [{ SANDBOX: 'maybe' }, /SANDBOX="maybe" must be 1 or 0/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL="loud"/],

@@ -51,8 +51,10 @@ export function toLogRecord(topic: string, partition: number, m: KafkaMessage, v
  */
 export class KafkaSubscription implements Subscription {
   readonly caughtUp: Promise<void>;
+  readonly reading: Promise<void>;
   readonly kafkaTopic: string;
   private markCaughtUp!: () => void;
+  private markReading!: () => void;
   /** caughtUp resolved: checkCaughtUp, called after every batch, has nothing left to do. */
   private isCaughtUp = false;
   private readonly next = new Map<number, number>();
@@ -78,6 +80,7 @@ export class KafkaSubscription implements Subscription {
   ) {
     this.kafkaTopic = ctx.kafkaTopic;
     this.caughtUp = new Promise((resolve) => (this.markCaughtUp = resolve));
+    this.reading = new Promise((resolve) => (this.markReading = resolve));
     for (const [p, offset] of options.from) this.next.set(p, offset);
     if (options.shared) {
       this.held = new Set();
@@ -143,6 +146,7 @@ export class KafkaSubscription implements Subscription {
       this.ctx.onStopped(this);
       // Like the embedded log: nobody waits forever on a stopped subscription.
       this.markCaughtUp();
+      this.markReading();
     })());
   }
 
@@ -210,6 +214,7 @@ export class KafkaSubscription implements Subscription {
       for (const partition of assigned) {
         consumer.seek({ topic: kafkaTopic, partition, offset: String(this.position(partition)) });
       }
+      this.markReading();
     });
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.ctx.logger?.warn({ err: payload.error, topic: kafkaTopic, consumer: this.options.consumer }, 'kafka consumer crashed; starting a new one');
@@ -241,6 +246,7 @@ export class KafkaSubscription implements Subscription {
     if (taken.length > 0) shared.revoked?.(taken);
     for (const p of given) held.add(p);
     this.joined = true;
+    this.markReading();
     this.ctx.logger?.info({ topic: this.ctx.kafkaTopic, consumer: this.options.consumer, given, taken, holds: [...held] }, 'shared kafka consumer: partitions handed over');
     if (given.length === 0) return this.checkCaughtUp();
     const topic = this.ctx.kafkaTopic;
