@@ -205,7 +205,7 @@ async function direct(r: KeysRequest): Promise<Answer> {
   try {
     lock = DataDirLock.acquire(r.config.dataDir);
   } catch (err) {
-    if (err instanceof DataDirLockedError) throw new KeysError(`the service is running on DATA_DIR=${r.config.dataDir}: drop --direct to go through it (the route applies the change on every instance)`);
+    if (err instanceof DataDirLockedError) throw new KeysError(`DATA_DIR=${r.config.dataDir} is in use (by the service, or another command holding it): if the service runs, drop --direct to go through it (the route applies the change on every instance); otherwise try again once the other command is done`);
     throw err;
   }
   const log = new EmbeddedLog({ path, partitions: r.config.embeddedPartitions });
