@@ -179,7 +179,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
   // Channels in use are bounded (MAX_ACTIVE_CHANNELS, _PER_APP): a publish, attach or presence change may not begin one past them.
-  const admission = new ChannelAdmission(channels, config.limits, clock, config.channels.idleMs);
+  const admission = new ChannelAdmission(channels, config.limits, clock);
   const publisher = new Publisher(
     batcher,
     (appId, channel, id) => {

@@ -254,6 +254,7 @@ export class ChannelsProjection {
       this.channels.set(key, s);
       this.heldByApp.set(appId, (this.heldByApp.get(appId) ?? 0) + 1);
       this.indexOf(appId).add(channel);
+      this.onHeld?.(appId, channel);
       return s;
     }
     if (!this.activeAt(s, record.timestamp)) {
@@ -362,6 +363,9 @@ export class ChannelsProjection {
   holds(appId: string, channel: string): boolean {
     return this.channels.has(stateKey(appId, channel));
   }
+
+  /** Told of each channel the log begins to keep in use (the admission of new channels counts it from then on). */
+  onHeld: ((appId: string, channel: string) => void) | undefined;
 
   /** How many channels holds() answers true for: of one app, or of every app. */
   heldCount(appId?: string): number {

@@ -7,13 +7,14 @@ export interface HeldChannels {
   holds(appId: string, channel: string): boolean;
   /** Of one app, or of every app. */
   heldCount(appId?: string): number;
+  /** Told of each channel it begins to hold. */
+  onHeld: ((appId: string, channel: string) => void) | undefined;
 }
 
 /**
  * How long a channel admitted here counts before the projection holds it: it has applied the
  * record that began it well within this (READ_YOUR_WRITES_TIMEOUT_MS is 5 s), and one whose
- * append failed stops counting then. Never longer than the idle time: a channel held and already
- * closed again must not count twice.
+ * append failed stops counting then.
  */
 const PENDING_MS = 10_000;
 
@@ -26,7 +27,8 @@ const PENDING_MS = 10_000;
  *
  * The count is the projection's, which every instance derives from the whole log, plus the
  * channels this instance admitted that the projection does not hold yet (a burst of new channels
- * within its lag would otherwise all pass). New channels admitted at the same moment on other
+ * within its lag would otherwise all pass); the projection tells when it begins to hold one, so
+ * an admission costs a few map operations, at the limit too. New channels admitted at the same moment on other
  * instances are not seen until the projection applies them: with N instances, the limit may be
  * passed by what the others admitted within that lag.
  */
@@ -39,13 +41,10 @@ export class ChannelAdmission {
     private readonly held: HeldChannels,
     private readonly limits: { maxActiveChannels: number; maxActiveChannelsPerApp: number },
     private readonly clock: Clock,
-    /** CHANNEL_IDLE_MS */
-    idleMs: number,
   ) {
-    this.pendingMs = Math.min(PENDING_MS, idleMs);
+    // Once the projection holds a channel admitted here, its count has it: no longer pending.
+    held.onHeld = (appId, channel) => this.forget(appId, channel);
   }
-
-  private readonly pendingMs: number;
 
   /** Throws channelLimitExceeded (40114) when `channel` is new and the app or the service is at its limit. */
   admit(appId: string, channel: string): void {
@@ -54,19 +53,14 @@ export class ChannelAdmission {
     if (pending?.has(channel)) return;
     const now = this.clock.now();
     this.expire(now);
-    if (this.over(appId)) {
-      // Those the projection holds by now are in its count already: drop them, and count again.
-      this.dropHeld();
-      const over = this.over(appId);
-      if (over) {
-        throw new ServiceError(
-          'channelLimitExceeded',
-          over === 'app'
-            ? `the app has ${this.limits.maxActiveChannelsPerApp} active channels, the most it may (MAX_ACTIVE_CHANNELS_PER_APP): "${shown(channel)}" cannot begin until others close`
-            : `the service has ${this.limits.maxActiveChannels} active channels, the most it may (MAX_ACTIVE_CHANNELS): "${shown(channel)}" cannot begin until others close`,
-        );
-      }
-      pending = this.pending.get(appId);
+    const over = this.over(appId);
+    if (over) {
+      throw new ServiceError(
+        'channelLimitExceeded',
+        over === 'app'
+          ? `the app has ${this.limits.maxActiveChannelsPerApp} active channels, the most it may (MAX_ACTIVE_CHANNELS_PER_APP): "${shown(channel)}" cannot begin until others close`
+          : `the service has ${this.limits.maxActiveChannels} active channels, the most it may (MAX_ACTIVE_CHANNELS): "${shown(channel)}" cannot begin until others close`,
+      );
     }
     if (!pending) this.pending.set(appId, (pending = new Map()));
     pending.set(channel, now);
@@ -79,11 +73,11 @@ export class ChannelAdmission {
     return undefined;
   }
 
-  /** Forgets what was admitted pendingMs ago or longer (oldest first: stops at the first younger). */
+  /** Forgets what was admitted PENDING_MS ago or longer and never held (oldest first: stops at the first younger). */
   private expire(now: number): void {
     for (const [appId, pending] of this.pending) {
       for (const [channel, at] of pending) {
-        if (now - at < this.pendingMs) break;
+        if (now - at < PENDING_MS) break;
         pending.delete(channel);
         this.pendingCount--;
       }
@@ -91,16 +85,11 @@ export class ChannelAdmission {
     }
   }
 
-  /** Forgets what the projection holds now (each admitted channel is dropped once: no more work than admits). */
-  private dropHeld(): void {
-    for (const [appId, pending] of this.pending) {
-      for (const channel of pending.keys()) {
-        if (!this.held.holds(appId, channel)) continue;
-        pending.delete(channel);
-        this.pendingCount--;
-      }
-      if (pending.size === 0) this.pending.delete(appId);
-    }
+  private forget(appId: string, channel: string): void {
+    const pending = this.pending.get(appId);
+    if (!pending?.delete(channel)) return;
+    this.pendingCount--;
+    if (pending.size === 0) this.pending.delete(appId);
   }
 }
 
