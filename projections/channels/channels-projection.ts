@@ -10,7 +10,7 @@ import { cursorOf, longNameHash, nameOfCursor } from './channel-cursor.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-import { channelIdOf, emptyMetrics, metricsOf, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
+import { channelIdOf, deleteAttachment, emptyMetrics, metricsOf, setAttachment, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
 import { lifecycleId, periodOfId } from './lifecycle-ids.js';
 import { OccupancyChanges } from './occupancy-changes.js';
 
@@ -182,7 +182,7 @@ export class ChannelsProjection {
       case 'channel.attached': {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
-        s.attachments.set(event.connectionId, { instanceId: event.instanceId, modes: event.modes });
+        setAttachment(s, event.connectionId, { instanceId: event.instanceId, modes: event.modes });
         let held = this.byConnection.get(event.connectionId);
         if (!held) this.byConnection.set(event.connectionId, (held = new Set()));
         held.add(stateKey(event.appId, event.channel));
@@ -192,7 +192,7 @@ export class ChannelsProjection {
       case 'channel.detached': {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
-        if (s.attachments.delete(event.connectionId)) this.occupancyChanged(s, record);
+        if (deleteAttachment(s, event.connectionId)) this.occupancyChanged(s, record);
         this.forgetAttachment(event.connectionId, stateKey(event.appId, event.channel));
         return;
       }
@@ -224,7 +224,7 @@ export class ChannelsProjection {
       let changed = false;
       for (const [c, a] of s.attachments) {
         if (ends(c, a)) {
-          s.attachments.delete(c);
+          deleteAttachment(s, c);
           this.forgetAttachment(c, stateKey(s.appId, s.channel));
           changed = true;
         }
@@ -250,7 +250,7 @@ export class ChannelsProjection {
     this.dirty.add(key);
     let s = this.channels.get(key);
     if (!s) {
-      s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
+      s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), tally: { connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceSubscribers: 0 }, members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
       this.channels.set(key, s);
       this.heldByApp.set(appId, (this.heldByApp.get(appId) ?? 0) + 1);
       this.indexOf(appId).add(channel);
