@@ -28,9 +28,10 @@ const PENDING_MS = 10_000;
  * The count is the projection's, which every instance derives from the whole log, plus the
  * channels this instance admitted that the projection does not hold yet (a burst of new channels
  * within its lag would otherwise all pass); the projection tells when it begins to hold one, so
- * an admission costs a few map operations, at the limit too. New channels admitted at the same moment on other
- * instances are not seen until the projection applies them: with N instances, the limit may be
- * passed by what the others admitted within that lag.
+ * an admission costs a few map operations, at the limit too. New channels admitted at the same
+ * moment on other instances are not seen until the projection applies them: with N instances, a
+ * burst sent to all at once can reach N times the limit (each admits up to it) before the next
+ * are refused.
  */
 export class ChannelAdmission {
   /** Per app: channels admitted here and not yet held by the projection, with when (oldest first). */
