@@ -403,6 +403,8 @@ function parseLimits(e: Record<string, string | undefined>): Limits {
     statsCacheRows: int(e, 'STATS_CACHE_ROWS', d.statsCacheRows, 0, 100_000_000),
     statsCacheMaxAgeMs: int(e, 'STATS_CACHE_MAX_AGE_MS', d.statsCacheMaxAgeMs, 0, 86_400_000),
     maxStatusActivations: int(e, 'CHANNEL_STATUS_ACTIVATIONS', d.maxStatusActivations, 4, 100_000_000),
+    maxActiveChannels: int(e, 'MAX_ACTIVE_CHANNELS', d.maxActiveChannels, 1, 100_000_000),
+    maxActiveChannelsPerApp: int(e, 'MAX_ACTIVE_CHANNELS_PER_APP', d.maxActiveChannelsPerApp, 1, 100_000_000),
 
     maxTokenNonces: int(e, 'MAX_TOKEN_NONCES', d.maxTokenNonces, 1, 100_000_000),
     maxTokenNoncesPerApp: int(e, 'MAX_TOKEN_NONCES_PER_APP', d.maxTokenNoncesPerApp, 1, 100_000_000),

@@ -29,6 +29,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40104: { title: 'Token request timestamp outside permitted window', what: 'The token request was signed more than 10 minutes from the service time: sign with the time from GET /time (the SDK option queryTime).' },
   40105: { title: 'Nonce value replayed', what: 'A signed token request was sent twice. Make a new one for each token.' },
   40106: { title: 'No valid authentication method provided', what: 'No Authorization header (Basic or Bearer) and no key or access_token parameter.' },
+  40114: { title: 'Active channel limit reached', what: 'The app (MAX_ACTIVE_CHANNELS_PER_APP) or the service (MAX_ACTIVE_CHANNELS) has the most active channels it may: a publish, attach or presence change that would begin another channel is refused, until channels close (CHANNEL_IDLE_MS after their last use). Channels in use are not affected. 403, as the platform answers.' },
   40121: { title: 'Token revocation not enabled', what: 'Revoking tokens needs a key with revocableTokens.' },
   40127: { title: 'Key limit reached', what: 'The app holds the most keys it may (MAX_KEYS_PER_APP, revoked keys included): no key was made. 403, not 401, so that clients do not take it as a request to authenticate again.' },
   40128: { title: 'Sandbox app limit reached', what: 'The sandbox holds the most apps it may (MAX_SANDBOX_APPS): no app was made. Delete apps the harness no longer needs (DELETE /apps/<appId>) to make room.' },

@@ -39,6 +39,8 @@ export const ErrorCodes = {
   keyLimitExceeded: { code: 40127, statusCode: 403 },
   // The catalogue's account_application_limit_exceeded (sandbox POST /apps), 403 likewise.
   appLimitExceeded: { code: 40128, statusCode: 403 },
+  // The catalogue's account_channel_limit_exceeded: an app (or the service) holds the most active channels it may.
+  channelLimitExceeded: { code: 40114, statusCode: 403 },
   notFound: { code: 40400, statusCode: 404 },
   methodNotAllowed: { code: 40500, statusCode: 405 },
   payloadTooLarge: { code: 40009, statusCode: 413 },

@@ -147,6 +147,16 @@ export interface Limits {
    */
   maxStatusActivations: number;
   /**
+   * Channels the log keeps in use (active, or idle and not yet swept: projections/channels), all
+   * apps together and for one app. Each costs every instance some 5 KB (its state, its history
+   * tail, its lifecycle messages): one message to each of 100,000 new channels took the embedded
+   * service from 137 to 689 MB of RSS, where 100,000 messages to one channel add some 40 MB. A
+   * publish, attach or presence change that would begin a channel past either is refused: 40114
+   * (403), until channels close. MAX_ACTIVE_CHANNELS, MAX_ACTIVE_CHANNELS_PER_APP
+   */
+  maxActiveChannels: number;
+  maxActiveChannelsPerApp: number;
+  /**
    * Presence members one batch presence reply (GET /presence) holds, all its channels together:
    * each channel's whole set, built at once (100,000 members: 13 MB and 0.3 to 0.5 s of the event
    * loop a request). A channel whose members would pass it fails on its own: 91003 (400), read it
@@ -235,6 +245,8 @@ export const DEFAULT_LIMITS: Limits = {
   statsCacheRows: 100_000,
   statsCacheMaxAgeMs: 60_000,
   maxStatusActivations: 100_000,
+  maxActiveChannels: 400_000,
+  maxActiveChannelsPerApp: 100_000,
   maxBatchPresenceMembers: 10_000,
   maxSandboxFixtureMembers: 1000,
   maxSandboxAppBodyBytes: 256 * 1024,

@@ -15,6 +15,7 @@ import { OwnWrites } from './log/own-writes.js';
 import { decodeEvent, encodeEvent } from './log/event-codec.js';
 import type { AppDeleted, KeyEvent, TokensRevoked } from './domain/events.js';
 import { Publisher } from './messages/publisher.js';
+import { ChannelAdmission } from './channels/channel-admission.js';
 import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
 import { appWriters } from './apps/app-writers.js';
 import { randomId } from './apps/default-app.js';
@@ -178,6 +179,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   const presenceProducer = new PresenceProducer(batcher);
   const usage = new UsageMeter(batcher, clock, config.instanceId, logger);
   usage.start();
+  // Channels in use are bounded (MAX_ACTIVE_CHANNELS, _PER_APP): a publish, attach or presence change may not begin one past them.
+  const admission = new ChannelAdmission(channels, config.limits, clock);
   const publisher = new Publisher(
     batcher,
     (appId, channel, id) => {
@@ -187,6 +190,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     clock,
     config.limits,
     metrics.published,
+    (appId, channel) => admission.admit(appId, channel),
   );
 
   const connectionEvents = new ConnectionEvents({
@@ -366,6 +370,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     events: connectionEvents,
     ownWrites,
     occupancy: { metrics: (appId, channel) => channels.metrics(appId, channel), onOccupancyChanged: (listener) => channels.occupancyChanges.subscribe(listener) },
+    admitChannel: (appId, channel) => admission.admit(appId, channel),
   });
   // The previous run's members stay for the resume window: those whose clients resume here keep them.
   gateway.removeMembersOfPreviousRun((instanceId) => log.kind === 'embedded' || instanceId === config.instanceId);

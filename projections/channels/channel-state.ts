@@ -37,8 +37,10 @@ export interface ChannelState {
   /** The position of the record that began the current period of activity: names the period. */
   period: string;
   openedAt: number;
-  /** by connectionId */
+  /** by connectionId: change it through setAttachment and deleteAttachment, which keep `tally` */
   attachments: Map<string, LoggedAttachment>;
+  /** The attachments counted by mode, kept as they change (made at the first read): metricsOf costs no walk of them. */
+  tally?: Tally;
   /** memberKey -> connectionId */
   members: Map<string, string>;
   /** The last change of occupancy not yet announced: its position and record time. */
@@ -60,17 +62,47 @@ export const stateKey = (appId: string, channel: string): string => `${appId}\u0
 
 export const emptyMetrics = (): OccupancyMetrics => ({ connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceMembers: 0, presenceSubscribers: 0 });
 
+/** The attachments' part of the occupancy. */
+type Tally = Omit<OccupancyMetrics, 'presenceMembers'>;
+
+function count(t: Tally, modes: number, by: 1 | -1): void {
+  t.connections += by;
+  if (modes & Mode.PUBLISH) t.publishers += by;
+  if (modes & Mode.SUBSCRIBE) t.subscribers += by;
+  if (modes & Mode.PRESENCE) t.presenceConnections += by;
+  if (modes & Mode.PRESENCE_SUBSCRIBE) t.presenceSubscribers += by;
+}
+
+export function setAttachment(s: ChannelState, connectionId: string, a: LoggedAttachment): void {
+  const before = s.attachments.get(connectionId);
+  s.attachments.set(connectionId, a);
+  if (!s.tally) return;
+  if (before) count(s.tally, before.modes, -1);
+  count(s.tally, a.modes, 1);
+}
+
+/** Whether the connection was attached. */
+export function deleteAttachment(s: ChannelState, connectionId: string): boolean {
+  const before = s.attachments.get(connectionId);
+  if (!before) return false;
+  s.attachments.delete(connectionId);
+  if (s.tally) count(s.tally, before.modes, -1);
+  return true;
+}
+
+/**
+ * spec: Occupancy. From the tally, not a walk of the attachments: a channel with 20,000 of them
+ * made each read (a GET /channels?by=value page of 200 such channels: 215 ms of the event loop, and
+ * as much again for the lifecycle and in-band occupancy reads) cost them all.
+ */
 export function metricsOf(s: ChannelState): OccupancyMetrics {
-  const m = emptyMetrics();
-  for (const a of s.attachments.values()) {
-    m.connections++;
-    if (a.modes & Mode.PUBLISH) m.publishers++;
-    if (a.modes & Mode.SUBSCRIBE) m.subscribers++;
-    if (a.modes & Mode.PRESENCE) m.presenceConnections++;
-    if (a.modes & Mode.PRESENCE_SUBSCRIBE) m.presenceSubscribers++;
+  if (!s.tally) {
+    const t: Tally = { connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceSubscribers: 0 };
+    for (const a of s.attachments.values()) count(t, a.modes, 1);
+    s.tally = t;
   }
-  m.presenceMembers = s.members.size;
-  return m;
+  const { connections, publishers, subscribers, presenceConnections, presenceSubscribers } = s.tally;
+  return { connections, publishers, subscribers, presenceConnections, presenceMembers: s.members.size, presenceSubscribers };
 }
 
 export function channelIdOf(m: StoredMessage): string | undefined {

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Topics, type Checkpoint, type LogRecord, type Topic } from '../../src/log/port.js';
 import type { SnapshotPositions, SnapshotStore } from '../snapshots.js';
 import { decodeChannels, encodeChannels, type ChannelsSnapshot } from './channels-snapshot.js';
@@ -7,10 +6,11 @@ import type { LogEvent } from '../../src/domain/events.js';
 import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 import type { StoredMessage } from '../../src/domain/message.js';
 import { ChannelIndex } from './channel-index.js';
+import { cursorOf, longNameHash, nameOfCursor } from './channel-cursor.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-import { channelIdOf, emptyMetrics, metricsOf, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
+import { channelIdOf, deleteAttachment, emptyMetrics, metricsOf, setAttachment, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
 import { lifecycleId, periodOfId } from './lifecycle-ids.js';
 import { OccupancyChanges } from './occupancy-changes.js';
 
@@ -31,15 +31,6 @@ export interface ChannelsOptions {
 }
 
 const BUCKET_MS = 250;
-/** Cursors longer than this, percent-encoded, are shortened (ChannelsProjection.cursorOf). */
-const LONG_CURSOR = 600;
-/** Starts a shortened cursor: a channel name never has control characters. */
-const CURSOR_MARK = '\u0001';
-/** Characters of a sha256 in base64url. */
-const HASH_LENGTH = 43;
-/** The hash a shortened cursor names a channel by, for a name too long to go whole in one (cursorOf). */
-const longNameHash = (channel: string): string | undefined =>
-  encodeURIComponent(channel).length <= LONG_CURSOR ? undefined : createHash('sha256').update(channel).digest('base64url');
 const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
 const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
 /**
@@ -63,6 +54,8 @@ const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offs
 export class ChannelsProjection {
   static readonly handles = ['messages.published', 'presence.changed', 'channel.attached', 'channel.detached', 'channel.activated', 'connection.closed', 'instance.started', 'instance.gone'] as const;
   private readonly channels = new Map<string, ChannelState>();
+  /** How many of `channels` each app has (the admission of new channels counts them: src/channels/channel-admission.ts). */
+  private readonly heldByApp = new Map<string, number>();
   private readonly index = new Map<string, ChannelIndex>();
   /**
    * The period whose `channel.opened` the log holds, per channel (read back from the metachannel,
@@ -150,6 +143,7 @@ export class ChannelsProjection {
   private restore(state: ChannelsSnapshot): void {
     for (const s of decodeChannels(state)) {
       const key = stateKey(s.appId, s.channel);
+      if (!this.channels.has(key)) this.heldByApp.set(s.appId, (this.heldByApp.get(s.appId) ?? 0) + 1);
       this.channels.set(key, s);
       this.indexOf(s.appId).add(s.channel);
       for (const connectionId of s.attachments.keys()) {
@@ -188,7 +182,7 @@ export class ChannelsProjection {
       case 'channel.attached': {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
-        s.attachments.set(event.connectionId, { instanceId: event.instanceId, modes: event.modes });
+        setAttachment(s, event.connectionId, { instanceId: event.instanceId, modes: event.modes });
         let held = this.byConnection.get(event.connectionId);
         if (!held) this.byConnection.set(event.connectionId, (held = new Set()));
         held.add(stateKey(event.appId, event.channel));
@@ -198,7 +192,7 @@ export class ChannelsProjection {
       case 'channel.detached': {
         if (isMetachannel(event.channel)) return;
         const s = this.use(event.appId, event.channel, record);
-        if (s.attachments.delete(event.connectionId)) this.occupancyChanged(s, record);
+        if (deleteAttachment(s, event.connectionId)) this.occupancyChanged(s, record);
         this.forgetAttachment(event.connectionId, stateKey(event.appId, event.channel));
         return;
       }
@@ -230,7 +224,7 @@ export class ChannelsProjection {
       let changed = false;
       for (const [c, a] of s.attachments) {
         if (ends(c, a)) {
-          s.attachments.delete(c);
+          deleteAttachment(s, c);
           this.forgetAttachment(c, stateKey(s.appId, s.channel));
           changed = true;
         }
@@ -256,9 +250,11 @@ export class ChannelsProjection {
     this.dirty.add(key);
     let s = this.channels.get(key);
     if (!s) {
-      s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
+      s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), tally: { connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceSubscribers: 0 }, members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
       this.channels.set(key, s);
+      this.heldByApp.set(appId, (this.heldByApp.get(appId) ?? 0) + 1);
       this.indexOf(appId).add(channel);
+      this.onHeld?.(appId, channel);
       return s;
     }
     if (!this.activeAt(s, record.timestamp)) {
@@ -340,7 +336,7 @@ export class ChannelsProjection {
   list(appId: string, q: { prefix: string; after?: string; limit: number }, now: number): { channels: string[]; more: boolean } {
     const index = this.index.get(appId);
     if (!index) return { channels: [], more: false };
-    const after = q.after === undefined ? undefined : this.nameOfCursor(index, q.after);
+    const after = q.after === undefined ? undefined : nameOfCursor(index, q.after);
     const found: string[] = [];
     let more = false;
     index.scan(q.prefix, after, (channel) => {
@@ -355,23 +351,25 @@ export class ChannelsProjection {
     return { channels: found, more };
   }
 
-  /**
-   * The cursor that continues after `channel`: the name itself, or for a name too long to go in
-   * a Link header (2,048 bytes percent-encode to 6,144 characters), its first 100 characters and
-   * a hash, which nameOfCursor finds again by the hash (the index keeps each long name's).
-   */
+  /** The cursor that continues after `channel` (channel-cursor.ts). */
   static cursorOf(channel: string): string {
-    const hash = longNameHash(channel);
-    return hash === undefined ? channel : `${CURSOR_MARK}${hash}${channel.slice(0, 100)}`;
+    return cursorOf(channel);
   }
 
-  private nameOfCursor(index: ChannelIndex, cursor: string): string {
-    if (!cursor.startsWith(CURSOR_MARK)) return cursor;
-    const head = cursor.slice(1 + HASH_LENGTH);
-    // By its hash, which the index keeps for each long name: a cursor, forged or not, costs a map read.
-    const found = index.named(cursor.slice(1, 1 + HASH_LENGTH));
-    // Gone meanwhile: from the names that start like it (some may come again).
-    return found !== undefined && found.startsWith(head) ? found : head;
+  /**
+   * Whether the log keeps the channel in use: active, or idle and not yet swept (a status
+   * request's activation is not counted: it is bounded on its own, CHANNEL_STATUS_ACTIVATIONS).
+   */
+  holds(appId: string, channel: string): boolean {
+    return this.channels.has(stateKey(appId, channel));
+  }
+
+  /** Told of each channel the log begins to keep in use (the admission of new channels counts it from then on). */
+  onHeld: ((appId: string, channel: string) => void) | undefined;
+
+  /** How many channels holds() answers true for: of one app, or of every app. */
+  heldCount(appId?: string): number {
+    return appId === undefined ? this.channels.size : (this.heldByApp.get(appId) ?? 0);
   }
 
   /** How many channels the projection holds (active, or idle and not yet swept), and status requests keep active. */
@@ -441,6 +439,9 @@ export class ChannelsProjection {
       }
       if (!active) {
         this.channels.delete(key);
+        const held = (this.heldByApp.get(s.appId) ?? 1) - 1;
+        if (held > 0) this.heldByApp.set(s.appId, held);
+        else this.heldByApp.delete(s.appId);
         this.unindexIfUnused(s.appId, s.channel, now);
         continue;
       }

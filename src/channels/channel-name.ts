@@ -24,6 +24,11 @@ export function checkChannelName(name: string): string {
       throw new ServiceError('invalidChannelName', `channel name has an unknown qualifier "${qualifier}"`);
     }
     if (close === name.length - 1) throw new ServiceError('invalidChannelName', 'channel name has a qualifier but no name');
+    // `[?x][meta]channel.lifecycle` is no channel the realtime interface can name (channel-qualifier.ts):
+    // over REST it was a regular channel that `*` reached, listed and announced as if it were the metachannel.
+    if (qualifier !== META_PREFIX && name[close + 1] === '[') {
+      throw new ServiceError('invalidChannelName', 'a qualified channel name cannot name another qualified channel');
+    }
   }
   return name;
 }

@@ -72,11 +72,14 @@ export class Publisher {
     private readonly limits: Pick<Limits, 'recentIdsWindowMs' | 'maxRecentIdsPerApp'> = DEFAULT_LIMITS,
     /** Messages appended by how they came in (GET /metrics: cm_messages_published_total). */
     private readonly published: Record<PublishTransport, number> = { rest: 0, realtime: 0, batch: 0, service: 0 },
+    /** Throws when the publish may not begin its channel (src/channels/channel-admission.ts); the service's own publishes are not asked. */
+    private readonly admit: (appId: string, channel: string) => void = () => undefined,
   ) {}
 
   /** `batch`: one channel of a batch publish, a REST request for the stats (spec: Bulk publish); `service`: the service's own. */
   /** `keyName`: the key of the credentials that published (kept on the log for audits). */
   async publish(appId: string, channel: string, messages: OutgoingMessage[], transport: PublishTransport = 'rest', keyName?: string): Promise<PublishResult> {
+    if (transport !== 'service') this.admit(appId, channel);
     if (allAssigned(messages)) {
       // The common case (every id the service's own), appended here rather than through append():
       // one async function per publish fewer (its promise and its await), same outcome.

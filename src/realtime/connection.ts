@@ -221,6 +221,11 @@ export class Connection extends ConnectionLife {
     if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
       return this.channelError(channel, serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`));
     }
+    try {
+      this.ctx.admitChannel(this.appId, base);
+    } catch (err) {
+      return this.channelError(channel, toWireError(err));
+    }
     // An attach waits for delivery to read the log (a fresh instance's consumer joining its group):
     // what is published after ATTACHED then arrives as it is, not seconds late. A fresh attach
     // starts where delivery is: after this instance's own messages, once it passed them. A resume
@@ -366,6 +371,7 @@ export class Connection extends ConnectionLife {
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');
+    this.ctx.admitChannel(this.appId, channel);
     const limits = this.ctx.limits;
     const items = presenceItemsOf(pm, this.ctx.settings.maxMembersPerConnection);
     const sender = { connectionId: this.id, instanceId: this.ctx.instanceId, msgSerial, clientId: this.clientId, method: this.credentials.method };

@@ -78,6 +78,8 @@ export interface ConnectionContext {
   sync(attachment: Attachment): void;
   /** Appends the messages (a MESSAGE's), resolving once durable; `keyName`: whose credentials published (the audit replay names it). */
   publish(appId: string, channel: string, messages: StoredMessage[], keyName?: string): Promise<void>;
+  /** Throws a ServiceError (40114) when an attach or presence change may not begin the channel: too many in use. */
+  admitChannel(appId: string, channel: string): void;
 
   // ---- presence
 

@@ -61,6 +61,8 @@ export interface GatewayDeps {
   ownWrites?: Pick<OwnWrites, 'of'>;
   /** Channel occupancy for the `occupancy` param (the channels projection). */
   occupancy: OccupancySource;
+  /** Throws when an attach or presence change may not begin its channel (src/channels/channel-admission.ts). */
+  admitChannel?: (appId: string, channel: string) => void;
 }
 
 /** How long a presence enter counts as reserved without the projection applying it (see PresenceReservations). */
@@ -173,6 +175,7 @@ export class Gateway {
       publish: async (appId, channel, messages, keyName) => {
         await deps.publisher.publish(appId, channel, messages, 'realtime', keyName);
       },
+      admitChannel: (appId, channel) => deps.admitChannel?.(appId, channel),
       isPresentWithId: (appId, channel, clientId, connectionId, id) => presenceSync.isPresentWithId(appId, channel, clientId, connectionId, id),
       presenceMembers: (appId) => this.presenceMembers(appId),
       changePresence: (appId, channel, connectionId, joining, changes) => this.changePresence(appId, channel, connectionId, joining, changes),

@@ -19,7 +19,9 @@ const ms = (n: number): string => (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1
 export async function channelsBench(options: { channels: number; samples: number; progress: (s: string) => void }): Promise<string> {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-channels-'));
   // Long windows, so that no channel closes while the bench runs.
-  const config = parseConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', HISTORY_TAIL_MS: '900000', CHANNEL_IDLE_MS: '900000' });
+  // As many channels in use as it makes, and its publish channel beside them (MAX_ACTIVE_CHANNELS_PER_APP is 100,000).
+  const room = String(options.channels + 10);
+  const config = parseConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', HISTORY_TAIL_MS: '900000', CHANNEL_IDLE_MS: '900000', MAX_ACTIVE_CHANNELS: room, MAX_ACTIVE_CHANNELS_PER_APP: room });
   const service = await startService(config, pino({ level: 'silent' }), embeddedAdapters(config));
   try {
     const app = service.registry.all()[0];

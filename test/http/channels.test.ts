@@ -96,6 +96,15 @@ describe('GET /channels/<channel_id> (spec: Channel status)', () => {
     expect(res.json().error.code).toBe(40160);
   });
 
+  it('refuses a [?params] name in front of [meta] (40010): "*" reached it as a regular channel, listed and announced like the metachannel', async () => {
+    const spoof = '[?x][meta]channel.lifecycle';
+    const published = await publish(spoof);
+    expect(published.statusCode).toBe(400);
+    expect(published.json().error.code).toBe(40010);
+    expect((await get(`/channels/${encodeURIComponent(spoof)}`, keys[3].keyStr)).json().error.code).toBe(40010);
+    expect((await get('/channels?by=id&prefix=%5B', keys[3].keyStr)).json()).toEqual([]);
+  });
+
   it('answers in a MessagePack envelope with envelope=msgpack, as the SDK asks for it', async () => {
     const channel = uniqueChannel();
     const res = await get(`/channels/${channel}?envelope=msgpack`, keys[0].keyStr, { accept: 'application/x-msgpack' });

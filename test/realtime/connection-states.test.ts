@@ -103,6 +103,7 @@ class TestContext implements ConnectionContext {
   publish(_appId: string, _channel: string, messages: StoredMessage[]): Promise<void> {
     return new Promise((resolve, reject) => this.publishes.push({ messages, settle: (ok) => (ok ? resolve() : reject(new Error('append failed'))) }));
   }
+  admitChannel(): void {}
   isPresentWithId(): boolean {
     return false;
   }

@@ -15,6 +15,14 @@ describe('channel names', () => {
     }
   });
 
+  it('refuses a [?params] qualifier before another qualifier, as the realtime interface does: "*" reached such a name and it was listed and announced like the metachannel', () => {
+    for (const bad of ['[?x][meta]channel.lifecycle', '[?rewind=1][meta]log', '[?x][?y]room', '[?][meta]x']) {
+      expect(() => checkChannelName(bad), bad).toThrowError(expect.objectContaining({ code: 40010 }));
+    }
+    // A metachannel's own name may hold anything after `[meta]`.
+    expect(checkChannelName('[meta][?x]odd')).toBe('[meta][?x]odd');
+  });
+
   it('knows metachannels and namespaces', () => {
     expect(isMetachannel('[meta]log')).toBe(true);
     expect(isMetachannel('meta')).toBe(false);

@@ -34,6 +34,28 @@ describe('channel activity (README: Channel activity)', () => {
     expect(p.isActive('a', 'c', T0 + 21 * IDLE)).toBe(false);
   });
 
+  it('occupancy is counted as attachments come, change modes and go: a read walks none of them (20,000 on a channel made each read cost them all)', () => {
+    const p = projection();
+    const all = Mode.SUBSCRIBE | Mode.PUBLISH | Mode.PRESENCE | Mode.PRESENCE_SUBSCRIBE;
+    p.apply([
+      record(attach('c', 'c1', all), T0),
+      record(attach('c', 'c2', Mode.SUBSCRIBE, 'i2'), T0),
+      record(attach('c', 'c3', Mode.PUBLISH), T0),
+      // Attached again with other modes: counted once, with the new ones.
+      record(attach('c', 'c1', Mode.SUBSCRIBE | Mode.PRESENCE_SUBSCRIBE), T0 + 1),
+      record({ type: 'channel.detached', appId: 'a', channel: 'c', connectionId: 'c3' }, T0 + 2),
+      record({ type: 'channel.detached', appId: 'a', channel: 'c', connectionId: 'never-attached' }, T0 + 2),
+    ]);
+    const state = (p as unknown as { channels: Map<string, { attachments: Map<string, unknown> }> }).channels.get('a\u0000c')!;
+    state.attachments.values = () => {
+      throw new Error('occupancy read walked the attachments');
+    };
+    expect(p.metrics('a', 'c')).toEqual({ connections: 2, publishers: 0, subscribers: 2, presenceConnections: 0, presenceSubscribers: 1, presenceMembers: 0 });
+    expect(p.details('a', 'c', T0 + 3).status.occupancy.metrics.connections).toBe(2);
+    p.apply([record({ type: 'connection.closed', appId: 'a', connectionId: 'c1', instanceId: 'i1' }, T0 + 4)]);
+    expect(p.metrics('a', 'c')).toMatchObject({ connections: 1, subscribers: 1, presenceSubscribers: 0 });
+  });
+
   it('occupancy metrics come from the modes each attachment was granted and the members present (spec: Occupancy)', () => {
     const p = projection();
     p.apply([
