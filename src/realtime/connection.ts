@@ -36,6 +36,14 @@ export class Connection extends ConnectionLife {
   private readonly attaching = new Map<string, object>();
   /** Channels whose ATTACH is being worked on (it may wait on delivery or the log), with how many ATTACHes of each. */
   private readonly joining = new Map<string, number>();
+  /**
+   * The newest ATTACH being worked on, by the channel name the frame gave: a publish or presence
+   * change sent after it on the channel waits for it (frames of a connection take effect in their
+   * order). The SDK sends its publishes while the channel attaches; appended before the attach was
+   * registered (which may wait seconds for delivery on a fresh production instance), they came
+   * before the attachment's start, and its own subscriber never got them.
+   */
+  private readonly attachWork = new Map<string, Promise<void>>();
 
   constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
     super(ctx, id, key, identity, socket);
@@ -194,9 +202,16 @@ export class Connection extends ConnectionLife {
       return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
     }
     this.joining.set(channel, (this.joining.get(channel) ?? 0) + 1);
+    const work = this.join(pm, request);
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.attachWork.set(pm.channel as string, settled);
     try {
-      await this.join(pm, request);
+      await work;
     } finally {
+      if (this.attachWork.get(pm.channel as string) === settled) this.attachWork.delete(pm.channel as string);
       const left = (this.joining.get(channel) ?? 1) - 1;
       if (left > 0) this.joining.set(channel, left);
       else this.joining.delete(channel);
@@ -356,7 +371,14 @@ export class Connection extends ConnectionLife {
     }
   }
 
+  /** An ATTACH of the frame's channel sent before it: see `attachWork`. */
+  private async afterAttach(pm: ProtocolMessage): Promise<void> {
+    const pending = typeof pm.channel === 'string' ? this.attachWork.get(pm.channel) : undefined;
+    if (pending) await pending;
+  }
+
   private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    await this.afterAttach(pm);
     const channel = targetChannelOf(pm, 'publish');
     checkAllowedOn(this.credentials.capability, channel, 'publish');
     this.checkMode(pm, Flag.PUBLISH, 'publish');
@@ -368,6 +390,7 @@ export class Connection extends ConnectionLife {
   }
 
   private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    await this.afterAttach(pm);
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');

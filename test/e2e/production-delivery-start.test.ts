@@ -88,4 +88,27 @@ describeWithInfra('production mode: a fresh instance and its delivery consumer',
     const message = await client.next((pm) => pm.action === Actions.MESSAGE && JSON.stringify(pm.messages).includes('after-attached'), 20_000);
     expect(message.channel).toBe('room');
   });
+
+  it('a publish the SDK sends while its channel attaches (right after the ATTACH, on a fresh instance) reaches its own subscription: frames of a connection take effect in their order', { timeout: 60_000 }, async () => {
+    // The SDK's browser build on long polling sent ATTACH then MESSAGE; the MESSAGE was appended
+    // and acknowledged while the ATTACH waited for delivery, and ATTACHED came after it: the
+    // subscriber never got its own messages (test/browser/ably-xhr-polling.test.ts in production mode).
+    const tag = randomBytes(4).toString('hex');
+    const { config } = productionConfig(found, [{ appId: 'dsapp', keys: [{ key: KEY }] }], { INSTANCE_ID: `ds-${tag}` });
+    const service = await startService(config, pino({ level: 'silent' }), await productionAdapters(config, pino({ level: 'silent' }), { topicPrefix: `ds-${tag}-`, tablePrefix: `ds_${tag}_` }));
+    services.push(service);
+    await service.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (service.app.server.address() as AddressInfo).port;
+    const client = await RawClient.connect(port, { key: KEY });
+    opened.push(client);
+    client.send({ action: Actions.ATTACH, channel: 'early' });
+    client.send({ action: Actions.MESSAGE, channel: 'early', msgSerial: 0, messages: [{ name: 'one', data: 'while attaching' }] });
+    client.send({ action: Actions.MESSAGE, channel: 'early', msgSerial: 1, messages: [{ name: 'two', data: 'while attaching' }] });
+    const delivered = (name: string) => client.next((pm) => pm.action === Actions.MESSAGE && pm.channel === 'early' && JSON.stringify(pm.messages).includes(`"${name}"`), 20_000);
+    await delivered('one');
+    await delivered('two');
+    const order = client.frames.filter((f) => f.action === Actions.ATTACHED || f.action === Actions.MESSAGE || f.action === Actions.ACK).map((f) => f.action);
+    // ATTACHED first, then the ACKs and the messages (in either order between them).
+    expect(order[0]).toBe(Actions.ATTACHED);
+  });
 });
