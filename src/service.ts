@@ -387,6 +387,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
     webhooks: () => webhooks.targets(),
+    skippedRecords: () => log.skippedRecords?.() ?? [],
     unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 
