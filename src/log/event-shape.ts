@@ -1,4 +1,5 @@
 import { decodeEvent } from './event-codec.js';
+import type { LogEvent } from '../domain/events.js';
 
 // What a record read from the log must be before a consumer is handed it: one of the service's
 // events (src/domain/events.ts). On Kafka anyone who may write to a topic can put anything there
@@ -90,4 +91,13 @@ export function unreadable(value: Uint8Array): Unreadable | undefined {
   if (!check) return { reason: 'unknown-type', detail: `event type ${JSON.stringify(type.slice(0, 64))} is not one this version knows` };
   const wrong = check(event);
   return wrong === undefined ? undefined : { reason: 'shape', detail: `${type}: ${wrong}` };
+}
+
+/**
+ * The event a record read with Log.read holds, or undefined when it is not one of the service's
+ * (left out by consumers already, and logged there): what the readers of a range (a resume's
+ * backlog, stats stand-ins, presence catch-up) use, so that such a record fails none of them.
+ */
+export function eventOf(value: Uint8Array): LogEvent | undefined {
+  return unreadable(value) ? undefined : decodeEvent(value);
 }

@@ -21,6 +21,7 @@ import { packValue } from '../../src/codec/msgpack.js';
 import { channelKey, partitionFor } from '../../src/log/partitioner.js';
 import { verifyKafkaLog } from '../../src/audit/kafka-verify.js';
 import { Topics } from '../../src/log/port.js';
+import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
 const infra = await findProductionInfra();
 const KEY = 'frapp.k1:foreign-secret-foreign';
@@ -126,10 +127,37 @@ describeWithInfra('production mode: records on the topics that are not the servi
     expect(await history(channel)).toEqual(['before', 'after', 'later']);
   }, 120_000);
 
+  it('a resume whose backlog (read from the log) holds a foreign record keyed like the channel gets the channel\'s messages, the foreign one left out', async () => {
+    const channel = `foreign-rt-${tag}`;
+    const key = channelKey('frapp', channel);
+    const probe = await RawClient.connect(port, { key: KEY });
+    const serial = String((await probe.attach(channel)).channelSerial);
+    probe.close();
+    // A subscriber that stays: once it has the last message, delivery is past them all, and the resume reads them from the log.
+    const watcher = await RawClient.connect(port, { key: KEY });
+    await watcher.attach(channel);
+    const watched = watcher.next((pm) => pm.action === Actions.MESSAGE && pm.channel === channel && (pm.messages as { data: unknown }[]).some((m) => m.data === 'missed-2'));
+    await publish(channel, 'missed-1');
+    await raw.send({ topic: `${prefix}messages`, acks: -1, messages: [{ key, value: Buffer.from('\xc1 not an event', 'latin1'), partition: partitionFor(key, partitions) }] });
+    await publish(channel, 'missed-2');
+    await watched;
+    watcher.close();
+    const resumer = await RawClient.connect(port, { key: KEY });
+    const got = resumer.next((pm) => pm.action === Actions.MESSAGE && pm.channel === channel && (pm.messages as { data: unknown }[]).some((m) => m.data === 'missed-2'));
+    const reply = await resumer.attach(channel, { channelSerial: serial, flags: 32 /* RESUME */ });
+    expect(reply.action, JSON.stringify(reply)).toBe(Actions.ATTACHED);
+    expect(reply.error, JSON.stringify(reply)).toBeUndefined();
+    expect(Number(reply.flags) & 4, 'RESUMED').toBe(4);
+    await got;
+    const data = resumer.frames.filter((pm) => pm.action === Actions.MESSAGE && pm.channel === channel).flatMap((pm) => (pm.messages as { data: unknown }[]).map((m) => m.data));
+    expect(data).toEqual(['missed-1', 'missed-2']);
+    resumer.close();
+  }, 60_000);
+
   it('replay --verify still names each foreign record as not appended by the service', async () => {
     const service = services[0];
     const verifier = await verifyKafkaLog(service.log as unknown as Parameters<typeof verifyKafkaLog>[0], { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, new Set());
     const notChained = verifier.problems.filter((p) => p.startsWith('record not chained: messages/'));
-    expect(notChained.length).toBe(7);
+    expect(notChained.length).toBe(8);
   }, 60_000);
 });
