@@ -35,6 +35,7 @@ import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
+import { logResetMessage, resetSince, storePositions } from '../projections/store-log-check.js';
 import { StatsWritersBehind, type StatsReader } from '../projections/stats/stats-reader.js';
 import { snapshotStoreFor } from '../projections/snapshots.js';
 import { SnapshotSchedule } from '../projections/snapshot-schedule.js';
@@ -90,6 +91,11 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   for (const app of configured.apps) registry.put(app);
   for (const { message, fields } of configured.warnings) logger.warn(fields, message);
 
+  // The stores' checkpoints are of this log, or the start refuses (projections/store-log-check.ts; README: A log made again).
+  const reset = await resetSince(log, await storePositions({ history: historyStore, presenceHistory: presenceHistoryStore, stats: adapters.statsStore }, STATS_TOPICS), (err, store) =>
+    logger.warn({ err, store }, 'the record a store marked could not be read to check the log against: not checked'),
+  );
+  if (reset) throw logResetMessage(reset, logAndStores(config, log.kind));
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
   // Every projection's consumer, its lag, errors and retries (projections/runner.ts).
@@ -457,4 +463,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, statsReader: projections.statsReader, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
+}
+
+/** Where the log and the stores are, as a refused start names them (no URL: it may hold a password). */
+function logAndStores(config: Config, kind: Log['kind']): { log: string; stores: string } {
+  if (kind !== 'kafka') return { log: `${config.dataDir}/log.db`, stores: `the stores of ${config.dataDir}` };
+  return { log: `KAFKA_BROKERS=${(config.kafkaBrokers ?? []).join(',')}`, stores: 'the ClickHouse tables of CLICKHOUSE_URL' };
 }
