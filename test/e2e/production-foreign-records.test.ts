@@ -20,6 +20,9 @@ import { encodeEvent } from '../../src/log/event-codec.js';
 import { packValue } from '../../src/codec/msgpack.js';
 import { channelKey, partitionFor } from '../../src/log/partitioner.js';
 import { verifyKafkaLog } from '../../src/audit/kafka-verify.js';
+import { replayNdjson } from '../../src/audit/ndjson.js';
+import { rebuild, type RebuildProgress } from '../../src/cli/rebuild.js';
+import type { ScopeProgress } from '../../src/audit/replay-scope.js';
 import { Topics } from '../../src/log/port.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
@@ -165,6 +168,33 @@ describeWithInfra('production mode: records on the topics that are not the servi
     expect(data).toEqual(['missed-1', 'missed-2']);
     resumer.close();
   }, 60_000);
+
+  it('replay leaves the foreign records of the scope out, counted, and gives the service\'s own', async () => {
+    const service = services[0];
+    let progress: ScopeProgress | undefined;
+    const chunks: Buffer[] = [];
+    for await (const chunk of replayNdjson(service.log, { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, (p) => (progress = { ...p }))) chunks.push(Buffer.from(chunk));
+    const names = Buffer.concat(chunks).toString('utf8').trim().split('\n').map((l) => (JSON.parse(l) as { event: { channel: string; messages: { name: string }[] } }).event).filter((e) => e.channel === `persisted:foreign-${tag}`).map((e) => e.messages[0].name);
+    expect(names).toEqual(['before', 'odd', 'after', 'later']);
+    // The seven of the first test and the resume's one, all keyed like a channel of the app.
+    expect(progress?.foreign).toBe(8);
+  }, 60_000);
+
+  it('a rebuild of history and of stats from the log goes past them, the foreign ones left out (and counted by history\'s)', async () => {
+    const { config } = productionConfig(found, [{ appId: 'frapp', keys: [{ key: KEY }] }], { INSTANCE_ID: `foreign-rebuild-${tag}` });
+    const logger = pino({ level: 'silent' });
+    const beside = await productionAdapters(config, logger, { topicPrefix: prefix, tablePrefix: `foreign_${tag}_rebuilt_`, consumerPrefix: 'rebuild-', readOnlyLog: true });
+    try {
+      let last: RebuildProgress | undefined;
+      await rebuild('history', { config, adapters: beside }, (p) => (last = p));
+      expect(last?.foreign).toBe(8);
+      expect(await rebuild('stats', { config, adapters: beside })).toBeGreaterThan(0);
+    } finally {
+      await beside.statsStore.close();
+      await beside.log.close();
+      await beside.close?.();
+    }
+  }, 120_000);
 
   it('replay --verify still names each foreign record as not appended by the service', async () => {
     const service = services[0];
