@@ -31,12 +31,12 @@ const REQUIRED: Record<string, (e: Record<string, unknown>) => string | undefine
   'messages.published': (e) => app(e) ?? channel(e) ?? messages(e.messages),
   'channel.used': (e) => app(e) ?? channel(e),
   'presence.changed': (e) => app(e) ?? channel(e) ?? presence(e.event),
-  'app.created': (e) => (isObject(e.app) && isString(e.app.appId) && Array.isArray(e.app.keys) ? undefined : 'app is not an app definition (appId, keys)'),
+  'app.created': (e) => appDefinition(e.app),
   'app.deleted': (e) => app(e),
-  'key.created': (e) => app(e) ?? (isObject(e.key) && isString(e.key.keyName) ? undefined : 'key is not a key definition (keyName)'),
+  'key.created': (e) => app(e) ?? (isKey(e.key) ? undefined : 'key is not a key definition (keyName, keySecret, capability)'),
   'key.updated': (e) => app(e) ?? field(e, 'keyName'),
   'key.revoked': (e) => app(e) ?? field(e, 'keyName'),
-  'rule.created': (e) => app(e) ?? (isObject(e.rule) && isString(e.rule.id) ? undefined : 'rule is not a webhook rule (id)'),
+  'rule.created': (e) => app(e) ?? (isRule(e.rule) ? undefined : 'rule is not a webhook rule (id, source, target)'),
   'rule.deleted': (e) => app(e) ?? field(e, 'ruleId'),
   'tokens.revoked': (e) => app(e) ?? field(e, 'keyName') ?? (Array.isArray(e.targets) && e.targets.every(isString) ? undefined : 'targets is not a list of strings'),
   'usage.reported': (e) => app(e) ?? counters(e),
@@ -56,6 +56,19 @@ function field(e: Record<string, unknown>, name: string): string | undefined {
 }
 const app = (e: Record<string, unknown>): string | undefined => field(e, 'appId');
 const channel = (e: Record<string, unknown>): string | undefined => field(e, 'channel');
+
+// An app's definition is read wherever the app is used (its keys by every request's credentials,
+// its namespaces by every publish's persistence): a key or namespace that is not one threw there.
+const isKey = (k: unknown): boolean => isObject(k) && isString(k.keyName) && isString(k.keySecret) && isString(k.capability);
+const isRule = (r: unknown): boolean => isObject(r) && isString(r.id) && isObject(r.source) && isObject(r.target);
+
+function appDefinition(a: unknown): string | undefined {
+  if (!isObject(a) || !isString(a.appId)) return 'app is not an app definition (appId)';
+  if (!Array.isArray(a.keys) || !a.keys.every(isKey)) return 'app.keys is not a list of keys (keyName, keySecret, capability)';
+  if (!Array.isArray(a.namespaces) || !a.namespaces.every((n) => isObject(n) && isString(n.id))) return 'app.namespaces is not a list of namespaces (id)';
+  if (a.rules !== undefined && !(Array.isArray(a.rules) && a.rules.every(isRule))) return 'app.rules is not a list of webhook rules';
+  return undefined;
+}
 
 function messages(value: unknown): string | undefined {
   if (!Array.isArray(value)) return 'messages is not a list';

@@ -112,11 +112,17 @@ describeWithInfra('production mode: records on the topics that are not the servi
     for (const topic of ['presence', 'usage', 'apps', 'connections']) {
       await raw.send({ topic: `${prefix}${topic}`, acks: -1, messages: [{ key: 'frapp', value: Buffer.from('not an event'), partition: 0 }] });
     }
+    // Apps whose keys or namespaces are not ones: applied, the apps projection threw on them for ever
+    // (a start never ended), or every publish of the app did (its persistence is read from them).
+    const app = { appId: 'forged', accountId: 'x', keys: [{ keyName: 'forged.k', keySecret: 's', capability: '{"*":["*"]}' }], namespaces: [], source: 'sandbox' };
+    for (const forged of [{ ...app, keys: [null] }, { ...app, namespaces: undefined }, { ...app, namespaces: [null] }]) {
+      await raw.send({ topic: `${prefix}apps`, acks: -1, messages: [{ key: 'forged', value: Buffer.from(packValue({ type: 'app.created', app: forged })), partition: 0 }] });
+    }
     await publish(channel, 'after');
     // Read-your-writes: the publish after the foreign records is in history as soon as it was acknowledged.
     expect(await history(channel)).toEqual(['before', 'odd', 'after']);
 
-    await until('every foreign record counted', async () => [...(await skipped()).values()].reduce((a, b) => a + b, 0) === foreign.length + 4);
+    await until('every foreign record counted', async () => [...(await skipped()).values()].reduce((a, b) => a + b, 0) === foreign.length + 7);
     const counts = await skipped();
     expect(Object.fromEntries(counts)).toEqual({
       'messages undecodable': 4, // garbage, cut, empty, large
@@ -125,6 +131,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
       'presence undecodable': 1,
       'usage undecodable': 1,
       'apps undecodable': 1,
+      'apps shape': 3,
       'connections undecodable': 1,
     });
     // One line per record, however many consumers read it, naming where it lies.
