@@ -237,7 +237,7 @@ export class SnapshotStore {
   /**
    * Temporary files a crash left (a kill -9 or a power loss during a write), each as large as a
    * snapshot: never read, so removed, once old enough not to be another process's write in
-   * progress (production mode takes no DATA_DIR lock).
+   * progress (a service holds its DATA_DIR in both modes; the age is a margin, not the guard).
    */
   private async removeLeftovers(dir: string): Promise<void> {
     const before = Date.now() - LEFTOVER_AGE_MS;

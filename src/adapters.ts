@@ -55,9 +55,31 @@ function auditCheckpoints(config: Config, logger: Logger | undefined): EmbeddedL
   };
 }
 
-/** Builds adapters for the configured mode (production adapters load only when used). */
+/**
+ * Builds adapters for the configured mode (production adapters load only when used). In production
+ * mode too the service holds DATA_DIR (`lock`, default): it keeps the instance's audit key, the
+ * witness of its last signed checkpoint and its snapshots, which a second instance on the same
+ * directory would overwrite and delete (README: Several instances on Kafka).
+ */
 export async function adaptersFor(config: Config, logger: Logger, options: { lock?: boolean; readOnlyLog?: boolean; consumerPrefix?: string } = {}): Promise<Adapters> {
   if (modeOf(config) === 'embedded') return embeddedAdapters(config, { ...options, logger });
-  const { productionAdapters } = await import('./production-adapters.js');
-  return productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix, readOnlyLog: options.readOnlyLog });
+  const held = options.lock ?? true ? DataDirLock.acquire(config.dataDir) : undefined;
+  try {
+    const { productionAdapters } = await import('./production-adapters.js');
+    const adapters = await productionAdapters(config, logger, { consumerPrefix: options.consumerPrefix, readOnlyLog: options.readOnlyLog });
+    if (!held) return adapters;
+    return {
+      ...adapters,
+      close: async () => {
+        try {
+          await adapters.close?.();
+        } finally {
+          held.release();
+        }
+      },
+    };
+  } catch (err) {
+    held?.release();
+    throw err;
+  }
 }

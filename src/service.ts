@@ -36,7 +36,8 @@ import { ChannelsProjection } from '../projections/channels/channels-projection.
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
 import { logResetMessage, resetSince, storePositions } from '../projections/store-log-check.js';
-import { StatsWritersBehind, type StatsReader } from '../projections/stats/stats-reader.js';
+import type { StatsReader } from '../projections/stats/stats-reader.js';
+import { StatsWritersBehind } from '../projections/stats/stats-read-wait.js';
 import { snapshotStoreFor } from '../projections/snapshots.js';
 import { SnapshotSchedule } from '../projections/snapshot-schedule.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';

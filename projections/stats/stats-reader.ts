@@ -8,7 +8,8 @@
 //   applied; until the store's checkpoint says the record's rows are written, the app's reads keep
 //   nothing they read (they would keep rows without it);
 // - read your own writes: a read waits, boundedly, until the store's checkpoint of every partition
-//   this instance appended to includes its appends (`reflect`), whichever instance writes them.
+//   this instance appended to includes its appends (`reflect`), whichever instance writes them
+//   (the wait, and its stand-in for stalled writers: stats-read-wait.ts).
 // With `rollups` (ClickHouse), the writers write samples alone, and the rollups (minute, hour, day,
 // month) are written once, by one instance, the roller (the holder of partition 0 of the messages
 // writers' group): its reader has every record's touch, so it recomputes the rollups of the touches
@@ -22,7 +23,8 @@
 // range of its records' sample intervals, read from the log: see `gapRange`).
 import type { Checkpoint, LogPosition, LogRecord, Topic } from '../../src/log/port.js';
 import type { PublishedSummary } from '../../src/log/published-summary.js';
-import { AppliedPositions, positionsAfter } from '../../src/log/applied-positions.js';
+import { AppliedPositions } from '../../src/log/applied-positions.js';
+import { StatsReadWait } from './stats-read-wait.js';
 import { rolledTopic, type StatsCheckpoint, type StatsRollups, type StatsWriter } from './stats-store.js';
 import { SAMPLE_MS } from '../../src/domain/stats-sample.js';
 import { gapIntervals, touchOf } from './stats-touches.js';
@@ -57,17 +59,6 @@ export interface StatsReaderOptions {
     /** Told of a roll-up that failed (tried again at the next tick). */
     onError?: (err: unknown) => void;
   };
-}
-
-/**
- * The reader has applied this instance's appends, but the writers of their partitions have not
- * written their rows: another instance's writer is slow, or dead and its partitions wait for the
- * group's session timeout (KAFKA_SESSION_TIMEOUT_MS) to go to a live one.
- */
-export class StatsWritersBehind extends Error {
-  constructor(readonly records: number) {
-    super(`the stats writers have not written ${records} records this instance appended`);
-  }
 }
 
 /**
@@ -117,8 +108,22 @@ export class StatsReader {
   private rollTimer: NodeJS.Timeout | undefined;
   private rolling: Promise<void> | undefined;
 
+  private readonly wait: StatsReadWait;
+
   constructor(private readonly options: StatsReaderOptions) {
     this.maxPending = options.maxPending ?? 100_000;
+    const rollups = options.rollups;
+    this.wait = new StatsReadWait({
+      progress: this.progress,
+      partitionBehind: (topic, p, next) => this.partitionBehind(topic, p, next),
+      movedAt: (topic, p) => this.movedAt.get(`${topic}\u0000${p}`) ?? 0,
+      readStore: (topics) => this.readStore(topics),
+      samplesWritten: async (topic) => positionsOf(await options.store.loadCheckpoint(topic)),
+      flushOwn: options.flushOwn,
+      standIn: options.standIn,
+      roller: rollups && { isRoller: () => rollups.isRoller(), rollNow: () => this.rollNow() },
+      onError: (err) => rollups?.onError?.(err),
+    });
   }
 
   /**
@@ -170,10 +175,6 @@ export class StatsReader {
     return this.overflowed === 0 && !this.perApp.has(appId);
   }
 
-  /** Reads that stood in for the writers (see `reflect`). */
-  standIns = 0;
-  /** The stand-in running for a partition (`topic` NUL `partition`), shared by the reads that wait for it. */
-  private readonly standingIn = new Map<string, Promise<void>>();
   /** When each partition's checkpoint (as this reader waits on it) last moved, by `topic\0partition`. */
   private readonly movedAt = new Map<string, number>();
 
@@ -314,93 +315,16 @@ export class StatsReader {
   /**
    * Resolves once the store's rows include the records at `positions` of each topic (this
    * instance's own appends, whichever instance writes their partitions), and this reader has
-   * applied them (so the cache holds nothing older); throws after `timeoutMs`.
-   *
-   * Across a rebalance of the writers' groups (nobody writes a partition until it is handed on,
-   * up to the session timeout for an instance gone): when half of `timeoutMs` has passed with the
-   * rows not written, the read stands in: it writes the samples of the partitions behind itself
-   * (`standIn`), and with a roller, rolls up what is written as the roller does. The rows and
-   * rollups it writes are the ones their writer and the roller write (written twice then, the
-   * same rows: merged by ClickHouse as a replay's are).
+   * applied them; throws after `timeoutMs` (StatsWritersBehind when the writers are behind). How
+   * it waits and stands in for stalled writers: stats-read-wait.ts.
    */
-  async reflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    const wanted = targets.map(([topic, positions]) => [topic, positionsAfter(positions)] as const).filter(([, target]) => target.size > 0);
-    for (const [topic, target] of wanted) {
-      if (!(await this.progress.until(topic, target, Math.max(0, deadline - Date.now())))) {
-        throw new Error(`the stats reader has not applied ${this.progress.behind(topic, target)} records of ${topic}`);
-      }
-    }
-    let pause = 10;
-    const half = Math.floor(timeoutMs / 2);
-    const standInAt = Date.now() + half;
-    let stoodIn = false;
-    for (;;) {
-      const unmet = wanted.filter(([topic, target]) => !this.storeHas(topic, target));
-      if (unmet.length === 0) return;
-      if (!stoodIn && Date.now() >= standInAt && (this.options.standIn || this.options.rollups)) {
-        // Partitions whose rows nobody has written for half the wait (slow writers still writing are waited for).
-        const stalled = unmet
-          .map(([topic, target]) => [topic, new Map([...target].filter(([p, next]) => this.partitionBehind(topic, p, next) > 0 && Date.now() - (this.movedAt.get(`${topic}\u0000${p}`) ?? 0) >= half))] as const)
-          .filter(([, target]) => target.size > 0);
-        if (stalled.length > 0) {
-          stoodIn = true;
-          this.standIns++;
-          // Beside the wait, not instead of it: the writers (a rebalance ending) or the roller may
-          // write the rows before the stand-in has, and the read ends as soon as the store has them.
-          // A stand-in that failed (the log or the store unreachable) leaves the wait to the
-          // writers; one still going at the deadline goes on without the read.
-          void this.standIn(stalled).catch((err: unknown) => this.options.rollups?.onError?.(err));
-        }
-      }
-      // At the deadline the store is read once more before the read gives up: the rows may have
-      // come while it slept or while a stand-in ran (a read waited 5 s under load for rows the
-      // roller had written 1.2 s before).
-      const last = Date.now() >= deadline;
-      if (!last) {
-        await this.options.flushOwn?.();
-        if (this.options.rollups?.isRoller()) await this.rollNow();
-      }
-      await this.readStore(unmet.map(([topic]) => topic));
-      if (unmet.every(([topic, target]) => this.storeHas(topic, target))) return;
-      if (last) {
-        const behind = unmet.reduce((n, [topic, target]) => n + this.storeBehind(topic, target), 0);
-        throw new StatsWritersBehind(behind);
-      }
-      // Another instance's writer writes at its next flush (every 250 ms by default).
-      await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, deadline - Date.now()))));
-      pause = Math.min(pause * 2, 100);
-    }
+  reflect(targets: [Topic, LogPosition[]][], timeoutMs: number): Promise<void> {
+    return this.wait.reflect(targets, timeoutMs);
   }
 
-  /** Writes what the writers have not written of these targets (their samples, then their rollups): see `reflect`. */
-  private async standIn(unmet: (readonly [Topic, Map<number, number>])[]): Promise<void> {
-    if (this.options.standIn) {
-      await Promise.all(unmet.flatMap(([topic, target]) => [...target].map(([p, upTo]) => this.standInOnce(topic, p, upTo))));
-    }
-    if (this.options.rollups) await this.rollNow();
-    else await this.readStore(unmet.map(([topic]) => topic));
-  }
-
-  /**
-   * One stand-in a partition at a time, whatever the number of reads waiting (dashboards polling
-   * GET /stats while a writer is gone): a read finding one running waits for it, then stands in
-   * itself only for what is still not written.
-   */
-  private async standInOnce(topic: Topic, partition: number, upTo: number): Promise<void> {
-    const key = `${topic}\u0000${partition}`;
-    for (;;) {
-      for (let running = this.standingIn.get(key); running; running = this.standingIn.get(key)) await running.catch(() => undefined);
-      const written = positionsOf(await this.options.store.loadCheckpoint(topic));
-      if ((written.get(partition) ?? 0) >= upTo) return;
-      // Another read may have started one while the checkpoint was read.
-      if (this.standingIn.has(key)) continue;
-      const done: Promise<void> = this.options.standIn!(topic, partition, upTo).finally(() => {
-        if (this.standingIn.get(key) === done) this.standingIn.delete(key);
-      });
-      this.standingIn.set(key, done);
-      return done;
-    }
+  /** Reads that stood in for the writers (see `reflect`). */
+  get standIns(): number {
+    return this.wait.standIns;
   }
 
   close(): void {
@@ -409,16 +333,6 @@ export class StatsReader {
     this.timer = undefined;
     clearTimeout(this.rollTimer);
     this.rollTimer = undefined;
-  }
-
-  private storeHas(topic: Topic, target: Map<number, number>): boolean {
-    return this.storeBehind(topic, target) === 0;
-  }
-
-  private storeBehind(topic: Topic, target: Map<number, number>): number {
-    let n = 0;
-    for (const [p, next] of target) n += this.partitionBehind(topic, p, next);
-    return n;
   }
 
   /**

@@ -225,6 +225,17 @@ export interface PublishingConnection {
 }
 
 /**
+ * Who publishes, as the credentials say: the clientId they carry (`*`: any may be claimed), and
+ * how they were given. An API key (basic) may claim any clientId; a token issued without a
+ * clientId identifies nobody, so its messages may claim none (only a token of that clientId, or
+ * of the wildcard, may).
+ */
+export interface Publisher {
+  clientId?: string;
+  method: 'basic' | 'token';
+}
+
+/**
  * Validates the messages of one publish (spec: Message) and gives each an id. A message with a
  * valid connectionKey is published on behalf of that connection: it carries its id and clientId.
  * The wire form may carry fields the SDKs add (`action`, `size`); they are ignored.
@@ -232,7 +243,7 @@ export interface PublishingConnection {
 export function parsePublishBody(
   body: unknown,
   limits: PublishLimits,
-  credentialsClientId: string | undefined,
+  publisher: Publisher,
   connectionOf?: (connectionKey: string) => PublishingConnection | undefined,
 ): OutgoingMessage[] {
   const raw = Array.isArray(body) ? body : [body];
@@ -245,6 +256,7 @@ export function parsePublishBody(
   }
   let idBase: string | undefined;
   let total = 0;
+  const credentialsClientId = publisher.clientId;
   return raw.map((item, index) => {
     if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
     const where = `message ${index}`;
@@ -281,6 +293,9 @@ export function parsePublishBody(
     if (given !== undefined) {
       if (credentialsClientId !== undefined && credentialsClientId !== '*' && given !== credentialsClientId) {
         throw new ServiceError('invalidClientId', `${where}: clientId "${given}" does not match the credentials' clientId "${credentialsClientId}"`);
+      }
+      if (credentialsClientId === undefined && publisher.method === 'token') {
+        throw new ServiceError('invalidClientId', `${where}: clientId "${given}" cannot be claimed with a token issued without a clientId (use a token of that clientId or of the wildcard "*", or leave clientId out)`);
       }
       m.clientId = given;
     } else if (m.clientId === undefined && credentialsClientId !== undefined && credentialsClientId !== '*') {

@@ -2,7 +2,7 @@ import { ServiceError } from '../errors.js';
 import { allowedOn } from '../auth/channel-access.js';
 import type { Capability } from '../auth/capability.js';
 import type { Limits } from '../limits.js';
-import { parsePublishBody } from '../messages/message.js';
+import { parsePublishBody, type Publisher } from '../messages/message.js';
 import type { StoredMessage } from '../domain/message.js';
 import { MODES } from '../domain/modes.js';
 import { Flag, type ProtocolMessage } from './protocol.js';
@@ -74,7 +74,7 @@ export function targetChannelOf(pm: ProtocolMessage, what: 'publish' | 'enter pr
  * `connectionId:msgSerial:index`, as the platform assigns them: a MESSAGE the SDK sends again after
  * a resume has the same ids, so the idempotent-publish rule drops the repeat wherever it lands.
  */
-export function publishedMessages(pm: ProtocolMessage, connectionId: string, msgSerial: number, clientId: string | undefined, limits: Limits): StoredMessage[] {
+export function publishedMessages(pm: ProtocolMessage, connectionId: string, msgSerial: number, publisher: Publisher, limits: Limits): StoredMessage[] {
   if (!Array.isArray(pm.messages) || pm.messages.length === 0) throw new ServiceError('invalidRequestBody', 'a MESSAGE needs a non-empty messages array');
   const raw = pm.messages.map((m, index) => {
     if (typeof m !== 'object' || m === null || Array.isArray(m)) return m;
@@ -83,7 +83,7 @@ export function publishedMessages(pm: ProtocolMessage, connectionId: string, msg
     if (item.id === undefined || item.id === null) item.id = `${connectionId}:${msgSerial}:${index}`;
     return item;
   });
-  const messages = parsePublishBody(raw, limits, clientId);
+  const messages = parsePublishBody(raw, limits, publisher);
   for (const m of messages) m.connectionId = connectionId;
   return messages;
 }

@@ -353,7 +353,9 @@ export class Connection extends ConnectionLife {
     const channel = targetChannelOf(pm, 'publish');
     checkAllowedOn(this.credentials.capability, channel, 'publish');
     this.checkMode(pm, Flag.PUBLISH, 'publish');
-    const messages = publishedMessages(pm, this.id, msgSerial, this.clientId, this.ctx.limits);
+    // The connection's clientId, else the credentials' wildcard, else none (an anonymous token's messages claim none).
+    const publisher = { clientId: this.clientId ?? this.credentials.clientId, method: this.credentials.method };
+    const messages = publishedMessages(pm, this.id, msgSerial, publisher, this.ctx.limits);
     await this.ctx.publish(this.appId, channel, messages, this.credentials.keyName);
     return messages.map((m) => m.id);
   }

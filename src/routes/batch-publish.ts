@@ -74,7 +74,7 @@ function parseSpecs(specs: BatchSpec[], credentials: Credentials, limits: BatchL
   let bytes = 0;
   const parsed = specs.map((spec): ParsedSpec => {
     try {
-      const messages = parsePublishBody(spec.messages, limits, credentials.clientId);
+      const messages = parsePublishBody(spec.messages, limits, credentials);
       bytes += publishSize(messages) * spec.channels.length;
       return { channels: spec.channels, messages };
     } catch (error) {

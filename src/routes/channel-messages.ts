@@ -118,7 +118,7 @@ export async function channelMessagesRoutes(app: FastifyInstance, opts: ChannelM
         const { channel, credentials } = channelFor(request as FastifyRequest<{ Params: ChannelParams }>, 'publish');
         const appId = credentials.app.appId;
         const connectionOf = opts.connectionOf && ((key: string) => opts.connectionOf!(appId, key));
-        const messages = parsePublishBody(request.body, opts.limits, credentials.clientId, connectionOf);
+        const messages = parsePublishBody(request.body, opts.limits, credentials, connectionOf);
         await opts.publisher.publish(credentials.app.appId, channel, messages, 'rest', credentials.keyName);
         if (!request.ctx?.version.modern) return sendResult(request, reply, 201, undefined);
         const ids = messages.map((m) => m.id);

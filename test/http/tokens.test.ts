@@ -112,6 +112,26 @@ describe('POST /keys/<key_name>/requestToken (spec: Request an access token)', (
     expect(history.json()).toMatchObject([{ clientId: 'carol' }]);
   });
 
+  it('a token issued without a clientId identifies nobody: its messages may claim no clientId (40012), a wildcard token\'s and a key\'s may', async () => {
+    // The platform's identified clients: a clientId is claimed with a key, or given by a token of
+    // that clientId or of the wildcard. Before, an anonymous token published as anyone.
+    const anonymous = (await requestToken(signed({}))).json().token;
+    const wildcard = (await requestToken(signed({ clientId: '*' }))).json().token;
+    const channel = uniqueChannel();
+    const refused = await publishWith(bearer(anonymous), channel, [{ data: 'ok' }, { data: 'x', clientId: 'dave' }]);
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toMatchObject({ code: 40012, statusCode: 400, message: expect.stringContaining('token issued without a clientId') });
+    expect((await publishWith(bearer(anonymous), channel, { data: 'a' })).statusCode).toBe(201);
+    expect((await publishWith(bearer(wildcard), channel, { data: 'b', clientId: 'dave' })).statusCode).toBe(201);
+    expect((await publishWith(t.auth, channel, { data: 'c', clientId: 'erin' })).statusCode).toBe(201);
+    const history = await t.service.app.inject({ url: `/channels/${channel}/messages?direction=forwards`, headers: { authorization: t.auth } });
+    expect(history.json().map((m: { data: string; clientId?: string }) => [m.data, m.clientId])).toEqual([
+      ['a', undefined],
+      ['b', 'dave'],
+      ['c', 'erin'],
+    ]);
+  });
+
   it("removing a key (deleting its app) invalidates the key's tokens at once", async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: { keys: [{}] } })).json();
     const [name, sec] = created.keys[0].keyStr.split(/:(.*)/s);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MAX_EXTRAS_HEADERS, MAX_EXTRAS_NAME_LENGTH, parsePublishBody } from '../../src/messages/message.js';
 
 const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10, maxPublishBytes: 4096, maxDataDepth: 8 };
-const parse = (body: unknown, clientId?: string) => parsePublishBody(body, limits, clientId);
+const parse = (body: unknown, clientId?: string) => parsePublishBody(body, limits, { clientId, method: clientId === undefined ? 'basic' : 'token' });
 const code = (fn: () => unknown): number | undefined => {
   try {
     fn();
@@ -68,8 +68,8 @@ describe('publish body (spec: Message)', () => {
   it('extras.headers holds at most MAX_EXTRAS_HEADERS headers, each name at most MAX_EXTRAS_NAME_LENGTH characters', () => {
     const many = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`h${i}`, 1]));
     const wide = { ...limits, maxMessageSize: 65_536 };
-    expect(parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS) } }, wide, undefined)).toHaveLength(1);
-    expect(code(() => parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS + 1) } }, wide, undefined))).toBe(40032);
+    expect(parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS) } }, wide, { method: 'basic' })).toHaveLength(1);
+    expect(code(() => parsePublishBody({ extras: { headers: many(MAX_EXTRAS_HEADERS + 1) } }, wide, { method: 'basic' }))).toBe(40032);
     expect(parse({ extras: { headers: { ['h'.repeat(MAX_EXTRAS_NAME_LENGTH)]: 1 } } })).toHaveLength(1);
     expect(code(() => parse({ extras: { headers: { ['h'.repeat(MAX_EXTRAS_NAME_LENGTH + 1)]: 1 } } }))).toBe(40032);
   });

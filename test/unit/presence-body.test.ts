@@ -8,7 +8,7 @@ const limits = { maxMessageSize: 1024, maxMessagesPerPublish: 10, maxPublishByte
 const nested = (depth: number): unknown => (depth === 0 ? 'leaf' : { d: nested(depth - 1) });
 const anyone = (given: string | undefined): string => given ?? 'self';
 const presence = (item: Record<string, unknown>) => presenceFields(item, limits, 'presence message 0', anyone);
-const publish = (item: Record<string, unknown>) => parsePublishBody(item, limits, undefined);
+const publish = (item: Record<string, unknown>) => parsePublishBody(item, limits, { method: 'basic' });
 const code = (fn: () => unknown): number | undefined => {
   try {
     fn();

@@ -1,58 +1,30 @@
 // The official SDK's Realtime client (npm `ably` v2), unmodified, against the real listening
 // service: capabilities and clientIds enforced on attach, publish and presence; tokens that expire
 // while connected (renewed through the authCallback without losing the channels, or ending the
-// connection when nothing can renew them); and the resume of a connection whose socket dropped,
-// with the messages published meanwhile, in both wire formats.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+// connection when nothing can renew them), in both wire formats. (The resume of a dropped
+// connection: ably-realtime-resume.test.ts.)
+import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import * as Ably from 'ably';
 import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
-import {
-  Arrivals,
-  Clients,
-  NetworkCut,
-  collectMessages,
-  connectionState,
-  currentToken,
-  realtimeClient,
-  stateLog,
-  within,
-} from '../helpers/realtime.js';
+import { sdkSuite } from '../helpers/sdk-suite.js';
+import { uniqueChannel } from '../helpers/service.js';
+import { Arrivals, collectMessages, connectionState, currentToken, stateLog, within } from '../helpers/realtime.js';
 
 const postApps: unknown = JSON.parse(readFileSync(new URL('../fixtures/test-app-setup.json', import.meta.url), 'utf8')).post_apps;
 
-let ts: TestService;
-let port: number;
 /** Keys of an app made from test-app-setup.json, in setup order. */
 let fixtureKeys: string[];
-const clients = new Clients();
-const cuts: NetworkCut[] = [];
-
-beforeAll(async () => {
-  ts = await startTestService();
-  port = await listening(ts);
+const suite = sdkSuite({}, async ({ ts, port }) => {
   const root = new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
   const created = await root.request('post', '/apps', 6, null, postApps as Record<string, unknown>);
   expect(created.statusCode).toBe(201);
   fixtureKeys = (created.items[0] as unknown as { keys: { keyStr: string }[] }).keys.map((k) => k.keyStr);
 });
 
-afterEach(async () => {
-  await clients.closeAll();
-  for (const cut of cuts.splice(0)) await cut.close();
-});
-
-afterAll(async () => {
-  await clients.closeAll();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
-});
-
-describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($format)', ({ format, useBinaryProtocol }) => {
-  const realtime = (options: Ably.ClientOptions, via = port): Ably.Realtime => clients.add(realtimeClient(via, useBinaryProtocol, options));
-  const rest = (options: Ably.ClientOptions = { key: ts.key }): Ably.Rest =>
-    new Ably.Rest({ endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0, ...options });
+describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth ($format)', ({ format, useBinaryProtocol }) => {
+  const realtime = (options: Ably.ClientOptions, via?: number): Ably.Realtime => suite.realtime(useBinaryProtocol, options, via);
+  const rest = (options?: Ably.ClientOptions): Ably.Rest => suite.rest(useBinaryProtocol, options);
   const token = (params: Ably.TokenParams): Promise<Ably.TokenDetails> => rest().auth.requestToken(params);
 
   describe('capabilities and clientId', () => {
@@ -82,7 +54,7 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($forma
 
     it('RTL6: nobody publishes or enters presence on a metachannel, whatever the capability', async () => {
       // The root key's capability is {"[*]*":["*"]}: everything, metachannels included.
-      const client = realtime({ key: ts.key, clientId: `meta-${format}` });
+      const client = realtime({ key: suite.ts.key, clientId: `meta-${format}` });
       const meta = client.channels.get('[meta]channel.lifecycle');
       await meta.attach();
       expect(await rejection(meta.publish('forged', 'event'))).toMatchObject({ code: 40160 });
@@ -155,6 +127,23 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($forma
       ]);
       const members = await rest().channels.get(name).presence.get();
       expect(members.items.map((m) => m.clientId)).toEqual([`alice-${format}`]);
+    });
+
+    it('RSA7, identified clients: a token issued without a clientId may not publish as one (40012); a key may', async () => {
+      const details = await token({});
+      const client = realtime({ tokenDetails: details });
+      const name = uniqueChannel('rt-anonymous');
+      const channel = client.channels.get(name);
+      const arrivals = await collectMessages(channel);
+      expect(await rejection(channel.publish({ name: 'forged', data: 'x', clientId: `mallory-${format}` }))).toMatchObject({ code: 40012, statusCode: 400 });
+      await channel.publish('anonymous', 'y');
+      const keyed = realtime({ key: suite.ts.key });
+      await keyed.channels.get(name).publish({ name: 'claimed', data: 'z', clientId: `carol-${format}` });
+      await arrivals.count(2);
+      expect(arrivals.items.map((m) => [m.name, m.clientId])).toEqual([
+        ['anonymous', undefined],
+        ['claimed', `carol-${format}`],
+      ]);
     });
 
     it('RSA15c, RTN4: a token for one clientId, with a clientId option that differs, fails the connection with 40102', async () => {
@@ -379,165 +368,6 @@ describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, auth and resume ($forma
       await connectionState(client, 'connected');
       expect(handed).toHaveLength(2);
       expect(currentToken(client)).toBe(handed[1]);
-    });
-  });
-
-  describe('resume', () => {
-    it('RTN15c6, RTL4j: after the socket drops, the resumed connection keeps its id and gets every message published meanwhile, once', async () => {
-      const network = await NetworkCut.start(port);
-      cuts.push(network);
-      const client = realtime({ key: ts.key, clientId: `resumer-${format}` }, network.port);
-      const [nameA, nameB] = [uniqueChannel('rt-resume-a'), uniqueChannel('rt-resume-b')];
-      const [channelA, channelB] = [client.channels.get(nameA), client.channels.get(nameB)];
-      const [arrivalsA, arrivalsB] = [await collectMessages(channelA), await collectMessages(channelB)];
-      const publisher = rest();
-      await publisher.channels.get(nameA).publish('before', '0');
-      await arrivalsA.count(1);
-      const connectionId = client.connection.id;
-      const connectionStates = stateLog(client.connection);
-      const channelStates = stateLog(channelA);
-
-      network.cut();
-      await connectionState(client, 'disconnected');
-      // The SDK's reconnection attempt waits at the relay while these are published and acknowledged.
-      for (let i = 1; i <= 5; i++) await publisher.channels.get(nameA).publish(`meanwhile-${i}`, String(i));
-      await publisher.channels.get(nameB).publish([{ name: 'b-1' }, { name: 'b-2' }]);
-      // A realtime publish while disconnected is queued by the SDK and sent on the resumed connection.
-      const queued = channelA.publish('queued', 'while disconnected');
-      network.release();
-      await connectionState(client, 'connected');
-      await queued;
-      await publisher.channels.get(nameA).publish('after', '6');
-      await publisher.channels.get(nameB).publish('b-after', '3');
-
-      // Delivery follows the log: once 'after' is here, anything sent twice or late would have been too.
-      await arrivalsA.until((items) => items.some((m) => m.name === 'after'), "'after' on channel A");
-      await arrivalsB.until((items) => items.some((m) => m.name === 'b-after'), "'b-after' on channel B");
-      expect(arrivalsA.items.map((m) => m.name)).toEqual([
-        'before',
-        'meanwhile-1',
-        'meanwhile-2',
-        'meanwhile-3',
-        'meanwhile-4',
-        'meanwhile-5',
-        'queued',
-        'after',
-      ]);
-      expect(arrivalsB.items.map((m) => m.name)).toEqual(['b-1', 'b-2', 'b-after']);
-      expect(new Set(arrivalsA.items.map((m) => m.id)).size).toBe(arrivalsA.items.length);
-
-      // The same connection (RTN15c6): no error on the way back, and the channel resumed.
-      expect(client.connection.id).toBe(connectionId);
-      expect(connectionStates.map((s) => s.current)).toEqual(['disconnected', 'connecting', 'connected']);
-      expect(connectionStates[2].code).toBeUndefined();
-      expect(channelStates.filter((s) => s.current === 'attached')).toEqual([{ current: 'attached', resumed: true }]);
-      expect(channelA.state).toBe('attached');
-      // The queued publish was published once.
-      const history = await publisher.channels.get(nameA).history();
-      expect(history.items.filter((m) => m.name === 'queued')).toHaveLength(1);
-      expect(history.items.find((m) => m.name === 'queued')!.connectionId).toBe(connectionId);
-    });
-
-    it('RTN19a, RTN15c6: a publish whose ACK was lost with the socket is sent again on the resumed connection, acknowledged, and published once', async () => {
-      const network = await NetworkCut.start(port);
-      cuts.push(network);
-      const client = realtime({ key: ts.key }, network.port);
-      const name = uniqueChannel('rt-resend');
-      const channel = client.channels.get(name);
-      await channel.attach();
-      const watcher = await collectMessages(realtime({ key: ts.key }).channels.get(name));
-      const connectionId = client.connection.id;
-
-      // The service gets the publish and acknowledges it; the ACK never reaches the SDK.
-      network.mute();
-      let acknowledged = false;
-      const publish = channel.publish('in-flight', 'once').then((result) => {
-        acknowledged = true;
-        return result;
-      });
-      await watcher.count(1);
-      network.cut();
-      await connectionState(client, 'disconnected');
-      expect(acknowledged).toBe(false);
-      network.release();
-      const result = await within(publish, 15_000, 'the ACK of the publish sent again');
-      expect(result.serials).toHaveLength(1);
-      expect(client.connection.id).toBe(connectionId);
-
-      await rest().channels.get(name).publish('after', 'the resume');
-      await watcher.until((items) => items.some((m) => m.name === 'after'), "'after'");
-      expect(watcher.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
-      const history = await rest().channels.get(name).history({ direction: 'forwards' });
-      expect(history.items.map((m) => m.name)).toEqual(['in-flight', 'after']);
-    });
-
-    it('RTN16: a new client given the recovery key of one whose socket dropped takes over its connection and gets what was published meanwhile', async () => {
-      const network = await NetworkCut.start(port);
-      cuts.push(network);
-      const first = realtime({ key: ts.key, clientId: `recovered-${format}` }, network.port);
-      const name = uniqueChannel('rt-recover');
-      const firstChannel = first.channels.get(name);
-      const firstArrivals = await collectMessages(firstChannel);
-      await firstChannel.publish('before', 'by the first client');
-      await firstArrivals.count(1);
-      const connectionId = first.connection.id;
-      const recoveryKey = first.connection.createRecoveryKey();
-      expect(recoveryKey).toEqual(expect.any(String));
-      expect(JSON.parse(recoveryKey!)).toMatchObject({ msgSerial: 1, channelSerials: { [name]: expect.any(String) } });
-
-      // The page reloads: the first client's socket is gone and it never comes back.
-      network.cut();
-      await connectionState(first, 'disconnected');
-      const publisher = rest();
-      for (let i = 1; i <= 3; i++) await publisher.channels.get(name).publish(`meanwhile-${i}`, String(i));
-
-      const second = realtime({ key: ts.key, clientId: `recovered-${format}`, recover: recoveryKey! });
-      const connected = new Promise<Ably.ConnectionStateChange>((resolve) => second.connection.once('connected', resolve));
-      const change = await within(connected, 15_000, 'the recovering client to connect');
-      expect(change.reason ?? null).toBeNull();
-      expect(second.connection.id).toBe(connectionId);
-      // The recovered channel attaches from where the first client was.
-      const secondChannel = second.channels.get(name);
-      const arrivals = await collectMessages(secondChannel);
-      // Its msgSerial goes on from the first client's, so this is not taken for a repeat of 'before'.
-      await secondChannel.publish('after', 'by the second client');
-      await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
-      expect(arrivals.items.map((m) => m.name)).toEqual(['meanwhile-1', 'meanwhile-2', 'meanwhile-3', 'after']);
-      const history = await publisher.channels.get(name).history({ direction: 'forwards' });
-      expect(history.items.map((m) => [m.name, m.connectionId])).toEqual([
-        ['before', connectionId],
-        ['meanwhile-1', undefined],
-        ['meanwhile-2', undefined],
-        ['meanwhile-3', undefined],
-        ['after', connectionId],
-      ]);
-      first.close();
-    });
-
-    it('RTN15c7: a resume the service cannot honour gives a new connection, with the reason, and the channels attached again', async () => {
-      const network = await NetworkCut.start(port);
-      cuts.push(network);
-      const client = realtime({ key: ts.key }, network.port);
-      await connectionState(client, 'connected');
-      const connectionId = client.connection.id;
-      // A connectionKey the service never issued: the SDK sends it as `resume` on its next connection.
-      const manager = (client.connection as unknown as { connectionManager: { connectionKey?: string } }).connectionManager;
-      expect(manager.connectionKey).toBe(client.connection.key);
-      manager.connectionKey = `${connectionId}!not-a-key-it-issued`;
-      const name = uniqueChannel('rt-resume-fail');
-      const channel = client.channels.get(name);
-      const arrivals = await collectMessages(channel);
-
-      const connected = new Promise<Ably.ConnectionStateChange>((resolve) => client.connection.once('connected', resolve));
-      network.cut();
-      network.release();
-      const change = await within(connected, 15_000, 'the connection to reconnect');
-      expect(client.connection.id).not.toBe(connectionId);
-      expect(change.reason).toBeDefined();
-      expect(change.reason!.code).toEqual(expect.any(Number));
-      await within(channel.whenState('attached'), 15_000, 'the channel to re-attach');
-      await rest().channels.get(name).publish('after', 'the new connection');
-      await arrivals.until((items) => items.some((m) => m.name === 'after'), "'after'");
     });
   });
 });
