@@ -92,11 +92,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   for (const app of configured.apps) registry.put(app);
   for (const { message, fields } of configured.warnings) logger.warn(fields, message);
 
-  // The stores' checkpoints are of this log, or the start refuses (projections/store-log-check.ts; README: A log made again).
-  const reset = await resetSince(log, await storePositions({ history: historyStore, presenceHistory: presenceHistoryStore, stats: adapters.statsStore }, STATS_TOPICS), (err, store) =>
-    logger.warn({ err, store }, 'the record a store marked could not be read to check the log against: not checked'),
-  );
-  if (reset) throw logResetMessage(reset, logAndStores(config, log.kind));
+  // The stores' checkpoints are of this log, or the start refuses (projections/store-log-check.ts;
+  // README: A log made again): checked while the apps topic is replayed (its read of a marked record
+  // joins a reader's group, some seconds on Kafka), awaited before any projection of a store starts.
+  const storesChecked = (async () =>
+    resetSince(log, await storePositions({ history: historyStore, presenceHistory: presenceHistoryStore, stats: adapters.statsStore }, STATS_TOPICS), (err, store) =>
+      logger.warn({ err, store }, 'the record a store marked could not be read to check the log against: not checked'),
+    ))();
+  storesChecked.catch(() => undefined); // awaited below, unless the apps replay fails first
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
   // Every projection's consumer, its lag, errors and retries (projections/runner.ts).
@@ -155,6 +158,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
+  const reset = await storesChecked.catch(async (err: unknown) => {
+    await runner.stop().catch(() => undefined);
+    throw err;
+  });
+  if (reset) {
+    await runner.stop().catch(() => undefined);
+    throw logResetMessage(reset, logAndStores(config, log.kind));
+  }
   const projections = await ProjectionSet.start({
     config,
     logger,
