@@ -416,7 +416,11 @@ class TopicFeed {
     return {
       caughtUp: this.subscription.caughtUp,
       reading: this.subscription.reading,
-      positions: () => new Map(reader.next),
+      positions: () => {
+        const at = new Map(reader.next);
+        for (const [p, offset] of this.subscription.positions()) if (offset > (at.get(p) ?? 0)) at.set(p, offset);
+        return at;
+      },
       highWatermarks: () => this.subscription.highWatermarks(),
       stop: async () => {
         reader.left = true;
@@ -466,9 +470,13 @@ class TopicFeed {
       caughtUp: this.subscription.caughtUp,
       reading: this.subscription.reading,
       positions: () => {
-        const held = [...this.subscription.positions().keys()];
+        const consumer = this.subscription.positions();
+        const held = [...consumer.keys()];
         const partitions = reader.shared ? held : new Set([...held, ...reader.next.keys()]);
-        return new Map([...partitions].map((p) => [p, reader.next.get(p) ?? 0]));
+        // The consumer moves on once every reader applied a batch, and past the records the log left
+        // out (not the service's: src/log/event-shape.ts), which no reader is given: a reader is
+        // where it is, or where the consumer is, whichever is further.
+        return new Map([...partitions].map((p) => [p, Math.max(reader.next.get(p) ?? 0, consumer.get(p) ?? 0)]));
       },
       starting: () => this.subscription.starting?.() ?? [],
       highWatermarks: () => this.subscription.highWatermarks(),

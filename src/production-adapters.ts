@@ -9,6 +9,7 @@ import { ClickHouseHistoryStore, type RefusedRow } from '../projections/history/
 import { ClickHouseStatsStore } from '../projections/stats/clickhouse-stats-store.js';
 import { ClickHouseWebhookCheckpoints } from '../projections/webhooks/webhook-checkpoints.js';
 import { ClickHouseSharedSnapshots } from '../projections/shared-snapshots.js';
+import { unreadable } from './log/event-shape.js';
 
 export interface Isolation {
   /** Prepended to Kafka topic names (tests and tenants use their own topics). */
@@ -71,6 +72,8 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
       fetchMaxWaitMs: 100,
       appendTimeoutMs: config.limits.logAppendTimeoutMs,
       logger: logger.child({ component: 'kafka' }),
+      // A record that is not one of the service's events (another producer's) is left out, logged and counted (README: Records that are not the service's).
+      recordCheck: unreadable,
       // Tamper evidence: this instance's chain heads signed with AUDIT_KEY_FILE (src/log/kafka/kafka-chain.ts).
       ...(isolation.readOnlyLog ? { createTopics: false } : { checkpoints: kafkaCheckpoints(config, logger) }),
     }),

@@ -36,6 +36,7 @@ import { ConnectionEvents } from './realtime/connection-events.js';
 import { ChannelsProjection } from '../projections/channels/channels-projection.js';
 import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
+import { logResetMessage, resetSince, storePositions } from '../projections/store-log-check.js';
 import type { StatsReader } from '../projections/stats/stats-reader.js';
 import { StatsWritersBehind } from '../projections/stats/stats-read-wait.js';
 import { snapshotStoreFor } from '../projections/snapshots.js';
@@ -92,6 +93,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   for (const app of configured.apps) registry.put(app);
   for (const { message, fields } of configured.warnings) logger.warn(fields, message);
 
+  // The stores' checkpoints are of this log, or the start refuses (projections/store-log-check.ts;
+  // README: A log made again): checked while the apps topic is replayed (its read of a marked record
+  // joins a reader's group, some seconds on Kafka), awaited before any projection of a store starts.
+  const storesChecked = (async () =>
+    resetSince(log, await storePositions({ history: historyStore, presenceHistory: presenceHistoryStore, stats: adapters.statsStore }, STATS_TOPICS), (err, store) =>
+      logger.warn({ err, store }, 'the record a store marked could not be read to check the log against: not checked'),
+    ))();
+  storesChecked.catch(() => undefined); // awaited below, unless the apps replay fails first
   const metrics = new Metrics({ version: packageVersion(), log: adapters.log.kind, store: adapters.historyStore.kind });
   const consumerName = (name: string): string => (log.kind === 'kafka' ? `${name}-${config.instanceId}-${randomId(4)}` : name);
   // Every projection's consumer, its lag, errors and retries (projections/runner.ts).
@@ -150,6 +159,14 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return rule?.persisted ? (rule.retentionHours ?? config.persistedRetentionHours) : undefined;
   };
   const isPersisted = (appId: string, channel: string): boolean => retentionOf(appId, channel) !== undefined;
+  const reset = await storesChecked.catch(async (err: unknown) => {
+    await runner.stop().catch(() => undefined);
+    throw err;
+  });
+  if (reset) {
+    await runner.stop().catch(() => undefined);
+    throw logResetMessage(reset, logAndStores(config, log.kind));
+  }
   const projections = await ProjectionSet.start({
     config,
     logger,
@@ -398,6 +415,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     realtime: () => realtime.metrics(),
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
     webhooks: () => webhooks.targets(),
+    skippedRecords: () => log.skippedRecords?.() ?? [],
     unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 
@@ -467,4 +485,10 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, statsReader: projections.statsReader, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
+}
+
+/** Where the log and the stores are, as a refused start names them (no URL: it may hold a password). */
+function logAndStores(config: Config, kind: Log['kind']): { log: string; stores: string } {
+  if (kind !== 'kafka') return { log: `${config.dataDir}/log.db`, stores: `the stores of ${config.dataDir}` };
+  return { log: `KAFKA_BROKERS=${(config.kafkaBrokers ?? []).join(',')}`, stores: 'the ClickHouse tables of CLICKHOUSE_URL' };
 }

@@ -1,6 +1,7 @@
 import { LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
 import type { Checkpoint, LogRecord, RecordVisitor } from '../../src/log/port.js';
-import { decodeEvent, decodedEvent } from '../../src/log/event-codec.js';
+import { decodedEvent } from '../../src/log/event-codec.js';
+import { eventOf } from '../../src/log/event-shape.js';
 import type { LogEvent } from '../../src/domain/events.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/domain/message.js';
@@ -218,8 +219,9 @@ export class StatsProjection {
     // A publish not decoded yet is read for its counts alone (a rebuild's hot path).
     if (decoded === undefined && readPublished(bytes, start, end, this.published)) this.countPublished(state, this.published, timestamp, offset);
     else {
-      const event = decoded ?? decodeEvent(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end));
-      if (this.canHandle(event)) this.evolve(state, event, timestamp, offset);
+      // undefined: not one of the service's events (another producer's record read by a stand-in: src/log/event-shape.ts).
+      const event = decoded ?? eventOf(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end));
+      if (event && this.canHandle(event)) this.evolve(state, event, timestamp, offset);
     }
     state.next = offset + 1;
     this.closeSamples(state);

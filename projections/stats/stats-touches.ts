@@ -1,7 +1,7 @@
 // What a stats record changes (its app and sample interval), and the intervals a run of records
 // falls in: the stats reader's (projections/stats/stats-reader.ts) touches, and a start's gap.
 import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
-import { decodeEvent } from '../../src/log/event-codec.js';
+import { eventOf } from '../../src/log/event-shape.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { intervalOf } from '../../src/domain/stats-sample.js';
 
@@ -13,8 +13,8 @@ export const GAP_MARGIN_MS = 60_000;
 /** What one record changes: the app and sample interval of its row (none for events stats does not count). */
 export function touchOf(record: LogRecord, published: PublishedSummary): { appId: string; interval: number } | undefined {
   if (readPublished(record.value, 0, record.value.length, published)) return { appId: published.appId, interval: intervalOf(record.timestamp) };
-  const event = decodeEvent(record.value);
-  switch (event.type) {
+  const event = eventOf(record.value); // undefined: not the service's (src/log/event-shape.ts)
+  switch (event?.type) {
     case 'messages.published':
     case 'channel.used':
     case 'presence.changed':

@@ -5,7 +5,7 @@
 // client asked (`enter`); whether it was a re-enter depends on what came before it on the channel.
 import type { Checkpoint, Log, LogRecord, Topic } from '../../src/log/port.js';
 import type { PresenceEvent } from '../../src/domain/presence-event.js';
-import { decodeEvent } from '../../src/log/event-codec.js';
+import { eventOf } from '../../src/log/event-shape.js';
 import { channelKey } from '../../src/log/partitioner.js';
 
 const memberKey = (e: { clientId?: string; connectionId: string }): string => `${e.clientId ?? ''}\u0000${e.connectionId}`;
@@ -88,7 +88,7 @@ export class PresenceMembers {
   private record(r: LogRecord): void {
     // Another app's record (keyed `<appId>:<channel>`: src/log/partitioner.ts) is not decoded.
     if (!r.key.startsWith(this.keyPrefix)) return;
-    const event = decodeEvent(r.value);
-    if (event.type === 'presence.changed' && event.appId === this.appId && this.matches(event.channel)) this.apply(r.partition, event.channel, event.event);
+    const event = eventOf(r.value); // undefined: not the service's (src/log/event-shape.ts)
+    if (event?.type === 'presence.changed' && event.appId === this.appId && this.matches(event.channel)) this.apply(r.partition, event.channel, event.event);
   }
 }

@@ -63,6 +63,9 @@ export class NdjsonChunks extends JsonChunks {
   /** lines written by the transcoder, and by the generic path */
   fast = 0;
   generic = 0;
+  /** records of the scope that are not the service's events, left out (lineOf) */
+  foreign = 0;
+  private readonly countForeign = (): void => void this.foreign++;
 
   /**
    * One record's line, fast when it is a publish in event-codec's layout; true when it was in the
@@ -80,7 +83,7 @@ export class NdjsonChunks extends JsonChunks {
       }
       this.pos = this.lineStart;
     }
-    const line = lineOf(record, request);
+    const line = lineOf(record, request, this.countForeign);
     if (!line) return false;
     this.generic++;
     this.text(`${JSON.stringify(line)}\n`);
@@ -390,6 +393,7 @@ export async function* replayNdjson(log: Log, request: ScopeRequest, onProgress:
   for (const { topic, partition, end } of parts) {
     for await (const records of readPartition(log, topic, partition, end)) {
       for (let i = 0; i < records.length; i++) if (out.record(records[i], request)) progress.found++;
+      if (out.foreign > 0) progress.foreign = out.foreign;
       progress.read += records.length;
       onProgress(progress);
       if (out.full.length > 0) yield* handOut(out.full.splice(0));

@@ -3,7 +3,7 @@
 // the app's own events), read from the log itself in log order, one line per record, each naming
 // its place (topic, partition, offset), its time, the event and the credential that made it.
 import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
-import { decodeEvent } from '../log/event-codec.js';
+import { eventOf } from '../log/event-shape.js';
 import type { LogEvent } from '../domain/events.js';
 import { partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../codec/message-wire.js';
@@ -45,6 +45,8 @@ export interface ScopeProgress {
   read: number;
   total: number;
   found: number;
+  /** records of the scope that are not one of the service's events (another producer's: src/log/event-shape.ts), left out */
+  foreign?: number;
 }
 
 /** What a record of the scope is: where it is, and the record itself. */
@@ -127,14 +129,22 @@ export async function* readPartition(log: Log, topic: Topic, partition: number, 
   }
 }
 
-/** The line of a record if it is in the request's scope and time range, else undefined. */
-export function lineOf(record: LogRecord, request: ScopeRequest): ReplayLine | undefined {
+/**
+ * The line of a record if it is in the request's scope and time range, else undefined. A record of
+ * the scope that is not one of the service's events (another producer's: src/log/event-shape.ts)
+ * has none either, and `foreign` is told (`replay --verify` names it as not the service's).
+ */
+export function lineOf(record: LogRecord, request: ScopeRequest, foreign?: () => void): ReplayLine | undefined {
   if (record.timestamp < request.from || record.timestamp > request.to) return undefined;
   const topic = record.topic as Topic;
   if (topic === Topics.apps) {
     if (record.key !== request.appId) return undefined;
   } else if (!inScope(record, request)) return undefined;
-  const event = decodeEvent(record.value);
+  const event = eventOf(record.value);
+  if (!event) {
+    foreign?.();
+    return undefined;
+  }
   if (topic === Topics.apps && !APP_EVENTS.has(event.type)) return undefined;
   if (topic === Topics.messages && event.type !== 'messages.published') return undefined;
   if (topic === Topics.presence && event.type !== 'presence.changed') return undefined;
@@ -176,10 +186,11 @@ export async function recordsIn(log: Pick<Log, 'lowOffsets'>, parts: { topic: To
 /** The request's records, partition by partition (so each channel's in log order). */
 export async function* replayScope(log: Log, request: ScopeRequest, onProgress: (p: ScopeProgress) => void = () => {}): AsyncGenerator<ScopedRecord> {
   const { parts, progress } = await readingPlan(log, request);
+  const foreign = (): void => void (progress.foreign = (progress.foreign ?? 0) + 1);
   for (const { topic, partition, end } of parts) {
     for await (const records of readPartition(log, topic, partition, end)) {
       for (const record of records) {
-        const line = lineOf(record, request);
+        const line = lineOf(record, request, foreign);
         if (!line) continue;
         progress.found++;
         yield { record, line };

@@ -384,6 +384,9 @@ async function main(): Promise<number> {
     process.stderr.write(`replay: no record of ${describeScope(request)} from ${range} in the ${modeOf(config)} log: an unknown channel, or none in the range (check --channel and the times)\n`);
     return 3;
   }
+  if (last.foreign) {
+    process.stderr.write(`replay: warning: ${last.foreign} records of ${describeScope(request)} are not the service's events (undecodable, or of another shape: another producer's), left out: replay --verify names them\n`);
+  }
   if (last.found === 0) {
     process.stderr.write(`replay: warning: no record of ${describeScope(request)} from ${range} in the ${modeOf(config)} log (check the scope and the times)\n`);
   } else {

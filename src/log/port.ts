@@ -171,6 +171,12 @@ export interface Log {
   lowOffsets?(topic: Topic): Promise<Map<number, number>>;
   /** Next offset to be written, per partition. */
   endOffsets(topic: Topic): Promise<Map<number, number>>;
+  /**
+   * Records its consumers left out as not the service's events (src/log/event-shape.ts), by topic
+   * and reason: the Kafka log's, whose topics anyone may write to. Absent: it holds none (the
+   * embedded log holds only what this service appended).
+   */
+  skippedRecords?(): { topic: string; reason: string; count: number }[];
   close(): Promise<void>;
 }
 

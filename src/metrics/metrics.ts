@@ -165,6 +165,8 @@ export interface MetricSources {
   unstoredRows?: () => Map<string, number>;
   /** Each webhook rule's target (projections/webhooks/webhook-delivery.ts). */
   webhooks?: () => WebhookTargetState[];
+  /** Log records every consumer left out as not the service's events, by topic and reason (Log.skippedRecords). */
+  skippedRecords?: () => { topic: string; reason: string; count: number }[];
 }
 
 
@@ -244,6 +246,9 @@ export class Metrics {
     );
     add('cm_consumer_batch_failures_total', 'Log batches a consumer (projection) failed to apply and retries, by consumer', 'counter', () =>
       [...this.batchFailures].map(([consumer, value]) => ({ labels: { consumer }, value })),
+    );
+    add('cm_log_records_skipped_total', 'Log records that are not one of the service\'s events (undecodable, of another shape, an event type this version does not know), left out by every consumer, by topic and reason (README: Records that are not the service\'s)', 'counter', () =>
+      (this.sources?.skippedRecords?.() ?? []).map(({ topic, reason, count }) => ({ labels: { topic, reason }, value: count })),
     );
     add('cm_store_unstored_rows', 'Persisted rows a projection holds that its store has not taken yet (above MAX_UNSTORED_ROWS it stops consuming)', 'gauge', () =>
       [...(this.sources?.unstoredRows?.() ?? [])].map(([projection, value]) => ({ labels: { projection }, value })),

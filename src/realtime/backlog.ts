@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import { ServiceError } from '../errors.js';
 import type { Log } from '../log/port.js';
 import { Topics } from '../log/port.js';
-import { decodeEvent } from '../log/event-codec.js';
+import { eventOf } from '../log/event-shape.js';
 import type { MessagesPublished } from '../domain/events.js';
 import type { HistoryProjection } from '../../projections/history/history-projection.js';
 import type { HistoryEntry } from '../../projections/history/history-entry.js';
@@ -131,8 +131,9 @@ export class Backlog {
       for (const r of records) {
         if (r.offset >= to) break;
         if (r.key === recordKey) {
-          const event = decodeEvent(r.value);
-          if (event.type === 'messages.published') {
+          // A record that is not the service's (another producer's: src/log/event-shape.ts) is no message of the channel.
+          const event = eventOf(r.value);
+          if (event?.type === 'messages.published') {
             // One of the channel's older than the window behind a newer first record (the
             // instances' clocks differ): continuity is lost as well.
             if (now - r.timestamp > connectionStateTtlMs) throw expired();

@@ -8,6 +8,7 @@ import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafk
 import { OwnValues } from './kafka-own-values.js';
 import { quietIdleRequestQueues } from './kafkajs-idle-timers.js';
 import { ProduceLanes } from './produce-lanes.js';
+import { UnreadableRecords, type RecordCheck } from './unreadable-records.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -63,6 +64,13 @@ export interface KafkaLogOptions {
   lingerMs?: number;
   logger?: LoggerLike;
   /**
+   * What its consumers may be handed: the service's events (src/log/event-shape.ts), since anyone
+   * with produce rights can write anything to a topic. A record it refuses is left out by every
+   * consumer, logged once and counted (skippedRecords). Absent: every record is handed on (the log
+   * as a log of bytes: its contract tests, the audit tools).
+   */
+  recordCheck?: RecordCheck;
+  /**
    * Signed checkpoints of this writer's chains (kafka-chain.ts), appended to the `audit` topic every
    * intervalMs when a head moved, and once more at close. Absent: none (a replay or rebuild reads).
    */
@@ -117,6 +125,8 @@ export class KafkaLog implements Log {
   /** What this process appended, handed to its consumers that read its partition as it was appended (decoded already). */
   private readonly ownValues = new OwnValues((kafkaTopic, partition) => [...this.subscriptions].filter((s) => s.kafkaTopic === kafkaTopic && s.reads(partition)).length);
   private closing: Promise<void> | undefined;
+  /** Records on the topics that are not the service's events, left out by every consumer (README: Records that are not the service's). */
+  private readonly unreadable: UnreadableRecords | undefined;
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
@@ -126,6 +136,7 @@ export class KafkaLog implements Log {
     this.prefix = options.topicPrefix ?? '';
     this.idempotent = options.idempotent ?? true;
     this.logger = options.logger;
+    this.unreadable = options.recordCheck && new UnreadableRecords(options.recordCheck, options.logger);
     this.fetchMaxWaitMs = options.fetchMaxWaitMs ?? 500;
     const producers = Math.max(1, Math.floor(options.producers ?? DEFAULT_PRODUCERS));
     this.producers = new Array<Promise<Producer> | undefined>(producers).fill(undefined);
@@ -367,6 +378,7 @@ export class KafkaLog implements Log {
         retryDelayMs: this.options.retryDelayMs ?? 200,
         onStopped: (s) => this.subscriptions.delete(s),
         valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
+        ...(this.unreadable ? { admits: (record: LogRecord) => this.unreadable!.admits(kafkaTopic, record) } : {}),
       },
       options,
     );
@@ -383,6 +395,11 @@ export class KafkaLog implements Log {
     const end = Math.min(range.high, from + maxRecords);
     if (from >= end) return [];
     return this.readerOf(topic).read(partition, from, end);
+  }
+
+  /** Records consumers left out as not the service's events, by topic and reason (GET /metrics: cm_log_records_skipped_total). */
+  skippedRecords(): { topic: string; reason: string; count: number }[] {
+    return this.unreadable?.skipped() ?? [];
   }
 
   /** Reads records with their chain headers (an audit's read: kafka-chain.ts). */

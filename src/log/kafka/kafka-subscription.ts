@@ -24,6 +24,11 @@ export interface SubscriptionContext {
   onStopped: (subscription: KafkaSubscription) => void;
   /** The value to hand on for a record read (OwnValues: the appended one when this process appended it). */
   valueOf?: (headers: KafkaMessage['headers'], read: Buffer) => Uint8Array;
+  /**
+   * Whether a record read may be handed on: one of the service's events (UnreadableRecords). One
+   * that is not is left out of its batch, and the position moves past it as past the others.
+   */
+  admits?: (record: LogRecord) => boolean;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -297,15 +302,27 @@ export class KafkaSubscription implements Subscription {
     if (this.held && !this.ready.has(partition)) return;
     const from = this.position(partition);
     const valueOf = this.ctx.valueOf;
-    const records = batch.messages
+    const read = batch.messages
       .filter((m) => Number(m.offset) >= from)
       .map((m) => toLogRecord(this.ctx.topic, partition, m, valueOf && ((read) => valueOf(m.headers, read))));
-    if (records.length === 0) {
+    if (read.length === 0) {
       resolveOffset(batch.lastOffset());
       return;
     }
-    if (records[0].offset > from) {
-      this.ctx.logger?.warn({ topic: this.kafkaTopic, partition, expected: from, got: records[0].offset }, 'kafka log skipped offsets (retention?)');
+    if (read[0].offset > from) {
+      this.ctx.logger?.warn({ topic: this.kafkaTopic, partition, expected: from, got: read[0].offset }, 'kafka log skipped offsets (retention?)');
+    }
+    // A record that is not one of the service's events is never handed on: handled, it threw, and
+    // the batch was retried for ever (src/log/event-shape.ts). The position moves past it.
+    const admits = this.ctx.admits;
+    const records = admits ? read.filter(admits) : read;
+    const last = read[read.length - 1].offset;
+    if (records.length === 0) {
+      if (this.stopped || !isRunning() || isStale()) return;
+      this.next.set(partition, last + 1);
+      resolveOffset(String(last));
+      this.checkCaughtUp();
+      return;
     }
 
     // A failed batch is applied again, never skipped; heartbeats keep the group membership meanwhile.
@@ -320,7 +337,6 @@ export class KafkaSubscription implements Subscription {
         await heartbeat();
       }
     }
-    const last = records[records.length - 1].offset;
     this.next.set(partition, last + 1);
     resolveOffset(String(last));
     this.checkCaughtUp();
