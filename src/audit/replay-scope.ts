@@ -3,7 +3,8 @@
 // the app's own events), read from the log itself in log order, one line per record, each naming
 // its place (topic, partition, offset), its time, the event and the credential that made it.
 import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
-import { eventOf } from '../log/event-shape.js';
+import { isKnownEventType } from '../log/event-shape.js';
+import { decodeEvent } from '../log/event-codec.js';
 import type { LogEvent } from '../domain/events.js';
 import { partitionFor } from '../log/partitioner.js';
 import { messageToWire } from '../codec/message-wire.js';
@@ -140,7 +141,11 @@ export function lineOf(record: LogRecord, request: ScopeRequest, foreign?: () =>
   if (topic === Topics.apps) {
     if (record.key !== request.appId) return undefined;
   } else if (!inScope(record, request)) return undefined;
-  const event = eventOf(record.value);
+  // The replay shows what the log holds: an event of a known type is printed as it decoded, even
+  // with fields the service would not write (the transcoder prints those too: both paths give the
+  // same lines); bytes that are no event, an unknown type, or an event the view cannot show are
+  // left out and counted.
+  const event = replayedEvent(record.value);
   if (!event) {
     foreign?.();
     return undefined;
@@ -148,10 +153,29 @@ export function lineOf(record: LogRecord, request: ScopeRequest, foreign?: () =>
   if (topic === Topics.apps && !APP_EVENTS.has(event.type)) return undefined;
   if (topic === Topics.messages && event.type !== 'messages.published') return undefined;
   if (topic === Topics.presence && event.type !== 'presence.changed') return undefined;
-  const view = auditView(event);
+  let view: ReturnType<typeof auditView>;
+  try {
+    view = auditView(event);
+  } catch {
+    foreign?.();
+    return undefined;
+  }
   const line: ReplayLine = { topic, partition: record.partition, offset: record.offset, time: record.timestamp, event: view.event };
   if (view.credential && Object.keys(view.credential).length > 0) line.credential = view.credential;
   return line;
+}
+
+/** The event a record holds for the replay: any decodable event object of a type this version knows. */
+function replayedEvent(value: Uint8Array): LogEvent | undefined {
+  let event: unknown;
+  try {
+    event = decodeEvent(value);
+  } catch {
+    return undefined;
+  }
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) return undefined;
+  const type = (event as { type?: unknown }).type;
+  return typeof type === 'string' && isKnownEventType(type) ? (event as LogEvent) : undefined;
 }
 
 /** What a replay reads: the partitions, each to its end as it was when the plan was made, and the progress of the reading. */

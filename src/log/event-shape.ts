@@ -106,6 +106,11 @@ export function unreadable(value: Uint8Array): Unreadable | undefined {
   return wrong === undefined ? undefined : { reason: 'shape', detail: `${type}: ${wrong}` };
 }
 
+/** Whether `type` is an event type this version writes (and its consumers read). */
+export function isKnownEventType(type: string): boolean {
+  return Object.hasOwn(REQUIRED, type);
+}
+
 /**
  * The event a record read with Log.read holds, or undefined when it is not one of the service's
  * (left out by consumers already, and logged there): what the readers of a range (a resume's

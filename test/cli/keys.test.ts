@@ -97,7 +97,7 @@ describe('keys CLI', () => {
     // --direct refuses while the service holds DATA_DIR.
     const locked = await keys('create', '--direct');
     expect(locked.code).toBe(1);
-    expect(locked.stderr).toContain('the service is running');
+    expect(locked.stderr).toContain('is in use (by the service, or another command holding it): if the service runs, drop --direct');
   }, 60_000);
 
   it('--direct while the service is stopped; a restart keeps every change; replay --keys shows them without secrets', async () => {

@@ -4,7 +4,7 @@
 // first checkpoint carries the heads the run before signed last, kept outside the log); records a
 // run left unsigned are counted by --verify and refused by --require-sealed; a key rotation is
 // followed through the retired key's endorsement, and a keyring holds several keys.
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
@@ -68,6 +68,10 @@ describe('the tail after the last checkpoint (replay --verify on the embedded lo
     const unseen = await verify(dataDir, appId, channel);
     expect(unseen.code, `${unseen.stdout}${unseen.stderr}`).toBe(0); // the log alone cannot tell: README says so
 
+    // With the projections' stores past the cut log's end the start refuses (README: A log made
+    // again; test/e2e/log-replaced-stores-kept.test.ts). Whoever cut the log drops them too, so the
+    // service starts and reads the cut log afresh: its first checkpoint is what catches the cut.
+    dropStores(dataDir);
     const second = await startTestService(ENV, { dataDir });
     await publish(second, channel, ['n5', 'n6']); // new records where the cut ones were
     await second.close();
@@ -162,3 +166,8 @@ describe('keys: a keyring of several, and a rotation followed', () => {
     expect(bad.stderr).toContain(`${file}: line 2 is neither a PEM public key nor a fingerprint`);
   }, 120_000);
 });
+
+/** The projections' stores of an embedded DATA_DIR (projections.db and its WAL), removed. */
+function dropStores(dataDir: string): void {
+  for (const f of readdirSync(dataDir)) if (f.startsWith('projections.db')) rmSync(join(dataDir, f));
+}

@@ -2,7 +2,7 @@
 // try beyond editing or deleting a row (replay-verify.test.ts), on the real log.db: a row edited
 // and its link removed, as if it were older than the chain; the first rows so; and the export's
 // lines a third party is given, malformed or forged, which --verify-file refuses with a clear error.
-import { rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import Database from '../../src/stores/sqlite/driver.mjs';
@@ -227,6 +227,9 @@ describe('replay --verify: the audit topic rewritten', () => {
     for (const h of keptCp.heads.filter((h) => h.topic !== 'audit')) db.prepare('DELETE FROM log_segments WHERE topic = ? AND partition = ? AND first_offset > ?').run(h.topic, h.partition, h.offset);
     db.prepare("DELETE FROM log_segments WHERE topic = 'audit' AND first_offset > ?").run(kept.first_offset);
     db.close();
+    // The projections' stores, past the cut log's end, would stop the start (README: A log made
+    // again): whoever cut the log drops them too.
+    for (const f of readdirSync(dataDir)) if (f.startsWith('projections.db')) rmSync(join(dataDir, f));
     const second = await startTestService(ENV, { dataDir }); // its first checkpoint recalls the heads the cut removed
     await publish(second, channel, ['n5', 'n6']);
     await second.close();
