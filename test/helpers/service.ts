@@ -29,7 +29,7 @@ export const basic = (key: string): string => `Basic ${Buffer.from(key).toString
 
 /**
  * The mode startTestService starts services in: `TEST_SERVICE_MODE=production` (`.ci/run` sets it
- * for its second pass over test/sdk, the realtime files on the log and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
+ * for its second pass over test/sdk, test/http, the realtime files on the log and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
  * test/helpers/infra.ts finds them, each with topics and tables of its own; embedded otherwise.
  */
 export const testServiceMode: 'embedded' | 'production' = process.env.TEST_SERVICE_MODE === 'production' ? 'production' : 'embedded';

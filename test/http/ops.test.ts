@@ -7,6 +7,7 @@ import { Topics, type Log } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
 import { basic, startTestService, testServiceMode, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
+import { until } from '../faults/publish-load.js';
 
 let t: TestService;
 beforeAll(async () => {
@@ -290,7 +291,13 @@ describe('GET /metrics: the realtime gateway', () => {
       await client.next((pm) => pm.action === Actions.ATTACHED);
       expect((await publish(s, channel)).statusCode).toBe(201);
       await client.next((pm) => pm.action === Actions.MESSAGE);
-      const text = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+      // Delivery reads every record: on Kafka one appended after the message (the service's own,
+      // a channel lifecycle event) may still be on its way when the message arrives: the lag is waited for.
+      let text = '';
+      await until('realtime delivery\'s lag at 0', async () => {
+        text = (await s.service.app.inject({ method: 'GET', url: '/metrics' })).body;
+        return sample(text, 'cm_consumer_lag_records', { consumer: 'realtime-delivery' }) === 0;
+      }, 10_000, 50);
       expect(sample(text, 'cm_realtime_sockets')).toBe(1);
       expect(sample(text, 'cm_realtime_connections')).toBe(1);
       expect(sample(text, 'cm_realtime_attachments')).toBe(1);
