@@ -18,15 +18,18 @@ export interface TestService {
   auth: string;
   dataDir: string;
   close(): Promise<void>;
-  /** Restarts on the same DATA_DIR (and the same adapters' files). */
-  restart(): Promise<TestService>;
+  /**
+   * Restarts on the same DATA_DIR (and the same adapters' files; in production mode the same topics
+   * and tables), with `more.env` on top of the configuration and `more.logger` if given.
+   */
+  restart(more?: { env?: Record<string, string>; logger?: Logger }): Promise<TestService>;
 }
 
 export const basic = (key: string): string => `Basic ${Buffer.from(key).toString('base64')}`;
 
 /**
  * The mode startTestService starts services in: `TEST_SERVICE_MODE=production` (`.ci/run` sets it
- * for its second pass over test/sdk, the realtime files on the log and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
+ * for its second pass over test/sdk, test/http, the realtime files on the log and the console's and dashboard's browser tests) puts them on Kafka and ClickHouse, found as
  * test/helpers/infra.ts finds them, each with topics and tables of its own; embedded otherwise.
  */
 export const testServiceMode: 'embedded' | 'production' = process.env.TEST_SERVICE_MODE === 'production' ? 'production' : 'embedded';
@@ -34,6 +37,8 @@ export const testServiceMode: 'embedded' | 'production' = process.env.TEST_SERVI
 interface ProductionTarget {
   env: Record<string, string>;
   clickhouseUrl: string;
+  /** librdkafka's mock broker (see onMockBroker) */
+  mock: boolean;
 }
 let productionTarget: Promise<ProductionTarget> | undefined;
 
@@ -45,9 +50,21 @@ function findProductionTarget(): Promise<ProductionTarget> {
     if (!found) throw new Error('TEST_SERVICE_MODE=production needs Kafka and ClickHouse (README: Infrastructure for tests): none found');
     return {
       clickhouseUrl: found.clickhouseUrl,
+      mock: found.mock,
       env: { KAFKA_BROKERS: found.brokers.join(','), CLICKHOUSE_URL: found.clickhouseUrl, KAFKA_IDEMPOTENT: found.mock || found.source !== 'testcontainers' ? '0' : '1' },
     };
   })());
+}
+
+/**
+ * Whether startTestService starts its services on librdkafka's mock broker (production mode, as
+ * infra/local runs it). The mock keeps at most 5 MiB of record batches a partition and deletes the
+ * oldest past that, read or not (rd_kafka_mock_partition_init sets max_size; no setting changes
+ * it), where a Kafka cluster keeps what the topic's retention says: a test that appends more than
+ * that to one partition (one channel's history) before the service has read it cannot run on it.
+ */
+export async function onMockBroker(): Promise<boolean> {
+  return testServiceMode === 'production' && (await findProductionTarget()).mock;
 }
 
 /** Drops the ClickHouse tables of one production test service (its Kafka topics go with the infrastructure). */
@@ -100,9 +117,9 @@ export async function startTestService(
       await service.close();
       if (production) await dropTables(production.clickhouseUrl, isolation.tablePrefix);
     },
-    restart: async () => {
+    restart: async (more = {}) => {
       await service.close();
-      return startTestService(env, { ...options, dataDir, isolation });
+      return startTestService({ ...env, ...more.env }, { ...options, ...(more.logger ? { logger: more.logger } : {}), dataDir, isolation });
     },
   };
   return handle;

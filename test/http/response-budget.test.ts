@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listening, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { listening, onMockBroker, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 // Large replies that their clients do not read are bounded all together (MAX_INFLIGHT_RESPONSE_BYTES):
 // Node keeps a reply's bytes until the client reads them, with no time limit, so 30 connections
@@ -11,8 +11,14 @@ const MiB = 1024 * 1024;
 let t: TestService;
 let port: number;
 const channel = uniqueChannel('large-pages');
+// The page (16 MiB of one channel, so of one partition) is more than librdkafka's mock broker keeps
+// of a partition (5 MiB: it deletes the oldest records, read or not), so in production mode on
+// the mock the history writer never gets the first records and reads wait for them (50003, 504).
+// A Kafka cluster keeps them: the file runs there, and in the embedded mode.
+const tooLargeForTheLog = await onMockBroker();
 
 beforeAll(async () => {
+  if (tooLargeForTheLog) return;
   t = await startTestService({
     MAX_INFLIGHT_RESPONSE_BYTES: String(64 * MiB),
     MAX_MESSAGE_SIZE: String(2 * MiB),
@@ -31,7 +37,7 @@ beforeAll(async () => {
     expect(res.status).toBe(201);
   }
 });
-afterAll(() => t.close());
+afterAll(() => t?.close());
 
 const page = () => fetch(`http://127.0.0.1:${port}/channels/${channel}/messages?limit=100`, { headers: { authorization: t.auth } });
 
@@ -47,7 +53,7 @@ const nonReader = (): Promise<Socket> =>
     });
   });
 
-describe('response bodies not yet read by their clients (MAX_INFLIGHT_RESPONSE_BYTES)', () => {
+describe.skipIf(tooLargeForTheLog)('response bodies not yet read by their clients (MAX_INFLIGHT_RESPONSE_BYTES)', () => {
   it('a large reply is refused with 50004 (503, retry) while the clients of its app hold their share of the budget (a quarter), and sent again once they are gone', async () => {
     // Alone, a reply larger than the app's share still goes out.
     const first = await page();
