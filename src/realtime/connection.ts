@@ -371,14 +371,20 @@ export class Connection extends ConnectionLife {
     }
   }
 
-  /** An ATTACH of the frame's channel sent before it: see `attachWork`. */
-  private async afterAttach(pm: ProtocolMessage): Promise<void> {
+  /**
+   * `work` once an ATTACH of the frame's channel sent before it is done (see `attachWork`); at once
+   * (in this turn, as before) when none is pending.
+   */
+  private afterAttach<T>(pm: ProtocolMessage, work: () => Promise<T>): Promise<T> {
     const pending = typeof pm.channel === 'string' ? this.attachWork.get(pm.channel) : undefined;
-    if (pending) await pending;
+    return pending ? pending.then(work) : work();
   }
 
-  private async publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    await this.afterAttach(pm);
+  private publish(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    return this.afterAttach(pm, () => this.publishNow(pm, msgSerial));
+  }
+
+  private async publishNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
     const channel = targetChannelOf(pm, 'publish');
     checkAllowedOn(this.credentials.capability, channel, 'publish');
     this.checkMode(pm, Flag.PUBLISH, 'publish');
@@ -389,8 +395,11 @@ export class Connection extends ConnectionLife {
     return messages.map((m) => m.id);
   }
 
-  private async presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    await this.afterAttach(pm);
+  private presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    return this.afterAttach(pm, () => this.presenceNow(pm, msgSerial));
+  }
+
+  private async presenceNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');
