@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/errors.js';
 import { errorTableMarkdown } from '../../src/error-list.js';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { ready, startTestService, type TestService } from '../helpers/service.js';
 
 // GET / and GET /errors (issue 24 item 5): the service's address says what it is and where to
 // go; every error's href points at this service's own explanation of its code.
@@ -23,6 +23,8 @@ describe('GET /', () => {
     const body = res.json();
     expect(body).toMatchObject({ service: 'channel-messaging', version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
     expect(body.links).toMatchObject({ dashboard: '/dashboard', errors: '/errors', health: '/health', ready: '/ready', metrics: '/metrics', time: '/time' });
+    // A production instance is not ready until its consumers read the log (some 3 s after its start: README, Health).
+    await ready(t);
     for (const link of Object.values(body.links as Record<string, string>)) expect((await get(link)).statusCode, link).toBe(200);
   });
 

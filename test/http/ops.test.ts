@@ -5,7 +5,7 @@ import { embeddedAdapters } from '../../src/service.js';
 import { parseConfig } from '../../src/config.js';
 import { Topics, type Log } from '../../src/log/port.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
-import { basic, startTestService, testServiceMode, uniqueChannel, type TestService, listening } from '../helpers/service.js';
+import { basic, ready, startTestService, testServiceMode, uniqueChannel, type TestService, listening } from '../helpers/service.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
 import { until } from '../faults/publish-load.js';
 
@@ -78,6 +78,8 @@ describe('GET /health and GET /ready', () => {
 
   it('/ready answers 200 with its checks when the log is writable and the consumers caught up', async () => {
     await publish(t, uniqueChannel());
+    // A production instance is not ready until its consumers read the log (some 3 s after its start: README, Health).
+    await ready(t);
     const res = await t.service.app.inject({ method: 'GET', url: '/ready' });
     expect(res.statusCode).toBe(200);
     const body = res.json() as { status: string; checks: { name: string; ok: boolean }[] };
