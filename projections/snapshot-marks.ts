@@ -30,7 +30,8 @@ function fingerprint(record: LogRecord): string {
   return hash.digest('hex').slice(0, 32);
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+/** `promise`, or a rejection once `ms` have passed without its answer (a mark's read: shared with store-log-check.ts). */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);

@@ -1,6 +1,7 @@
 import { Topics, type Checkpoint, type Log, type LogRecord, type Topic } from '../src/log/port.js';
 import type { HistoryStore, LogMark } from './history/history-store.js';
 import type { StatsStore } from './stats/stats-store.js';
+import { withTimeout } from './snapshot-marks.js';
 
 // Whether the stores' checkpoints (the offsets of the log they have read) are of this log: a Kafka
 // cluster made again behind the same KAFKA_BROKERS (topics deleted and made anew, offsets from 0
@@ -26,15 +27,6 @@ export class LogResetError extends Error {
 
 /** How long the read of a mark's record may take (a Kafka reader's first read joins a group: about 3 s). */
 const MARK_READ_MS = 30_000;
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
 
 /**
  * Why the stores' positions are not of this log, or undefined. Checkpoints are to be loaded before
