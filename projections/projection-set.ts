@@ -112,7 +112,9 @@ export class ProjectionSet {
     const followTail = (behind: boolean): void => {
       if (behind && !tailFollower) {
         logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
-        tailFollower = runner.follow('history-tail', Topics.messages, new Map(history.applied()), (records) => history.followTail(records));
+        tailFollower = runner.follow('history-tail', Topics.messages, new Map(history.applied()), (records) => history.followTail(records), {
+          lost: (partition, next) => history.progress.include(Topics.messages, new Map([[partition, next]])),
+        });
       } else if (!behind && tailFollower) {
         const follower = tailFollower;
         tailFollower = undefined;
@@ -138,7 +140,7 @@ export class ProjectionSet {
       presenceHistoryFollower = presenceHistoryFollower
         .then(async (previous) => {
           await previous?.stop().catch((err) => logger.warn({ err }, 'presence history follower did not stop cleanly'));
-          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records));
+          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records), { lost: (partition, next) => presence.history.progress.include(Topics.presence, new Map([[partition, next]])) });
         })
         .catch((err: unknown) => {
           // A log closed meanwhile (a stop): nothing follows; the next start reads from the store's checkpoint.
@@ -211,6 +213,7 @@ export class ProjectionSet {
             topics: [Topics.messages],
             from: () => holdingNone(() => writer.start(), (partitions) => writer.revoke(partitions)),
             handle: (records: LogRecord[]) => writer.apply(records),
+            lost: (topic: Topic, partition: number, next: number) => writer.lost(topic, partition, next),
             shared: { from: (partitions: number[]) => writer.handOver(partitions), revoked: (partitions: number[]) => writer.revoke(partitions) },
           },
           {
@@ -218,6 +221,7 @@ export class ProjectionSet {
             topics: [Topics.presence],
             from: () => holdingNone(() => presenceWriter.history.start(), (partitions) => presenceWriter.revoke(partitions)),
             handle: (records: LogRecord[]) => presenceWriter.apply(records),
+            lost: (topic: Topic, partition: number, next: number) => presenceWriter.history.lost(topic, partition, next),
             // A handed partition's member set from this instance's presence snapshot (bounded), else from 0.
             shared: {
               from: async (partitions: number[]) => presenceWriter.handOver(partitions, snapshots && { store: snapshots, partitionCount: await runner.partitions(Topics.presence) }),
@@ -244,18 +248,19 @@ export class ProjectionSet {
         ]
       : [];
     const statsWiring = statsReader
-      ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records) }
+      ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records), lost: (topic: Topic, partition: number, next: number) => statsReader.progress.include(topic, new Map([[partition, next]])) }
       : { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => stats.start(topic), handle: (records: LogRecord[]) => stats.apply(records) };
     await runner.start(
-      { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records) },
+      { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records), lost: (topic, partition, next) => history.lost(topic, partition, next) },
       ...writing,
-      { name: 'presence', topics: [Topics.presence], from: () => presence.start(snapshots), handle: (records) => presence.apply(records) },
+      { name: 'presence', topics: [Topics.presence], from: () => presence.start(snapshots), handle: (records) => presence.apply(records), lost: (topic, partition, next) => presence.history.lost(topic, partition, next) },
       statsWiring,
       {
         name: 'channels',
         topics: [Topics.messages, Topics.presence, Topics.connections],
         from: async (topic) => (channelsFrom ??= await channels.start(snapshots, historyFrom)).get(topic) ?? new Map(),
         handle: (records) => channels.apply(records),
+        lost: (topic, partition, next) => channels.lost(topic, partition, next),
       },
     );
     logger.info({ tail: history.tail.count, store: stores.history.kind }, 'history projection caught up');

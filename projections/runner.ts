@@ -28,6 +28,8 @@ export interface ProjectionWiring {
    * start() does not wait for it (its group's hand-overs take seconds).
    */
   shared?: ConsumeOptions['shared'];
+  /** Records of `topic` the log deleted before they were applied: they count as applied (ConsumeOptions.lost). */
+  lost?: (topic: Topic, partition: number, next: number) => void;
 }
 
 export interface RunnerOptions {
@@ -74,6 +76,8 @@ export interface FollowOptions {
    * its pace is another service's (a webhook target), not this instance's health.
    */
   advisory?: boolean;
+  /** As ProjectionWiring.lost, of its topic. */
+  lost?: ConsumeOptions['lost'];
 }
 
 export class ProjectionRunner {
@@ -110,7 +114,8 @@ export class ProjectionRunner {
         const key = feedKey(projection, topic);
         let group = byKey.get(key);
         if (!group) byKey.set(key, (group = { topic, readers: [] }));
-        group.readers.push({ name: nameOf(projection, topic), from, handle: projection.handle, shared: projection.shared });
+        const lost = projection.lost;
+        group.readers.push({ name: nameOf(projection, topic), from, handle: projection.handle, shared: projection.shared, lost: lost && ((p, next) => lost(topic, p, next)) });
       }
       for (const [key, { topic, readers }] of byKey) {
         if (readers.length < 2) continue;
@@ -123,7 +128,8 @@ export class ProjectionRunner {
       const name = nameOf(projection, topic);
       const startedAt = Date.now();
       const feed = feeds.get(feedKey(projection, topic));
-      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared);
+      const lost = projection.lost;
+      const subscription = feed ? feed.reader(name) : this.consume(name, topic, from, projection.handle, projection.shared, undefined, lost && ((p, next) => lost(topic, p, next)));
       if (feed) this.consumers.set(name, subscription);
       if (projection.shared) this.writers.set(name, topic);
       else this.noteJoining(name, subscription);
@@ -152,6 +158,7 @@ export class ProjectionRunner {
       consumer: shared ? feedName : (this.options.consumerName?.(feedName) ?? feedName),
       from: feed.from(),
       handle: (records) => feed.handle(records),
+      lost: (partition, next) => feed.lost(partition, next),
       ...(shared ? { shared: { from: (partitions: number[]) => feed.handOver(partitions), revoked: (partitions: number[]) => feed.revoke(partitions) } } : {}),
       // Failures are reported under the projection's name by the feed (above); others (the consumer's own) here.
       onError: (err) => {
@@ -176,12 +183,12 @@ export class ProjectionRunner {
   join(options: ConsumeOptions): Subscription {
     const feed = options.shared ? undefined : this.wholeTopicFeeds.get(options.topic);
     if (!feed || feed.stopped) return this.options.log.consume(options);
-    return feed.join(options.consumer, options.from, options.handle, options.onError);
+    return feed.join(options.consumer, options.from, options.handle, options.onError, options.lost);
   }
 
   /** A consumer of `topic` from `from`, not awaited: listed under `name` until stopped. */
   follow(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], options: FollowOptions = {}): Follower {
-    const subscription = this.consume(name, topic, from, handle, options.shared, options.expected);
+    const subscription = this.consume(name, topic, from, handle, options.shared, options.expected, options.lost);
     if (options.advisory) this.advisoryNames.add(name);
     else if (!options.shared) this.noteJoining(name, subscription);
     return {
@@ -316,7 +323,7 @@ export class ProjectionRunner {
     if (failed) throw failed.reason;
   }
 
-  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected']): Subscription {
+  private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected'], lost?: ConsumeOptions['lost']): Subscription {
     if (this.consumers.has(name)) throw new Error(`a consumer ${name} runs already`);
     const { log, logger } = this.options;
     const subscription = log.consume({
@@ -325,6 +332,7 @@ export class ProjectionRunner {
       from,
       handle,
       shared,
+      lost,
       onError: (err) => {
         if (expected?.(err)) {
           logger.debug({ consumer: name, topic, error: (err as Error).message }, 'batch waits; retrying');
@@ -346,6 +354,7 @@ interface FeedReader {
   shared?: ProjectionWiring['shared'];
   /** Told of its failed batch instead of the feed's onFailed (a reader that joined: ConsumeOptions.onError). */
   onError?: (err: unknown) => void;
+  lost?: ConsumeOptions['lost'];
 }
 
 /** `left`: a reader that joined and was stopped; it is given nothing more. */
@@ -408,10 +417,10 @@ class TopicFeed {
    * (the consumer's position is that batch's start until the batch is applied), so it misses nothing
    * after its start.
    */
-  join(name: string, from: Checkpoint, handle: ProjectionWiring['handle'], onError?: (err: unknown) => void): Subscription {
+  join(name: string, from: Checkpoint, handle: ProjectionWiring['handle'], onError?: (err: unknown) => void, lost?: ConsumeOptions['lost']): Subscription {
     const next = new Map(from);
     for (const [p, offset] of this.subscription.positions()) next.set(p, Math.max(offset, next.get(p) ?? 0));
-    const reader: Reader = { name, from, handle, onError, next };
+    const reader: Reader = { name, from, handle, onError, lost, next };
     this.readers.push(reader);
     return {
       caughtUp: this.subscription.caughtUp,
@@ -452,6 +461,15 @@ class TopicFeed {
       }
     } finally {
       this.handing--;
+    }
+  }
+
+  /** The log deleted records of `partition` before `next`: each reader still short of it goes on from there, told (ConsumeOptions.lost). */
+  lost(partition: number, next: number): void {
+    for (const reader of this.readers) {
+      if (reader.left || (reader.shared && !reader.next.has(partition)) || (reader.next.get(partition) ?? 0) >= next) continue;
+      reader.next.set(partition, next);
+      reader.lost?.(partition, next);
     }
   }
 

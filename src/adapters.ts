@@ -34,6 +34,7 @@ export function embeddedAdapters(
       retentionMs: config.logRetentionHours * 3600_000,
       // Only the service that holds DATA_DIR appends them (a rebuild beside it reads).
       checkpoints: lock ? auditCheckpoints(config, logger) : undefined,
+      logger,
     });
     if (log instanceof EmbeddedLog) {
       const kept = log.partitionCountsOtherThan(config.embeddedPartitions);

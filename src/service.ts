@@ -152,6 +152,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       }
       appsApplied.advance(records);
     },
+    lost: (topic, partition, next) => appsApplied.include(topic, new Map([[partition, next]])),
   });
 
   const retentionOf = (appId: string, channel: string): number | undefined => {
@@ -416,6 +417,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     statsCache: () => ({ rows: statsStore.size, hits: statsStore.hits, misses: statsStore.misses }),
     webhooks: () => webhooks.targets(),
     skippedRecords: () => log.skippedRecords?.() ?? [],
+    lostRecords: () => log.lostRecords?.() ?? [],
     unstoredRows: () => new Map([['history', projections.historyWriter.unstored], ['presence-history', projections.presenceWriter.history.unstored]]),
   });
 

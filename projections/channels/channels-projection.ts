@@ -87,6 +87,14 @@ export class ChannelsProjection {
     return (ChannelsProjection.handles as readonly string[]).includes(event.type);
   }
 
+  /** The log deleted records before `next` that this projection had yet to apply (ConsumeOptions.lost): they count as applied. */
+  lost(topic: string, partition: number, next: number): void {
+    let applied = this.applied.get(topic);
+    if (!applied) this.applied.set(topic, (applied = new Map()));
+    if ((applied.get(partition) ?? 0) < next) applied.set(partition, next);
+    this.progress.include(topic, new Map([[partition, next]]));
+  }
+
   apply(records: LogRecord[]): void {
     for (const r of records) {
       const event = decodeEvent(r.value);

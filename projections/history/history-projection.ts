@@ -235,6 +235,19 @@ export class HistoryProjection {
     this.progress.advance(records);
   }
 
+  /**
+   * The log deleted records of `topic`'s `partition` before `next` that this projection had yet to
+   * apply (ConsumeOptions.lost): they count as applied (reads waiting for them), and the checkpoint
+   * moves past them (a writer's, to its store).
+   */
+  lost(topic: string, partition: number, next: number): void {
+    if ((this.checkpoint.get(partition) ?? 0) < next) {
+      this.checkpoint.set(partition, next);
+      if (this.writes) this.flushTimer.schedule();
+    }
+    this.progress.include(topic, new Map([[partition, next]]));
+  }
+
   /** Whether apply() refuses batches now (its store is maxUnstoredRows behind). */
   get refusing(): boolean {
     return this.behind;

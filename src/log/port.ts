@@ -59,6 +59,12 @@ export interface ConsumeOptions {
     from: (partitions: number[]) => Promise<Checkpoint> | Checkpoint;
     revoked?: (partitions: number[]) => void;
   };
+  /**
+   * The log no longer holds the records of `partition` before `next` that this consumer had yet to
+   * apply (retention deleted them first): it goes on from `next`, and they count as applied (what
+   * waits for positions: read-your-writes). Told before the batch from `next` on, if any comes.
+   */
+  lost?: (partition: number, next: number) => void;
 }
 
 export interface Subscription {
@@ -177,6 +183,12 @@ export interface Log {
    * embedded log holds only what this service appended).
    */
   skippedRecords?(): { topic: string; reason: string; count: number }[];
+  /**
+   * Records deleted from the log before a consumer of this process applied them (ConsumeOptions.lost),
+   * by topic, each counted once (src/log/lost-records.ts). Absent: the log never deletes what a
+   * consumer has yet to read.
+   */
+  lostRecords?(): { topic: string; count: number }[];
   close(): Promise<void>;
 }
 

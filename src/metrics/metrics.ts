@@ -167,6 +167,8 @@ export interface MetricSources {
   webhooks?: () => WebhookTargetState[];
   /** Log records every consumer left out as not the service's events, by topic and reason (Log.skippedRecords). */
   skippedRecords?: () => { topic: string; reason: string; count: number }[];
+  /** Log records deleted before a consumer of this instance applied them, by topic (Log.lostRecords). */
+  lostRecords?: () => { topic: string; count: number }[];
 }
 
 
@@ -249,6 +251,9 @@ export class Metrics {
     );
     add('cm_log_records_skipped_total', 'Log records that are not one of the service\'s events (undecodable, of another shape, an event type this version does not know), left out by every consumer, by topic and reason (README: Records that are not the service\'s)', 'counter', () =>
       (this.sources?.skippedRecords?.() ?? []).map(({ topic, reason, count }) => ({ labels: { topic, reason }, value: count })),
+    );
+    add('cm_log_records_lost_total', 'Log records deleted (Kafka retention) before a consumer of this instance applied them, each counted once, by topic: its consumers went on from the log\'s start (README: Records the log deleted before they were applied)', 'counter', () =>
+      (this.sources?.lostRecords?.() ?? []).map(({ topic, count }) => ({ labels: { topic }, value: count })),
     );
     add('cm_store_unstored_rows', 'Persisted rows a projection holds that its store has not taken yet (above MAX_UNSTORED_ROWS it stops consuming)', 'gauge', () =>
       [...(this.sources?.unstoredRows?.() ?? [])].map(([projection, value]) => ({ labels: { projection }, value })),

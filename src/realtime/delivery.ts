@@ -145,6 +145,7 @@ export class Delivery {
       consumer: this.deps.consumerName,
       from: ends,
       handle: (records) => this.deliverMessages(records),
+      lost: (partition, next) => this.lost(partition, next),
       onError: (err) => logger.error({ err }, 'realtime delivery failed on a batch; retrying'),
     });
     // Where it starts: the end, or later where a shared consumer had handed the records on already.
@@ -224,6 +225,17 @@ export class Delivery {
   /** Sends a backlog (replay or rewind) to an attachment, each record with its own position. */
   sendBacklog(attachment: Attachment, backlog: readonly BacklogRecord[]): void {
     for (const { event, offset } of backlog) this.sendMessages(attachment, new OutgoingMessages(event, offset, channelSerial(attachment.partition, offset + 1)));
+  }
+
+  /**
+   * The log deleted records before `next` that delivery had yet to read (ConsumeOptions.lost): they
+   * count as delivered (an attach waiting for them goes on), and what came before is not known.
+   */
+  private lost(partition: number, next: number): void {
+    if ((this.delivered[partition] ?? 0) >= next) return;
+    this.delivered[partition] = next;
+    this.lastRecords.start(partition, next);
+    this.progress.include(Topics.messages, new Map([[partition, next]]));
   }
 
   private deliverMessages(records: LogRecord[]): void {

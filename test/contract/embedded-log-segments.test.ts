@@ -101,6 +101,32 @@ describe('embedded log segments (one row per partition per append)', () => {
     await reopened.close();
   });
 
+  it('a consumer behind retention (a checkpoint older than it, at a start) goes on from the first segment kept, told of the loss (ConsumeOptions.lost) before the records after it; the loss is logged once and counted', async () => {
+    const log = new EmbeddedLog({ path, retentionMs: 1000 });
+    await log.append(Topics.messages, records(0, 3)); // timestamps 1000..1002
+    await log.append(Topics.messages, records(100, 3)); // 1100..1102
+    expect(await log.enforceRetention(2101)).toBe(1);
+    await log.close();
+    const lines: Record<string, unknown>[] = [];
+    const reopened = new EmbeddedLog({ path, logger: { error: (obj, msg) => void lines.push({ ...obj, msg }) } });
+    const events: string[] = [];
+    const subscriptions = ['one', 'two'].map((consumer) =>
+      reopened.consume({
+        topic: Topics.messages,
+        consumer,
+        from: new Map([[0, 1]]),
+        handle: (batch) => void events.push(...batch.map((r) => `${consumer} record ${r.offset}`)),
+        lost: (p, next) => void events.push(`${consumer} lost ${p} ${next}`),
+      }),
+    );
+    await Promise.all(subscriptions.map((s) => s.caughtUp));
+    expect(events).toEqual(['one lost 0 3', 'one record 3', 'one record 4', 'one record 5', 'two lost 0 3', 'two record 3', 'two record 4', 'two record 5']);
+    expect(lines).toEqual([expect.objectContaining({ topic: 'messages', partition: 0, from: 1, to: 3, records: 2, consumer: 'one', msg: expect.stringContaining('deleted (retention)') })]);
+    expect(reopened.lostRecords()).toEqual([{ topic: 'messages', count: 2 }]);
+    for (const s of subscriptions) await s.stop();
+    await reopened.close();
+  });
+
   it('retention deletes only from the start of a partition: a segment written after a clock went back is not cut out of the middle (the chain and offsets stay contiguous)', async () => {
     const log = new EmbeddedLog({ path, retentionMs: 1000 });
     await log.append(Topics.messages, [{ key: 'k', timestamp: 5000, value: Buffer.from('a') }]);

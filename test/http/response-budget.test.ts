@@ -13,8 +13,9 @@ let port: number;
 const channel = uniqueChannel('large-pages');
 // The page (16 MiB of one channel, so of one partition) is more than librdkafka's mock broker keeps
 // of a partition (5 MiB: it deletes the oldest records, read or not), so in production mode on
-// the mock the history writer never gets the first records and reads wait for them (50003, 504).
-// A Kafka cluster keeps them: the file runs there, and in the embedded mode.
+// the mock the history projection never gets them (lost: README, Records the log deleted before
+// they were applied) and there is no page to send. A Kafka cluster keeps them: the file runs
+// there, and in the embedded mode.
 const tooLargeForTheLog = await onMockBroker();
 
 beforeAll(async () => {

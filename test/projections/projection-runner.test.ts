@@ -198,6 +198,31 @@ describe('ProjectionRunner on the embedded log', () => {
     await runner.stop();
   });
 
+  it('with shareConsumers, a projection behind the log\'s start (retention deleted what it had yet to apply) is told where it goes on, once, before the records kept; one past it is not', async () => {
+    await append(Topics.messages, 'm0', 'm1');
+    await append(Topics.messages, 'm2');
+    await append(Topics.messages, 'm3', 'm4');
+    expect(await log.enforceRetention(Date.now() + 30 * 24 * 3600_000)).toBe(2); // the newest segment stays
+    // Read again from the file: the log's in-memory window no longer has what retention deleted.
+    await log.close();
+    log = new EmbeddedLog({ path: join(dir, 'log.db'), partitions: 1 });
+    const { logger } = capturedLogger();
+    const runner = new ProjectionRunner({ log, logger, shareConsumers: true });
+    const seen: string[] = [];
+    const wiring = (name: string, from: number) => ({
+      name,
+      topics: [Topics.messages],
+      from: () => new Map([[0, from]]),
+      handle: (records: LogRecord[]) => void seen.push(...records.map((r) => `${name} ${text(r)}`)),
+      lost: (topic: Topic, partition: number, next: number) => void seen.push(`${name} lost ${topic}/${partition} before ${next}`),
+    });
+    await runner.start(wiring('a', 0), wiring('b', 2), wiring('c', 4));
+    expect(seen).toEqual(['a lost messages/0 before 3', 'b lost messages/0 before 3', 'a m3', 'a m4', 'b m3', 'b m4', 'c m4']);
+    expect(Object.fromEntries(runner.lag())).toEqual({ a: 0, b: 0, c: 0 });
+    expect(log.lostRecords()).toEqual([{ topic: Topics.messages, count: 3 }]);
+    await runner.stop();
+  });
+
   it('with shareConsumers, retries a batch one projection failed on without giving it again to the one that applied it, and counts the failure under the failing one', async () => {
     await append(Topics.usage, 'u0', 'u1');
     const { logger } = capturedLogger();

@@ -27,6 +27,18 @@ describe('kafkajs logging', () => {
     ]);
   });
 
+  it('a fetch of an offset the log deleted is a warning: the consumer logs what was lost itself (src/log/lost-records.ts)', () => {
+    expect(
+      logged([
+        { level: logLevel.ERROR, message: 'Response Fetch(key: 1, version: 11)', extra: { error: 'The requested offset is not within the range of offsets maintained by the server' } },
+        { level: logLevel.ERROR, message: 'Offset out of range, resetting to default offset', extra: { topic: 't', partition: 2 } },
+      ]),
+    ).toEqual([
+      ['warn', 'Response Fetch(key: 1, version: 11)'],
+      ['warn', 'Offset out of range, resetting to default offset'],
+    ]);
+  });
+
   it('other errors stay errors, warnings warnings', () => {
     expect(
       logged([

@@ -18,6 +18,7 @@ import { keyBytesOf, packSegment, visitRecord, type Segment } from './segment.js
 import { chainSegment, lastLink, ZERO_LINK } from './chain.mjs';
 import { ChainReader, type ChainHead, type ChainedRecord } from './chain-reader.js';
 import { retentionChunk } from './retention.mjs';
+import { LostRecords } from '../lost-records.js';
 import { EmbeddedCheckpoints, type CheckpointOptions } from './embedded-checkpoints.js';
 import { RecentWindows } from './recent-windows.js';
 import { fromSegment, readStream, scanStream, STREAM_END, STREAM_END_OFFSET, STREAM_SHIFT, STREAM_START } from './stream-rows.js';
@@ -42,6 +43,8 @@ export interface EmbeddedLogOptions {
    * every intervalMs when the log has changed, and at close. Absent: none (the replay CLI, tests).
    */
   checkpoints?: CheckpointOptions;
+  /** Where a consumer behind retention is told of (LostRecords); absent: counted only. */
+  logger?: { error(obj: object, msg?: string): void };
 }
 
 /**
@@ -109,6 +112,8 @@ export class EmbeddedLog implements Log {
   private readonly pumps = new Map<string, Set<() => void>>();
   /** The newest records of each topic and partition, which consumers read without SQLite. */
   private readonly recent: RecentWindows;
+  /** Records retention deleted before a consumer of this process read them (README: Records the log deleted before they were applied). */
+  private readonly lostOnes: LostRecords;
   private readonly insert: Database.Statement;
   private readonly select: Database.Statement;
   private readonly chains: ChainReader;
@@ -148,6 +153,7 @@ export class EmbeddedLog implements Log {
     this.migrateRecordRows();
     this.partitionCount = options.partitions ?? 1;
     this.retentionMs = options.retentionMs ?? 7 * 24 * 3600_000;
+    this.lostOnes = new LostRecords(options.logger);
     this.batchSize = options.batchSize ?? 1000;
     this.batchBytes = options.batchBytes ?? 8 * 1024 * 1024;
     this.recent = new RecentWindows(options.windowBytes ?? 64 * 1024 * 1024);
@@ -343,6 +349,11 @@ export class EmbeddedLog implements Log {
     if (pumps) for (const pump of pumps) pump();
   }
 
+  /** Records retention deleted before a consumer of this process applied them, by topic (GET /metrics: cm_log_records_lost_total). */
+  lostRecords(): { topic: string; count: number }[] {
+    return this.lostOnes.counted();
+  }
+
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
     return this.readSync(topic, partition, fromOffset, maxRecords);
   }
@@ -399,6 +410,7 @@ export class EmbeddedLog implements Log {
         read: (topic, partition, fromOffset) => this.readSync(topic, partition, fromOffset, this.batchSize, this.batchBytes),
         release: (topic, partition) => this.recent.release(topic, partition),
         isClosed: () => this.closed,
+        lost: (topic, partition, from, to) => this.lostOnes.lost(topic, topic, partition, from, to, options.consumer),
         register: (topic, positions, pump) => {
           let pumps = this.pumps.get(topic);
           if (!pumps) this.pumps.set(topic, (pumps = new Set()));

@@ -13,6 +13,8 @@ export interface PumpHost {
   /** Lets the log drop from memory what every reader has read of a partition. */
   release(topic: string, partition: number): void;
   isClosed(): boolean;
+  /** Records [from, to) of a partition were deleted (retention) before this consumer read them (LostRecords). */
+  lost(topic: string, partition: number, from: number, to: number): void;
   /**
    * Counts `positions` among the topic's readers (what release() keeps) and runs `pump` after
    * each commit to the topic; the answer takes them out again, the pump first.
@@ -66,6 +68,13 @@ export function pumpedSubscription(host: PumpHost, options: ConsumeOptions): Sub
           // A read from SQLite can fail too; it must not fail the append whose commit woke this.
           records = host.read(topic, p, positions[p]);
           if (records.length === 0) continue;
+          // Retention deleted the oldest segments before this consumer read them (a store's
+          // checkpoint older than LOG_RETENTION_HOURS at a start): it goes on from the first kept.
+          if (records[0].offset > positions[p]) {
+            host.lost(topic, p, positions[p], records[0].offset);
+            positions[p] = records[0].offset;
+            options.lost?.(p, positions[p]);
+          }
           result = options.handle(records);
         } catch (err) {
           retryLater(err);

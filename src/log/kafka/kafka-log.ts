@@ -9,6 +9,7 @@ import { OwnValues } from './kafka-own-values.js';
 import { quietIdleRequestQueues } from './kafkajs-idle-timers.js';
 import { ProduceLanes } from './produce-lanes.js';
 import { UnreadableRecords, type RecordCheck } from './unreadable-records.js';
+import { LostRecords } from '../lost-records.js';
 
 export interface KafkaLogOptions {
   brokers: string[];
@@ -127,6 +128,8 @@ export class KafkaLog implements Log {
   private closing: Promise<void> | undefined;
   /** Records on the topics that are not the service's events, left out by every consumer (README: Records that are not the service's). */
   private readonly unreadable: UnreadableRecords | undefined;
+  /** Records retention deleted before a consumer of this process applied them (README: Records the log deleted before they were applied). */
+  private readonly lostOnes: LostRecords;
 
   constructor(options: KafkaLogOptions) {
     if (options.brokers.length === 0) throw new Error('KafkaLog needs at least one broker');
@@ -137,6 +140,7 @@ export class KafkaLog implements Log {
     this.idempotent = options.idempotent ?? true;
     this.logger = options.logger;
     this.unreadable = options.recordCheck && new UnreadableRecords(options.recordCheck, options.logger);
+    this.lostOnes = new LostRecords(options.logger);
     this.fetchMaxWaitMs = options.fetchMaxWaitMs ?? 500;
     const producers = Math.max(1, Math.floor(options.producers ?? DEFAULT_PRODUCERS));
     this.producers = new Array<Promise<Producer> | undefined>(producers).fill(undefined);
@@ -379,6 +383,7 @@ export class KafkaLog implements Log {
         onStopped: (s) => this.subscriptions.delete(s),
         valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
         ...(this.unreadable ? { admits: (record: LogRecord) => this.unreadable!.admits(kafkaTopic, record) } : {}),
+        lost: (partition, from, to) => this.lostOnes.lost(options.topic, kafkaTopic, partition, from, to, options.consumer),
       },
       options,
     );
@@ -400,6 +405,11 @@ export class KafkaLog implements Log {
   /** Records consumers left out as not the service's events, by topic and reason (GET /metrics: cm_log_records_skipped_total). */
   skippedRecords(): { topic: string; reason: string; count: number }[] {
     return this.unreadable?.skipped() ?? [];
+  }
+
+  /** Records deleted before a consumer of this process applied them, by topic (GET /metrics: cm_log_records_lost_total). */
+  lostRecords(): { topic: string; count: number }[] {
+    return this.lostOnes.counted();
   }
 
   /** Reads records with their chain headers (an audit's read: kafka-chain.ts). */

@@ -16,6 +16,18 @@ export interface LoggerLike {
  */
 const REBALANCING = /rebalanc/i;
 
+/**
+ * What kafkajs logs as errors when a consumer fetches an offset the log deleted (retention): the
+ * fetch's answer, and its start again at the log's start. The consumer tells what was lost itself,
+ * once per range (src/log/lost-records.ts, at error): these are logged at warn level.
+ */
+const OUT_OF_RANGE = /offset out of range|not within the range of offsets/i;
+
+/** Whether a kafkajs error line is a fetch of an offset the log deleted (see OUT_OF_RANGE). */
+function isOutOfRange(message: string, extra: Record<string, unknown>): boolean {
+  return OUT_OF_RANGE.test(message) || (typeof extra.error === 'string' && OUT_OF_RANGE.test(extra.error));
+}
+
 /** Whether a kafkajs error line is a group's ordinary rebalance (see REBALANCING). */
 export function isRebalanceNoise(message: string, extra: Record<string, unknown>): boolean {
   return REBALANCING.test(message) || (typeof extra.error === 'string' && REBALANCING.test(extra.error));
@@ -35,7 +47,7 @@ export function kafkajsLogging(logger: LoggerLike | undefined): { logLevel: logL
         const { message, timestamp: _timestamp, logger: _name, ...extra } = log;
         const fields = { kafkajs: namespace, ...extra };
         if (isRebalanceNoise(message, extra)) logger.info(fields, message);
-        else if (level <= logLevel.ERROR) logger.error(fields, message);
+        else if (level <= logLevel.ERROR && !isOutOfRange(message, extra)) logger.error(fields, message);
         else logger.warn(fields, message);
       },
   };

@@ -29,12 +29,24 @@ export interface SubscriptionContext {
    * that is not is left out of its batch, and the position moves past it as past the others.
    */
   admits?: (record: LogRecord) => boolean;
+  /**
+   * Records [from, to) of `partition` were deleted before this consumer applied them (LostRecords:
+   * logged once and counted); the consumer goes on from `to`.
+   */
+  lost?: (partition: number, from: number, to: number) => void;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** How long stop() waits for a shared consumer to leave its group (see stop). */
 const SHARED_LEAVE_WAIT_MS = 2_000;
+/**
+ * How often a consumer that has not moved on a partition short of its end asks where the partition
+ * starts (see checkLogStart). kafkajs, fetching an offset the log deleted, starts again at the log's
+ * start and hands over what follows (onBatch tells the gap); when nothing follows, no batch ever
+ * comes, and only the log's start says the records are gone.
+ */
+const LOG_START_CHECK_MS = 1_000;
 
 /** `value`: the record's value as handed on (KafkaLog: this process's own appended value when it is one). */
 export function toLogRecord(topic: string, partition: number, m: KafkaMessage, value?: (read: Buffer) => Uint8Array): LogRecord {
@@ -78,6 +90,12 @@ export class KafkaSubscription implements Subscription {
   private readonly held: Set<number> | undefined;
   private readonly ready = new Set<number>();
   private joined = false;
+  /** Partitions whose batch is being applied (checkLogStart leaves them alone). */
+  private readonly applying = new Set<number>();
+  /** Each partition's position at the last checkLogStart: one that has not moved since is asked about. */
+  private readonly checkedAt = new Map<number, number>();
+  private checking = false;
+  private logStartTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly ctx: SubscriptionContext,
@@ -96,6 +114,8 @@ export class KafkaSubscription implements Subscription {
   static start(ctx: SubscriptionContext, options: ConsumeOptions): KafkaSubscription {
     const subscription = new KafkaSubscription(ctx, options);
     subscription.running = subscription.runUntilStarted();
+    subscription.logStartTimer = setInterval(() => void subscription.checkLogStart(), LOG_START_CHECK_MS);
+    subscription.logStartTimer.unref();
     return subscription;
   }
 
@@ -129,6 +149,7 @@ export class KafkaSubscription implements Subscription {
   stop(): Promise<void> {
     return (this.stopping ??= (async () => {
       this.stopped = true;
+      clearInterval(this.logStartTimer);
       const disconnected = (async () => {
         await this.running;
         await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
@@ -309,8 +330,11 @@ export class KafkaSubscription implements Subscription {
       resolveOffset(batch.lastOffset());
       return;
     }
+    // kafkajs fetched an offset the log had deleted and started again at the log's start (a batch
+    // fetched before a seek, stale, says nothing).
     if (read[0].offset > from) {
-      this.ctx.logger?.warn({ topic: this.kafkaTopic, partition, expected: from, got: read[0].offset }, 'kafka log skipped offsets (retention?)');
+      if (this.stopped || !isRunning() || isStale()) return;
+      this.lose(partition, from, read[0].offset);
     }
     // A record that is not one of the service's events is never handed on: handled, it threw, and
     // the batch was retried for ever (src/log/event-shape.ts). The position moves past it.
@@ -326,21 +350,72 @@ export class KafkaSubscription implements Subscription {
     }
 
     // A failed batch is applied again, never skipped; heartbeats keep the group membership meanwhile.
-    for (;;) {
-      if (this.stopped || !isRunning() || isStale()) return;
-      try {
-        await this.options.handle(records);
-        break;
-      } catch (err) {
-        this.options.onError?.(err);
-        await sleep(this.ctx.retryDelayMs);
-        await heartbeat();
+    this.applying.add(partition);
+    try {
+      for (;;) {
+        if (this.stopped || !isRunning() || isStale()) return;
+        try {
+          await this.options.handle(records);
+          break;
+        } catch (err) {
+          this.options.onError?.(err);
+          await sleep(this.ctx.retryDelayMs);
+          await heartbeat();
+        }
       }
+    } finally {
+      this.applying.delete(partition);
     }
     this.next.set(partition, last + 1);
     resolveOffset(String(last));
     this.checkCaughtUp();
     await heartbeat();
+  }
+
+  /** Records [from, to) of `partition` are gone from the log: told of once, and the position moves past them. */
+  private lose(partition: number, from: number, to: number): void {
+    if (to <= this.position(partition)) return;
+    this.ctx.lost?.(partition, from, to);
+    this.next.set(partition, to);
+    this.options.lost?.(partition, to);
+    this.checkCaughtUp();
+  }
+
+  /** Whether this subscription applies `partition` now (a shared one: held, and sought to its start). */
+  private applies(partition: number): boolean {
+    return this.held === undefined || (this.held.has(partition) && this.ready.has(partition));
+  }
+
+  /**
+   * The partitions short of their end whose position has not moved since the last check, and no
+   * batch of which is being applied: where the log starts now. One whose position is before it lost
+   * the records in between (retention deleted them): told of, and its position moved to the log's
+   * start (lose), since kafkajs hands over no batch when nothing follows them.
+   */
+  private async checkLogStart(): Promise<void> {
+    if (this.checking || this.stopped) return;
+    const stalled: number[] = [];
+    for (const [partition, end] of this.ends) {
+      const at = this.position(partition);
+      const before = this.checkedAt.get(partition);
+      this.checkedAt.set(partition, at);
+      if (at < end && before === at && this.applies(partition) && !this.applying.has(partition)) stalled.push(partition);
+    }
+    if (stalled.length === 0) return;
+    this.checking = true;
+    try {
+      const offsets = await this.ctx.offsets(this.kafkaTopic);
+      for (const partition of stalled) {
+        const low = offsets.get(partition)?.low;
+        if (low === undefined || this.stopped || !this.applies(partition) || this.applying.has(partition)) continue;
+        const at = this.position(partition);
+        if (at < low) this.lose(partition, at, low);
+      }
+    } catch (err) {
+      this.ctx.logger?.debug({ err, topic: this.kafkaTopic, consumer: this.options.consumer }, 'kafka consumer: where the log starts was not answered; asked again in a moment');
+    } finally {
+      this.checking = false;
+    }
   }
 
   private checkCaughtUp(): void {
