@@ -210,16 +210,15 @@ export class ChannelsProjection {
     for (const s of among) {
       let changed = false;
       for (const [c, a] of s.attachments) {
-        if (ends(c, a)) {
-          deleteAttachment(s, c);
-          this.forgetAttachment(c, stateKey(s.appId, s.channel));
-          changed = true;
-        }
+        if (!ends(c, a)) continue;
+        // A use while the channel is still held, as a detach is: the period its attachments held
+        // open goes on, where a use after the delete began another once the idle time had passed.
+        if (!changed) this.use(s.appId, s.channel, record);
+        changed = true;
+        deleteAttachment(s, c);
+        this.forgetAttachment(c, stateKey(s.appId, s.channel));
       }
-      if (changed) {
-        this.use(s.appId, s.channel, record);
-        this.occupancyChanged(s, record);
-      }
+      if (changed) this.occupancyChanged(s, record);
     }
   }
 
