@@ -51,6 +51,12 @@ export interface ChannelState {
   dueBucket?: number;
 }
 
+/** Held by attachments or present members: active whatever its last use. */
+export const occupied = (s: ChannelState): boolean => s.attachments.size > 0 || s.members.size > 0;
+
+/** The activity rule (README: Channel activity): occupied, or used less than `idleMs` before `at`. */
+export const activeAt = (s: ChannelState, at: number, idleMs: number): boolean => occupied(s) || at - s.lastUse < idleMs;
+
 /** A lifecycle message to append to LIFECYCLE_CHANNEL of an app. */
 export interface Announcement {
   appId: string;

@@ -4,14 +4,13 @@ import { decodeChannels, encodeChannels, type ChannelsSnapshot } from './channel
 import { decodeEvent } from '../../src/log/event-codec.js';
 import type { LogEvent } from '../../src/domain/events.js';
 import { isMetachannel, LIFECYCLE_CHANNEL } from '../../src/domain/channel.js';
-import type { StoredMessage } from '../../src/domain/message.js';
 import { ChannelIndex } from './channel-index.js';
 import { cursorOf, longNameHash, nameOfCursor } from './channel-cursor.js';
 import { StatusActivations } from './status-activations.js';
 import { DEFAULT_LIMITS } from '../../src/limits.js';
 import { AppliedPositions } from '../../src/log/applied-positions.js';
-import { channelIdOf, deleteAttachment, emptyMetrics, metricsOf, setAttachment, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
-import { lifecycleId, periodOfId } from './lifecycle-ids.js';
+import { activeAt, deleteAttachment, emptyMetrics, metricsOf, setAttachment, stateKey, type Announcement, type ChannelDetails, type ChannelState, type LoggedAttachment, type OccupancyMetrics } from './channel-state.js';
+import { LifecycleEvents } from './lifecycle-events.js';
 import { OccupancyChanges } from './occupancy-changes.js';
 
 export interface ChannelsOptions {
@@ -30,7 +29,6 @@ export interface ChannelsOptions {
   maxStatusActivations?: number;
 }
 
-const BUCKET_MS = 250;
 const memberKey = (clientId: string | undefined, connectionId: string): string => `${clientId ?? ''}\u0000${connectionId}`;
 const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offset}`;
 /**
@@ -49,7 +47,7 @@ const positionOf = (r: LogRecord): string => `${r.topic}:${r.partition}:${r.offs
  * that name; a `channel.occupancy` the record of the change it reports. What has been announced
  * is itself read back from the log (the metachannel's messages), so after a crash the projection
  * announces what is missing and nothing twice: a repeat has the id of a message the
- * idempotent-publish window still holds.
+ * idempotent-publish window still holds. Which are due is lifecycle-events.ts's to say.
  */
 export class ChannelsProjection {
   static readonly handles = ['messages.published', 'presence.changed', 'channel.attached', 'channel.detached', 'channel.activated', 'connection.closed', 'instance.started', 'instance.gone'] as const;
@@ -57,17 +55,8 @@ export class ChannelsProjection {
   /** How many of `channels` each app has (the admission of new channels counts them: src/channels/channel-admission.ts). */
   private readonly heldByApp = new Map<string, number>();
   private readonly index = new Map<string, ChannelIndex>();
-  /**
-   * The period whose `channel.opened` the log holds, per channel (read back from the metachannel,
-   * or announced by this process), and when it was announced.
-   */
-  private readonly announced = new Map<string, { period: string; at: number }>();
-  /** Channels to look at in the next announce(): something happened to them. */
-  private dirty = new Set<string>();
-  /** Channels whose idle time runs out within each bucket of time (its end, ms). */
-  private readonly due = new Map<number, Set<string>>();
-  /** Channels with an occupancy change held back by the throttle. */
-  private readonly throttled = new Set<string>();
+  /** What has been announced, and which channels to look at next. */
+  private readonly lifecycle: LifecycleEvents;
   /** The channels each connection is attached to (a connection's end visits only those). */
   private readonly byConnection = new Map<string, Set<string>>();
   /** Channels status requests activated here: not of the log (see above). */
@@ -81,6 +70,7 @@ export class ChannelsProjection {
 
   constructor(private readonly options: ChannelsOptions) {
     this.requested = new StatusActivations(options.idleMs, options.maxStatusActivations ?? DEFAULT_LIMITS.maxStatusActivations);
+    this.lifecycle = new LifecycleEvents(options, this.channels, (s, now) => this.release(s, now));
   }
 
   canHandle(event: LogEvent): boolean {
@@ -145,7 +135,7 @@ export class ChannelsProjection {
   snapshot(): { positions: SnapshotPositions; state: ChannelsSnapshot } {
     const positions: SnapshotPositions = new Map();
     for (const topic of [Topics.messages, Topics.presence, Topics.connections]) positions.set(topic, new Map(this.applied.get(topic)));
-    return { positions, state: encodeChannels(this.channels.values(), this.announced) };
+    return { positions, state: encodeChannels(this.channels.values(), this.lifecycle.announcedOpen()) };
   }
 
   private restore(state: ChannelsSnapshot): void {
@@ -159,18 +149,15 @@ export class ChannelsProjection {
         if (!held) this.byConnection.set(connectionId, (held = new Set()));
         held.add(key);
       }
-      this.dirty.add(key);
+      this.lifecycle.touch(key);
     }
-    for (const [key, period, at] of state.announced) {
-      this.announced.set(key, { period, at });
-      this.dirty.add(key);
-    }
+    this.lifecycle.restore(state.announced);
   }
 
   evolve(event: LogEvent, record: LogRecord): void {
     switch (event.type) {
       case 'messages.published':
-        if (event.channel === LIFECYCLE_CHANNEL) return this.readBack(event.appId, event.messages);
+        if (event.channel === LIFECYCLE_CHANNEL) return this.lifecycle.readBack(event.appId, event.messages);
         if (!isMetachannel(event.channel)) this.use(event.appId, event.channel, record);
         return;
       case 'channel.activated':
@@ -231,31 +218,22 @@ export class ChannelsProjection {
     for (const s of among) {
       let changed = false;
       for (const [c, a] of s.attachments) {
-        if (ends(c, a)) {
-          deleteAttachment(s, c);
-          this.forgetAttachment(c, stateKey(s.appId, s.channel));
-          changed = true;
-        }
+        if (!ends(c, a)) continue;
+        // A use while the channel is still held, as a detach is: the period its attachments held
+        // open goes on, where a use after the delete began another once the idle time had passed.
+        if (!changed) this.use(s.appId, s.channel, record);
+        changed = true;
+        deleteAttachment(s, c);
+        this.forgetAttachment(c, stateKey(s.appId, s.channel));
       }
-      if (changed) {
-        this.use(s.appId, s.channel, record);
-        this.occupancyChanged(s, record);
-      }
+      if (changed) this.occupancyChanged(s, record);
     }
-  }
-
-  private occupied(s: ChannelState): boolean {
-    return s.attachments.size > 0 || s.members.size > 0;
-  }
-
-  private activeAt(s: ChannelState, at: number): boolean {
-    return this.occupied(s) || at - s.lastUse < this.options.idleMs;
   }
 
   /** A use of the channel at the record's time: it begins a period of activity if it had none. */
   private use(appId: string, channel: string, record: LogRecord): ChannelState {
     const key = stateKey(appId, channel);
-    this.dirty.add(key);
+    this.lifecycle.touch(key);
     let s = this.channels.get(key);
     if (!s) {
       s = { appId, channel, lastUse: record.timestamp, period: positionOf(record), openedAt: record.timestamp, attachments: new Map(), tally: { connections: 0, publishers: 0, subscribers: 0, presenceConnections: 0, presenceSubscribers: 0 }, members: new Map(), occupancyChangedAt: 0, occupancyAnnouncedAt: 0 };
@@ -265,7 +243,7 @@ export class ChannelsProjection {
       this.onHeld?.(appId, channel);
       return s;
     }
-    if (!this.activeAt(s, record.timestamp)) {
+    if (!activeAt(s, record.timestamp, this.options.idleMs)) {
       s.period = positionOf(record);
       s.openedAt = record.timestamp;
     }
@@ -283,26 +261,6 @@ export class ChannelsProjection {
     let index = this.index.get(appId);
     if (!index) this.index.set(appId, (index = new ChannelIndex(longNameHash)));
     return index;
-  }
-
-  /** The metachannel's own messages: which periods have been announced open, and closed. */
-  private readBack(appId: string, messages: StoredMessage[]): void {
-    for (const m of messages) {
-      const period = periodOfId(m.id);
-      const channel = channelIdOf(m);
-      if (period === undefined || channel === undefined) continue;
-      const key = stateKey(appId, channel);
-      this.dirty.add(key);
-      if (m.name === 'channel.opened') this.announced.set(key, { period, at: m.timestamp });
-      else if (m.name === 'channel.closed' && this.announced.get(key)?.period === period) this.announced.delete(key);
-      else if (m.name === 'channel.occupancy') {
-        const s = this.channels.get(key);
-        if (s && s.occupancyCause === period) {
-          s.occupancyCause = undefined;
-          s.occupancyAnnouncedAt = m.timestamp;
-        }
-      }
-    }
   }
 
   /**
@@ -324,7 +282,7 @@ export class ChannelsProjection {
 
   isActive(appId: string, channel: string, now: number): boolean {
     const s = this.channels.get(stateKey(appId, channel));
-    return (s !== undefined && this.activeAt(s, now)) || this.requested.isActive(appId, channel, now);
+    return (s !== undefined && activeAt(s, now, this.options.idleMs)) || this.requested.isActive(appId, channel, now);
   }
 
   metrics(appId: string, channel: string): OccupancyMetrics {
@@ -393,117 +351,21 @@ export class ChannelsProjection {
    * the whole of a channel's state. What it returns counts as announced; `failed` puts it back.
    */
   announce(now: number): Announcement[] {
-    const { windowMs, idleMs, occupancyThrottleMs, region } = this.options;
-    const out: Announcement[] = [];
-    const recent = (at: number): boolean => at > now - windowMs;
-    const emit = (s: { appId: string; channel: string }, name: string, cause: string, details: ChannelDetails): void => {
-      const data = JSON.stringify({ ...details, name: s.channel, region });
-      out.push({ appId: s.appId, message: { id: lifecycleId(cause, s.channel, name), timestamp: 0, name, data, encoding: 'json' } });
-    };
-    const closing = (appId: string, channel: string, period: string, at: number, metrics: OccupancyMetrics): void => {
-      if (!recent(at)) return;
-      const details: ChannelDetails = { channelId: channel, status: { isActive: false, occupancy: { metrics } } };
-      emit({ appId, channel }, 'channel.region.inactive', period, details);
-      emit({ appId, channel }, 'channel.closed', period, details);
-    };
-    // Only channels something happened to, or whose idle time may have run out: not every channel
-    // on every call (100,000 active channels cost 10-20 ms a scan).
-    const keys = this.dirty;
-    this.dirty = new Set();
     for (const [appId, channel] of this.requested.expire(now)) this.unindexIfUnused(appId, channel, now);
-    for (const [bucket, due] of this.due) {
-      if (bucket > now) continue;
-      this.due.delete(bucket);
-      for (const k of due) {
-        keys.add(k);
-        const s = this.channels.get(k);
-        if (s?.dueBucket === bucket) s.dueBucket = undefined;
-      }
-    }
-    for (const k of this.throttled) keys.add(k);
-    this.throttled.clear();
-    for (const key of keys) {
-      const s = this.channels.get(key);
-      const announced = this.announced.get(key);
-      if (!s) {
-        // A period announced open whose channel the projection does not hold (its last use is
-        // older than what a restart reads back, or another instance has not read its cause yet):
-        // over once the idle time has passed since it was announced.
-        if (announced === undefined) continue;
-        if (now - announced.at < idleMs) {
-          this.schedule(key, announced.at + idleMs);
-          continue;
-        }
-        const sep = key.indexOf('\u0000');
-        closing(key.slice(0, sep), key.slice(sep + 1), announced.period, announced.at + idleMs, emptyMetrics());
-        this.announced.delete(key);
-        continue;
-      }
-      const active = this.activeAt(s, now);
-      if (announced !== undefined && (!active || announced.period !== s.period)) {
-        // The announced period ended: at its last use plus the idle time (or when the next began).
-        closing(s.appId, s.channel, announced.period, active ? s.openedAt : s.lastUse + idleMs, metricsOf(s));
-        this.announced.delete(key);
-      }
-      if (!active) {
-        this.channels.delete(key);
-        const held = (this.heldByApp.get(s.appId) ?? 1) - 1;
-        if (held > 0) this.heldByApp.set(s.appId, held);
-        else this.heldByApp.delete(s.appId);
-        this.unindexIfUnused(s.appId, s.channel, now);
-        continue;
-      }
-      let made: ChannelDetails | undefined;
-      const details = (): ChannelDetails => (made ??= { channelId: s.channel, status: { isActive: true, occupancy: { metrics: metricsOf(s) } } });
-      if (!this.announced.has(key)) {
-        if (recent(s.openedAt)) {
-          emit(s, 'channel.opened', s.period, details());
-          emit(s, 'channel.region.active', s.period, details());
-        }
-        this.announced.set(key, { period: s.period, at: now });
-      }
-      if (s.occupancyCause !== undefined) {
-        if (now - s.occupancyAnnouncedAt >= occupancyThrottleMs) {
-          if (recent(s.occupancyChangedAt)) emit(s, 'channel.occupancy', s.occupancyCause, details());
-          s.occupancyCause = undefined;
-          s.occupancyAnnouncedAt = now;
-        } else {
-          this.throttled.add(key);
-        }
-      }
-      if (!this.occupied(s)) this.schedule(key, s.lastUse + idleMs, s);
-    }
-    return out;
-  }
-
-  /** Looks at a channel again once `at` has passed. */
-  private schedule(key: string, at: number, s?: ChannelState): void {
-    const bucket = Math.ceil(at / BUCKET_MS) * BUCKET_MS;
-    if (s) {
-      if (s.dueBucket === bucket) return;
-      if (s.dueBucket !== undefined) this.due.get(s.dueBucket)?.delete(key);
-      s.dueBucket = bucket;
-    }
-    let due = this.due.get(bucket);
-    if (!due) this.due.set(bucket, (due = new Set()));
-    due.add(key);
+    return this.lifecycle.announce(now);
   }
 
   /** Announcements that could not be appended: due again at the next call. */
   failed(announcements: Announcement[], now: number): void {
-    for (const { appId, message } of announcements) {
-      const channel = channelIdOf(message);
-      if (channel === undefined) continue;
-      const key = stateKey(appId, channel);
-      const period = periodOfId(message.id);
-      this.dirty.add(key);
-      if (message.name === 'channel.opened' && this.announced.get(key)?.period === period) this.announced.delete(key);
-      if (message.name === 'channel.closed' && period !== undefined && !this.announced.has(key)) this.announced.set(key, { period, at: now - this.options.idleMs });
-      const s = this.channels.get(key);
-      if (message.name === 'channel.occupancy' && s && s.occupancyCause === undefined) {
-        s.occupancyCause = period;
-        s.occupancyAnnouncedAt = 0;
-      }
-    }
+    this.lifecycle.failed(announcements, now);
+  }
+
+  /** Lets go of a channel no longer active (announce() found it so, and announced its end). */
+  private release(s: ChannelState, now: number): void {
+    this.channels.delete(stateKey(s.appId, s.channel));
+    const held = (this.heldByApp.get(s.appId) ?? 1) - 1;
+    if (held > 0) this.heldByApp.set(s.appId, held);
+    else this.heldByApp.delete(s.appId);
+    this.unindexIfUnused(s.appId, s.channel, now);
   }
 }

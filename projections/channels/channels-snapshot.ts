@@ -21,7 +21,7 @@ export interface ChannelsSnapshot {
   announced: [key: string, period: string, at: number][];
 }
 
-export function encodeChannels(channels: Iterable<ChannelState>, announced: Map<string, { period: string; at: number }>): ChannelsSnapshot {
+export function encodeChannels(channels: Iterable<ChannelState>, announced: ReadonlyMap<string, { period: string; at: number }>): ChannelsSnapshot {
   const out: ChannelsSnapshot['channels'] = [];
   for (const s of channels) {
     out.push({

@@ -1,5 +1,5 @@
 import { ServiceError } from '../errors.js';
-import { isMetachannel } from '../domain/channel.js';
+import { isMetachannel, META_PREFIX } from '../domain/channel.js';
 
 export const OPERATIONS = ['publish', 'subscribe', 'presence', 'history', 'channel-metadata', 'stats', 'push-subscribe', 'push-admin', 'object-subscribe', 'object-publish', 'annotation-subscribe', 'annotation-publish', 'message-update-own', 'message-update-any', 'message-delete-own', 'message-delete-any', '*'] as const;
 export type Operation = (typeof OPERATIONS)[number];
@@ -54,10 +54,13 @@ export function stringifyCapability(cap: Capability): string {
  * Does a capability resource match a channel? (spec: Authentication rules 5 and 6)
  * `*` matches every regular channel but no metachannel; `[meta]*` every metachannel;
  * `[*]*` everything; `prefix:*` any channel starting with `prefix:`; otherwise an exact name.
+ * A metachannel is reached only by `[*]*` and resources that start with `[meta]`, as on the
+ * platform: `[*`, `[me*` or `[meta*` name no metachannel (as prefixes they reached them all).
  */
 export function resourceMatches(resource: string, channel: string): boolean {
   if (resource === '[*]*') return true;
   if (resource === channel) return true;
+  if (isMetachannel(channel) && !resource.startsWith(META_PREFIX)) return false;
   if (resource.endsWith('*')) {
     const prefix = resource.slice(0, -1);
     if (prefix === '') return !isMetachannel(channel);
@@ -88,6 +91,8 @@ export function permitsAppWide(cap: Capability, operation: Operation): boolean {
 /** Does resource pattern `outer` cover every channel that pattern `inner` covers? */
 export function resourceCovers(outer: string, inner: string): boolean {
   if (outer === inner || outer === '[*]*') return true;
+  // What reaches metachannels (resourceMatches) is covered only by what reaches them too.
+  if (inner === '[*]*' || (inner.startsWith(META_PREFIX) && !outer.startsWith(META_PREFIX))) return false;
   if (!outer.endsWith('*')) return false;
   const prefix = outer.slice(0, -1);
   if (prefix === '') return !inner.startsWith('[');

@@ -4,8 +4,10 @@ import { META_PREFIX } from '../domain/channel.js';
 const MAX_NAME_BYTES = 2048;
 
 /**
- * Checks a channel name from a path (spec: Channel names, Authentication rule 6). Qualifiers in
- * square brackets are only `[meta]` and the `[?params]` form; anything else in brackets is refused.
+ * Checks a channel's own name (spec: Channel names, Authentication rule 6): the only qualifier a
+ * channel's name holds is `[meta]`. A name a client gives, which may carry a `[?params]` or
+ * `[filter=...]` qualifier in front of it, goes through channel-qualifier.ts (qualifiedName,
+ * restChannelName), which checks the channel it refers to here.
  */
 export function checkChannelName(name: string): string {
   if (name.length === 0) throw new ServiceError('invalidChannelName', 'channel name is empty');
@@ -18,17 +20,11 @@ export function checkChannelName(name: string): string {
   }
   if (name.startsWith(':')) throw new ServiceError('invalidChannelName', 'channel name cannot start with ":"');
   if (name.startsWith('[')) {
-    const close = name.indexOf(']');
-    const qualifier = close < 0 ? name : name.slice(0, close + 1);
-    if (close < 0 || !(qualifier === META_PREFIX || qualifier.startsWith('[?'))) {
-      throw new ServiceError('invalidChannelName', `channel name has an unknown qualifier "${qualifier}"`);
+    if (!name.startsWith(META_PREFIX)) {
+      const close = name.indexOf(']');
+      throw new ServiceError('invalidChannelName', `channel name has an unknown qualifier "${close < 0 ? name : name.slice(0, close + 1)}"`);
     }
-    if (close === name.length - 1) throw new ServiceError('invalidChannelName', 'channel name has a qualifier but no name');
-    // `[?x][meta]channel.lifecycle` is no channel the realtime interface can name (channel-qualifier.ts):
-    // over REST it was a regular channel that `*` reached, listed and announced as if it were the metachannel.
-    if (qualifier !== META_PREFIX && name[close + 1] === '[') {
-      throw new ServiceError('invalidChannelName', 'a qualified channel name cannot name another qualified channel');
-    }
+    if (name === META_PREFIX) throw new ServiceError('invalidChannelName', 'channel name has a qualifier but no name');
   }
   return name;
 }

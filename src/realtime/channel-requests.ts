@@ -8,7 +8,7 @@ import { MODES } from '../domain/modes.js';
 import { Flag, type ProtocolMessage } from './protocol.js';
 import type { Rewind } from './rewind.js';
 import { channelParamsOf, type ChannelParams } from './channel-params.js';
-import { qualifiedName, type QualifiedName } from './channel-qualifier.js';
+import { qualifiedName, type QualifiedName } from '../channels/channel-qualifier.js';
 import { compileFilter, type MessageFilter } from './message-filter.js';
 
 // What a client's ATTACH and MESSAGE frames ask, checked: functions of the frame and the

@@ -9,7 +9,7 @@ import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-li
 import { AckQueue, type AckResult } from './ack-queue.js';
 import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-changes.js';
 import { attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
-import { qualifiedName } from './channel-qualifier.js';
+import { qualifiedName } from '../channels/channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
 import { originOf } from './flood-cooldown.js';
 

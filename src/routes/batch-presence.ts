@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError, type ErrorBody } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
+import { restChannelName } from '../channels/channel-qualifier.js';
 import { permits } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendError, sendResult } from '../http/reply.js';
@@ -49,7 +49,7 @@ export async function batchPresenceRoutes(app: FastifyInstance, opts: { presence
         const results: PresenceOutcome[] = await Promise.all(
           names.map(async (name): Promise<PresenceOutcome> => {
             try {
-              const channel = checkChannelName(name);
+              const channel = restChannelName(name);
               if (!permits(credentials.capability, channel, 'subscribe')) {
                 throw new ServiceError('capabilityDenied', `the credentials lack the "subscribe" capability on channel "${channel}"`);
               }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ServiceError, type ErrorBody } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
+import { restChannelName } from '../channels/channel-qualifier.js';
 import { isMetachannel } from '../domain/channel.js';
 import { permits } from '../auth/capability.js';
 import { credentialsOf } from '../http/request-context.js';
@@ -89,7 +89,7 @@ function parseSpecs(specs: BatchSpec[], credentials: Credentials, limits: BatchL
 
 async function publishOne(publisher: Publisher, credentials: Credentials, channelName: string, spec: ParsedSpec, first: boolean): Promise<PublishOutcome> {
   try {
-    const channel = checkChannelName(channelName);
+    const channel = restChannelName(channelName);
     if (isMetachannel(channel)) throw new ServiceError('capabilityDenied', `publishing is never possible on a metachannel ("${channel}")`);
     if (!permits(credentials.capability, channel, 'publish')) {
       throw new ServiceError('capabilityDenied', `the credentials lack the "publish" capability on channel "${channel}"`);

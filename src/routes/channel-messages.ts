@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
+import { restChannelName } from '../channels/channel-qualifier.js';
 import type { Operation } from '../auth/capability.js';
 import { checkAllowedOn } from '../auth/channel-access.js';
 import { credentialsOf } from '../http/request-context.js';
@@ -43,7 +43,7 @@ interface ChannelParams {
 
 /** The channel named in the path, checked, with the operation the credentials must allow on it. */
 export function channelFor(request: FastifyRequest<{ Params: ChannelParams }>, operation: Operation): { channel: string; credentials: Credentials } {
-  const channel = checkChannelName(request.params.channelId);
+  const channel = restChannelName(request.params.channelId);
   const credentials = credentialsOf(request);
   checkAllowedOn(credentials.capability, channel, operation);
   return { channel, credentials };

@@ -3,7 +3,7 @@ import { appendFailure, ServiceError } from '../errors.js';
 import { keyString, type AppDefinition, type NamespaceRule } from '../domain/app.js';
 import { newApp } from '../apps/default-app.js';
 import { parseCapability, stringifyCapability } from '../auth/capability.js';
-import { checkChannelName } from '../channels/channel-name.js';
+import { restChannelName } from '../channels/channel-qualifier.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendResult } from '../http/reply.js';
 import type { Clock } from '../clock.js';
@@ -68,7 +68,7 @@ export function parseAppSetup(body: unknown, now: number, limits: SandboxLimits 
   let memberCount = 0;
   const presence: PresenceFixture[] = rawChannels.map((c, i) => {
     if (!isObject(c) || typeof c.name !== 'string') throw new ServiceError('invalidRequestBody', `channels[${i}] must have a name`);
-    const channel = checkChannelName(c.name);
+    const channel = restChannelName(c.name);
     const members = c.presence ?? [];
     if (!Array.isArray(members)) throw new ServiceError('invalidRequestBody', `channels[${i}].presence must be an array`);
     memberCount += members.length;

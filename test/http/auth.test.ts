@@ -84,6 +84,27 @@ describe('authentication (spec: Authentication)', () => {
     expect((await request('GET', '[meta]log', star)).json().error.code).toBe(40160);
   });
 
+  it('a metachannel is reached only by a resource that starts with [meta] (or [*]*): [*, [me* and [meta* reach none', async () => {
+    const made = await t.service.app.inject({
+      method: 'POST',
+      url: '/apps',
+      payload: {
+        keys: [
+          { capability: JSON.stringify({ '[*': ['*'], '[me*': ['*'], '[meta*': ['*'], '*': ['subscribe', 'history'] }) },
+          { capability: JSON.stringify({ '[meta]*': ['history'] }) },
+        ],
+      },
+    });
+    const [partial, meta] = (made.json() as { keys: { keyStr: string }[] }).keys.map((k) => basic(k.keyStr));
+    for (const channel of ['[meta]channel.lifecycle', '[meta]log']) {
+      const refused = await request('GET', channel, partial);
+      expect(refused.statusCode, channel).toBe(401);
+      expect(refused.json().error.code, channel).toBe(40160);
+      expect((await request('GET', channel, meta)).statusCode, channel).toBe(200);
+    }
+    expect((await request('GET', uniqueChannel(), partial)).statusCode).toBe(200);
+  });
+
   it('basic credentials may state a clientId (X-Ably-ClientId: base64), stamped on messages', async () => {
     const channel = uniqueChannel();
     const clientId = Buffer.from('alice').toString('base64');

@@ -117,6 +117,22 @@ describe.each(FORMATS)('ably-js v2 channel options ($format)', ({ useBinaryProto
     });
   });
 
+  describe('params in the name over REST', () => {
+    it("a [?rewind=1]name channel's history and presence, which the SDK reads over REST with that name, are the channel's own", async () => {
+      const name = uniqueChannel('params-rest');
+      await rest().channels.get(name).publish([{ name: 'one' }, { name: 'two' }]);
+      const client = realtime();
+      const channel = client.channels.get(`[?rewind=1]${name}`);
+      await channel.attach();
+      expect((await channel.history()).items.map((m) => m.name)).toEqual(['two', 'one']);
+      expect((await channel.history({ untilAttach: true })).items.map((m) => m.name)).toEqual(['two', 'one']);
+      expect((await rest().channels.get(`[?rewind=1]${name}`).history()).items.map((m) => m.name)).toEqual(['two', 'one']);
+      await rest().channels.get(`[?rewind=1]${name}`).publish('three', 'x');
+      expect((await rest().channels.get(name).history()).items.map((m) => m.name)).toEqual(['three', 'two', 'one']);
+      expect((await channel.presence.history()).items).toEqual([]);
+    });
+  });
+
   describe('derived channels: subscription filters (channels.getDerived)', () => {
     it('a filtered channel receives only the messages its JMESPath expression matches, in order', async () => {
       const name = uniqueChannel('filter');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCapability, permits, permitsAppWide, resourceMatches, stringifyCapability } from '../../src/auth/capability.js';
+import { intersectCapabilities, parseCapability, permits, permitsAppWide, resourceCovers, resourceMatches, stringifyCapability } from '../../src/auth/capability.js';
 import { ServiceError } from '../../src/errors.js';
 
 describe('capabilities (spec: Authentication rules 5 and 6)', () => {
@@ -14,6 +14,32 @@ describe('capabilities (spec: Authentication rules 5 and 6)', () => {
     expect(resourceMatches('[meta]*', 'news')).toBe(false);
     expect(resourceMatches('[*]*', '[meta]log')).toBe(true);
     expect(resourceMatches('[*]*', 'news')).toBe(true);
+  });
+
+  it('a metachannel is reached only by a resource that starts with [meta], or by [*]*: [*, [me* or [meta* (prefixes of "[meta]") reach none (the platform: "*" matches all normal channels but no metachannels; a metachannel resource starts with [meta])', () => {
+    for (const resource of ['[*', '[*]', '[m*', '[me*', '[meta*', '[*]channel.lifecycle', '*']) {
+      for (const channel of ['[meta]channel.lifecycle', '[meta]log', '[meta]log:push']) expect(resourceMatches(resource, channel), `${resource} ${channel}`).toBe(false);
+    }
+    for (const resource of ['[meta]*', '[*]*', '[meta]log:*']) expect(resourceMatches(resource, '[meta]log:push'), resource).toBe(true);
+    expect(resourceMatches('[meta]channel.lifecycle', '[meta]channel.lifecycle')).toBe(true);
+    expect(resourceMatches('[meta]*', 'log')).toBe(false);
+  });
+
+  it('a token\'s capability is covered by the key\'s under the same rule: only [meta] resources and [*]* cover what reaches metachannels', () => {
+    expect(resourceCovers('[*]*', '[meta]*')).toBe(true);
+    expect(resourceCovers('[meta]*', '[meta]log')).toBe(true);
+    for (const outer of ['*', '[*', '[me*', '[meta*']) {
+      expect(resourceCovers(outer, '[meta]*'), outer).toBe(false);
+      expect(resourceCovers(outer, '[meta]log'), outer).toBe(false);
+      expect(resourceCovers(outer, '[*]*'), outer).toBe(false);
+    }
+    expect(resourceCovers('[meta]*', '[*]*')).toBe(false);
+    const key = parseCapability('{"[*":["*"],"*":["subscribe"]}');
+    expect(intersectCapabilities(key, parseCapability('{"[meta]*":["subscribe"]}')).size).toBe(0);
+    const all = intersectCapabilities(key, parseCapability('{"[*]*":["subscribe"]}'));
+    expect(stringifyCapability(all)).toBe('{"*":["subscribe"],"[*":["subscribe"]}');
+    expect(permits(all, '[meta]log', 'subscribe')).toBe(false);
+    expect(permits(all, 'news', 'subscribe')).toBe(true);
   });
 
   it('"prefix:*" matches channels in that namespace only', () => {

@@ -2,7 +2,7 @@
 // the channel params an ATTACH may carry, and the subscription filter's expressions (JMESPath over
 // name, clientId and extras.headers) with their limits.
 import { describe, expect, it } from 'vitest';
-import { qualifiedName } from '../../src/realtime/channel-qualifier.js';
+import { qualifiedName } from '../../src/channels/channel-qualifier.js';
 import { channelParamsOf } from '../../src/realtime/channel-params.js';
 import { compileFilter, MAX_FILTER_CHARS, MAX_FILTER_WHOLE_VALUE_CALLS } from '../../src/realtime/message-filter.js';
 import type { StoredMessage } from '../../src/domain/message.js';

@@ -100,6 +100,23 @@ describe('channel activity (README: Channel activity)', () => {
     expect(p.metrics('a', 'c').connections).toBe(1);
   });
 
+  it('attachments ended by a restart, a dead instance or a closed connection end the period they held open: no new one begins (a kill -9 and a restart slower than the idle time announced the channel closed and opened again)', () => {
+    for (const end of [{ type: 'instance.started', instanceId: '202', endsAll: true }, { type: 'instance.gone', instanceId: 'i1' }, { type: 'connection.closed', appId: 'a', connectionId: 'c1', instanceId: 'i1' }] as LogEvent[]) {
+      const p = projection();
+      const names = (now: number) => p.announce(now).map((a) => `${a.message.name} ${a.message.id.split(':').slice(1, 4).join(':')}`);
+      const first = record(attach('c', 'c1', Mode.SUBSCRIBE), T0);
+      const cause = `${first.topic}:0:${first.offset}`;
+      p.apply([first]);
+      expect(names(T0)).toEqual([`channel.opened ${cause}`, `channel.region.active ${cause}`, `channel.occupancy ${cause}`]);
+      // Held by the attachment until it ends, long after the idle time.
+      const ended = record(end, T0 + 3 * IDLE);
+      p.apply([ended]);
+      expect(names(T0 + 3 * IDLE)).toEqual([`channel.occupancy ${ended.topic}:0:${ended.offset}`]);
+      expect(p.isActive('a', 'c', T0 + 4 * IDLE - 1)).toBe(true);
+      expect(names(T0 + 4 * IDLE)).toEqual([`channel.region.inactive ${cause}`, `channel.closed ${cause}`]);
+    }
+  });
+
   it('metachannels are never active channels (their messages are the lifecycle events themselves)', () => {
     const p = projection();
     p.apply([record({ type: 'messages.published', appId: 'a', channel: '[meta]log', transport: 'rest', messages: [{ id: 'x', timestamp: T0 }] }, T0, Topics.messages)]);

@@ -1,11 +1,12 @@
 import { ServiceError } from '../errors.js';
-import { checkChannelName } from '../channels/channel-name.js';
+import { checkChannelName } from './channel-name.js';
 import { META_PREFIX } from '../domain/channel.js';
 
-// A realtime channel name's qualifier (REALTIME-PROTOCOL.md §9): `[?rewind=1]room` (channel params
-// in the name) and `[filter=<base64 expression>?params]room`, the derived channel the SDK's
+// A channel name's qualifier: `[?rewind=1]room` (channel params in the name) and
+// `[filter=<base64 expression>?params]room`, the derived channel the SDK's
 // `channels.getDerived(name, { filter })` names. Either refers to the channel `room`: its
-// messages, presence and capability. `[meta]` names are channels of their own.
+// messages, presence and capability, over realtime and over REST alike (restChannelName).
+// `[meta]` names are channels of their own.
 
 /** Params in a name: as many as the ATTACH params may carry. */
 const MAX_NAME_PARAMS = 16;
@@ -23,7 +24,7 @@ export interface QualifiedName {
   params: Record<string, string>;
 }
 
-/** A realtime channel name, checked, with what its qualifier says. */
+/** A channel name as a client gives it, checked, with what its qualifier says. */
 export function qualifiedName(name: string): QualifiedName {
   if (!name.startsWith('[') || name.startsWith(META_PREFIX)) return { name: checkChannelName(name), base: name, params: {} };
   const close = name.indexOf(']');
@@ -44,6 +45,23 @@ export function qualifiedName(name: string): QualifiedName {
     return { name, base, filter, params };
   }
   throw new ServiceError('invalidChannelName', `channel name has an unknown qualifier "[${head}]": only [?params], [filter=...] and [meta] are served`);
+}
+
+/**
+ * The channel a REST path or body names: `[?params]room` is `room`, as over realtime. The SDK's
+ * realtime channel of that name asks for its history, presence and status over REST with the name
+ * it was given (`/channels/%5B%3Frewind%3D1%5Droom/messages`); taken as a channel of its own, that
+ * name read an empty history and published where no attachment of it received anything. The
+ * params are attach options: a REST request has nothing to apply them to, and drops them. A
+ * derived channel (`[filter=...]`) is subscribe-only, its filter applied to a realtime delivery;
+ * a REST request on it is refused.
+ */
+export function restChannelName(name: string): string {
+  const qualified = qualifiedName(name);
+  if (qualified.filter !== undefined) {
+    throw new ServiceError('invalidChannelName', `"[filter=...]${qualified.base}" names a derived channel, served over realtime only: name the channel itself ("${qualified.base}") over REST`);
+  }
+  return qualified.base;
 }
 
 function paramsOf(query: string): Record<string, string> {
