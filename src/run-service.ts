@@ -69,7 +69,13 @@ async function start(config: Config, makeAdapters: MakeAdapters): Promise<void> 
     );
   };
   // A second signal (not the same one twice) forces the exit: shutdownSignals.
-  const onSignal = shutdownSignals({ begin: (signal) => (service ? stop(service, logger, signal) : stopDuringStart(signal)), force: () => process.exit(1), logger });
+  let signalled = false;
+  const begin = (signal: string): void => {
+    signalled = true;
+    if (service) stop(service, logger, signal);
+    else stopDuringStart(signal);
+  };
+  const onSignal = shutdownSignals({ begin, force: () => process.exit(1), logger });
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
@@ -88,6 +94,8 @@ async function start(config: Config, makeAdapters: MakeAdapters): Promise<void> 
   try {
     await service.app.listen({ port: config.port, host: config.host });
   } catch (err) {
+    // A signal between the start and the listen: the shutdown closed the listener; it exits.
+    if (signalled) return whileStopping(Promise.resolve());
     await service.close().catch(() => {});
     throw listenError(err, config.host, config.port);
   }
