@@ -35,7 +35,10 @@ export async function productionAdapters(config: Config, logger: Logger, isolati
   // "waiting for Kafka at host:port" (or ClickHouse) about once a second.
   const cluster = await probeKafka(config.kafkaBrokers!, config.kafkaClientId, config.startupTimeoutMs, logger);
   let idempotent = config.kafkaIdempotent === true;
-  if (config.kafkaIdempotent === 'auto') {
+  if (isolation.readOnlyLog) {
+    // A log read only (the rebuild) produces nothing: KAFKA_IDEMPOTENT does not apply to it.
+    idempotent = false;
+  } else if (config.kafkaIdempotent === 'auto') {
     idempotent = cluster.controllerKnown;
     if (!idempotent) {
       logger.warn(

@@ -8,7 +8,7 @@ import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
 import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
-import { Topics, type Log } from './log/port.js';
+import { Topics, type Log, type LogPosition, type Topic } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
@@ -188,7 +188,21 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     { name: APPS_SNAPSHOT, version: APPS_SNAPSHOT_VERSION, take: () => takeAppsSnapshot(registry, revocations, appsApplied.of(Topics.apps)) },
   ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
   snapshotSchedule?.start();
-  if (config.appsFile) await warnOfAppsLeftOut({ appsFile: config.appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
+  // Apps with data that APPS_FILE leaves out are named once the stats store holds what the log held
+  // at this start (beside the start: in production mode the shared writers write it once their
+  // groups have formed, seconds on, or a stand-in does: stats-read-wait.ts). Read at once, the store
+  // lacked what the writers had not written yet, and the check missed an app.
+  let closing: Promise<void> | undefined;
+  if (config.appsFile) {
+    const appsFile = config.appsFile;
+    void (async () => {
+      const written = await statsWritten(log, (targets) => projections.statsReflect(targets, APPS_CHECK_WAIT_MS)).catch((err: unknown) => err);
+      if (closing !== undefined) return;
+      if (written !== undefined) logger.warn({ err: written }, 'the stats writers did not write what the log held at the start in time: the apps with data are checked against what the stats store holds now');
+      await warnOfAppsLeftOut({ appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
+      logger.info({ appsFile }, 'apps with data checked against APPS_FILE');
+    })().catch((err: unknown) => logger.warn({ err }, 'apps with data not checked against APPS_FILE'));
+  }
 
   const appendClock = new MonotonicClock(clock);
   // Every append notes its positions, which reads wait for (README: Consistency of reads).
@@ -237,7 +251,6 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     lags.set('connection-events', connectionEvents.lag());
     return lags;
   };
-  let closing: Promise<void> | undefined;
   const readiness = (): ReadinessCheck[] => {
     const appends = metrics.appends;
     // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
@@ -487,6 +500,20 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, statsReader: projections.statsReader, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
+}
+
+/** How long the start's check of the apps with data waits for the stats writers (their groups forming, a stand-in at half). */
+const APPS_CHECK_WAIT_MS = 30_000;
+
+/** Waits until the stats store holds what the stats topics held now (`reflect`: ProjectionSet.statsReflect). */
+async function statsWritten(log: Log, reflect: (targets: [Topic, LogPosition[]][]) => Promise<void>): Promise<void> {
+  const targets = await Promise.all(
+    STATS_TOPICS.map(async (topic): Promise<[Topic, LogPosition[]]> => [
+      topic,
+      [...(await log.endOffsets(topic))].filter(([, end]) => end > 0).map(([partition, end]) => ({ partition, offset: end - 1 })),
+    ]),
+  );
+  await reflect(targets);
 }
 
 /** Where the log and the stores are, as a refused start names them (no URL: it may hold a password). */

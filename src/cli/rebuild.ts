@@ -24,6 +24,7 @@ import { AppRegistry } from '../../projections/apps/app-registry.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import type { StatsStore, StatsWriter } from '../../projections/stats/stats-store.js';
 import { HistoryProjection } from '../../projections/history/history-projection.js';
+import type { HistoryStore, PersistedEntry } from '../../projections/history/history-store.js';
 import { PresenceProjection } from '../../projections/presence/presence-projection.js';
 import { systemClock, type Clock } from '../clock.js';
 import { StartupError } from '../startup.js';
@@ -253,8 +254,8 @@ export async function rebuild(
     case 'presence': {
       const projection =
         target === 'history'
-          ? new HistoryProjection({ store: adapters.historyStore, ...common })
-          : new PresenceProjection({ store: adapters.presenceHistoryStore, ...common });
+          ? new HistoryProjection({ store: withoutCheckpoints(adapters.historyStore), ...common })
+          : new PresenceProjection({ store: withoutCheckpoints(adapters.presenceHistoryStore), ...common });
       const history = projection instanceof PresenceProjection ? projection.history : projection;
       await projection.start();
       const read = await readAll(
@@ -271,6 +272,24 @@ export async function rebuild(
       return read;
     }
   }
+}
+
+/**
+ * The store as a rebuild writes it: its rows, never a checkpoint or marks (a rebuild reads from
+ * offset 0 each time and resumes from none, so a checkpoint row under its consumer name was left in
+ * the store by every run, one more each time), as replayStats does for stats.
+ */
+function withoutCheckpoints(store: HistoryStore): HistoryStore {
+  return {
+    kind: store.kind,
+    init: () => store.init(),
+    loadCheckpoint: async () => new Map(),
+    loadMarks: async () => [],
+    write: (rows: PersistedEntry[]) => store.write(rows, new Map(), []),
+    query: (q) => store.query(q),
+    dropExpired: (now) => store.dropExpired(now),
+    close: () => store.close(),
+  };
 }
 
 function progressLine(p: RebuildProgress, started: number): string {

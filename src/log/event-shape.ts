@@ -16,6 +16,8 @@ export interface Unreadable {
   reason: UnreadableReason;
   /** What was wrong, for the log line (bounded: never the value itself). */
   detail: string;
+  /** `unknown-type`: the type (64 characters at most), which a newer version of the service may write. */
+  type?: string;
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string';
@@ -101,7 +103,7 @@ export function unreadable(value: Uint8Array): Unreadable | undefined {
   const type = event.type;
   if (!isString(type)) return { reason: 'shape', detail: 'no event type' };
   const check = Object.hasOwn(REQUIRED, type) ? REQUIRED[type] : undefined;
-  if (!check) return { reason: 'unknown-type', detail: `event type ${JSON.stringify(type.slice(0, 64))} is not one this version knows` };
+  if (!check) return { reason: 'unknown-type', type: type.slice(0, 64), detail: `event type ${JSON.stringify(type.slice(0, 64))} is not one this version knows` };
   const wrong = check(event);
   return wrong === undefined ? undefined : { reason: 'shape', detail: `${type}: ${wrong}` };
 }

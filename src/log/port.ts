@@ -190,6 +190,8 @@ export interface Log {
    */
   lostRecords?(): { topic: string; count: number }[];
   close(): Promise<void>;
+  /** close(), resolving once every consumer has left its group, with how many did (Kafka: KafkaLog.closeAndLeave); absent where close() does. */
+  closeAndLeave?(): Promise<{ consumers: number }>;
 }
 
 /** A chain head as a signed checkpoint names it (src/audit/checkpoint.ts): the link as hex; Kafka's with its writer and seq. */

@@ -109,7 +109,7 @@ export const LAYERS: string[][] = [
   ['projections/*'],
   ['src/messages', 'src/presence', 'src/apps', 'src/auth', 'src/channels', 'src/stats', 'src/recent-keys', 'src/audit'],
   ['src/realtime', 'src/routes', 'src/http', 'src/dashboard'],
-  ['src/app', 'src/service', 'src/adapters', 'src/adapter-port', 'src/config', 'src/production-adapters', 'src/main', 'src/cli'],
+  ['src/app', 'src/service', 'src/adapters', 'src/adapter-port', 'src/config', 'src/production-adapters', 'src/main', 'src/run-service', 'src/cli'],
 ];
 
 export function layerOf(room: string): number | undefined {

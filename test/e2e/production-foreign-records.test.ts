@@ -79,7 +79,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     return counts;
   };
 
-  it('garbage, a cut value, another shape, an unknown type, an empty and a large value are each left out once, logged and counted; the records around them are applied in order and read at once', async () => {
+  it('garbage, a cut value, another shape, an unknown type (told of once per type, at warn), an empty and a large value are each left out once, logged and counted; the records around them are applied in order and read at once', async () => {
     const channel = `persisted:foreign-${tag}`;
     const key = channelKey('frapp', channel);
     const partition = partitionFor(key, partitions);
@@ -91,6 +91,8 @@ describeWithInfra('production mode: records on the topics that are not the servi
       ['shape', Buffer.from(packValue({ type: 'messages.published', appId: 'frapp', channel, transport: 'rest', messages: 'none' }))],
       ['list', Buffer.from(packValue([1, 2, 3]))],
       ['unknown', Buffer.from(packValue({ type: 'messages.edited', appId: 'frapp', channel, serial: 1 }))],
+      // A newer version's type again (a rolling upgrade): counted, told of once per type.
+      ['unknown again', Buffer.from(packValue({ type: 'messages.edited', appId: 'frapp', channel, serial: 2 }))],
       ['empty', null],
       ['large', Buffer.concat([Buffer.from([0xc1]), randomBytes(256 * 1024)])],
     ];
@@ -127,7 +129,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     expect(Object.fromEntries(counts)).toEqual({
       'messages undecodable': 4, // garbage, cut, empty, large
       'messages shape': 2,
-      'messages unknown-type': 1,
+      'messages unknown-type': 2,
       'presence undecodable': 1,
       'usage undecodable': 1,
       'apps undecodable': 1,
@@ -136,8 +138,11 @@ describeWithInfra('production mode: records on the topics that are not the servi
     });
     // One line per record, however many consumers read it, naming where it lies.
     const told = lines.filter((l) => l.topic === `${prefix}messages` && typeof l.reason === 'string');
-    expect(told.map((l) => [l.partition, l.offset, l.reason]).sort((a, b) => (a[1] as number) - (b[1] as number))).toEqual(
-      foreign.map(([what], i) => [partition, first + i, what === 'shape' || what === 'list' ? 'shape' : what === 'unknown' ? 'unknown-type' : 'undecodable']),
+    // An unknown type once per type, at warn (a newer version's, during a rolling upgrade); the rest at error.
+    expect(told.map((l) => [l.partition, l.offset, l.reason, l.level]).sort((a, b) => (a[1] as number) - (b[1] as number))).toEqual(
+      foreign.flatMap(([what], i) =>
+        what === 'unknown again' ? [] : [[partition, first + i, what === 'shape' || what === 'list' ? 'shape' : what === 'unknown' ? 'unknown-type' : 'undecodable', what === 'unknown' ? 40 : 50]],
+      ),
     );
     // Every consumer is past them (none stalled: no lag, none retrying a batch).
     const service = services[0];
@@ -183,8 +188,8 @@ describeWithInfra('production mode: records on the topics that are not the servi
     for await (const chunk of replayNdjson(service.log, { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, (p) => (progress = { ...p }))) chunks.push(Buffer.from(chunk));
     const names = Buffer.concat(chunks).toString('utf8').trim().split('\n').map((l) => (JSON.parse(l) as { event: { channel: string; messages: { name: string }[] } }).event).filter((e) => e.channel === `persisted:foreign-${tag}`).map((e) => e.messages[0].name);
     expect(names).toEqual(['before', 'odd', 'after', 'later']);
-    // The seven of the first test and the resume's one, all keyed like a channel of the app.
-    expect(progress?.foreign).toBe(8);
+    // The eight of the first test and the resume's one, all keyed like a channel of the app.
+    expect(progress?.foreign).toBe(9);
   }, 60_000);
 
   it('a rebuild of history and of stats from the log goes past them, the foreign ones left out (and counted by history\'s)', async () => {
@@ -194,7 +199,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     try {
       let last: RebuildProgress | undefined;
       await rebuild('history', { config, adapters: beside }, (p) => (last = p));
-      expect(last?.foreign).toBe(8);
+      expect(last?.foreign).toBe(9);
       expect(await rebuild('stats', { config, adapters: beside })).toBeGreaterThan(0);
     } finally {
       await beside.statsStore.close();
@@ -207,7 +212,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     const service = services[0];
     const verifier = await verifyKafkaLog(service.log as unknown as Parameters<typeof verifyKafkaLog>[0], { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, new Set());
     const notChained = verifier.problems.filter((p) => p.startsWith('record not chained: messages/'));
-    expect(notChained.length).toBe(9);
+    expect(notChained.length).toBe(10);
     // The one with a malformed chain header is named as such.
     expect(verifier.problems.filter((p) => /^record changed: messages\/\d+ offset \d+ carries chain headers that are not well formed/.test(p)).length).toBe(1);
   }, 60_000);

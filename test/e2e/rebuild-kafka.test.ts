@@ -9,7 +9,7 @@ import { rebuild, type RebuildProgress } from '../../src/cli/rebuild.js';
 import { createClickHouseClient } from '../../src/stores/clickhouse/client.js';
 import { sql, sqlTable } from '../../src/stores/clickhouse/sql.js';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra, productionConfig } from '../helpers/production.js';
+import { clickhouse, findProductionInfra, productionConfig } from '../helpers/production.js';
 import { basic } from '../helpers/service.js';
 
 const infra = await findProductionInfra();
@@ -63,6 +63,12 @@ describeWithInfra('npm run rebuild on Kafka and ClickHouse', 'Kafka and ClickHou
       expect(await reads).toBeGreaterThan(0);
       expect(read).toBeGreaterThanOrEqual(25);
       expect(progress[progress.length - 1]).toEqual({ done: read, total: read });
+      // History too, into the instance's tables: its rows, and no checkpoint row of the rebuild's
+      // left behind (each run used to leave one more under its consumer name).
+      expect(await rebuild('history', { config, adapters: beside })).toBeGreaterThanOrEqual(25);
+      expect(await rebuild('history', { config, adapters: beside })).toBeGreaterThanOrEqual(25);
+      const stateRows = await clickhouse(found, `SELECT consumer FROM ${tablePrefix}projection_state WHERE startsWith(consumer, 'rebuild-') FORMAT JSONEachRow`);
+      expect(stateRows).toBe('');
       const q = { appId: 'rbapp', unit: 'hour' as const, start: 0, end: Date.now() + 60_000 };
       const buckets = await beside.statsStore.query(q);
       expect(buckets.length).toBeGreaterThan(0);
@@ -90,4 +96,20 @@ describeWithInfra('npm run rebuild on Kafka and ClickHouse', 'Kafka and ClickHou
       await client.close();
     }
   }, 120_000);
+
+  it('the rebuild\'s log, read only, produces nothing: no KAFKA_IDEMPOTENT=auto warning about its producer (the service\'s log still warns on a broker that names no controller)', async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'warn' }, { write: (l: string) => void lines.push(JSON.parse(l) as { level: number; msg: string }) });
+    const { config } = productionConfig(found, [{ appId: 'rbapp', keys: [{ key: KEY }] }], { KAFKA_IDEMPOTENT: 'auto' });
+    const topicPrefix = `rb-${randomBytes(4).toString('hex')}-`;
+    const readOnly = await productionAdapters(config, logger, { topicPrefix, tablePrefix: 'rb_ro_', consumerPrefix: 'rebuild-', readOnlyLog: true });
+    await readOnly.log.close();
+    await readOnly.close?.();
+    expect(lines.filter((l) => l.msg.includes('KAFKA_IDEMPOTENT'))).toEqual([]);
+    if (!found.mock) return;
+    const service = await productionAdapters(config, logger, { topicPrefix, tablePrefix: 'rb_ro_' });
+    await service.log.close();
+    await service.close?.();
+    expect(lines.filter((l) => l.msg.includes('KAFKA_IDEMPOTENT'))).toHaveLength(1);
+  }, 60_000);
 });

@@ -33,9 +33,9 @@ export const freePort = (): Promise<number> =>
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Spawns the service without waiting for it (see startServer). */
-export function spawnServer(env: Record<string, string>, port: number): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+/** Spawns the service (`script`: src/main.ts or a stand-in that runs it) without waiting for it (see startServer). */
+export function spawnServer(env: Record<string, string>, port: number, script = 'src/main.ts'): ServerProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: ROOT,
     // The embedded mode, whatever infrastructure the environment points at (CI exports Kafka's).
     env: { ...process.env, KAFKA_BROKERS: '', CLICKHOUSE_URL: '', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },

@@ -77,6 +77,28 @@ describe('the shape of the service\'s events', () => {
     expect(records.skipped()).toEqual([{ topic: 'messages', reason: 'undecodable', count: 1 }]);
   });
 
+  it('an event type of a newer version (a rolling upgrade) is told of once per type, at warn, saying what it means; every record is counted; garbage stays at error', () => {
+    const lines: [string, Record<string, unknown>, string][] = [];
+    const at = (level: string) => (o: object, msg?: string) => void lines.push([level, o as Record<string, unknown>, msg ?? '']);
+    const logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+    const records = new UnreadableRecords(unreadable, logger, () => 0);
+    const newer = (offset: number, type: string): LogRecord => ({ topic: 'messages', partition: 0, offset, key: 'a:c', timestamp: 1, value: packValue({ type, appId: 'a', channel: 'c' }) });
+    for (let offset = 0; offset < 100; offset++) {
+      for (let consumer = 0; consumer < 3; consumer++) expect(records.admits('p-messages', newer(offset, offset % 2 ? 'messages.edited' : 'messages.deleted'))).toBe(false);
+    }
+    expect(records.admits('p-messages', { ...newer(100, 'x'), value: Buffer.from([0xc1]) })).toBe(false);
+    expect(lines.map(([level, o]) => [level, o.type, o.offset, o.reason])).toEqual([
+      ['warn', 'messages.deleted', 0, 'unknown-type'],
+      ['warn', 'messages.edited', 1, 'unknown-type'],
+      ['error', undefined, 100, 'undecodable'],
+    ]);
+    expect(lines[0][2]).toMatch(/newer version of the service \(expected during a rolling upgrade\)/);
+    expect(records.skipped()).toEqual([
+      { topic: 'messages', reason: 'unknown-type', count: 100 },
+      { topic: 'messages', reason: 'undecodable', count: 1 },
+    ]);
+  });
+
   it('at most 60 lines a minute; every record is counted', () => {
     const lines: unknown[] = [];
     let now = 0;

@@ -126,6 +126,8 @@ export class KafkaLog implements Log {
   /** What this process appended, handed to its consumers that read its partition as it was appended (decoded already). */
   private readonly ownValues = new OwnValues((kafkaTopic, partition) => [...this.subscriptions].filter((s) => s.kafkaTopic === kafkaTopic && s.reads(partition)).length);
   private closing: Promise<void> | undefined;
+  /** Every consumer closeNow stopped has left its group (KafkaSubscription.left): how many. */
+  private leaving: Promise<number> | undefined;
   /** Records on the topics that are not the service's events, left out by every consumer (README: Records that are not the service's). */
   private readonly unreadable: UnreadableRecords | undefined;
   /** Records retention deleted before a consumer of this process applied them (README: Records the log deleted before they were applied). */
@@ -459,12 +461,25 @@ export class KafkaLog implements Log {
     return (this.closing ??= this.closeNow());
   }
 
+  /**
+   * Closes the log, and resolves once each of its consumers has left its consumer group: close()
+   * may return before a shared consumer stopped during a rebalance has (KafkaSubscription.stop). A
+   * process about to exit awaits this, so that the other instances and the next start need not
+   * wait out its members' session timeout.
+   */
+  async closeAndLeave(): Promise<{ consumers: number }> {
+    await this.close();
+    return { consumers: (await this.leaving) ?? 0 };
+  }
+
   private async closeNow(): Promise<void> {
     // The last heads signed before the producers go (a failure leaves them unsigned, as between two checkpoints).
     await this.checkpoints?.stop();
     this.closed = true;
     const quietly = (what: string) => (err: unknown) => this.logger?.warn({ err }, `closing the Kafka log: ${what} failed`);
-    await Promise.all([...this.subscriptions].map((s) => s.stop()));
+    const subscriptions = [...this.subscriptions];
+    this.leaving = Promise.all(subscriptions.map((s) => s.left())).then(() => subscriptions.length);
+    await Promise.all(subscriptions.map((s) => s.stop()));
     await Promise.all([...this.readers.values()].map((r) => r.close()));
     this.readers.clear();
     const producers = this.producers.splice(0, this.producers.length, ...this.producers.map(() => undefined));

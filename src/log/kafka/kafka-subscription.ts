@@ -81,6 +81,8 @@ export class KafkaSubscription implements Subscription {
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private stopping: Promise<void> | undefined;
+  /** Settles once the consumer has disconnected, and so left its group (see stop and left). */
+  private disconnected: Promise<void> | undefined;
   /** Consumers started so far; each one joins a group of its own (see startConsumer). */
   private generation = 0;
   /**
@@ -150,11 +152,11 @@ export class KafkaSubscription implements Subscription {
     return (this.stopping ??= (async () => {
       this.stopped = true;
       clearInterval(this.logStartTimer);
-      const disconnected = (async () => {
+      const disconnected = (this.disconnected = (async () => {
         await this.running;
         await this.consumer?.disconnect().catch((err) => this.ctx.logger?.warn({ err }, 'kafka consumer disconnect failed'));
         this.consumer = undefined;
-      })();
+      })());
       if (this.held) {
         // A shared consumer stopped while its group rebalances (its first join included) waits for
         // the rebalance to end before it can leave: on the mock broker, up to the session timeout.
@@ -174,6 +176,16 @@ export class KafkaSubscription implements Subscription {
       this.markCaughtUp();
       this.markReading();
     })());
+  }
+
+  /**
+   * Resolves once the stopped consumer has left its group: for a shared one stopped during a
+   * rebalance, after stop() has returned (see stop). A process that exits sooner leaves its member
+   * in the group until the session timeout, and the others wait for it at their next rebalance.
+   */
+  async left(): Promise<void> {
+    await this.stop();
+    await this.disconnected;
   }
 
   private position(partition: number): number {
