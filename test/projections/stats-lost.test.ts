@@ -3,11 +3,17 @@
 // after the loss neither reads from before the log's start again (where the loss was met, logged
 // and counted again at every start) nor rewrites the rows it had written with samples rebuilt
 // without the records the log deleted.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { EmbeddedLog } from '../../src/log/embedded/embedded-log.js';
+import { ProjectionRunner } from '../../projections/runner.js';
 import { SqliteStatsStore } from '../../projections/stats/sqlite-stats-store.js';
 import { StatsProjection } from '../../projections/stats/stats-projection.js';
 import { encodeEvent } from '../../src/log/event-codec.js';
-import { Topics, type LogRecord } from '../../src/log/port.js';
+import { Topics, type LogRecord, type Topic } from '../../src/log/port.js';
 import { T0 } from '../helpers/stats-log.js';
 
 /** A publish of `n` messages at `timestamp`, at `offset` of the messages topic's partition 0. */
@@ -103,5 +109,61 @@ describe('stats projection: records the log deleted before it applied them', () 
     third.apply([...before, publish(6, T0 + 2000, 2), publish(7, T0 + 6100, 3)].filter((r) => r.offset >= from));
     await third.close();
     expect(await counted(store)).toBe(6 + 2 + 3);
+  });
+
+  it('embedded: a start behind the log\'s retention (a partition idle longer than LOG_RETENTION_HOURS, its open sample spread over segments retention deleted) keeps the rows written, goes on from the log\'s start, and the next start does not meet the loss again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stats-lost-'));
+    const path = join(dir, 'log.db');
+    const store = new SqliteStatsStore(join(dir, 'stats.db'));
+    const append = async (log: EmbeddedLog, offset: number, timestamp: number): Promise<void> => {
+      const r = publish(offset, timestamp);
+      await log.append(Topics.messages, [{ key: r.key, timestamp, value: r.value }]);
+    };
+    /** The stats projection run as the service wires it (projections/projection-set.ts), until caught up; then stopped. */
+    const run = async (log: EmbeddedLog, then?: (stats: StatsProjection) => Promise<void>): Promise<void> => {
+      const stats = projection(store);
+      const runner = new ProjectionRunner({ log, logger: pino({ level: 'silent' }) });
+      await runner.start({
+        name: 'stats',
+        topics: [Topics.messages],
+        from: (topic: Topic) => stats.start(topic),
+        handle: (records: LogRecord[]) => stats.apply(records),
+        lost: (topic: Topic, partition: number, next: number) => stats.lost(topic, partition, next),
+      });
+      await then?.(stats);
+      await runner.stop();
+      await stats.close();
+    };
+    try {
+      // Three appends (a segment each) in one 6-second sample, which stays open: nothing follows.
+      let log = new EmbeddedLog({ path, retentionMs: 1000 });
+      for (const offset of [0, 1, 2]) await append(log, offset, T0 + 100 + offset);
+      await run(log);
+      expect(await counted(store)).toBe(3);
+      expect((await store.loadCheckpoint(Topics.messages)).get(0)).toMatchObject({ from: 0, applied: 3 });
+      expect(await log.enforceRetention(T0 + 10_000)).toBe(2); // the partition's newest segment stays
+      await log.close();
+
+      // Met at the start: offsets 0 and 1 are gone; 2 is read again into the row written already.
+      log = new EmbeddedLog({ path });
+      await run(log, async (stats) => {
+        await append(log, 3, T0 + 400); // in the same interval, after it
+        await stats.visible(Topics.messages, [{ partition: 0, offset: 3 }], 10_000);
+      });
+      expect(log.lostRecords()).toEqual([{ topic: Topics.messages, count: 2 }]);
+      expect(await counted(store)).toBe(4); // not 2: the sample rebuilt from offset 2 did not replace the row of 0..2
+      expect((await store.loadCheckpoint(Topics.messages)).get(0)!.from).toBeGreaterThanOrEqual(2);
+      await log.close();
+
+      // The next start reads nothing before the log's start.
+      log = new EmbeddedLog({ path });
+      await run(log);
+      expect(log.lostRecords()).toEqual([]);
+      expect(await counted(store)).toBe(4);
+      await log.close();
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
