@@ -147,7 +147,7 @@ export class StatsProjection {
     if (fresh && (stored?.applied ?? 0) > next) state.contextUntil = stored!.applied!;
     sealOpen(state, Math.max(next, state.contextUntil));
     state.lostBefore = Math.max(state.lostBefore, next);
-    if (state.next < next) state.next = next;
+    state.next = next;
     this.applied();
   }
 
