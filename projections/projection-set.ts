@@ -234,6 +234,7 @@ export class ProjectionSet {
             topics: [topic],
             from: () => holdingNone(() => stats.start(topic), (partitions) => stats.revoke(topic, partitions)),
             handle: (records: LogRecord[]) => stats.apply(records),
+            lost: (lostTopic: Topic, partition: number, next: number) => stats.lost(lostTopic, partition, next),
             shared: {
               from: (partitions: number[]) => {
                 if (topic === Topics.messages) rollerAssigned(partitions, true);
@@ -249,7 +250,7 @@ export class ProjectionSet {
       : [];
     const statsWiring = statsReader
       ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records), lost: (topic: Topic, partition: number, next: number) => statsReader.progress.include(topic, new Map([[partition, next]])) }
-      : { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => stats.start(topic), handle: (records: LogRecord[]) => stats.apply(records) };
+      : { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => stats.start(topic), handle: (records: LogRecord[]) => stats.apply(records), lost: (topic: Topic, partition: number, next: number) => stats.lost(topic, partition, next) };
     await runner.start(
       { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records), lost: (topic, partition, next) => history.lost(topic, partition, next) },
       ...writing,

@@ -5,88 +5,26 @@ import { eventOf } from '../../src/log/event-shape.js';
 import type { LogEvent } from '../../src/domain/events.js';
 import { readPublished, type PublishedSummary } from '../../src/log/published-summary.js';
 import { dataSize } from '../../src/domain/message.js';
-import { Base, BASE_COUNTERS, fixtureIntervalHeld, intervalOf, SAMPLE_MS, type Counters } from '../../src/domain/stats-sample.js';
+import { BASE_COUNTERS, fixtureIntervalHeld, intervalOf, SAMPLE_MS } from '../../src/domain/stats-sample.js';
 import type { StatsCheckpoint, StatsRow, StatsWriter } from './stats-store.js';
 import { FlushTimer } from '../flush-timer.js';
-
-/**
- * A sample's counters: one number per base counter, by its position in BASE_COUNTERS (an index into
- * an array, not a string key into a dictionary: this runs for every record of a rebuild).
- */
-type CounterArray = Float64Array;
-const INDEX = new Map(BASE_COUNTERS.map((name, i) => [name, i]));
-const at = (name: string): number => INDEX.get(name)!;
-
-// Counter positions of the per-record path, found once.
-const INBOUND = {
-  rest: { count: at(Base.inbound('rest', 'messages', 'count')), data: at(Base.inbound('rest', 'messages', 'data')) },
-  realtime: { count: at(Base.inbound('realtime', 'messages', 'count')), data: at(Base.inbound('realtime', 'messages', 'data')) },
-};
-const INBOUND_PRESENCE = { count: at(Base.inbound('realtime', 'presence', 'count')), data: at(Base.inbound('realtime', 'presence', 'data')) };
-const STORED = { count: at(Base.stored('messages', 'count')), data: at(Base.stored('messages', 'data')) };
-const STORED_PRESENCE = { count: at(Base.stored('presence', 'count')), data: at(Base.stored('presence', 'data')) };
-const CHANNELS_OPENED = at(Base.channelsOpened);
-const CONNECTIONS_OPENED = at(Base.connectionsOpened);
-
-/** Adds an event's counters by name (usage reports, fixtures); a name no release knows is not kept, as no store keeps it. */
-function addNamed(into: CounterArray, from: Counters): void {
-  for (const name in from) {
-    const i = INDEX.get(name);
-    const v = from[name];
-    if (i !== undefined && typeof v === 'number' && v) into[i] += v;
-  }
-}
-
-function named(counters: CounterArray): Counters {
-  const out: Counters = {};
-  for (let i = 0; i < counters.length; i++) if (counters[i]) out[BASE_COUNTERS[i]] = counters[i];
-  return out;
-}
-
-interface AppSample {
-  counters: CounterArray;
-  /** the channels published to or attached in the sample, each with whether its messages are persisted */
-  channels: Map<string, boolean>;
-  /** channels of sandbox fixtures (a number each names, added up): counted, not each held as a key */
-  fixtureChannels: number;
-  /** open realtime connections: the instances' readings, added up */
-  connections: number;
-}
-
-/** UInt32 in ClickHouse. A fixture of 30,000,000 channels was as many keys: a Map holds 2^24 (review finding). */
-const MAX_FIXTURE_LEVEL = 2 ** 32 - 1;
-
-/** A sample stays open (and rewritable) until its partition's newest record is this much later. */
-const KEEP_MS = 60_000;
-
-interface Sample {
-  interval: number;
-  /** 0 for the sample itself; offset + 1 for a record that arrived after its interval closed */
-  slot: number;
-  firstOffset: number;
-  lastOffset: number;
-  apps: Map<string, AppSample>;
-}
-
-interface PartitionState {
-  /** open samples by interval */
-  open: Map<number, Sample>;
-  /** the oldest interval in `open` (Infinity when none) */
-  oldestOpen: number;
-  /** the open sample the last record counted in, while it is in `dirty` (most records count in it too) */
-  current: Sample | undefined;
-  /** closed samples not yet written */
-  unwritten: Sample[];
-  /** the newest closed sample that is written: context for the next one, never written again */
-  final?: Sample;
-  /** from the stored checkpoint: samples up to here are final in the store */
-  finalizedInStore: number;
-  dirty: Set<number>;
-  newest: number;
-  next: number;
-  /** `next` as the store's checkpoint last took it (what the rows written include) */
-  writtenNext: number;
-}
+import {
+  addNamed,
+  CHANNELS_OPENED,
+  CONNECTIONS_OPENED,
+  INBOUND,
+  INBOUND_PRESENCE,
+  KEEP_MS,
+  MAX_FIXTURE_LEVEL,
+  named,
+  partitionState,
+  sealOpen,
+  STORED,
+  STORED_PRESENCE,
+  type AppSample,
+  type PartitionState,
+  type Sample,
+} from './stats-samples.js';
 
 export interface StatsProjectionOptions {
   store: StatsWriter;
@@ -178,8 +116,7 @@ export class StatsProjection {
     if (!byTopic) this.partitions.set(topic, (byTopic = new Map()));
     let s = byTopic.get(partition);
     if (!s) {
-      const finalized = this.stored.get(topic)?.get(partition)?.finalized ?? -Infinity;
-      s = { open: new Map(), oldestOpen: Infinity, current: undefined, unwritten: [], finalizedInStore: finalized, dirty: new Set(), newest: -Infinity, next: offset, writtenNext: offset };
+      s = partitionState(this.stored.get(topic)?.get(partition), offset);
       byTopic.set(partition, s);
     }
     return s;
@@ -190,6 +127,27 @@ export class StatsProjection {
       const state = this.state(record.topic, record.partition, record.offset);
       this.applyRecord(state, record.offset, record.timestamp, record.value, 0, record.value.length, decodedEvent(record.value));
     }
+    this.applied();
+  }
+
+  /**
+   * The log deleted records of `topic`'s `partition` before `next` that this projection had yet to
+   * apply (ConsumeOptions.lost; README: Records the log deleted before they were applied): they
+   * count as applied, and the checkpoint moves past them, so that a start after it neither reads
+   * from before the log's start again nor tells of the loss again. The partition's open samples,
+   * which hold records before the loss that no replay can read again, close: written as they are
+   * and final in the store (a record after the loss in one of their intervals gets a row of its own,
+   * as a late record does, instead of a sample rebuilt without them that would replace theirs).
+   */
+  lost(topic: string, partition: number, next: number): void {
+    const stored = this.stored.get(topic)?.get(partition);
+    const fresh = !this.partitions.get(topic)?.has(partition);
+    const state = this.state(topic, partition, stored?.from ?? 0);
+    if (state.next >= next) return;
+    if (fresh && (stored?.applied ?? 0) > next) state.contextUntil = stored!.applied!;
+    sealOpen(state, Math.max(next, state.contextUntil));
+    state.lostBefore = Math.max(state.lostBefore, next);
+    state.next = next;
     this.applied();
   }
 
@@ -277,6 +235,7 @@ export class StatsProjection {
    */
   private sampleFor(state: PartitionState, timestamp: number, offset: number): Sample {
     const interval = intervalOf(timestamp);
+    if (interval <= state.sealed && offset >= state.sealedFrom) return this.ownRow(state, interval, offset);
     const current = state.current;
     if (current !== undefined && current.interval === interval) {
       current.lastOffset = offset;
@@ -284,6 +243,8 @@ export class StatsProjection {
     }
     let sample = state.open.get(interval);
     if (!sample && this.closable(interval, state)) return this.ownRow(state, interval, offset);
+    // Replayed after a loss into a row written already (contextUntil): final, never written again.
+    if (offset < state.contextUntil && interval > state.sealed) state.sealed = state.finalizedInStore = interval;
     if (!sample) {
       state.open.set(interval, (sample = { interval, slot: 0, firstOffset: offset, lastOffset: offset, apps: new Map() }));
       if (interval < state.oldestOpen) state.oldestOpen = interval;
@@ -456,6 +417,7 @@ export class StatsProjection {
         const checkpoint: StatsCheckpoint = new Map();
         const written: [PartitionState, Sample[], [number, number][]][] = [];
         for (const [partition, state] of byPartition) {
+          if (state.next < state.contextUntil) continue;
           const closed = [...state.unwritten];
           const dirty: [number, number][] = [...state.dirty].map((i) => [i, state.open.get(i)!.lastOffset]);
           for (const sample of closed) rows.push(...this.rowsOf(topic, partition, sample, state));
@@ -465,8 +427,9 @@ export class StatsProjection {
           const firstOffsets = [...state.open.values(), ...state.unwritten.slice(closed.length)].map((s) => s.firstOffset);
           if (final) firstOffsets.push(final.firstOffset);
           checkpoint.set(partition, {
-            from: firstOffsets.reduce((min, o) => Math.min(min, o), state.next),
-            finalized: Math.max(final?.interval ?? -Infinity, state.finalizedInStore),
+            // Never before records the log deleted (lost()): the samples that held them are final.
+            from: Math.max(firstOffsets.reduce((min, o) => Math.min(min, o), state.next), state.lostBefore),
+            finalized: Math.max(final?.interval ?? -Infinity, state.finalizedInStore, state.sealed),
             // Every record before it is in the rows written so far, or in these.
             applied: state.next,
           });

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { describeWithInfra } from '../helpers/infra.js';
-import { findProductionInfra, productionConfig, productionTeardown } from '../helpers/production.js';
+import { findProductionInfra, productionConfig, productionTeardown, statsWritersFormed } from '../helpers/production.js';
 import { basic } from '../helpers/service.js';
 import { startService, type Service } from '../../src/service.js';
 import { productionAdapters } from '../../src/production-adapters.js';
@@ -33,9 +33,8 @@ if (onCluster) describe('records the log deleted before the consumers applied th
 
 if (!onCluster) describeWithInfra('production mode: records the log deleted before the consumers applied them (the mock broker\'s 5 MiB a partition)', 'Kafka and ClickHouse', infra, (found) => {
   const tag = randomBytes(3).toString('hex');
-  const lines: Record<string, unknown>[] = [];
-
-  it('the consumers go on from the log\'s start: history answers, /ready passes, the loss is logged once and counted, and a stop does not wait for it', async () => {
+  /** An instance of the app, its topics and tables (the same at every start), its log lines in `lines`. */
+  const start = async (lines: Record<string, unknown>[]): Promise<{ service: Service; port: number }> => {
     const { config } = productionConfig(found, [{ appId: 'lostapp', keys: [{ key: KEY }] }], {
       INSTANCE_ID: `lost-${tag}`,
       MAX_MESSAGE_SIZE: String(2 * MiB),
@@ -52,7 +51,26 @@ if (!onCluster) describeWithInfra('production mode: records the log deleted befo
     const service: Service = await startService(config, logger, await productionAdapters(config, logger, { topicPrefix: `lost-${tag}-`, tablePrefix: `lost_${tag}_` }));
     services.push(service);
     await service.app.listen({ port: 0, host: '127.0.0.1' });
-    const port = (service.app.server.address() as AddressInfo).port;
+    return { service, port: (service.app.server.address() as AddressInfo).port };
+  };
+  const lostTotal = async (port: number): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    return Number(/^cm_log_records_lost_total\{topic="messages"\} (\d+)/m.exec(text)?.[1] ?? 0);
+  };
+  /** Messages published (REST) in the app's stats of the last hour; undefined: GET /stats did not answer 200. */
+  const statsCount = async (port: number): Promise<number | undefined> => {
+    const res = await fetch(`http://127.0.0.1:${port}/stats?unit=minute&direction=forwards&limit=100&start=${Date.now() - 3_600_000}`, { headers: { authorization: basic(KEY), 'x-ably-version': '6' } });
+    if (res.status !== 200) return undefined;
+    const records = (await res.json()) as { entries?: Record<string, number> }[];
+    return records.reduce((n, r) => n + (r.entries?.['messages.inbound.rest.messages.count'] ?? 0), 0);
+  };
+  const toldOfLoss = (lines: Record<string, unknown>[]): Record<string, unknown>[] => lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('log records were deleted'));
+  /** What the first instance's stats counted, once they had what followed the loss. */
+  let countedBefore: number | undefined;
+
+  it('the consumers go on from the log\'s start: history answers, /ready passes, the loss is logged once and counted, and a stop does not wait for it', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const { service, port } = await start(lines);
     const channel = `persisted:lost-${tag}`;
     const partition = partitionFor(channelKey('lostapp', channel), await service.log.partitions(Topics.messages));
     const url = `http://127.0.0.1:${port}/channels/${encodeURIComponent(channel)}/messages`;
@@ -66,13 +84,12 @@ if (!onCluster) describeWithInfra('production mode: records the log deleted befo
       const body = (await res.json()) as { name?: string }[] | { error: unknown };
       return { status: res.status, names: Array.isArray(body) ? body.map((m) => m.name ?? '') : [] };
     };
-    const lostTotal = async (): Promise<number> => {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      return Number(/^cm_log_records_lost_total\{topic="messages"\} (\d+)/m.exec(text)?.[1] ?? 0);
-    };
 
     await publish({ name: 'before', data: 'b' });
     expect(await history()).toEqual({ status: 200, names: ['before'] });
+    // The stats writers have applied and written it (GET /stats waits for the instance's own
+    // writes): its sample is open (a minute), holding a record from before the loss.
+    expect(await statsCount(port)).toBe(1);
     // 8 MiB in one record: the mock keeps none of the partition's records after it (nor, as it
     // counts, the next small one).
     await publish(Array.from({ length: 8 }, () => ({ name: 'large', data: 'x'.repeat(MiB) })));
@@ -91,14 +108,14 @@ if (!onCluster) describeWithInfra('production mode: records the log deleted befo
     const end = (await service.log.endOffsets(Topics.messages)).get(partition)!;
 
     // Counted once however many consumers met it (the readers, the writers, realtime delivery), and logged once per range.
-    await until('the loss counted', async () => (await lostTotal()) >= 1);
+    await until('the loss counted', async () => (await lostTotal(port)) >= 1);
     await until('/ready passes', async () => (await fetch(`http://127.0.0.1:${port}/ready`)).status === 200);
     await until('every consumer at the log\'s end', () => [...service.runner.lag().values()].every((lag) => lag === 0));
-    const told = lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('log records were deleted'));
+    const told = toldOfLoss(lines);
     expect(told.length).toBeGreaterThan(0);
     for (const l of told) expect(l).toMatchObject({ level: 50, topic: `lost-${tag}-messages`, partition, records: expect.any(Number), from: expect.any(Number), to: expect.any(Number) });
     const counted = told.reduce((n, l) => n + (l.records as number), 0);
-    expect(await lostTotal()).toBe(counted);
+    expect(await lostTotal(port)).toBe(counted);
     // Ranges told of do not overlap: each record once.
     const ranges = told.map((l) => [l.from as number, l.to as number]).sort((a, b) => a[0] - b[0]);
     for (let i = 1; i < ranges.length; i++) expect(ranges[i][0]).toBeGreaterThanOrEqual(ranges[i - 1][1]);
@@ -107,9 +124,41 @@ if (!onCluster) describeWithInfra('production mode: records the log deleted befo
     expect(ranges.some(([from, to]) => from <= ends.get(partition)! - 1 && to >= ends.get(partition)!)).toBe(true);
     expect(ranges.at(-1)![1]).toBeLessThan(end);
 
+    // The stats writers went on too (GET /stats waits for the instance's own writes): 'before' and
+    // what followed the loss are counted ('after-1' where the mock kept it).
+    countedBefore = await statsCount(port);
+    expect([3, 4]).toContain(countedBefore);
+
     // The shared writers do not wait for what never comes: the stop's drain ends with the log's end reached.
     services.splice(services.indexOf(service), 1);
     await service.close();
     expect(lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('stop: gave up waiting for the shared writers'))).toEqual([]);
+  }, 120_000);
+
+  // The stores' checkpoints (history, presence history, stats) moved past the loss: a start after it
+  // reads nothing from before the log's start, so it does not meet the loss again. Before, the stats
+  // writers' checkpoints stayed where the sample open at the loss began ('before'): every start read
+  // from there and logged and counted the loss again.
+  it('a start after the loss neither logs nor counts it again, and the stats answer as before it, and go on', async () => {
+    expect(countedBefore).toBeDefined();
+    const lines: Record<string, unknown>[] = [];
+    const { service, port } = await start(lines);
+    await until('/ready passes', async () => (await fetch(`http://127.0.0.1:${port}/ready`)).status === 200, 60_000);
+    // The writers hold the partitions again, each from its checkpoint in the store.
+    await statsWritersFormed([service]);
+    await until('every consumer at the log\'s end', () => [...service.runner.lag().values()].every((lag) => lag === 0), 60_000);
+    // Nothing read from before the log's start: the loss is not met again.
+    expect(toldOfLoss(lines)).toEqual([]);
+    expect(await lostTotal(port)).toBe(0);
+    // The rows written before the stop stand (none replaced by a sample rebuilt without 'before').
+    expect(await statsCount(port)).toBe(countedBefore);
+    const url = `http://127.0.0.1:${port}/channels/${encodeURIComponent(`persisted:lost-${tag}`)}/messages`;
+    const res = await fetch(url, { method: 'POST', headers: { authorization: basic(KEY), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'restarted', data: 'r' }) });
+    expect(res.status).toBe(201);
+    // GET /stats waits for the rows the writer of its partition writes: it read past the loss's place.
+    expect(await statsCount(port)).toBe(countedBefore! + 1);
+    expect(toldOfLoss(lines)).toEqual([]);
+    services.splice(services.indexOf(service), 1);
+    await service.close();
   }, 120_000);
 });
