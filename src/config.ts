@@ -98,6 +98,12 @@ export interface ChannelSettings {
 export type Mode = 'embedded' | 'production';
 export const modeOf = (config: Config): Mode => (config.kafkaBrokers && config.clickhouseUrl ? 'production' : 'embedded');
 
+/** Where the log and the stores are, as a refused start names them (no URL: it may hold a password). */
+export function logAndStores(config: Config, onKafka: boolean): { log: string; stores: string } {
+  if (!onKafka) return { log: `${config.dataDir}/log.db`, stores: `the stores of ${config.dataDir}` };
+  return { log: `KAFKA_BROKERS=${(config.kafkaBrokers ?? []).join(',')}`, stores: 'the ClickHouse tables of CLICKHOUSE_URL' };
+}
+
 export class ConfigError extends Error {}
 
 /** The longest history retention a namespace can have (apps file: retentionHours 24 to 72). */

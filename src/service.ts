@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from './config.js';
+import { logAndStores, type Config } from './config.js';
 import type { Adapters } from './adapters.js';
 import { ServiceError } from './errors.js';
 import { buildApp } from './app.js';
 import { systemClock, MonotonicClock, type Clock } from './clock.js';
 import { Authenticator } from './auth/authenticate.js';
 import { DEFAULT_TOKEN_POLICY, TokenService } from './auth/tokens.js';
-import { Topics, type Log, type LogPosition, type Topic } from './log/port.js';
+import { Topics, type Log } from './log/port.js';
 import { EmbeddedLog } from './log/embedded/embedded-log.js';
 import { AppendBatcher } from './log/append-batcher.js';
 import { OwnWrites } from './log/own-writes.js';
@@ -16,7 +16,7 @@ import { decodeEvent, encodeEvent } from './log/event-codec.js';
 import type { AppDeleted, KeyEvent, TokensRevoked } from './domain/events.js';
 import { Publisher } from './messages/publisher.js';
 import { ChannelAdmission } from './channels/channel-admission.js';
-import { configuredApps, warnOfAppsLeftOut } from './apps/configured-apps.js';
+import { APPS_CHECK_WAIT_MS, checkAppsLeftOutOnceWritten, configuredApps } from './apps/configured-apps.js';
 import { appWriters } from './apps/app-writers.js';
 import { randomId } from './apps/default-app.js';
 import { AppliedPositions } from './log/applied-positions.js';
@@ -38,7 +38,7 @@ import { ProjectionRunner } from '../projections/runner.js';
 import { ProjectionSet, STATS_TOPICS } from '../projections/projection-set.js';
 import { logResetMessage, resetSince, storePositions } from '../projections/store-log-check.js';
 import type { StatsReader } from '../projections/stats/stats-reader.js';
-import { StatsWritersBehind } from '../projections/stats/stats-read-wait.js';
+import { StatsWritersBehind, statsWritten } from '../projections/stats/stats-read-wait.js';
 import { snapshotStoreFor } from '../projections/snapshots.js';
 import { SnapshotSchedule } from '../projections/snapshot-schedule.js';
 import { LifecycleAnnouncer } from '../projections/channels/lifecycle-announcer.js';
@@ -166,7 +166,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
   });
   if (reset) {
     await runner.stop().catch(() => undefined);
-    throw logResetMessage(reset, logAndStores(config, log.kind));
+    throw logResetMessage(reset, logAndStores(config, log.kind === 'kafka'));
   }
   const projections = await ProjectionSet.start({
     config,
@@ -188,20 +188,16 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     { name: APPS_SNAPSHOT, version: APPS_SNAPSHOT_VERSION, take: () => takeAppsSnapshot(registry, revocations, appsApplied.of(Topics.apps)) },
   ], config.snapshotIntervalMs, logger.child({ component: 'snapshots' }));
   snapshotSchedule?.start();
-  // Apps with data that APPS_FILE leaves out are named once the stats store holds what the log held
-  // at this start (beside the start: in production mode the shared writers write it once their
-  // groups have formed, seconds on, or a stand-in does: stats-read-wait.ts). Read at once, the store
-  // lacked what the writers had not written yet, and the check missed an app.
   let closing: Promise<void> | undefined;
   if (config.appsFile) {
-    const appsFile = config.appsFile;
-    void (async () => {
-      const written = await statsWritten(log, (targets) => projections.statsReflect(targets, APPS_CHECK_WAIT_MS)).catch((err: unknown) => err);
-      if (closing !== undefined) return;
-      if (written !== undefined) logger.warn({ err: written }, 'the stats writers did not write what the log held at the start in time: the apps with data are checked against what the stats store holds now');
-      await warnOfAppsLeftOut({ appsFile, withData: () => statsStore.appsWithData(), known: (appId) => registry.app(appId) !== undefined, logger });
-      logger.info({ appsFile }, 'apps with data checked against APPS_FILE');
-    })().catch((err: unknown) => logger.warn({ err }, 'apps with data not checked against APPS_FILE'));
+    checkAppsLeftOutOnceWritten({
+      appsFile: config.appsFile,
+      written: () => statsWritten(log, STATS_TOPICS, (targets) => projections.statsReflect(targets, APPS_CHECK_WAIT_MS)),
+      closing: () => closing !== undefined,
+      withData: () => statsStore.appsWithData(),
+      known: (appId) => registry.app(appId) !== undefined,
+      logger,
+    });
   }
 
   const appendClock = new MonotonicClock(clock);
@@ -500,24 +496,4 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     })());
 
   return { app, config, log, runner, registry, revocations, history, presence, presenceProducer, stats, statsCache: statsStore, statsReader: projections.statsReader, channels, usage, batcher, gateway, metrics, readiness, createdDefaultKey: configured.createdDefaultKey, close };
-}
-
-/** How long the start's check of the apps with data waits for the stats writers (their groups forming, a stand-in at half). */
-const APPS_CHECK_WAIT_MS = 30_000;
-
-/** Waits until the stats store holds what the stats topics held now (`reflect`: ProjectionSet.statsReflect). */
-async function statsWritten(log: Log, reflect: (targets: [Topic, LogPosition[]][]) => Promise<void>): Promise<void> {
-  const targets = await Promise.all(
-    STATS_TOPICS.map(async (topic): Promise<[Topic, LogPosition[]]> => [
-      topic,
-      [...(await log.endOffsets(topic))].filter(([, end]) => end > 0).map(([partition, end]) => ({ partition, offset: end - 1 })),
-    ]),
-  );
-  await reflect(targets);
-}
-
-/** Where the log and the stores are, as a refused start names them (no URL: it may hold a password). */
-function logAndStores(config: Config, kind: Log['kind']): { log: string; stores: string } {
-  if (kind !== 'kafka') return { log: `${config.dataDir}/log.db`, stores: `the stores of ${config.dataDir}` };
-  return { log: `KAFKA_BROKERS=${(config.kafkaBrokers ?? []).join(',')}`, stores: 'the ClickHouse tables of CLICKHOUSE_URL' };
 }

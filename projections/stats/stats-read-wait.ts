@@ -6,7 +6,7 @@
 // stands in: it writes the samples of the stalled partitions itself, and with a roller rolls up
 // what is written as the roller does (the same rows their writer writes: written twice then,
 // merged by ClickHouse as a replay's are).
-import type { LogPosition, Topic } from '../../src/log/port.js';
+import type { Log, LogPosition, Topic } from '../../src/log/port.js';
 import { positionsAfter, type AppliedPositions } from '../../src/log/applied-positions.js';
 
 /**
@@ -147,4 +147,15 @@ export class StatsReadWait {
     for (const [p, next] of target) n += this.reader.partitionBehind(topic, p, next);
     return n;
   }
+}
+
+/** Waits until the stats store holds what `topics` held now (`reflect`: ProjectionSet.statsReflect). */
+export async function statsWritten(log: Log, topics: readonly Topic[], reflect: (targets: [Topic, LogPosition[]][]) => Promise<void>): Promise<void> {
+  const targets = await Promise.all(
+    topics.map(async (topic): Promise<[Topic, LogPosition[]]> => [
+      topic,
+      [...(await log.endOffsets(topic))].filter(([, end]) => end > 0).map(([partition, end]) => ({ partition, offset: end - 1 })),
+    ]),
+  );
+  await reflect(targets);
 }

@@ -50,3 +50,24 @@ export async function warnOfAppsLeftOut(options: { appsFile: string; withData: (
     logger.warn({ err }, 'could not list the apps with data, to check that APPS_FILE names them all');
   }
 }
+
+/** How long the start's check of the apps with data waits for the stats writers (their groups forming, a stand-in at half). */
+export const APPS_CHECK_WAIT_MS = 30_000;
+
+/**
+ * The start's check of the apps with data that APPS_FILE leaves out, beside the start: once the
+ * stats store holds what the log held at the start (`written`; in production mode the shared
+ * writers write it once their groups have formed, seconds on, or a stand-in does). Read at once,
+ * the store lacked what the writers had not written yet, and the check missed an app. Nothing is
+ * said once the service is closing.
+ */
+export function checkAppsLeftOutOnceWritten(options: { appsFile: string; written: () => Promise<void>; closing: () => boolean; withData: () => Promise<string[]>; known: (appId: string) => boolean; logger: Logger }): void {
+  const { appsFile, logger } = options;
+  void (async () => {
+    const failed = await options.written().catch((err: unknown) => err);
+    if (options.closing()) return;
+    if (failed !== undefined) logger.warn({ err: failed }, 'the stats writers did not write what the log held at the start in time: the apps with data are checked against what the stats store holds now');
+    await warnOfAppsLeftOut(options);
+    logger.info({ appsFile }, 'apps with data checked against APPS_FILE');
+  })().catch((err: unknown) => logger.warn({ err }, 'apps with data not checked against APPS_FILE'));
+}
