@@ -113,7 +113,7 @@ export class ProjectionSet {
       if (behind && !tailFollower) {
         logger.warn({ maxUnstoredRows }, 'history store behind; the in-memory history follows the log on its own until it catches up');
         tailFollower = runner.follow('history-tail', Topics.messages, new Map(history.applied()), (records) => history.followTail(records), {
-          lost: (partition, next) => history.progress.include(Topics.messages, new Map([[partition, next]])),
+          lost: (partition, next) => history.progress.lost(Topics.messages, partition, next),
         });
       } else if (!behind && tailFollower) {
         const follower = tailFollower;
@@ -140,7 +140,7 @@ export class ProjectionSet {
       presenceHistoryFollower = presenceHistoryFollower
         .then(async (previous) => {
           await previous?.stop().catch((err) => logger.warn({ err }, 'presence history follower did not stop cleanly'));
-          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records), { lost: (partition, next) => presence.history.progress.include(Topics.presence, new Map([[partition, next]])) });
+          return from && runner.follow('presence-history', Topics.presence, from, (records) => presence.applyHistory(records), { lost: (partition, next) => presence.history.progress.lost(Topics.presence, partition, next) });
         })
         .catch((err: unknown) => {
           // A log closed meanwhile (a stop): nothing follows; the next start reads from the store's checkpoint.
@@ -249,7 +249,7 @@ export class ProjectionSet {
         ]
       : [];
     const statsWiring = statsReader
-      ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records), lost: (topic: Topic, partition: number, next: number) => statsReader.progress.include(topic, new Map([[partition, next]])) }
+      ? { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => statsReader.start(topic), handle: (records: LogRecord[]) => statsReader.apply(records), lost: (topic: Topic, partition: number, next: number) => statsReader.progress.lost(topic, partition, next) }
       : { name: 'stats', topics: STATS_TOPICS, from: (topic: Topic) => stats.start(topic), handle: (records: LogRecord[]) => stats.apply(records), lost: (topic: Topic, partition: number, next: number) => stats.lost(topic, partition, next) };
     await runner.start(
       { name: 'history', topics: [Topics.messages], from: async () => (historyFrom = await history.start()), handle: (records) => history.apply(records), lost: (topic, partition, next) => history.lost(topic, partition, next) },

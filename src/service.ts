@@ -152,7 +152,7 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
       }
       appsApplied.advance(records);
     },
-    lost: (topic, partition, next) => appsApplied.include(topic, new Map([[partition, next]])),
+    lost: (topic, partition, next) => appsApplied.lost(topic, partition, next),
   });
 
   const retentionOf = (appId: string, channel: string): number | undefined => {

@@ -82,7 +82,7 @@ export class ChannelsProjection {
     let applied = this.applied.get(topic);
     if (!applied) this.applied.set(topic, (applied = new Map()));
     if ((applied.get(partition) ?? 0) < next) applied.set(partition, next);
-    this.progress.include(topic, new Map([[partition, next]]));
+    this.progress.lost(topic, partition, next);
   }
 
   apply(records: LogRecord[]): void {

@@ -245,7 +245,7 @@ export class HistoryProjection {
       this.checkpoint.set(partition, next);
       if (this.writes) this.flushTimer.schedule();
     }
-    this.progress.include(topic, new Map([[partition, next]]));
+    this.progress.lost(topic, partition, next);
   }
 
   /** Whether apply() refuses batches now (its store is maxUnstoredRows behind). */

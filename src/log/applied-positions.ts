@@ -57,6 +57,11 @@ export class AppliedPositions {
     }
   }
 
+  /** The log deleted `partition`'s records before `next` (ConsumeOptions.lost): they count as applied. */
+  lost(topic: string, partition: number, next: number): void {
+    this.include(topic, new Map([[partition, next]]));
+  }
+
   /** The next offset of one partition included (0: none yet). */
   nextOf(topic: string, partition: number): number {
     return this.next.get(topic)?.get(partition) ?? 0;

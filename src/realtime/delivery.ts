@@ -235,7 +235,7 @@ export class Delivery {
     if ((this.delivered[partition] ?? 0) >= next) return;
     this.delivered[partition] = next;
     this.lastRecords.start(partition, next);
-    this.progress.include(Topics.messages, new Map([[partition, next]]));
+    this.progress.lost(Topics.messages, partition, next);
   }
 
   private deliverMessages(records: LogRecord[]): void {
