@@ -46,7 +46,7 @@ export interface RunnerOptions {
    * the shared ones): it reads from the earliest of their checkpoints, and each projection is given
    * the records from its own on (see TopicFeed). On Kafka, where each consumer fetches and decodes
    * every record itself, this is one fetch and one decoding of a record instead of one per
-   * projection (README, Benchmarks: production publish). A projection's failed batch holds the
+   * projection (test/bench/HISTORY.md: production publish). A projection's failed batch holds the
    * others of its topic back while it is retried, as it held its own consumer back.
    */
   shareConsumers?: boolean;

@@ -9,7 +9,7 @@
 // latin1 string (32 one-byte characters) and written into reused buffers, instead of a new Buffer
 // per hash (a backing store each, allocated and freed outside V8's heap). Measured 2026-11-28: two
 // hashes a record 1.2 to 1.4 µs against 1.8 to 2.8 µs; the embedded publish bench's writer thread
-// (README: Benchmarks, 2026-11-28). The plain shape it replaced, still the one of recordDigest and
+// (test/bench/HISTORY.md, 2026-11-28). The plain shape it replaced, still the one of recordDigest and
 // nextLink and of the fallback below: link = nextLink(link, recordDigest(offset, bytes, start, end)).
 import crypto, { createHash } from 'node:crypto';
 

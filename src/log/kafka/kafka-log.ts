@@ -54,13 +54,13 @@ export interface KafkaLogOptions {
    * even across retries, and an idempotent producer's sequence numbers stay its own (kafkajs sends
    * one request at a time per broker and producer when idempotent). More is not free: on the local
    * mock broker, where publishing is bound by CPU, 2 cost 7 to 20% more CPU per publish than 1, and
-   * 4 more again (README, Benchmarks).
+   * 4 more again (test/bench/HISTORY.md).
    */
   producers?: number;
   /**
    * Under load, a producer whose request just settled waits up to this long for LINGER_RECORDS
    * records before it sends the next (ProduceLanes' Linger; default 0: it sends at once). Fewer,
-   * larger requests: less CPU per record for this process and the brokers (README, Benchmarks).
+   * larger requests: less CPU per record for this process and the brokers (test/bench/HISTORY.md).
    */
   lingerMs?: number;
   logger?: LoggerLike;
@@ -94,7 +94,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  *
  * The producers' queues replaced one request in flight for the whole log (each append chained on
  * the one before). They are for brokers whose acks=all round trip bounds publishing; on the local
- * mock broker, where the CPU does, they bought nothing (README, Benchmarks: production publish).
+ * mock broker, where the CPU does, they bought nothing (test/bench/HISTORY.md: production publish).
  */
 export class KafkaLog implements Log {
   readonly kind = 'kafka' as const;
