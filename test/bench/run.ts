@@ -15,6 +15,7 @@ import { replayBench, statsQueryBench } from './stats-bench.js';
 import { tailMemoryBench } from './tail-memory.js';
 import { channelsBench } from './channels-bench.js';
 import { runLoad, startLoad, type LoadResult, type LoadSpec } from './load.js';
+import { combined, failuresOf, fmt, log, measure, roundsNote, warmUp, type Measured } from './rounds.js';
 import { measureVisibility } from './visibility.js';
 import { mainThreadProfile, summarizeProfile } from './cpu-profile.js';
 import { machineLine, markdown, sectionOf, table, throughputTable, visibilityTable, withSection, type Report } from './report.js';
@@ -40,12 +41,6 @@ const RESULTS_FILE = join(ROOT, 'test/bench/last-results.md');
 const HTTP_CONNECTIONS_FOR_REALTIME = 1_000;
 
 const loadAverage = (): number => loadavg()[0];
-const log = (line: string): void => console.log(`[bench] ${line}`);
-const fmt = (r: LoadResult): string =>
-  `${Math.round(r.reqPerSec)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.total} requests (${r.statusCodes || 'no responses'}), ` +
-  `${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`;
-const failuresOf = (r: LoadResult): number => r.non2xx + r.errors + r.timeouts;
-
 // Children die with the bench: on normal exit, on errors, and on Ctrl-C.
 const running = new Set<{ stop(): Promise<void> }>();
 process.on('exit', killAllNow);
@@ -97,75 +92,6 @@ function loadSpec(label: string, url: string, paths: string[], headers: Record<s
   };
 }
 
-type Measured = { result: LoadResult; cpuUsPerRequest?: number; rssMiB?: number };
-
-async function warmUp(spec: LoadSpec): Promise<void> {
-  if (options.warmupS <= 0) return;
-  log(`${spec.label}: warming up for ${options.warmupS} s`);
-  const warm = await runLoad({ ...spec, durationS: options.warmupS, progressEveryS: 0 });
-  if (failuresOf(warm) > 0) log(`${spec.label}: warm-up had failures: ${fmt(warm)}`);
-}
-
-/** One measured run, with the server's CPU time per request (all threads, and its main thread). */
-async function measure(spec: LoadSpec, server: ChildServer): Promise<Measured> {
-  log(`${spec.label}: measuring for ${spec.durationS} s (${spec.connections} connections, pipelining ${spec.pipelining})`);
-  const loopBefore = await server.eventLoop();
-  const cpuBefore = server.cpuMs();
-  const threadsBefore = server.cpuMsByThread();
-  const result = await runLoad(spec);
-  const cpuAfter = server.cpuMs();
-  const threadsAfter = server.cpuMsByThread();
-  const loopAfter = await server.eventLoop();
-  const rssMiB = server.rssMiB();
-  const cpuUsPerRequest = cpuBefore !== undefined && cpuAfter !== undefined && result.total > 0 ? ((cpuAfter - cpuBefore) * 1000) / result.total : undefined;
-  const extra = [
-    cpuUsPerRequest === undefined ? undefined : `server CPU ${cpuUsPerRequest.toFixed(1)} µs per request`,
-    rssMiB === undefined ? undefined : `RSS ${rssMiB.toFixed(0)} MiB`,
-  ].filter((x) => x !== undefined);
-  log(`${spec.label}: ${fmt(result)}${extra.length > 0 ? `; ${extra.join(', ')}` : ''}`);
-  const threads = [...threadsAfter]
-    .map(([name, ms]) => [name, ms - (threadsBefore.get(name) ?? 0)] as const)
-    .filter(([, ms]) => ms > 0)
-    .sort((a, b) => b[1] - a[1])
-    .map(([name, ms]) => `${name} ${((ms * 1000) / Math.max(1, result.total)).toFixed(1)} µs (${((ms / 1000 / spec.durationS) * 100).toFixed(0)}% of a core)`);
-  if (threads.length > 0) log(`${spec.label}: server CPU per request by thread: ${threads.join(', ')}`);
-  // Active near 100% while the main thread had only part of a core: it was short of CPU (the
-  // machine's other work), not waiting for I/O; active well under 100%: it waited (a broker, a disk).
-  if (loopBefore && loopAfter) {
-    const active = loopAfter.active - loopBefore.active;
-    const idle = loopAfter.idle - loopBefore.idle;
-    if (active + idle > 0) log(`${spec.label}: server main thread's event loop active ${((active / (active + idle)) * 100).toFixed(0)}% of the run, waiting for I/O or timers the rest`);
-  }
-  return { result, cpuUsPerRequest, rssMiB };
-}
-
-/**
- * A setup's rounds added up: req/s over all of them, server CPU per request over all requests,
- * failures summed; latencies are those of its median round (by req/s), RSS that of its last.
- */
-function combined(runs: Measured[]): Measured {
-  const byRate = [...runs].sort((a, b) => a.result.reqPerSec - b.result.reqPerSec);
-  const mid = byRate[Math.floor((runs.length - 1) / 2)].result;
-  const sum = (f: (r: LoadResult) => number): number => runs.reduce((n, r) => n + f(r.result), 0);
-  const total = sum((r) => r.total);
-  const withCpu = runs.filter((r) => r.cpuUsPerRequest !== undefined);
-  return {
-    result: {
-      reqPerSec: sum((r) => r.reqPerSec) / runs.length,
-      p50: mid.p50,
-      p99: mid.p99,
-      total,
-      non2xx: sum((r) => r.non2xx),
-      errors: sum((r) => r.errors),
-      timeouts: sum((r) => r.timeouts),
-      statusCodes: mid.statusCodes,
-    },
-    cpuUsPerRequest:
-      withCpu.length === runs.length ? runs.reduce((n, r) => n + r.cpuUsPerRequest! * r.result.total, 0) / Math.max(1, total) : undefined,
-    rssMiB: runs[runs.length - 1].rssMiB,
-  };
-}
-
 /**
  * Bare and service publish throughput in many short alternating rounds (bare first in odd
  * rounds, the service first in even ones), so that both see the same machine: on a shared or
@@ -176,8 +102,8 @@ function combined(runs: Measured[]): Measured {
 async function alternateWithBare(bare: ChildServer, service: ServiceChild, label: string, infra?: InfraCpu): Promise<{ bareRuns: Measured[]; serviceRuns: Measured[] }> {
   const bareSpec = loadSpec('bare POST /bare', bare.url, ['/bare'], {}, options.roundS);
   const serviceSpec = loadSpec(label, service.server.url, BENCH_PATHS, { authorization: service.auth }, options.roundS);
-  await warmUp(bareSpec);
-  await warmUp(serviceSpec);
+  await warmUp(bareSpec, options.warmupS);
+  await warmUp(serviceSpec, options.warmupS);
   const bareRuns: Measured[] = [];
   const serviceRuns: Measured[] = [];
   for (let round = 1; round <= options.rounds; round++) {
@@ -197,16 +123,6 @@ async function alternateWithBare(bare: ChildServer, service: ServiceChild, label
     }
   }
   return { bareRuns, serviceRuns };
-}
-
-/** The rounds' req/s in order, and the service/bare ratio per round, for the notes. */
-function roundsNote(name: string, bareRuns: Measured[], serviceRuns: Measured[]): string {
-  const list = (runs: Measured[]): string => runs.map((r) => Math.round(r.result.reqPerSec).toLocaleString('en-US')).join(', ');
-  const ratios = bareRuns.map((r, i) => serviceRuns[i].result.reqPerSec / r.result.reqPerSec).sort((a, b) => a - b);
-  return (
-    `Throughput rounds (req/s, in order): bare ${list(bareRuns)}; ${name} ${list(serviceRuns)}. ` +
-    `${name[0].toUpperCase()}${name.slice(1)}/bare per round: from ${ratios[0].toFixed(2)} to ${ratios[ratios.length - 1].toFixed(2)}, median ${ratios[Math.floor((ratios.length - 1) / 2)].toFixed(2)}.`
-  );
 }
 
 async function interleavedThroughput(report: Report, bare: ChildServer, embedded: ServiceChild): Promise<void> {
@@ -277,7 +193,7 @@ async function benchService(
       await sleep(SETTLE_MS);
       if (!options.publishOnly) await visibility('idle', '');
     } else {
-      await warmUp(spec);
+      await warmUp(spec, options.warmupS);
       // Idle means idle: let the projections finish the warm-up's messages first.
       await sleep(SETTLE_MS);
       if (!options.publishOnly) await visibility('idle', '');
