@@ -11,7 +11,7 @@
 // 10 rounds alternating: 0.79 against 0.41 us of CPU a line (1.9x); the first byte-at-a-time form
 // of this file 0.68 (1.16x: strings 8 bytes at a time, the first byte that needs a look found by
 // its flag, not byte by byte, made most of it). The whole bench (1,000,000 records, 6 rounds):
-// replay 0.88 -> 0.57 us of CPU a record, 0.37 -> 0.61 of the raw read's CPU.
+// replay 0.88-0.93 -> 0.56-0.59 us of CPU a record, 0.37-0.40 -> 0.61-0.63 of the raw read's CPU.
 // Memory: [0, 32 KiB) its tables (init()), its data from 32 KiB, the rest laid out by the caller.
 
 import { base64, be16, begin, escaped, initTables, isStr, KONST, konst, put, setKonst, setText, skip, spanLength, spanStart, u8At, value, written, int } from './json-out';
