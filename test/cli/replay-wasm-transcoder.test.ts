@@ -5,6 +5,7 @@
 // one buffer as the embedded log's segments are (visit); the shapes it does not know declined to
 // the JavaScript transcoder, which writes them. And the lines it writes are the generic path's.
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { NdjsonChunks } from '../../src/audit/ndjson.js';
 import { lineOf, type ScopeRequest } from '../../src/audit/replay-scope.js';
 import { KeyScope } from '../../src/audit/key-scope.js';
@@ -138,5 +139,25 @@ describe('the replay: the WebAssembly publish transcoder', () => {
     const lines = text(other).split('\n');
     expect(JSON.parse(lines[0]).event.messages[0].id).toBe('m0:0');
     expect(JSON.parse(lines[1]).event.messages[0].id).toBe('m7:0');
+  });
+
+  it('where WebAssembly cannot be had (node --jitless has none), the JavaScript transcoder writes the same lines', () => {
+    const url = (path: string): string => new URL(path, import.meta.url).href;
+    const script = `
+      const { NdjsonChunks } = await import(${JSON.stringify(url('../../src/audit/ndjson.ts'))});
+      const { encodeEvent } = await import(${JSON.stringify(url('../../src/log/event-codec.ts'))});
+      const out = new NdjsonChunks();
+      const request = { appId: 'app1', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER };
+      for (let i = 0; i < 50; i++) out.record({ topic: 'messages', partition: 1, offset: i, timestamp: 1_700_000_000_000 + i, key: 'app1:ch-1', value: encodeEvent({ type: 'messages.published', appId: 'app1', channel: 'ch-1', transport: 'rest', keyName: 'app1.k1', messages: [{ id: 'm' + i, data: 'd"é' + i }] }) }, request);
+      process.stdout.write(JSON.stringify({ wasm: typeof WebAssembly, wasmLines: out.wasmLines, fast: out.fast, text: Buffer.concat(out.take()).toString('utf8') }));
+    `;
+    const run = spawnSync(process.execPath, ['--jitless', '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(run.status).toBe(0);
+    const got = JSON.parse(run.stdout) as { wasm: string; wasmLines: number; fast: number; text: string };
+    expect(got).toMatchObject({ wasm: 'undefined', wasmLines: 0, fast: 50 });
+    const out = new NdjsonChunks();
+    for (let i = 0; i < 50; i++) out.record({ topic: Topics.messages, partition: 1, offset: i, timestamp: 1_700_000_000_000 + i, key: 'app1:ch-1', value: encodeEvent({ type: 'messages.published', appId: 'app1', channel: 'ch-1', transport: 'rest', keyName: 'app1.k1', messages: [{ id: `m${i}`, data: `d"é${i}` }] } as unknown as LogEvent) }, request);
+    expect(out.wasmLines).toBe(50);
+    expect(got.text).toBe(text(out));
   });
 });
