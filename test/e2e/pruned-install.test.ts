@@ -16,7 +16,7 @@ import { ROOT } from '../helpers/spawn-service.js';
 
 const run = promisify(execFile);
 /** Scripts that need the dev dependencies by nature (they compile, test or measure the sources). */
-const DEV_ONLY_SCRIPTS = ['build', 'test', 'typecheck', 'bench', 'bench:flood'];
+const DEV_ONLY_SCRIPTS = ['build', 'build:wasm', 'test', 'typecheck', 'bench', 'bench:flood'];
 
 interface Pkg {
   bin: Record<string, string>;
@@ -64,7 +64,7 @@ const serviceScripts = (): string[] => Object.keys(pkg.scripts).filter((s) => pk
 describe('an install without dev dependencies runs every command the README names', () => {
   it('holds none of the development tools (tsx, the compiler, the test runners, testcontainers and its ssh2, playwright)', () => {
     // Some dev dependencies are production ones' dependencies too (ajv: fastify's); these are not.
-    const tools = ['tsx', 'typescript', 'vitest', 'testcontainers', '@testcontainers/kafka', '@testcontainers/clickhouse', 'ssh2', 'playwright-core', 'autocannon', 'fast-check', 'ably'];
+    const tools = ['tsx', 'typescript', 'vitest', 'testcontainers', '@testcontainers/kafka', '@testcontainers/clickhouse', 'ssh2', 'playwright-core', 'autocannon', 'fast-check', 'ably', 'assemblyscript'];
     for (const name of tools) expect(existsSync(join(work, 'node_modules', name)), name).toBe(false);
     expect(existsSync(join(work, 'node_modules/better-sqlite3'))).toBe(true);
   });
