@@ -142,6 +142,21 @@ export class PartialAppendError extends Error {
   }
 }
 
+/**
+ * What a closed log's calls fail with: the service is stopping (a stop during the start closes the
+ * log under the parts of the start still running). Expected then, and logged at debug level by
+ * those parts (isLogClosed), never as a warning.
+ */
+export class LogClosedError extends Error {
+  constructor() {
+    super('log is closed');
+    this.name = 'LogClosedError';
+  }
+}
+
+/** Whether `err` is a closed log's refusal (LogClosedError). */
+export const isLogClosed = (err: unknown): boolean => err instanceof LogClosedError;
+
 export interface Log {
   readonly kind: 'embedded' | 'kafka';
   /**

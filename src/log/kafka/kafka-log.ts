@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
+import { LogClosedError, Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
@@ -296,7 +296,7 @@ export class KafkaLog implements Log {
    * record lands after its key's earlier records or not at all).
    */
   append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    if (this.closed) return Promise.reject(new Error('log is closed'));
+    if (this.closed) return Promise.reject(new LogClosedError());
     if (records.length === 0) return Promise.resolve([]);
     const timeoutMs = this.options.appendTimeoutMs;
     const deadline = { passed: false };
@@ -369,7 +369,7 @@ export class KafkaLog implements Log {
   }
 
   consume(options: ConsumeOptions): Subscription {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     const kafkaTopic = this.kafkaTopic(options.topic);
     const subscription = KafkaSubscription.start(
       {
@@ -394,7 +394,7 @@ export class KafkaLog implements Log {
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     const kafkaTopic = this.kafkaTopic(topic);
     const range = (await this.offsets(kafkaTopic)).get(partition);
     if (!range || maxRecords <= 0) return [];
@@ -426,7 +426,7 @@ export class KafkaLog implements Log {
   }
 
   async prepareReads(topic: Topic): Promise<void> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     await this.readerOf(topic).prepare();
   }
 
