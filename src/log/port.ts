@@ -205,8 +205,12 @@ export interface Log {
    */
   lostRecords?(): { topic: string; count: number }[];
   close(): Promise<void>;
-  /** close(), resolving once every consumer has left its group, with how many did (Kafka: KafkaLog.closeAndLeave); absent where close() does. */
-  closeAndLeave?(): Promise<{ consumers: number }>;
+  /**
+   * close(), resolving once every consumer has left its group or `withinMs` (default: no bound) has
+   * passed, with how many consumers there were and how many were still in their groups then (Kafka:
+   * KafkaLog.closeAndLeave); absent where close() does.
+   */
+  closeAndLeave?(withinMs?: number): Promise<{ consumers: number; stillInGroups: number }>;
 }
 
 /** A chain head as a signed checkpoint names it (src/audit/checkpoint.ts): the link as hex; Kafka's with its writer and seq. */
