@@ -164,7 +164,7 @@ export class KafkaSubscription implements Subscription {
         // A shared consumer stopped while its group rebalances (its first join included) waits for
         // the rebalance to end before it can leave: on the mock broker, up to the session timeout.
         // Nothing is applied after stop() (onBatch checks), so the stop need not wait: it leaves
-        // when the join returns.
+        // when the join returns, and a process about to exit waits for that (left(); KafkaLog.closeAndLeave).
         let timer: NodeJS.Timeout | undefined;
         const bounded = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHARED_LEAVE_WAIT_MS)));
         if ((await Promise.race([disconnected, bounded])) === 'late') {
