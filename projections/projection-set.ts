@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../src/clock.js';
 import type { Limits } from '../src/limits.js';
-import { Topics, type Checkpoint, type LogPosition, type LogRecord, type Topic } from '../src/log/port.js';
+import { isLogClosed, Topics, type Checkpoint, type LogPosition, type LogRecord, type Topic } from '../src/log/port.js';
 import { HistoryProjection } from './history/history-projection.js';
 import type { HistoryStore } from './history/history-store.js';
 import { PresenceProjection } from './presence/presence-projection.js';
@@ -189,7 +189,10 @@ export class ProjectionSet {
     // the first stand-in on each topic never finished in time and the read answered without its rows).
     if (statsReader) {
       for (const topic of STATS_TOPICS) {
-        runner.prepareReads(topic).catch((err: unknown) => logger.warn({ err, topic }, 'the log reader for stats stand-ins did not start; the first stand-in starts it'));
+        runner.prepareReads(topic).catch((err: unknown) => {
+          // A stop during the start closed the log: nothing to say.
+          if (!isLogClosed(err)) logger.warn({ err, topic }, 'the log reader for stats stand-ins did not start; the first stand-in starts it');
+        });
       }
     }
     // Channel activity, occupancy and lifecycle: in memory, restored from its snapshot or rebuilt

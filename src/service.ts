@@ -475,7 +475,8 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['history store', () => historyStore.close()],
     ['presence history store', () => presenceHistoryStore.close()],
     ['stats store', () => statsStore.close()],
-    ['log', () => log.close()],
+    // Kafka: its consumers leave their groups (KafkaLog.closeAndLeave) within SHUTDOWN_TIMEOUT_MS, less up to 1 s for the rest.
+    ['log', async () => void (await (log.closeAndLeave?.(closeStartedAt + config.shutdownTimeoutMs - Math.min(1_000, config.shutdownTimeoutMs / 10) - Date.now()) ?? log.close()))],
     ['adapters', async () => adapters.close?.()], // last: the data directory's lock
   ];
   let closeStartedAt = 0;

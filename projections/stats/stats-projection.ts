@@ -47,6 +47,12 @@ export interface StatsProjectionOptions {
  * - the checkpoint goes back to the newest final sample, which a replay rebuilds as context
  *   (for `channels.opened`) but does not write again.
  */
+/** The newest by interval of `final` and the slot-0 samples of `closed` (a late record's own row is never final). */
+function newestFinal(closed: Sample[], final: Sample | undefined): Sample | undefined {
+  for (const s of closed) if (s.slot === 0 && (!final || s.interval > final.interval)) final = s;
+  return final;
+}
+
 interface Waiter {
   topic: string;
   partition: number;
@@ -423,7 +429,9 @@ export class StatsProjection {
           for (const sample of closed) rows.push(...this.rowsOf(topic, partition, sample, state));
           for (const [interval] of dirty) rows.push(...this.rowsOf(topic, partition, state.open.get(interval)!, state));
           written.push([state, closed, dirty]);
-          const final = closed.filter((s) => s.slot === 0).pop() ?? state.final;
+          // The newest final sample by interval: a closed sample written now can be older than
+          // one that closed with it already written (a late record changed the older one).
+          const final = newestFinal(closed, state.final);
           const firstOffsets = [...state.open.values(), ...state.unwritten.slice(closed.length)].map((s) => s.firstOffset);
           if (final) firstOffsets.push(final.firstOffset);
           checkpoint.set(partition, {
@@ -442,8 +450,7 @@ export class StatsProjection {
         for (const [i, [state, closed, dirty]] of written.entries()) {
           state.writtenNext = nexts[i];
           state.unwritten.splice(0, closed.length);
-          const newestFinal = closed.filter((s) => s.slot === 0).pop();
-          if (newestFinal) state.final = newestFinal;
+          state.final = newestFinal(closed, state.final);
           // Records applied while writing make a sample dirty again; only unchanged ones are clean.
           for (const [interval, lastOffset] of dirty) {
             if (state.open.get(interval)?.lastOffset !== lastOffset) continue;

@@ -142,6 +142,21 @@ export class PartialAppendError extends Error {
   }
 }
 
+/**
+ * What a closed log's calls fail with: the service is stopping (a stop during the start closes the
+ * log under the parts of the start still running). Expected then, and logged at debug level by
+ * those parts (isLogClosed), never as a warning.
+ */
+export class LogClosedError extends Error {
+  constructor() {
+    super('log is closed');
+    this.name = 'LogClosedError';
+  }
+}
+
+/** Whether `err` is a closed log's refusal (LogClosedError). */
+export const isLogClosed = (err: unknown): boolean => err instanceof LogClosedError;
+
 export interface Log {
   readonly kind: 'embedded' | 'kafka';
   /**
@@ -190,8 +205,12 @@ export interface Log {
    */
   lostRecords?(): { topic: string; count: number }[];
   close(): Promise<void>;
-  /** close(), resolving once every consumer has left its group, with how many did (Kafka: KafkaLog.closeAndLeave); absent where close() does. */
-  closeAndLeave?(): Promise<{ consumers: number }>;
+  /**
+   * close(), resolving once every consumer has left its group or `withinMs` (default: no bound) has
+   * passed, with how many consumers there were and how many were still in their groups then (Kafka:
+   * KafkaLog.closeAndLeave); absent where close() does.
+   */
+  closeAndLeave?(withinMs?: number): Promise<{ consumers: number; stillInGroups: number }>;
 }
 
 /** A chain head as a signed checkpoint names it (src/audit/checkpoint.ts): the link as hex; Kafka's with its writer and seq. */

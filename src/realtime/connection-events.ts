@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AppendBatcher } from '../log/append-batcher.js';
 import type { ConsumeOptions, Log, Subscription } from '../log/port.js';
-import { lagOf, Topics } from '../log/port.js';
+import { isLogClosed, lagOf, Topics } from '../log/port.js';
 import { channelKey } from '../log/partitioner.js';
 import { decodeEvent, encodeEvent } from '../log/event-codec.js';
 import type { ConnectionEvent } from '../domain/events.js';
@@ -336,7 +336,9 @@ export class ConnectionEvents {
       .catch((err) => {
         // Never read back: an open not appended stops shielding its connection.
         if (event.type === 'connection.opened') this.ownOpens.delete(event.connectionId);
-        this.options.logger.warn({ err, event: event.type }, 'connection event not appended');
+        // The log closed under it: the service is stopping (a stop during the start included).
+        if (isLogClosed(err)) this.options.logger.debug({ event: event.type }, 'connection event not appended: the log is closed');
+        else this.options.logger.warn({ err, event: event.type }, 'connection event not appended');
       });
   }
 

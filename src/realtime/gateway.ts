@@ -5,7 +5,7 @@ import type { Credentials } from '../auth/credentials.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
 import type { ConsumeOptions, Log, LogPosition, Subscription } from '../log/port.js';
-import { Topics } from '../log/port.js';
+import { isLogClosed, Topics } from '../log/port.js';
 import { positionsAfter } from '../log/applied-positions.js';
 import type { OwnWrites } from '../log/own-writes.js';
 import { channelKey } from '../log/partitioner.js';
@@ -189,7 +189,10 @@ export class Gateway {
     await this.delivery.start();
     // A resume reads its channel's backlog from the log: the first one should not wait for the
     // reader to start.
-    log.prepareReads?.(Topics.messages).catch((err) => logger.warn({ err }, 'the log reader for resumes did not start; the first resume starts it'));
+    log.prepareReads?.(Topics.messages).catch((err) => {
+      // A stop during the start closed the log: nothing to say.
+      if (!isLogClosed(err)) logger.warn({ err }, 'the log reader for resumes did not start; the first resume starts it');
+    });
     const holders = new Set(presence.connectionsHeldBy(() => true).map((c) => c.instanceId));
     await this.deps.events.start(
       {

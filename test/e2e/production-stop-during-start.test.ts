@@ -23,6 +23,14 @@ function appsFileIn(dir: string, appId: string): string {
 }
 
 const output = (s: ServerProcess): string => s.output.join('');
+type Line = { level: number; msg: string; consumersLeft?: number };
+const logLines = (s: ServerProcess): Line[] => output(s).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line);
+/**
+ * Its warnings and errors. A stop during the start is quiet but for its own lines: the parts of the
+ * start still running when the log closed (the connection events' appends, the resume reader's
+ * start) used to warn of the closed log ("connection event not appended" and the like).
+ */
+const warnings = (s: ServerProcess): string[] => logLines(s).filter((l) => l.level >= 40).map((l) => l.msg);
 
 describe('a signal during a production start', () => {
   const held: Socket[] = [];
@@ -56,6 +64,7 @@ describe('a signal during a production start', () => {
       expect(await server.exited, output(server)).toEqual({ code: 0, signal: null });
       expect(output(server)).toContain('stopping during the start: nothing connected yet');
       expect(output(server)).toContain('stopped during the start');
+      expect(warnings(server), output(server)).toEqual([]);
     } finally {
       await server.stop();
     }
@@ -93,11 +102,12 @@ describeWithInfra('a signal while a production start joins its consumer groups',
       // disconnected, each having left its group, before it exited. (Whether the group is free is not
       // asked of the broker: librdkafka's mock keeps a member that left in its group until its
       // session timeout, a plain kafkajs consumer's alike.)
-      const lines = output(server).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; consumersLeft?: number });
-      const stopped = lines.find((l) => l.msg === 'stopped during the start; the service did not start');
+      const stopped = logLines(server).find((l) => l.msg === 'stopped during the start; the service did not start');
       expect(stopped, output(server)).toBeDefined();
       // apps, the projections' feeds of four topics, four shared writer feeds, at least.
       expect(stopped!.consumersLeft).toBeGreaterThanOrEqual(9);
+      // Nothing else said: the parts of the start that met the closed log are quiet.
+      expect(warnings(server), output(server)).toEqual([]);
     } finally {
       await server.stop();
     }

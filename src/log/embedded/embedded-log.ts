@@ -10,7 +10,7 @@ import type {
   Subscription,
   Topic,
 } from '../port.js';
-import { Topics } from '../port.js';
+import { LogClosedError, Topics } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 import { pumpedSubscription } from './embedded-subscription.js';
 import { SqliteWriter } from './sqlite-writer.js';
@@ -262,7 +262,7 @@ export class EmbeddedLog implements Log {
   }
 
   async append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     if (this.failure) this.recover();
     if (records.length === 0) return [];
     const ends = this.endsOf(topic);

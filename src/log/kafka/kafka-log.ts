@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
+import { LogClosedError, Topics, type AppendRecord, type ConsumeOptions, type Log, type LogPosition, type LogRecord, type Subscription, type Topic } from '../port.js';
 import { kafkajsLogging, type LoggerLike } from './kafka-logger.js';
+import { GroupLeave, type Left } from './group-leave.js';
 import { KafkaSubscription, type PartitionOffsets } from './kafka-subscription.js';
 import { KafkaTopicReader, type KafkaChainedRecord } from './kafka-reader.js';
 import { ChainCheckpoints, ProducerChains, type CheckpointOptions } from './kafka-chain.js';
@@ -117,6 +118,8 @@ export class KafkaLog implements Log {
   private readonly partitionCounts = new Map<string, number>();
   private readonly readers = new Map<string, KafkaTopicReader>();
   private readonly subscriptions = new Set<KafkaSubscription>();
+  /** Consumers stopped before the close that have not left their groups yet (a shared one stopped during a rebalance). */
+  private readonly departing = new Set<KafkaSubscription>();
   /** Per topic, each producer's records waiting for its request in flight to settle (see append). */
   private readonly lanes: ProduceLanes;
   private closed = false;
@@ -126,8 +129,8 @@ export class KafkaLog implements Log {
   /** What this process appended, handed to its consumers that read its partition as it was appended (decoded already). */
   private readonly ownValues = new OwnValues((kafkaTopic, partition) => [...this.subscriptions].filter((s) => s.kafkaTopic === kafkaTopic && s.reads(partition)).length);
   private closing: Promise<void> | undefined;
-  /** Every consumer closeNow stopped has left its group (KafkaSubscription.left): how many. */
-  private leaving: Promise<number> | undefined;
+  /** The consumers at the close leaving their groups (KafkaSubscription.left), those stopped before it included. */
+  private leaving: GroupLeave | undefined;
   /** Records on the topics that are not the service's events, left out by every consumer (README: Records that are not the service's). */
   private readonly unreadable: UnreadableRecords | undefined;
   /** Records retention deleted before a consumer of this process applied them (README: Records the log deleted before they were applied). */
@@ -296,7 +299,7 @@ export class KafkaLog implements Log {
    * record lands after its key's earlier records or not at all).
    */
   append(topic: Topic, records: AppendRecord[]): Promise<LogPosition[]> {
-    if (this.closed) return Promise.reject(new Error('log is closed'));
+    if (this.closed) return Promise.reject(new LogClosedError());
     if (records.length === 0) return Promise.resolve([]);
     const timeoutMs = this.options.appendTimeoutMs;
     const deadline = { passed: false };
@@ -369,7 +372,7 @@ export class KafkaLog implements Log {
   }
 
   consume(options: ConsumeOptions): Subscription {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     const kafkaTopic = this.kafkaTopic(options.topic);
     const subscription = KafkaSubscription.start(
       {
@@ -382,7 +385,12 @@ export class KafkaLog implements Log {
         fetchMaxWaitMs: this.fetchMaxWaitMs,
         sessionTimeoutMs: this.options.sessionTimeoutMs,
         retryDelayMs: this.options.retryDelayMs ?? 200,
-        onStopped: (s) => this.subscriptions.delete(s),
+        onStopped: (s) => {
+          this.subscriptions.delete(s);
+          this.departing.add(s);
+          const gone = () => void this.departing.delete(s);
+          s.left().then(gone, gone);
+        },
         valueOf: (headers, read) => this.ownValues.valueOf(kafkaTopic, headers, read),
         ...(this.unreadable ? { admits: (record: LogRecord) => this.unreadable!.admits(kafkaTopic, record) } : {}),
         lost: (partition, from, to) => this.lostOnes.lost(options.topic, kafkaTopic, partition, from, to, options.consumer),
@@ -394,7 +402,7 @@ export class KafkaLog implements Log {
   }
 
   async read(topic: Topic, partition: number, fromOffset: number, maxRecords: number): Promise<LogRecord[]> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     const kafkaTopic = this.kafkaTopic(topic);
     const range = (await this.offsets(kafkaTopic)).get(partition);
     if (!range || maxRecords <= 0) return [];
@@ -426,7 +434,7 @@ export class KafkaLog implements Log {
   }
 
   async prepareReads(topic: Topic): Promise<void> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     await this.readerOf(topic).prepare();
   }
 
@@ -462,14 +470,15 @@ export class KafkaLog implements Log {
   }
 
   /**
-   * Closes the log, and resolves once each of its consumers has left its consumer group: close()
-   * may return before a shared consumer stopped during a rebalance has (KafkaSubscription.stop). A
+   * Closes the log, and resolves once each of its consumers has left its consumer group, or once
+   * `withinMs` has passed: close() may return before a shared consumer stopped during a rebalance
+   * has (KafkaSubscription.stop), the consumers the service stopped before the close included. A
    * process about to exit awaits this, so that the other instances and the next start need not
-   * wait out its members' session timeout.
+   * wait out its members' session timeout. Logs what it waits for (group-leave.ts).
    */
-  async closeAndLeave(): Promise<{ consumers: number }> {
+  async closeAndLeave(withinMs = Infinity): Promise<Left> {
     await this.close();
-    return { consumers: (await this.leaving) ?? 0 };
+    return this.leaving ? this.leaving.wait(withinMs, this.logger) : { consumers: 0, stillInGroups: 0 };
   }
 
   private async closeNow(): Promise<void> {
@@ -478,7 +487,7 @@ export class KafkaLog implements Log {
     this.closed = true;
     const quietly = (what: string) => (err: unknown) => this.logger?.warn({ err }, `closing the Kafka log: ${what} failed`);
     const subscriptions = [...this.subscriptions];
-    this.leaving = Promise.all(subscriptions.map((s) => s.left())).then(() => subscriptions.length);
+    this.leaving = new GroupLeave([...subscriptions, ...this.departing]);
     await Promise.all(subscriptions.map((s) => s.stop()));
     await Promise.all([...this.readers.values()].map((r) => r.close()));
     this.readers.clear();

@@ -1,5 +1,5 @@
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
-import type { LogRecord } from '../port.js';
+import { LogClosedError, type LogRecord } from '../port.js';
 import type { LoggerLike } from './kafka-logger.js';
 import { toLogRecord } from './kafka-subscription.js';
 import { chainOf, type ChainHeaders } from './kafka-chain.js';
@@ -121,7 +121,7 @@ export class KafkaTopicReader {
   }
 
   private async readNow(partition: number, from: number, end: number): Promise<LogRecord[]> {
-    if (this.closed) throw new Error('log is closed');
+    if (this.closed) throw new LogClosedError();
     if (from >= end) return [];
     await this.start();
     const consumer = this.consumer!;

@@ -70,6 +70,8 @@ export class KafkaSubscription implements Subscription {
   readonly caughtUp: Promise<void>;
   readonly reading: Promise<void>;
   readonly kafkaTopic: string;
+  /** the consumer's name (ConsumeOptions.consumer) */
+  readonly consumerName: string;
   private markCaughtUp!: () => void;
   private markReading!: () => void;
   /** caughtUp resolved: checkCaughtUp, called after every batch, has nothing left to do. */
@@ -104,6 +106,7 @@ export class KafkaSubscription implements Subscription {
     private readonly options: ConsumeOptions,
   ) {
     this.kafkaTopic = ctx.kafkaTopic;
+    this.consumerName = options.consumer;
     this.caughtUp = new Promise((resolve) => (this.markCaughtUp = resolve));
     this.reading = new Promise((resolve) => (this.markReading = resolve));
     for (const [p, offset] of options.from) this.next.set(p, offset);
@@ -161,11 +164,14 @@ export class KafkaSubscription implements Subscription {
         // A shared consumer stopped while its group rebalances (its first join included) waits for
         // the rebalance to end before it can leave: on the mock broker, up to the session timeout.
         // Nothing is applied after stop() (onBatch checks), so the stop need not wait: it leaves
-        // when the join returns.
+        // when the join returns, and a process about to exit waits for that (left(); KafkaLog.closeAndLeave).
         let timer: NodeJS.Timeout | undefined;
         const bounded = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), SHARED_LEAVE_WAIT_MS)));
         if ((await Promise.race([disconnected, bounded])) === 'late') {
-          this.ctx.logger?.info({ topic: this.kafkaTopic, consumer: this.options.consumer }, 'shared kafka consumer stopped; it leaves its group once the rebalance under way ends');
+          const named = { topic: this.kafkaTopic, consumer: this.options.consumer };
+          this.ctx.logger?.info(named, 'shared kafka consumer stopped; it leaves its group once the rebalance under way ends');
+          const left = () => this.ctx.logger?.info(named, 'shared kafka consumer left its group, the rebalance over');
+          disconnected.then(left, left);
         }
         clearTimeout(timer);
       } else {

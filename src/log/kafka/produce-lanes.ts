@@ -3,7 +3,7 @@
 // MAX_REQUEST_BYTES, and each producer sends its queued shares one request at a time, as many as fit
 // together. So a key's records land in call order, the producers' requests are in flight together,
 // and no request carries more for a partition than the broker takes in one record batch.
-import { PartialAppendError, type AppendRecord, type LogPosition } from '../port.js';
+import { LogClosedError, PartialAppendError, type AppendRecord, type LogPosition } from '../port.js';
 import { partitionFor } from '../partitioner.js';
 
 /**
@@ -151,7 +151,7 @@ export class ProduceLanes {
         if (lane.queue.length === 0) break;
         backToBack = true;
         if (this.isClosed()) {
-          for (const share of lane.queue.splice(0)) share.done.reject(new Error('log is closed'));
+          for (const share of lane.queue.splice(0)) share.done.reject(new LogClosedError());
           lane.records = 0;
           break;
         }
