@@ -8,9 +8,13 @@
 import { isUtf8 } from 'node:buffer';
 import { unpackFirst } from '../codec/msgpack.js';
 import { isProtoKeyRefusal } from '../codec/msgpack-own-keys.js';
+import { nestsDeeperThan } from '../log/event-shape.js';
 import { skip, spanLength, spanStart, u32 } from './msgpack-spans.js';
 import { T_FALSE, T_NULL, T_TRUE, Text } from './ndjson-layout.js';
 import { digits, eightDigits, HEX, PLAIN, SHORT_ESCAPE } from './json-bytes.js';
+
+/** Levels of lists and maps a value written here may nest (the WebAssembly transcoder's NEST_MAX): deeper, the record is declined to the generic path, which applies the log's own rule (RECORD_MAX_DEPTH). */
+const VALUE_MAX_DEPTH = 64;
 
 const CHUNK_BYTES = 256 * 1024;
 /** Chunks kept to write again (reuse): the most a scan of 5,000 records fills at ~420 bytes a line, and some (4 MiB) */
@@ -243,7 +247,10 @@ export class JsonChunks {
     if (end < 0) return false;
     let json: string | undefined;
     try {
-      json = JSON.stringify(unpackFirst(b.subarray(p, this.limit)));
+      const decoded = unpackFirst(b.subarray(p, this.limit));
+      // Lists and maps nested deep: the generic path applies the log's depth rule (src/log/event-shape.ts).
+      if (nestsDeeperThan(decoded, VALUE_MAX_DEPTH)) return false;
+      json = JSON.stringify(decoded);
     } catch (err) {
       // a map key "__proto__", which the decoder refuses: the generic path reads it (decodeEvent, src/log/event-codec.ts)
       if (isProtoKeyRefusal(err)) return false;

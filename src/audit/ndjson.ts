@@ -127,7 +127,7 @@ export class NdjsonChunks extends JsonChunks {
       if (this.wasmLine(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp)) return true;
       this.handOver();
       this.lineStart = this.pos;
-      if (this.publish(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp, hashOfText(record.key))) {
+      if (this.publishOrDecline(record.value, 0, record.value.length, record.partition, record.offset, record.timestamp, hashOfText(record.key))) {
         this.lineStart = this.pos;
         this.fast++;
         return true;
@@ -154,7 +154,7 @@ export class NdjsonChunks extends JsonChunks {
       this.handOver();
       this.lineStart = this.pos;
       const hash = key.text === undefined ? hashOfBytes(key.keyBytes, key.start, key.end) : hashOfText(key.text);
-      if (this.publish(bytes, start, end, partition, offset, timestamp, hash)) {
+      if (this.publishOrDecline(bytes, start, end, partition, offset, timestamp, hash)) {
         this.lineStart = this.pos;
         this.fast++;
         return true;
@@ -166,6 +166,20 @@ export class NdjsonChunks extends JsonChunks {
   }
 
   // The transcoder: b is the value, positions into it; the output at this.pos.
+
+  /**
+   * publish(), a throw declined as a shape it does not know: its walks recurse, and a record's
+   * maps and lists nested some thousands deep (no record of the service's: src/log/event-shape.ts)
+   * ran out of stack (RangeError), which ended the replay. The caller drops what it wrote.
+   */
+  private publishOrDecline(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number, hash: number): boolean {
+    try {
+      return this.publish(b, start, end, partition, offset, timestamp, hash);
+    } catch (err) {
+      if (err instanceof RangeError) return NOT_FAST;
+      throw err;
+    }
+  }
 
   /** Whether the record was written: false for the generic path (not a publish, or not in the layout read here). */
   private publish(b: Uint8Array, start: number, end: number, partition: number, offset: number, timestamp: number, hash: number): boolean {

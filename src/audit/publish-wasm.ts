@@ -103,7 +103,15 @@ export class PublishWasm {
       this.held = undefined;
       base = IN - start;
     }
-    const to = this.publishAt(base + start, base + end, partition, offset, timestamp, OUT + this.pending);
+    let to: number;
+    try {
+      to = this.publishAt(base + start, base + end, partition, offset, timestamp, OUT + this.pending);
+    } catch {
+      // The module's stack (a record's maps and lists nested some thousands deep, skipped by
+      // recursion: RangeError): declined like any record it does not know; what it wrote past
+      // the pending lines is not kept, and each call starts afresh (begin()).
+      return false;
+    }
     if (to === 0) return false;
     this.pending = to - OUT;
     return true;

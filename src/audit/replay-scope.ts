@@ -3,7 +3,7 @@
 // the app's own events), read from the log itself in log order, one line per record, each naming
 // its place (topic, partition, offset), its time, the event and the credential that made it.
 import { Topics, type Log, type LogRecord, type Topic } from '../log/port.js';
-import { isKnownEventType } from '../log/event-shape.js';
+import { isKnownEventType, nestsDeeperThan, RECORD_MAX_DEPTH } from '../log/event-shape.js';
 import { decodeEvent } from '../log/event-codec.js';
 import type { LogEvent } from '../domain/events.js';
 import { partitionFor } from '../log/partitioner.js';
@@ -175,7 +175,9 @@ function replayedEvent(value: Uint8Array): LogEvent | undefined {
   }
   if (typeof event !== 'object' || event === null || Array.isArray(event)) return undefined;
   const type = (event as { type?: unknown }).type;
-  return typeof type === 'string' && isKnownEventType(type) ? (event as LogEvent) : undefined;
+  if (typeof type !== 'string' || !isKnownEventType(type)) return undefined;
+  // Nested deeper than the consumers take (they leave it out): its line could not be written either (JSON.stringify recurses).
+  return nestsDeeperThan(event, RECORD_MAX_DEPTH) ? undefined : (event as LogEvent);
 }
 
 /** What a replay reads: the partitions, each to its end as it was when the plan was made, and the progress of the reading. */

@@ -91,6 +91,46 @@ function counters(e: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
+/**
+ * Levels of lists and maps a record may nest: the service writes some 40 at most (the event, its
+ * messages, a message, its extras, and the 32 levels message data and extras may hold: Limits
+ * maxDataDepth). The decoder reads any depth, but the consumers write what they read again
+ * (JSON.stringify, MessagePack: the history rows, a realtime delivery, the replay's lines), and
+ * those recurse: a record nested 15,000 deep made them throw RangeError (the stack), so a
+ * projection handed it failed its batch for ever, as an undecodable record did before.
+ */
+export const RECORD_MAX_DEPTH = 512;
+
+/** Whether the decoded `value` nests more than `max` levels of lists and maps (a walk with a stack of its own: no recursion). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: unknown[] = [value];
+  const depths: number[] = [0];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    const depth = depths.pop()!;
+    if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v)) continue;
+    if (depth >= max) return true;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const item = v[i];
+        if (typeof item === 'object' && item !== null) {
+          stack.push(item);
+          depths.push(depth + 1);
+        }
+      }
+    } else {
+      for (const k in v) {
+        const item = (v as Record<string, unknown>)[k];
+        if (typeof item === 'object' && item !== null) {
+          stack.push(item);
+          depths.push(depth + 1);
+        }
+      }
+    }
+  }
+  return false;
+}
+
 /** Why the record whose value this is cannot be handed to a consumer; undefined: it can (decoded now, kept on the value: decodeEvent). */
 export function unreadable(value: Uint8Array): Unreadable | undefined {
   let event: unknown;
@@ -105,7 +145,9 @@ export function unreadable(value: Uint8Array): Unreadable | undefined {
   const check = Object.hasOwn(REQUIRED, type) ? REQUIRED[type] : undefined;
   if (!check) return { reason: 'unknown-type', type: type.slice(0, 64), detail: `event type ${JSON.stringify(type.slice(0, 64))} is not one this version knows` };
   const wrong = check(event);
-  return wrong === undefined ? undefined : { reason: 'shape', detail: `${type}: ${wrong}` };
+  if (wrong !== undefined) return { reason: 'shape', detail: `${type}: ${wrong}` };
+  if (nestsDeeperThan(event, RECORD_MAX_DEPTH)) return { reason: 'shape', detail: `${type}: nests deeper than ${RECORD_MAX_DEPTH} levels of lists and maps` };
+  return undefined;
 }
 
 /** Whether `type` is an event type this version writes (and its consumers read). */

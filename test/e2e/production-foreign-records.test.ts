@@ -26,6 +26,14 @@ import type { ScopeProgress } from '../../src/audit/replay-scope.js';
 import { Topics } from '../../src/log/port.js';
 import { Actions, RawClient } from '../helpers/raw-realtime.js';
 
+/** A publish of the service's shape whose message's extras are `levels` lists one in the other (made by hand: the encoder recurses). */
+function deepPublish(channel: string, levels: number): Buffer {
+  const marker = 'DEEP-EXTRAS-MARKER';
+  const bytes = Buffer.from(packValue({ type: 'messages.published', appId: 'frapp', channel, transport: 'rest', messages: [{ id: 'deep:0', timestamp: Date.now(), name: 'deep', extras: marker }] }));
+  const at = bytes.indexOf(marker) - 1; // its fixstr head
+  return Buffer.concat([bytes.subarray(0, at), Buffer.alloc(levels, 0x91), Buffer.from([0xc0]), bytes.subarray(at + 1 + marker.length)]);
+}
+
 const infra = await findProductionInfra();
 const KEY = 'frapp.k1:foreign-secret-foreign';
 const { services, until } = productionTeardown();
@@ -95,6 +103,9 @@ describeWithInfra('production mode: records on the topics that are not the servi
       ['unknown again', Buffer.from(packValue({ type: 'messages.edited', appId: 'frapp', channel, serial: 2 }))],
       ['empty', null],
       ['large', Buffer.concat([Buffer.from([0xc1]), randomBytes(256 * 1024)])],
+      // Of the shape, its extras lists nested 15,000 deep: writing it again (a history row, a
+      // delivery, a replay line) ran out of stack; more than the consumers take (RECORD_MAX_DEPTH).
+      ['deep', deepPublish(channel, 15_000)],
     ];
     const sent = await raw.send({ topic: `${prefix}messages`, acks: -1, messages: foreign.map(([, value]) => ({ key, value, partition })) });
     const first = Number(sent[0].baseOffset);
@@ -128,7 +139,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     const counts = await skipped();
     expect(Object.fromEntries(counts)).toEqual({
       'messages undecodable': 4, // garbage, cut, empty, large
-      'messages shape': 2,
+      'messages shape': 3, // shape, list, deep
       'messages unknown-type': 2,
       'presence undecodable': 1,
       'usage undecodable': 1,
@@ -141,7 +152,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     // An unknown type once per type, at warn (a newer version's, during a rolling upgrade); the rest at error.
     expect(told.map((l) => [l.partition, l.offset, l.reason, l.level]).sort((a, b) => (a[1] as number) - (b[1] as number))).toEqual(
       foreign.flatMap(([what], i) =>
-        what === 'unknown again' ? [] : [[partition, first + i, what === 'shape' || what === 'list' ? 'shape' : what === 'unknown' ? 'unknown-type' : 'undecodable', what === 'unknown' ? 40 : 50]],
+        what === 'unknown again' ? [] : [[partition, first + i, what === 'shape' || what === 'list' || what === 'deep' ? 'shape' : what === 'unknown' ? 'unknown-type' : 'undecodable', what === 'unknown' ? 40 : 50]],
       ),
     );
     // Every consumer is past them (none stalled: no lag, none retrying a batch).
@@ -188,8 +199,8 @@ describeWithInfra('production mode: records on the topics that are not the servi
     for await (const chunk of replayNdjson(service.log, { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, (p) => (progress = { ...p }))) chunks.push(Buffer.from(chunk));
     const names = Buffer.concat(chunks).toString('utf8').trim().split('\n').map((l) => (JSON.parse(l) as { event: { channel: string; messages: { name: string }[] } }).event).filter((e) => e.channel === `persisted:foreign-${tag}`).map((e) => e.messages[0].name);
     expect(names).toEqual(['before', 'odd', 'after', 'later']);
-    // The eight of the first test and the resume's one, all keyed like a channel of the app.
-    expect(progress?.foreign).toBe(9);
+    // The nine of the first test and the resume's one, all keyed like a channel of the app.
+    expect(progress?.foreign).toBe(10);
   }, 60_000);
 
   it('a rebuild of history and of stats from the log goes past them, the foreign ones left out (and counted by history\'s)', async () => {
@@ -199,7 +210,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     try {
       let last: RebuildProgress | undefined;
       await rebuild('history', { config, adapters: beside }, (p) => (last = p));
-      expect(last?.foreign).toBe(9);
+      expect(last?.foreign).toBe(10);
       expect(await rebuild('stats', { config, adapters: beside })).toBeGreaterThan(0);
     } finally {
       await beside.statsStore.close();
@@ -212,7 +223,7 @@ describeWithInfra('production mode: records on the topics that are not the servi
     const service = services[0];
     const verifier = await verifyKafkaLog(service.log as unknown as Parameters<typeof verifyKafkaLog>[0], { appId: 'frapp', channels: { kind: 'all' }, include: new Set(['messages']), from: 0, to: Number.MAX_SAFE_INTEGER }, new Set());
     const notChained = verifier.problems.filter((p) => p.startsWith('record not chained: messages/'));
-    expect(notChained.length).toBe(10);
+    expect(notChained.length).toBe(11);
     // The one with a malformed chain header is named as such.
     expect(verifier.problems.filter((p) => /^record changed: messages\/\d+ offset \d+ carries chain headers that are not well formed/.test(p)).length).toBe(1);
   }, 60_000);

@@ -50,10 +50,15 @@ let o: u32 = 0;
 /** the end of the value being read */
 let lim: u32 = 0;
 
+/** lists open in value(): past NEST_MAX the record is declined (ndjson.ts's generic path applies the log's depth rule, src/log/event-shape.ts) */
+let nest: u32 = 0;
+const NEST_MAX: u32 = 64;
+
 /** A value ending at `limit` to read, its JSON written at `out`. */
 export function begin(out: u32, limit: u32): void {
   o = out;
   lim = limit;
+  nest = 0;
 }
 
 /** Where the JSON written ends. */
@@ -264,6 +269,7 @@ export function value(p: u32): bool {
   }
   if (h >= 0x90 && h <= 0x9f) {
     const n = h & 0x0f;
+    if (++nest > NEST_MAX) return false;
     put(0x5b);
     let q = p + 1;
     for (let i: u32 = 0; i < n; i++) {
@@ -273,6 +279,7 @@ export function value(p: u32): bool {
       if (q == 0) return false;
     }
     put(0x5d);
+    nest--;
     return true;
   }
   switch (h) {
