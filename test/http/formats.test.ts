@@ -87,6 +87,29 @@ describe('envelope (spec: Envelope response)', () => {
     expect(res.json()).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400 } } });
   });
 
+  it('a reply without a body is enveloped too: a publish answers 200 with statusCode 201 (spec: Envelope response 2, the status is always 200)', async () => {
+    const channel = uniqueChannel();
+    const publish = (query: string) =>
+      t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages?${query}`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { name: 'enveloped' },
+      });
+    const json = await publish('envelope=json');
+    expect([json.statusCode, json.headers['content-type']]).toEqual([200, 'application/json']);
+    expect(json.json()).toEqual({ statusCode: 201 });
+    const jsonp = await publish('envelope=json&format=jsonp&callback=got');
+    expect([jsonp.statusCode, jsonp.body]).toEqual([200, 'got({"statusCode":201});']);
+    const packed = await publish('envelope=msgpack&format=msgpack');
+    expect(packed.statusCode).toBe(200);
+    expect(decode(packed.rawPayload)).toEqual({ statusCode: 201 });
+    // Without an envelope, the spec's 201 and no body, as before.
+    const bare = await publish('');
+    expect([bare.statusCode, bare.body]).toEqual([201, '']);
+    expect((await get(`/channels/${channel}/messages`)).json()).toHaveLength(4);
+  });
+
   it('a JSON envelope is refused with MessagePack', async () => {
     const res = await get('/time?envelope=json&format=msgpack');
     expect(res.statusCode).toBe(400);
