@@ -123,6 +123,23 @@ describe('versions (spec: Versioning)', () => {
     expect((await get('/time?v=1.2')).statusCode).toBe(200);
   });
 
+  it('a v parameter given twice is refused, not read as no version (the default 0.8 shapes)', async () => {
+    const channel = uniqueChannel();
+    const batch = (query: string) =>
+      t.service.app.inject({
+        method: 'POST',
+        url: `/messages?${query}`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { channels: [channel], messages: { name: 'x' } },
+      });
+    // The version stated once gets its shape: a BatchResult from version 3.
+    expect((await batch('v=6')).json()).toMatchObject({ successCount: 1, failureCount: 0 });
+    const twice = await batch('v=6&v=6');
+    expect([twice.statusCode, twice.json().error.code, twice.headers['x-ably-errorcode']]).toEqual([400, 40003, '40003']);
+    expect((await get('/time?v=0.8&v=6')).statusCode).toBe(400);
+    expect((await get(`/channels/${channel}/messages`)).json()).toHaveLength(1);
+  });
+
   it('an unknown version gets a clear error', async () => {
     const res = await get('/time', { 'x-service-version': '42' });
     expect(res.statusCode).toBe(400);
