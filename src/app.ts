@@ -340,6 +340,20 @@ function isJson(text: string): boolean {
 }
 
 /**
+ * Whether a decoded MessagePack value holds what fastify's JSON parser refuses as prototype
+ * poisoning (secure-json-parse, constructorAction 'error'): an object with an own `constructor`
+ * that is an object with an own `prototype`. (A `__proto__` key the MessagePack decoder refuses
+ * itself.) Only called on a body whose bytes hold "prototype"; its depth is bounded by msgpackShape.
+ */
+function holdsConstructorPrototype(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || ArrayBuffer.isView(value)) return false;
+  if (Array.isArray(value)) return value.some(holdsConstructorPrototype);
+  const ctor = Object.hasOwn(value, 'constructor') ? (value as { constructor: unknown }).constructor : undefined;
+  if (typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) return true;
+  return Object.values(value).some(holdsConstructorPrototype);
+}
+
+/**
  * Bodies are refused, not rewritten, when their text is not UTF-8 (the parsers of fastify and of
  * MessagePack would replace the bad bytes with U+FFFD), and refused undecoded when they nest deeper
  * than maxBodyDepth (src/codec/value-shape.ts: one pass over the bytes).
@@ -375,7 +389,11 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
       const fault = msgpackShape(body as Buffer, shape);
       if (fault === 'utf8') return done(notUtf8(), undefined);
       if (fault === 'depth') return done(tooDeep(), undefined);
-      done(null, (body as Buffer).length === 0 ? undefined : unpackValue(body as Buffer));
+      if ((body as Buffer).length === 0) return done(null, undefined);
+      const value = unpackValue(body as Buffer);
+      // Refused as the JSON parser refuses it: else a MessagePack body stored what a JSON one may not send.
+      if ((body as Buffer).includes('prototype') && holdsConstructorPrototype(value)) return done(poisoned(), undefined);
+      done(null, value);
     } catch (err) {
       done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
     }
