@@ -371,18 +371,22 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
     new ServiceError('invalidRequestBody', 'the request body holds a "__proto__" key, or a "constructor" key holding "prototype": refused (prototype poisoning); as values those strings are fine');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
-    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
-    const text = (body as Buffer).toString();
+  type Done = (err: Error | null, value: unknown) => void;
+  // A JSON text, checked alike whatever type carries it; `notJson` answers a text that is not JSON.
+  const jsonText = (req: FastifyRequest, text: string, done: Done, notJson: (err: Error) => Error): void => {
     const parsed = plainJson(text);
     if (parsed !== NOT_PLAIN) return done(null, parsed);
     parseJson(req, text, (err: Error | null, value?: unknown) => {
       // Refused by the parser's poisoning check, not for its syntax: say so (JSON.parse only on this error path).
-      if (err) return done(isJson(text) ? poisoned() : err, undefined);
+      if (err) return done(isJson(text) ? poisoned() : notJson(err), undefined);
       if (!jsonTextWellFormed(text, value)) return done(loneSurrogate(), undefined);
       done(null, value);
     });
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
+    jsonText(req, (body as Buffer).toString(), done, (err) => err);
   });
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
@@ -408,16 +412,13 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
     }
   });
   // Token requests may be sent as text/plain holding JSON (spec: Request an access token).
-  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (_req, body, done) => {
+  // Through the JSON path's checks (a `__proto__` key, a constructor holding prototype): JSON.parse
+  // alone let into the log what an application/json body may not send.
+  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
     if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
     const text = (body as Buffer).toString();
     if (text.trim() === '') return done(null, undefined);
-    try {
-      const value: unknown = JSON.parse(text);
-      done(jsonTextWellFormed(text, value) ? null : loneSurrogate(), value);
-    } catch {
-      done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
-    }
+    jsonText(req, text, done, () => new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'));
   });
 }

@@ -112,3 +112,31 @@ describe('MessagePack publish bodies refuse what JSON ones do (spec: Common beha
     expect((await history(channel)).map((m) => m.name)).toEqual(['a', 'b']);
   });
 });
+
+describe('text/plain bodies holding JSON (spec: Request an access token) are checked as application/json ones are', () => {
+  const send = (url: string, payload: string) =>
+    t.service.app.inject({ method: 'POST', url, headers: { authorization: t.auth, 'content-type': 'text/plain' }, payload });
+
+  it('a __proto__ key or a constructor holding prototype is refused (40001, prototype poisoning) on every route, not stored', async () => {
+    const channel = uniqueChannel();
+    for (const [url, body] of [
+      [`/channels/${channel}/messages`, '{"name":"a","data":{"__proto__":{"x":1}}}'],
+      [`/channels/${channel}/messages`, '{"name":"b","data":{"constructor":{"prototype":1}}}'],
+      ['/messages', `{"channels":["${channel}"],"messages":{"data":{"__proto__":{"y":1}}}}`],
+      [`/keys/${t.key.split(':')[0]}/requestToken`, '{"keyName":"x","__proto__":{"ttl":1}}'],
+    ]) {
+      const res = await send(url, body);
+      expect(res.statusCode, body).toBe(400);
+      expect(res.json().error, body).toMatchObject({ code: 40001, message: expect.stringMatching(/refused \(prototype poisoning\)/) });
+    }
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('plain JSON, and text that is not JSON, are answered as before', async () => {
+    const channel = uniqueChannel();
+    expect((await send(`/channels/${channel}/messages`, '{"name":"plain","data":"__proto__"}')).statusCode).toBe(201);
+    const broken = await send(`/channels/${channel}/messages`, '{"name":');
+    expect([broken.statusCode, broken.json().error.message]).toEqual([400, 'the text/plain body must hold JSON']);
+    expect((await history(channel)).map((m) => m.name)).toEqual(['plain']);
+  });
+});
