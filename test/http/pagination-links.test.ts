@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import * as Ably from 'ably';
+import { listening, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 let t: TestService;
 beforeAll(async () => {
@@ -80,5 +81,34 @@ describe('Link relations keep the response-control parameters (spec: Pagination 
     expect(page.json()).toEqual([{ channelId: expect.stringContaining(prefix) }]);
     const next = await get(links(page.headers.link, url).next);
     expect(next.json()).toEqual([{ channelId: expect.stringContaining(prefix) }]);
+  });
+});
+
+describe('the SDK follows every relation (spec: Pagination 2 to 5; ably-js v2 reads a link as ./<resource>?<params>)', () => {
+  let port: number;
+  beforeAll(async () => {
+    port = await listening(t);
+  });
+  it('channel enumeration without parameters: first and current are links the SDK can follow', async () => {
+    const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
+    const channel = uniqueChannel();
+    await rest.channels.get(channel).publish('x', 'y');
+    const page = await rest.request('get', '/channels', 6, {}, null);
+    expect(page.statusCode).toBe(200);
+    for (const rel of ['first', 'current'] as const) {
+      const again = (await page[rel]()) as Ably.HttpPaginatedResponse;
+      expect(again.statusCode, rel).toBe(200);
+      expect(again.items, rel).toEqual(page.items);
+    }
+  });
+
+  it('history with fields: the SDK\'s next page is shaped as its first', async () => {
+    const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: true, logLevel: 0 });
+    const channel = uniqueChannel();
+    await rest.channels.get(channel).publish([{ name: 'one' }, { name: 'two' }]);
+    const page = await rest.request('get', `/channels/${channel}/messages`, 6, { limit: 1, fields: 'name' }, null);
+    expect(page.items).toEqual([{ name: 'two' }]);
+    expect(page.hasNext()).toBe(true);
+    expect((await page.next())!.items).toEqual([{ name: 'one' }]);
   });
 });
