@@ -340,6 +340,20 @@ function isJson(text: string): boolean {
 }
 
 /**
+ * Whether a decoded MessagePack value holds what fastify's JSON parser refuses as prototype
+ * poisoning (secure-json-parse, constructorAction 'error'): an object with an own `constructor`
+ * that is an object with an own `prototype`. (A `__proto__` key the MessagePack decoder refuses
+ * itself.) Only called on a body whose bytes hold "prototype"; its depth is bounded by msgpackShape.
+ */
+function holdsConstructorPrototype(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || ArrayBuffer.isView(value)) return false;
+  if (Array.isArray(value)) return value.some(holdsConstructorPrototype);
+  const ctor = Object.hasOwn(value, 'constructor') ? (value as { constructor: unknown }).constructor : undefined;
+  if (typeof ctor === 'object' && ctor !== null && Object.hasOwn(ctor, 'prototype')) return true;
+  return Object.values(value).some(holdsConstructorPrototype);
+}
+
+/**
  * Bodies are refused, not rewritten, when their text is not UTF-8 (the parsers of fastify and of
  * MessagePack would replace the bad bytes with U+FFFD), and refused undecoded when they nest deeper
  * than maxBodyDepth (src/codec/value-shape.ts: one pass over the bytes).
@@ -357,25 +371,33 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
     new ServiceError('invalidRequestBody', 'the request body holds a "__proto__" key, or a "constructor" key holding "prototype": refused (prototype poisoning); as values those strings are fine');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
-    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
-    const text = (body as Buffer).toString();
+  type Done = (err: Error | null, value: unknown) => void;
+  // A JSON text, checked alike whatever type carries it; `notJson` answers a text that is not JSON.
+  const jsonText = (req: FastifyRequest, text: string, done: Done, notJson: (err: Error) => Error): void => {
     const parsed = plainJson(text);
     if (parsed !== NOT_PLAIN) return done(null, parsed);
     parseJson(req, text, (err: Error | null, value?: unknown) => {
       // Refused by the parser's poisoning check, not for its syntax: say so (JSON.parse only on this error path).
-      if (err) return done(isJson(text) ? poisoned() : err, undefined);
+      if (err) return done(isJson(text) ? poisoned() : notJson(err), undefined);
       if (!jsonTextWellFormed(text, value)) return done(loneSurrogate(), undefined);
       done(null, value);
     });
+  };
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
+    if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
+    jsonText(req, (body as Buffer).toString(), done, (err) => err);
   });
   app.addContentTypeParser(['application/x-msgpack', 'application/msgpack'], { parseAs: 'buffer' }, (_req, body, done) => {
     try {
       const fault = msgpackShape(body as Buffer, shape);
       if (fault === 'utf8') return done(notUtf8(), undefined);
       if (fault === 'depth') return done(tooDeep(), undefined);
-      done(null, (body as Buffer).length === 0 ? undefined : unpackValue(body as Buffer));
+      if ((body as Buffer).length === 0) return done(null, undefined);
+      const value = unpackValue(body as Buffer);
+      // Refused as the JSON parser refuses it: else a MessagePack body stored what a JSON one may not send.
+      if ((body as Buffer).includes('prototype') && holdsConstructorPrototype(value)) return done(poisoned(), undefined);
+      done(null, value);
     } catch (err) {
       done(new ServiceError('invalidRequestBody', `malformed MessagePack body: ${(err as Error).message}`), undefined);
     }
@@ -390,16 +412,13 @@ function registerBodyParsers(app: FastifyInstance, limits: Limits): void {
     }
   });
   // Token requests may be sent as text/plain holding JSON (spec: Request an access token).
-  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (_req, body, done) => {
+  // Through the JSON path's checks (a `__proto__` key, a constructor holding prototype): JSON.parse
+  // alone let into the log what an application/json body may not send.
+  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, (req, body, done) => {
     if (!isUtf8(body as Buffer)) return done(notUtf8(), undefined);
     if (jsonShape(body as Buffer, shape) === 'depth') return done(tooDeep(), undefined);
     const text = (body as Buffer).toString();
     if (text.trim() === '') return done(null, undefined);
-    try {
-      const value: unknown = JSON.parse(text);
-      done(jsonTextWellFormed(text, value) ? null : loneSurrogate(), value);
-    } catch {
-      done(new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'), undefined);
-    }
+    jsonText(req, text, done, () => new ServiceError('invalidRequestBody', 'the text/plain body must hold JSON'));
   });
 }

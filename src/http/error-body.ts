@@ -1,7 +1,16 @@
-import { ServiceError, type ErrorBody } from '../errors.js';
+import { errorHref, ServiceError, type ErrorBody } from '../errors.js';
 
-/** Maps anything thrown to the spec's error object; only real faults become 5xx. */
+/**
+ * Maps anything thrown to the spec's error object, with its `href` (README: Errors, every error's
+ * href points at its code's entry): a batch call's per-channel errors carry it as the whole reply's
+ * error does. Only real faults become 5xx.
+ */
 export function toErrorBody(err: unknown): ErrorBody {
+  const body = errorBodyOf(err);
+  return { ...body, href: errorHref(body.code) };
+}
+
+function errorBodyOf(err: unknown): ErrorBody {
   if (err instanceof ServiceError) return err.toJSON();
   const e = err as { code?: string; statusCode?: number; message?: string };
   const fastifyCode = typeof e.code === 'string' ? e.code : '';

@@ -30,8 +30,12 @@ export function linkHeader(links: Record<string, string>): string {
     .join(', ');
 }
 
-/** Request parameters a link keeps, so following it answers in the same format and version. */
-const FORMAT_PARAMS = ['format', 'callback', 'envelope', 'v'];
+/**
+ * Request parameters a link keeps, so following it answers in the same format, version and shape:
+ * the response-control parameters (fields, flatten, select) shape every query route's reply, so a
+ * `current` or `next` without them would answer another content than the page asked for.
+ */
+const FORMAT_PARAMS = ['format', 'callback', 'envelope', 'v', 'fields', 'flatten', 'select'];
 
 export function keptParams(query: Record<string, unknown>, extra: string[] = []): LinkParams {
   const kept: LinkParams = {};

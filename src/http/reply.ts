@@ -27,13 +27,16 @@ export function sendResult(
 ): FastifyReply {
   const format = request.ctx?.format ?? 'json';
   if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
-  if (body === undefined) {
+  // A reply without a body (a publish of protocol 0.8, a 204) in an envelope is still an envelope
+  // (spec: Envelope response 2, status always 200): its statusCode says what happened, with no response.
+  if (body === undefined && !request.ctx?.envelope) {
     request.ctx?.countReply?.(request, status);
     return reply.code(status).send();
   }
-  if (request.ctx?.control && status < 300) body = applyResponseControl(body, request.ctx.control);
+  if (body !== undefined && request.ctx?.control && status < 300) body = applyResponseControl(body, request.ctx.control);
   if (request.ctx?.envelope) {
-    const envelope: Record<string, unknown> = { statusCode: status, response: body };
+    const envelope: Record<string, unknown> = { statusCode: status };
+    if (body !== undefined) envelope.response = body;
     if (links) envelope.rel = links;
     body = envelope;
     status = 200;

@@ -36,7 +36,12 @@ export function parseResponseControl(query: Record<string, unknown>): ResponseCo
   return control;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/**
+ * An object whose fields the paths walk into. Bytes (message data in MessagePack replies) are one
+ * value, as their base64 text is in the text formats: walked into, a page's binary data became a
+ * field per byte (flatten, select `*`), and `fields`/`select` answered per format what JSON answers.
+ */
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
 
 /** `fields` paths as a tree: one node per path element, `whole` where a path ends (all below it kept). */
 interface FieldTree {

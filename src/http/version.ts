@@ -21,7 +21,12 @@ export interface ApiVersion {
 export const DEFAULT_VERSION: ApiVersion = { value: SPEC_VERSION, modern: false, batchResults: false };
 
 export function resolveVersion(header: string | undefined, param: unknown): ApiVersion {
-  const raw = header ?? (typeof param === 'string' ? param : undefined);
+  // A `v` given more than once is an array: refused as a repeated format or limit is, never
+  // read as no version (that answered the default's shapes to a client that stated another).
+  if (param !== undefined && typeof param !== 'string') {
+    throw new ServiceError('invalidParameterValue', 'v must be given once, as one version');
+  }
+  const raw = header ?? param;
   if (raw === undefined || raw === '') return DEFAULT_VERSION;
   const value = raw.trim();
   if (!KNOWN.has(value)) {

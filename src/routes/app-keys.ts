@@ -96,7 +96,7 @@ export async function appKeysRoutes(app: FastifyInstance, opts: { keys: KeyAdmin
         const appId = manager(request);
         const { ruleId } = request.params as { ruleId: string };
         await applied(() => opts.keys.removeRule(appId, ruleId));
-        return reply.code(204).send();
+        return sendResult(request, reply, 204, undefined);
       },
     },
   });

@@ -79,7 +79,9 @@ export async function channelsRoutes(app: FastifyInstance, opts: { channels: Cha
         await opts.channels.ownWrites();
         const now = opts.clock.now();
         const { channels, more } = opts.channels.list(appId, { prefix: prefix ?? '', after: cursor, limit }, now);
-        const base: LinkParams = { prefix, by: query.by === undefined ? undefined : by, limit: query.limit === undefined ? undefined : limit, ...keptParams(query) };
+        // `limit` always: a query of no parameters made `./channels?`, a link ably-js v2 does not
+        // read (it wants ./<resource>?<params>), so its first() and current() had no page to go to.
+        const base: LinkParams = { prefix, by: query.by === undefined ? undefined : by, limit, ...keptParams(query) };
         const links: Record<string, string> = { first: relativeUrl('channels', base), current: relativeUrl('channels', { ...base, cursor }) };
         if (more) links.next = relativeUrl('channels', { ...base, cursor: ChannelsProjection.cursorOf(channels[channels.length - 1]) });
         const body = by === 'id' ? channels : channels.map((c) => opts.channels.details(appId, c, now));

@@ -115,7 +115,7 @@ export async function statsRoutes(
         const appId = credentials.app.appId;
         const end = givenEnd ?? intervalOf(now);
         const { buckets: page, next } = await readStatsPage(opts.stats, { appId, unit, start: start ?? 0, end, limit, direction, cursor });
-        const base: LinkParams = { start, end, unit, limit, direction, ...keptParams(query, ['fields', 'flatten', 'select']) };
+        const base: LinkParams = { start, end, unit, limit, direction, ...keptParams(query) };
         const links: Record<string, string> = {
           first: relativeUrl('stats', base),
           current: relativeUrl('stats', { ...base, cursor }),

@@ -45,6 +45,14 @@ describe('POST /messages (spec: Bulk publish)', () => {
     expect(await history(good, restricted)).toHaveLength(1);
   });
 
+  it("each failed item's error is a whole error object, with the href of its code (README: Errors), in batch publish and batch presence", async () => {
+    const channel = uniqueChannel();
+    const published = await batch({ channels: [channel, ''], messages: { data: 'x' } });
+    expect(published.json().batchResponse[1]).toEqual({ channel: '', error: { code: 40010, statusCode: 400, message: expect.any(String), href: '/errors#error-40010' } });
+    const presence = await t.service.app.inject({ url: `/presence?channel=${channel},${encodeURIComponent('[bad')}`, headers: { authorization: t.auth } });
+    expect(presence.json().batchResponse[1]).toEqual({ channel: '[bad', error: { code: 40010, statusCode: 400, message: expect.any(String), href: '/errors#error-40010' } });
+  });
+
   it('a validation failure of one message set fails only that publish', async () => {
     const [a, b] = [uniqueChannel(), uniqueChannel()];
     const res = await batch([

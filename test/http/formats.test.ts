@@ -87,6 +87,29 @@ describe('envelope (spec: Envelope response)', () => {
     expect(res.json()).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400 } } });
   });
 
+  it('a reply without a body is enveloped too: a publish answers 200 with statusCode 201 (spec: Envelope response 2, the status is always 200)', async () => {
+    const channel = uniqueChannel();
+    const publish = (query: string) =>
+      t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages?${query}`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { name: 'enveloped' },
+      });
+    const json = await publish('envelope=json');
+    expect([json.statusCode, json.headers['content-type']]).toEqual([200, 'application/json']);
+    expect(json.json()).toEqual({ statusCode: 201 });
+    const jsonp = await publish('envelope=json&format=jsonp&callback=got');
+    expect([jsonp.statusCode, jsonp.body]).toEqual([200, 'got({"statusCode":201});']);
+    const packed = await publish('envelope=msgpack&format=msgpack');
+    expect(packed.statusCode).toBe(200);
+    expect(decode(packed.rawPayload)).toEqual({ statusCode: 201 });
+    // Without an envelope, the spec's 201 and no body, as before.
+    const bare = await publish('');
+    expect([bare.statusCode, bare.body]).toEqual([201, '']);
+    expect((await get(`/channels/${channel}/messages`)).json()).toHaveLength(4);
+  });
+
   it('a JSON envelope is refused with MessagePack', async () => {
     const res = await get('/time?envelope=json&format=msgpack');
     expect(res.statusCode).toBe(400);
@@ -98,6 +121,23 @@ describe('versions (spec: Versioning)', () => {
     expect((await get('/time', { 'x-service-version': '0.8' })).statusCode).toBe(200);
     expect((await get('/time', { 'x-ably-version': '6' })).statusCode).toBe(200);
     expect((await get('/time?v=1.2')).statusCode).toBe(200);
+  });
+
+  it('a v parameter given twice is refused, not read as no version (the default 0.8 shapes)', async () => {
+    const channel = uniqueChannel();
+    const batch = (query: string) =>
+      t.service.app.inject({
+        method: 'POST',
+        url: `/messages?${query}`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { channels: [channel], messages: { name: 'x' } },
+      });
+    // The version stated once gets its shape: a BatchResult from version 3.
+    expect((await batch('v=6')).json()).toMatchObject({ successCount: 1, failureCount: 0 });
+    const twice = await batch('v=6&v=6');
+    expect([twice.statusCode, twice.json().error.code, twice.headers['x-ably-errorcode']]).toEqual([400, 40003, '40003']);
+    expect((await get('/time?v=0.8&v=6')).statusCode).toBe(400);
+    expect((await get(`/channels/${channel}/messages`)).json()).toHaveLength(1);
   });
 
   it('an unknown version gets a clear error', async () => {

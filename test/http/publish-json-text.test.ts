@@ -2,6 +2,7 @@
 // (src/app.ts: plainJson); every other text goes through fastify's parser and the surrogate check.
 // These are the answers of both paths, which must not differ from what the full parser gives.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encode } from '@msgpack/msgpack';
 import { startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
 
 let t: TestService;
@@ -69,5 +70,73 @@ describe('JSON publish bodies: the plain-text fast path and the full parser answ
     expect((await publish(channel, '"just a string"')).json().error).toMatchObject({ code: 40001, message: 'message 0 is not an object' });
     expect((await publish(channel, 'null')).json().error).toMatchObject({ code: 40001, message: expect.stringContaining('the request body is empty') });
     expect((await publish(channel, '[]')).json().error).toMatchObject({ code: 40001, message: expect.stringContaining('empty array') });
+  });
+});
+
+describe('MessagePack publish bodies refuse what JSON ones do (spec: Common behaviour, request body format)', () => {
+  const publishPacked = (channel: string, payload: unknown) =>
+    t.service.app.inject({
+      method: 'POST',
+      url: `/channels/${encodeURIComponent(channel)}/messages`,
+      headers: { authorization: t.auth, 'content-type': 'application/x-msgpack' },
+      payload: Buffer.from(encode(payload)),
+    });
+
+  it('a "constructor" key holding "prototype" is refused (40001, prototype poisoning), at any depth, in a publish and in a batch; nothing is stored', async () => {
+    const channel = uniqueChannel();
+    for (const body of [
+      { name: 'c', constructor: { prototype: { x: 1 } } },
+      { name: 'd', data: { deep: [{ constructor: { prototype: {} } }] } },
+    ]) {
+      const json = await publish(channel, JSON.stringify(body));
+      const packed = await publishPacked(channel, body);
+      for (const res of [json, packed]) {
+        expect(res.statusCode, JSON.stringify(body)).toBe(400);
+        expect(res.json().error.message).toMatch(/refused \(prototype poisoning\)/);
+      }
+    }
+    const batch = await t.service.app.inject({
+      method: 'POST',
+      url: '/messages',
+      headers: { authorization: t.auth, 'content-type': 'application/x-msgpack' },
+      payload: Buffer.from(encode({ channels: [channel], messages: { data: { constructor: { prototype: 1 } } } })),
+    });
+    expect([batch.statusCode, batch.json().error.code]).toEqual([400, 40001]);
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('"constructor" and "prototype" as keys on their own, and as values, are fine', async () => {
+    const channel = uniqueChannel();
+    expect((await publishPacked(channel, { name: 'a', data: { constructor: 'x', prototype: { constructor: 1 } } })).statusCode).toBe(201);
+    expect((await publishPacked(channel, { name: 'b', data: 'prototype' })).statusCode).toBe(201);
+    expect((await history(channel)).map((m) => m.name)).toEqual(['a', 'b']);
+  });
+});
+
+describe('text/plain bodies holding JSON (spec: Request an access token) are checked as application/json ones are', () => {
+  const send = (url: string, payload: string) =>
+    t.service.app.inject({ method: 'POST', url, headers: { authorization: t.auth, 'content-type': 'text/plain' }, payload });
+
+  it('a __proto__ key or a constructor holding prototype is refused (40001, prototype poisoning) on every route, not stored', async () => {
+    const channel = uniqueChannel();
+    for (const [url, body] of [
+      [`/channels/${channel}/messages`, '{"name":"a","data":{"__proto__":{"x":1}}}'],
+      [`/channels/${channel}/messages`, '{"name":"b","data":{"constructor":{"prototype":1}}}'],
+      ['/messages', `{"channels":["${channel}"],"messages":{"data":{"__proto__":{"y":1}}}}`],
+      [`/keys/${t.key.split(':')[0]}/requestToken`, '{"keyName":"x","__proto__":{"ttl":1}}'],
+    ]) {
+      const res = await send(url, body);
+      expect(res.statusCode, body).toBe(400);
+      expect(res.json().error, body).toMatchObject({ code: 40001, message: expect.stringMatching(/refused \(prototype poisoning\)/) });
+    }
+    expect(await history(channel)).toEqual([]);
+  });
+
+  it('plain JSON, and text that is not JSON, are answered as before', async () => {
+    const channel = uniqueChannel();
+    expect((await send(`/channels/${channel}/messages`, '{"name":"plain","data":"__proto__"}')).statusCode).toBe(201);
+    const broken = await send(`/channels/${channel}/messages`, '{"name":');
+    expect([broken.statusCode, broken.json().error.message]).toEqual([400, 'the text/plain body must hold JSON']);
+    expect((await history(channel)).map((m) => m.name)).toEqual(['plain']);
   });
 });

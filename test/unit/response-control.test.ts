@@ -65,3 +65,23 @@ describe('flatten and select are bounded (each long key repeats the path to its 
     expect(() => selectPaths(value, ['*', '*'])).toThrowError(refusal);
   });
 });
+
+describe('bytes are one value, as their base64 text is in the text formats (spec: Control of response content)', () => {
+  const page = [{ id: 'a', data: new Uint8Array([1, 2, 3]) }];
+  it('flatten keeps message data bytes as one field, not a field per byte', () => {
+    expect(flattenValue(page)).toEqual({ '0.id': 'a', '0.data': new Uint8Array([1, 2, 3]) });
+  });
+
+  it('fields and select do not walk into bytes: they answer what they answer for the base64 text', () => {
+    const text = [{ id: 'a', data: 'AQID' }];
+    for (const [spec, control] of [
+      ['fields=data.0', parseResponseControl({ fields: 'data.0' })!],
+      ['select=*.data.*', parseResponseControl({ select: '*.data.*' })!],
+      ['select=*.data', parseResponseControl({ select: '*.data' })!],
+    ] as const) {
+      const fromBytes = applyResponseControl(page, control);
+      const fromText = applyResponseControl(text, control);
+      expect(JSON.stringify(fromBytes, (_, v) => (v instanceof Uint8Array ? 'AQID' : v)), spec).toBe(JSON.stringify(fromText));
+    }
+  });
+});

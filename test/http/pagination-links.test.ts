@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as Ably from 'ably';
+import { listening, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+
+let t: TestService;
+beforeAll(async () => {
+  t = await startTestService();
+});
+afterAll(() => t.close());
+
+const get = (url: string) => t.service.app.inject({ method: 'GET', url, headers: { authorization: t.auth } });
+
+/** The Link header's relations, each an URL resolved against the query's own (spec: Pagination 2 and 4). */
+function links(header: string | string[] | undefined, base: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of String(header ?? '').split(/,\s*(?=<)/)) {
+    const m = /^<([^>]*)>;\s*rel="(\w+)"$/.exec(part.trim());
+    if (m) {
+      const url = new URL(m[1], `http://service${base}`);
+      out[m[2]] = url.pathname + url.search;
+    }
+  }
+  return out;
+}
+
+describe('Link relations keep the response-control parameters (spec: Pagination 3, Control of response content)', () => {
+  it('history: current is the present page and next the following one, both still shaped by fields', async () => {
+    const channel = uniqueChannel();
+    for (const name of ['one', 'two', 'three']) {
+      const res = await t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { name, data: 'x' },
+      });
+      expect(res.statusCode).toBe(201);
+    }
+    const url = `/channels/${channel}/messages?limit=1&fields=name`;
+    const first = await get(url);
+    expect(first.json()).toEqual([{ name: 'three' }]);
+    const rel = links(first.headers.link, url);
+    expect(Object.keys(rel).sort()).toEqual(['current', 'first', 'next']);
+    expect((await get(rel.current)).json()).toEqual([{ name: 'three' }]);
+    expect((await get(rel.first)).json()).toEqual([{ name: 'three' }]);
+    expect((await get(rel.next)).json()).toEqual([{ name: 'two' }]);
+  });
+
+  it('history with flatten and select: the next page is flattened and selected as the first was', async () => {
+    const channel = uniqueChannel();
+    for (const data of [{ a: 1 }, { a: 2 }]) {
+      await t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { data },
+      });
+    }
+    const flat = `/channels/${channel}/messages?limit=1&flatten=true`;
+    const page = await get(flat);
+    expect(page.json()).toHaveProperty(['0.data.a'], 2);
+    expect((await get(links(page.headers.link, flat).next)).json()).toHaveProperty(['0.data.a'], 1);
+    const selected = `/channels/${channel}/messages?limit=1&select=*.data.a`;
+    const selPage = await get(selected);
+    expect(selPage.json()).toEqual({ '0.data.a': 2 });
+    expect((await get(links(selPage.headers.link, selected).next)).json()).toEqual({ '0.data.a': 1 });
+  });
+
+  it('channel enumeration: next keeps fields', async () => {
+    const prefix = uniqueChannel();
+    for (const c of ['a', 'b']) {
+      await t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${prefix}-${c}/messages`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { data: 'x' },
+      });
+    }
+    const url = `/channels?prefix=${prefix}&limit=1&fields=channelId`;
+    const page = await get(url);
+    expect(page.statusCode).toBe(200);
+    expect(page.json()).toEqual([{ channelId: expect.stringContaining(prefix) }]);
+    const next = await get(links(page.headers.link, url).next);
+    expect(next.json()).toEqual([{ channelId: expect.stringContaining(prefix) }]);
+  });
+});
+
+describe('the SDK follows every relation (spec: Pagination 2 to 5; ably-js v2 reads a link as ./<resource>?<params>)', () => {
+  let port: number;
+  beforeAll(async () => {
+    port = await listening(t);
+  });
+  it('channel enumeration without parameters: first and current are links the SDK can follow', async () => {
+    const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
+    const channel = uniqueChannel();
+    await rest.channels.get(channel).publish('x', 'y');
+    const page = await rest.request('get', '/channels', 6, {}, null);
+    expect(page.statusCode).toBe(200);
+    for (const rel of ['first', 'current'] as const) {
+      const again = (await page[rel]()) as Ably.HttpPaginatedResponse;
+      expect(again.statusCode, rel).toBe(200);
+      expect(again.items, rel).toEqual(page.items);
+    }
+  });
+
+  it('history with fields: the SDK\'s next page is shaped as its first', async () => {
+    const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: true, logLevel: 0 });
+    const channel = uniqueChannel();
+    await rest.channels.get(channel).publish([{ name: 'one' }, { name: 'two' }]);
+    const page = await rest.request('get', `/channels/${channel}/messages`, 6, { limit: 1, fields: 'name' }, null);
+    expect(page.items).toEqual([{ name: 'two' }]);
+    expect(page.hasNext()).toBe(true);
+    expect((await page.next())!.items).toEqual([{ name: 'one' }]);
+  });
+});
