@@ -331,18 +331,37 @@ export class Connection extends ConnectionLife {
     // Channels the new capability no longer allows fail; the others stay attached (RTC8a1). So does
     // one whose `occupancy` param the new capability no longer allows (channel-metadata): its
     // [meta]occupancy messages went on.
+    const failed = new Set<string>();
     for (const [channel, attachment] of [...this.attachments]) {
       const modes = modesFor(this.credentials.capability, attachment.base, undefined) & attachment.modes;
       const occupancyDenied = attachment.occupancy !== undefined && !allowedOn(this.credentials.capability, attachment.base, 'channel-metadata');
       if (modes === 0 || occupancyDenied) {
         this.ctx.detach(this, channel);
+        failed.add(attachment.base);
         const why = modes === 0 ? 'allows no operation' : 'lacks the channel-metadata capability, which its occupancy param needs,';
         this.channelError(channel, serviceError('capabilityDenied', `the new token ${why} on channel "${channel}"`));
       } else {
         attachment.modes = modes;
       }
     }
+    this.leaveWhereNotAllowed(failed);
     this.sendConnected();
+  }
+
+  /**
+   * After new credentials: the members on a channel that failed (detached here, as by DETACH,
+   * unless still attached by another of its names) or where the new capability allows no presence
+   * leave. They stayed until the connection ended, on channels the client may no longer be present
+   * on, and it could not even leave them itself: a LEAVE needs the presence capability.
+   */
+  private leaveWhereNotAllowed(failed: ReadonlySet<string>): void {
+    const capability = this.credentials.capability;
+    for (const base of [...this.presenceChannels]) {
+      const detached = failed.has(base) && ![...this.attachments.values()].some((a) => a.base === base);
+      if (!detached && allowedOn(capability, base, 'presence')) continue;
+      this.presenceChannels.delete(base);
+      this.ctx.leave(this.appId, base, this.id);
+    }
   }
 
   // ---- publish and presence, acknowledged in msgSerial order (§3.2)
