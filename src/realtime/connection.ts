@@ -227,15 +227,8 @@ export class Connection extends ConnectionLife {
 
   private async join(pm: ProtocolMessage, request: AttachRequest): Promise<void> {
     const { name: channel, base } = request.channel;
-    const capability = this.credentials.capability;
-    const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
-    if (modes === 0) {
-      const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
-      return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`));
-    }
-    if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
-      return this.channelError(channel, serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`));
-    }
+    const first = this.grant(pm, request);
+    if (first.refusal) return this.channelError(channel, first.refusal);
     try {
       this.ctx.admitChannel(this.appId, base);
     } catch (err) {
@@ -256,7 +249,32 @@ export class Connection extends ConnectionLife {
       this.attaching.delete(channel);
       if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery read the log or passed the messages this instance acknowledged: it lags');
     }
-    await this.ctx.attach(this, modes, request);
+    // The modes are those of the credentials held when the attachment registers: an AUTH handled
+    // while this ATTACH waited (for delivery, or the log) may have narrowed them. Granted by the
+    // capability of the ATTACH's time, the channel attached with modes the connection no longer
+    // had and received its messages for as long as it stayed attached.
+    let refusal: WireError | undefined;
+    const grantNow = (): number => {
+      const now = this.grant(pm, request);
+      refusal = now.refusal;
+      return now.modes & first.modes;
+    };
+    if (!(await this.ctx.attach(this, grantNow, request)) && refusal) this.channelError(channel, refusal);
+  }
+
+  /** The modes the credentials held now grant an ATTACH, or why they refuse it. */
+  private grant(pm: ProtocolMessage, request: AttachRequest): { modes: number; refusal?: WireError } {
+    const base = request.channel.base;
+    const capability = this.credentials.capability;
+    const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
+    if (modes === 0) {
+      const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
+      return { modes, refusal: serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`) };
+    }
+    if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
+      return { modes: 0, refusal: serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`) };
+    }
+    return { modes };
   }
 
   private detach(channel: string): void {

@@ -97,7 +97,9 @@ class TestContext implements ConnectionContext {
   readyToAttach(): undefined {
     return undefined;
   }
-  async attach(): Promise<void> {}
+  async attach(): Promise<boolean> {
+    return true;
+  }
   detach(): void {}
   sync(): void {}
   publish(_appId: string, _channel: string, messages: StoredMessage[]): Promise<void> {
