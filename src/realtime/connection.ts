@@ -44,6 +44,10 @@ export class Connection extends ConnectionLife {
    * before the attachment's start, and its own subscriber never got them.
    */
   private readonly attachWork = new Map<string, Promise<void>>();
+  /** PRESENCE frames waiting for an ATTACH (attachWork), by the channel they act on: a DETACH after them leaves once they are done. */
+  private readonly presenceWaiting = new Map<string, Set<Promise<unknown>>>();
+  /** A DETACH's leave waiting for the PRESENCE frames before it, by channel: the PRESENCE frames after it wait for it. */
+  private readonly presenceLeaving = new Map<string, Promise<void>>();
 
   constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
     super(ctx, id, key, identity, socket);
@@ -283,7 +287,17 @@ export class Connection extends ConnectionLife {
     const base = this.attachedBase(channel);
     // Its members leave unless the channel is still attached by another of its names.
     const stillAttached = [...this.attachments.values()].some((a) => a.base === base);
-    if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
+    const waiting = this.presenceWaiting.get(base);
+    if (!stillAttached && waiting) {
+      // PRESENCE frames sent before this DETACH still wait for their ATTACH: the members they
+      // enter leave after them (frames take effect in their order). Left at once, the enter came
+      // after the leave and its member stayed present on the detached channel.
+      const leave = Promise.allSettled([...waiting, this.presenceLeaving.get(base)]).then(() => {
+        if (this.presenceLeaving.get(base) === leave) this.presenceLeaving.delete(base);
+        if (this.presenceChannels.delete(base) && this.state !== 'ended') this.ctx.leave(this.appId, base, this.id);
+      });
+      this.presenceLeaving.set(base, leave);
+    } else if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
     this.send({ action: Action.DETACHED, channel });
   }
 
@@ -433,7 +447,21 @@ export class Connection extends ConnectionLife {
   }
 
   private presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    return this.afterAttach(pm, () => this.presenceNow(pm, msgSerial));
+    if (typeof pm.channel !== 'string') return this.presenceNow(pm, msgSerial);
+    const base = this.attachedBase(pm.channel);
+    // What it waits for is what was sent before it: the ATTACH of its channel, a DETACH's leave.
+    const before = [this.attachWork.get(pm.channel), this.presenceLeaving.get(base)].filter((p) => p !== undefined);
+    if (before.length === 0) return this.presenceNow(pm, msgSerial);
+    const work = Promise.all(before).then(() => this.presenceNow(pm, msgSerial));
+    let waiting = this.presenceWaiting.get(base);
+    if (!waiting) this.presenceWaiting.set(base, (waiting = new Set()));
+    waiting.add(work);
+    const done = (): void => {
+      waiting.delete(work);
+      if (waiting.size === 0 && this.presenceWaiting.get(base) === waiting) this.presenceWaiting.delete(base);
+    };
+    work.then(done, done);
+    return work;
   }
 
   private async presenceNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {

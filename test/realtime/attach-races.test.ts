@@ -1,7 +1,8 @@
-// An ATTACH still being worked on (waiting for the log) when an AUTH narrows the connection's
-// capability (REALTIME-PROTOCOL.md §4, §7.3; README: The realtime interface, "a channel the new
-// capability no longer allows fails with 40160"): the attachment must not be granted by the token
-// the connection no longer has. Raw frames, both sent in one TCP write, as a hostile client would.
+// Frames that reach the gateway while an ATTACH of their channel is still being worked on, sent in
+// one TCP write as a hostile client would (README: The realtime interface, "a connection's frames
+// take effect in their order"): an AUTH that narrows the capability (REALTIME-PROTOCOL.md §4,
+// §7.3: the attachment must not be granted by the token the connection no longer has), and a
+// PRESENCE then a DETACH (the DETACH makes the member the PRESENCE entered leave).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
@@ -82,3 +83,46 @@ describe('an ATTACH racing an AUTH that narrows the capability', () => {
     expect((await racer.attach(kept)).action).toBe(Actions.ATTACHED);
   });
 });
+
+const auth = (): Record<string, string> => ({ authorization: `Basic ${Buffer.from(ts.key).toString('base64')}` });
+
+/** The channel's presence history, oldest first, once it holds `n` events (or 10 s passed). */
+async function presenceHistory(channel: string, n: number): Promise<[number, string][]> {
+  const read = async (): Promise<{ action: number; clientId: string }[]> =>
+    (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence/history?direction=forwards`, { headers: auth() })).json()) as { action: number; clientId: string }[];
+  const deadline = Date.now() + 10_000;
+  let events = await read();
+  while (events.length < n && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    events = await read();
+  }
+  return events.map((e) => [e.action, e.clientId]);
+}
+
+async function presentOn(channel: string): Promise<unknown[]> {
+  return (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: auth() })).json()) as unknown[];
+}
+
+describe('a PRESENCE that waits for its ATTACH, then a DETACH', () => {
+  it('the member entered leaves with the DETACH that followed it: ATTACH, ENTER, DETACH in one write leave nobody present', async () => {
+    const channel = uniqueChannel('race-detach');
+    const client = await connect({ key: ts.key, clientId: 'leaver' });
+    const detached = client.next((pm) => pm.action === Actions.DETACHED && pm.channel === channel, 10_000, false);
+    const msgSerial = client.nextSerial();
+    const answer = client.ackOf(msgSerial);
+    sendTogether(client, [
+      { action: Actions.ATTACH, channel },
+      { action: Actions.PRESENCE, channel, msgSerial, presence: [{ action: 2, data: 'here' }] },
+      { action: Actions.DETACH, channel },
+    ]);
+    expect((await answer).action).toBe(Actions.ACK);
+    await detached;
+    // The enter and the leave are both in presence history, the leave last; nobody is present.
+    expect(await presenceHistory(channel, 2)).toEqual([
+      [2, 'leaver'],
+      [3, 'leaver'],
+    ]);
+    expect(await presentOn(channel)).toEqual([]);
+  });
+});
+
