@@ -465,6 +465,9 @@ export class Connection extends ConnectionLife {
   }
 
   private async presenceNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    // Ended while the frame waited for its ATTACH (a CLOSE behind them): its members left already,
+    // and one entered now would stay present for good, held by a connection nothing ends again.
+    if (this.state === 'ended') throw new ServiceError('connectionClosed', 'the connection ended before the presence change took effect');
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');

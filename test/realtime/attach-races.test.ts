@@ -2,7 +2,7 @@
 // one TCP write as a hostile client would (README: The realtime interface, "a connection's frames
 // take effect in their order"): an AUTH that narrows the capability (REALTIME-PROTOCOL.md §4,
 // §7.3: the attachment must not be granted by the token the connection no longer has), and a
-// PRESENCE then a DETACH (the DETACH makes the member the PRESENCE entered leave).
+// PRESENCE then a DETACH or a CLOSE (either makes the member the PRESENCE entered leave).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
 import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
@@ -103,7 +103,7 @@ async function presentOn(channel: string): Promise<unknown[]> {
   return (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: auth() })).json()) as unknown[];
 }
 
-describe('a PRESENCE that waits for its ATTACH, then a DETACH', () => {
+describe('a PRESENCE that waits for its ATTACH, then a DETACH or a CLOSE', () => {
   it('the member entered leaves with the DETACH that followed it: ATTACH, ENTER, DETACH in one write leave nobody present', async () => {
     const channel = uniqueChannel('race-detach');
     const client = await connect({ key: ts.key, clientId: 'leaver' });
@@ -122,6 +122,24 @@ describe('a PRESENCE that waits for its ATTACH, then a DETACH', () => {
       [2, 'leaver'],
       [3, 'leaver'],
     ]);
+    expect(await presentOn(channel)).toEqual([]);
+  });
+
+  it('ATTACH, ENTER, CLOSE in one write leave nobody present: the enter does not outlive the connection', async () => {
+    const [channel, marker] = [uniqueChannel('race-close'), uniqueChannel('race-close-marker')];
+    const client = await connect({ key: ts.key, clientId: 'closer' });
+    const closed = client.next((pm) => pm.action === Actions.CLOSED, 10_000, false);
+    sendTogether(client, [
+      { action: Actions.ATTACH, channel },
+      { action: Actions.PRESENCE, channel, msgSerial: client.nextSerial(), presence: [{ action: 2, data: 'here' }] },
+      { action: Actions.CLOSE },
+    ]);
+    await closed;
+    // A member entered after this on another channel, by another connection: once it is present,
+    // an enter of the closed connection taking effect would have been applied before it.
+    const other = await connect({ key: ts.key, clientId: 'marker' });
+    expect((await other.presence(marker, [{ action: 2 }])).action).toBe(Actions.ACK);
+    expect(await presenceHistory(marker, 1)).toEqual([[2, 'marker']]);
     expect(await presentOn(channel)).toEqual([]);
   });
 });
