@@ -63,6 +63,21 @@ export class Connection extends ConnectionLife {
     this.members = new EnteredMembers(s, this.presenceChannels, (appId) => ctx.presenceMembers(appId));
   }
 
+  /**
+   * A resume on a new socket, with the credentials it came with: its members where they allow no
+   * presence leave, as after an AUTH (the SDK resumes with the token it renewed after 40142).
+   */
+  override resume(socket: PeerSocket, identity: ConnectionIdentity): void {
+    super.resume(socket, identity);
+    this.leaveWhereNotAllowed(new Set());
+  }
+
+  /** Members taken over from another instance (a resume here), with the same rule as resume. */
+  override holdsPresenceOn(channels: Iterable<string>): void {
+    super.holdsPresenceOn(channels);
+    this.leaveWhereNotAllowed(new Set());
+  }
+
   /** A frame from `from` (ignored unless it is this connection's socket). */
   receive(from: PeerSocket, data: Buffer, isBinary: boolean): void {
     if (this.socket !== from) return;
@@ -381,7 +396,7 @@ export class Connection extends ConnectionLife {
   }
 
   /**
-   * After new credentials: the members on a channel that failed (detached here, as by DETACH,
+   * After new credentials (an AUTH, a resume): the members on a channel that failed (detached here, as by DETACH,
    * unless still attached by another of its names) or where the new capability allows no presence
    * leave. They stayed until the connection ended, on channels the client may no longer be present
    * on, and it could not even leave them itself: a LEAVE needs the presence capability.
