@@ -8,7 +8,7 @@ import type { ConnectionContext, PeerSocket } from './context.js';
 import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-life.js';
 import { AckQueue, type AckResult } from './ack-queue.js';
 import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-changes.js';
-import { attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
+import { attachGrant, attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
 import { qualifiedName } from '../channels/channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
 import { originOf } from './flood-cooldown.js';
@@ -246,7 +246,7 @@ export class Connection extends ConnectionLife {
 
   private async join(pm: ProtocolMessage, request: AttachRequest): Promise<void> {
     const { name: channel, base } = request.channel;
-    const first = this.grant(pm, request);
+    const first = attachGrant(this.credentials.capability, pm, request);
     if (first.refusal) return this.channelError(channel, first.refusal);
     try {
       this.ctx.admitChannel(this.appId, base);
@@ -274,26 +274,11 @@ export class Connection extends ConnectionLife {
     // had and received its messages for as long as it stayed attached.
     let refusal: WireError | undefined;
     const grantNow = (): number => {
-      const now = this.grant(pm, request);
+      const now = attachGrant(this.credentials.capability, pm, request);
       refusal = now.refusal;
       return now.modes & first.modes;
     };
     if (!(await this.ctx.attach(this, grantNow, request)) && refusal) this.channelError(channel, refusal);
-  }
-
-  /** The modes the credentials held now grant an ATTACH, or why they refuse it. */
-  private grant(pm: ProtocolMessage, request: AttachRequest): { modes: number; refusal?: WireError } {
-    const base = request.channel.base;
-    const capability = this.credentials.capability;
-    const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
-    if (modes === 0) {
-      const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
-      return { modes, refusal: serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`) };
-    }
-    if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
-      return { modes: 0, refusal: serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`) };
-    }
-    return { modes };
   }
 
   private detach(channel: string): void {
@@ -396,10 +381,9 @@ export class Connection extends ConnectionLife {
   }
 
   /**
-   * After new credentials (an AUTH, a resume): the members on a channel that failed (detached here, as by DETACH,
-   * unless still attached by another of its names) or where the new capability allows no presence
-   * leave. They stayed until the connection ended, on channels the client may no longer be present
-   * on, and it could not even leave them itself: a LEAVE needs the presence capability.
+   * After new credentials (AUTH, resume): the members leave where the capability allows no presence,
+   * or whose channel failed (as on DETACH, unless attached by another name). They stayed until the
+   * connection ended, and the client could not leave them: a LEAVE needs the presence capability.
    */
   private leaveWhereNotAllowed(failed: ReadonlySet<string>): void {
     const capability = this.credentials.capability;
