@@ -246,6 +246,9 @@ export class Connection extends ConnectionLife {
 
   private async join(pm: ProtocolMessage, request: AttachRequest): Promise<void> {
     const { name: channel, base } = request.channel;
+    // A later ATTACH of the channel supersedes one still waiting, whether or not it waits itself:
+    // the earlier, done waiting after it, attached again with its own modes and params.
+    this.attaching.delete(channel);
     const first = attachGrant(this.credentials.capability, pm, request);
     if (first.refusal) return this.channelError(channel, first.refusal);
     try {

@@ -6,6 +6,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import { Connection, type ConnectionIdentity } from '../../src/realtime/connection.js';
 import type { ConnectionContext, PeerSocket } from '../../src/realtime/context.js';
+import type { Subscriber } from '../../src/realtime/attachment.js';
+import type { AttachRequest } from '../../src/realtime/channel-requests.js';
 import { TRANSITIONS, canMove } from '../../src/realtime/connection-state.js';
 import { FloodCooldown } from '../../src/realtime/flood-cooldown.js';
 import { DEFAULT_REALTIME_SETTINGS, type RealtimeSettings } from '../../src/realtime/settings.js';
@@ -97,7 +99,7 @@ class TestContext implements ConnectionContext {
   readyToAttach(): undefined {
     return undefined;
   }
-  async attach(): Promise<boolean> {
+  async attach(_conn: Subscriber, _grant: () => number, _request: AttachRequest): Promise<boolean> {
     return true;
   }
   detach(): void {}
@@ -309,5 +311,38 @@ describe('a realtime connection through its context port (the state table)', () 
     receive(conn, socket, { action: Action.CLOSE });
     expect(conn.state).toBe('dropped');
     expect(ctx.calls).toHaveLength(before);
+  });
+});
+
+describe('two ATTACHes of a channel, the first waiting for delivery (readyToAttach), the second not', () => {
+  /** A context whose first readyToAttach waits until the test lets it go, and that records each attach's request. */
+  class WaitingContext extends TestContext {
+    release: (caughtUp: boolean) => void = () => undefined;
+    private waited = false;
+    readonly attaches: { flags: number; serial: string | undefined }[] = [];
+    override readyToAttach(): undefined {
+      if (this.waited) return undefined;
+      this.waited = true;
+      return new Promise<boolean>((resolve) => (this.release = resolve)) as unknown as undefined;
+    }
+    override async attach(_conn: Subscriber, grant: () => number, request: AttachRequest): Promise<boolean> {
+      this.attaches.push({ flags: grant(), serial: request.serial });
+      return true;
+    }
+  }
+
+  it('the later ATTACH is the one that stands: the earlier one, done waiting after it, is answered no more (its modes and params would replace the later ones)', async () => {
+    const ctx = new WaitingContext();
+    const socket = new RecordingSocket();
+    const conn = new Connection(ctx, 'conn-2', 'conn-2!mac', identity(), socket);
+    const SUBSCRIBE = 1 << 18;
+    const ALL = 0xf << 16;
+    receive(conn, socket, { action: Action.ATTACH, channel: 'room', flags: SUBSCRIBE });
+    receive(conn, socket, { action: Action.ATTACH, channel: 'room', channelSerial: '0:5' });
+    await settled();
+    expect(ctx.attaches).toEqual([{ flags: ALL, serial: '0:5' }]);
+    ctx.release(true);
+    await settled();
+    expect(ctx.attaches).toEqual([{ flags: ALL, serial: '0:5' }]);
   });
 });
