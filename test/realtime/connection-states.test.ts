@@ -289,6 +289,30 @@ describe('a realtime connection through its context port (the state table)', () 
     expect(ctx.inflight).toBe(0);
   });
 
+  it('a publish sent again after a resume while its first append was in flight: each frame is answered, and no ACK spans a msgSerial answered already (the SDK would give the next publish its serials)', async () => {
+    receive(conn, socket, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'first' }] });
+    conn.socketClosed(socket);
+    const again = new RecordingSocket();
+    conn.resume(again, identity());
+    // The SDK sends its unacknowledged publish again (RTN19a), then a new one.
+    receive(conn, again, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'first' }] });
+    receive(conn, again, { action: Action.MESSAGE, channel: 'room', msgSerial: 1, messages: [{ data: 'second' }] });
+    ctx.publishes[0].settle(true);
+    await settled();
+    expect(again.frames).toEqual([{ action: Action.ACK, msgSerial: 0, count: 1, res: [{ serials: ['conn-1:0:0'] }] }]);
+    // The new publish is appended before the one sent again: both answers are due at once.
+    ctx.publishes[2].settle(true);
+    await settled();
+    ctx.publishes[1].settle(true);
+    await settled();
+    // ably-js completes the messages of an ACK from the first it still waits for (msgSerial 1),
+    // taking `res` from the ACK's start: an ACK of 0 and 1 would have answered 1 with 0's serials.
+    expect(again.frames.slice(1)).toEqual([
+      { action: Action.ACK, msgSerial: 0, count: 1, res: [{ serials: ['conn-1:0:0'] }] },
+      { action: Action.ACK, msgSerial: 1, count: 1, res: [{ serials: ['conn-1:1:0'] }] },
+    ]);
+  });
+
   it('an answer due while the connection is dropped has no socket to go on (the SDK sends its unacknowledged publishes again on resume); a failed append is a NACK', async () => {
     receive(conn, socket, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'lost' }] });
     conn.socketClosed(socket);
