@@ -63,10 +63,7 @@ export class Connection extends ConnectionLife {
     this.members = new EnteredMembers(s, this.presenceChannels, (appId) => ctx.presenceMembers(appId));
   }
 
-  /**
-   * A resume on a new socket, with the credentials it came with: its members where they allow no
-   * presence leave, as after an AUTH (the SDK resumes with the token it renewed after 40142).
-   */
+  /** A resume, with the credentials it came with: members leave where they allow no presence, as on AUTH. */
   override resume(socket: PeerSocket, identity: ConnectionIdentity): void {
     super.resume(socket, identity);
     this.leaveWhereNotAllowed(new Set());
@@ -166,7 +163,7 @@ export class Connection extends ConnectionLife {
         if (!this.namesChannel(pm)) return;
         this.attach(pm).catch((err) => {
           this.ctx.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
-          this.channelError(pm.channel, toWireError(err));
+          this.refuseAttach(pm.channel, toWireError(err));
         });
         return;
       case Action.DETACH:
@@ -200,6 +197,15 @@ export class Connection extends ConnectionLife {
     return false;
   }
 
+  /**
+   * An ATTACH refused: ERROR with the channel, `failed` for the SDK (presence cleared, no retry). An
+   * attachment made or waiting before goes too, as on DETACH: it went on receiving, members present.
+   */
+  private refuseAttach(channel: unknown, error: WireError): void {
+    if (typeof channel === 'string' && (this.attachments.has(channel) || this.attaching.has(channel))) this.release(channel);
+    this.channelError(channel, error);
+  }
+
   private channelError(channel: unknown, error: WireError): void {
     if (typeof channel === 'string') this.send({ action: Action.ERROR, channel, error });
   }
@@ -211,14 +217,14 @@ export class Connection extends ConnectionLife {
     try {
       request = attachRequestOf(pm);
     } catch (err) {
-      return this.channelError(pm.channel, toWireError(err));
+      return this.refuseAttach(pm.channel, toWireError(err));
     }
     const channel = request.channel.name;
     const { maxChannelsPerConnection } = this.ctx.settings;
     // The channels being attached count too: ATTACHes sent at once, each waiting on delivery or
     // the log, all found the count below the limit and all attached.
     if (!this.attachments.has(channel) && !this.joining.has(channel) && this.attachments.size + this.joiningOnly() >= maxChannelsPerConnection) {
-      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
+      return this.refuseAttach(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
     }
     this.joining.set(channel, (this.joining.get(channel) ?? 0) + 1);
     const work = this.join(pm, request);
@@ -250,11 +256,11 @@ export class Connection extends ConnectionLife {
     // the earlier, done waiting after it, attached again with its own modes and params.
     this.attaching.delete(channel);
     const first = attachGrant(this.credentials.capability, pm, request);
-    if (first.refusal) return this.channelError(channel, first.refusal);
+    if (first.refusal) return this.refuseAttach(channel, first.refusal);
     try {
       this.ctx.admitChannel(this.appId, base);
     } catch (err) {
-      return this.channelError(channel, toWireError(err));
+      return this.refuseAttach(channel, toWireError(err));
     }
     // An attach waits for delivery to read the log (a fresh instance's consumer joining its group):
     // what is published after ATTACHED then arrives as it is, not seconds late. A fresh attach
@@ -271,20 +277,24 @@ export class Connection extends ConnectionLife {
       this.attaching.delete(channel);
       if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery read the log or passed the messages this instance acknowledged: it lags');
     }
-    // The modes are those of the credentials held when the attachment registers: an AUTH handled
-    // while this ATTACH waited (for delivery, or the log) may have narrowed them. Granted by the
-    // capability of the ATTACH's time, the channel attached with modes the connection no longer
-    // had and received its messages for as long as it stayed attached.
+    // The modes of the credentials held when it registers: an AUTH handled while this ATTACH waited
+    // (for delivery, or the log) may have narrowed them.
     let refusal: WireError | undefined;
     const grantNow = (): number => {
       const now = attachGrant(this.credentials.capability, pm, request);
       refusal = now.refusal;
       return now.modes & first.modes;
     };
-    if (!(await this.ctx.attach(this, grantNow, request)) && refusal) this.channelError(channel, refusal);
+    if (!(await this.ctx.attach(this, grantNow, request)) && refusal) this.refuseAttach(channel, refusal);
   }
 
   private detach(channel: string): void {
+    this.release(channel);
+    this.send({ action: Action.DETACHED, channel });
+  }
+
+  /** The channel's attachment (or ATTACH waiting) goes, and its members leave unless another name of it stays attached. */
+  private release(channel: string): void {
     this.attaching.delete(channel);
     this.ctx.detach(this, channel);
     const base = this.attachedBase(channel);
@@ -292,16 +302,14 @@ export class Connection extends ConnectionLife {
     const stillAttached = [...this.attachments.values()].some((a) => a.base === base);
     const waiting = this.presenceWaiting.get(base);
     if (!stillAttached && waiting) {
-      // PRESENCE frames sent before this DETACH still wait for their ATTACH: the members they
-      // enter leave after them (frames take effect in their order). Left at once, the enter came
-      // after the leave and its member stayed present on the detached channel.
+      // PRESENCE frames before this DETACH still wait for their ATTACH: their members leave after
+      // them (left at once, the enter came after the leave and its member stayed).
       const leave = Promise.allSettled([...waiting, this.presenceLeaving.get(base)]).then(() => {
         if (this.presenceLeaving.get(base) === leave) this.presenceLeaving.delete(base);
         if (this.presenceChannels.delete(base) && this.state !== 'ended') this.ctx.leave(this.appId, base, this.id);
       });
       this.presenceLeaving.set(base, leave);
     } else if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
-    this.send({ action: Action.DETACHED, channel });
   }
 
   /** The channel a name refers to (itself when it is not a valid qualified name). */
@@ -467,8 +475,7 @@ export class Connection extends ConnectionLife {
   }
 
   private async presenceNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    // Ended while the frame waited for its ATTACH (a CLOSE behind them): its members left already,
-    // and one entered now would stay present for good, held by a connection nothing ends again.
+    // Ended while it waited for its ATTACH (a CLOSE behind): a member entered now would stay for good.
     if (this.state === 'ended') throw new ServiceError('connectionClosed', 'the connection ended before the presence change took effect');
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
