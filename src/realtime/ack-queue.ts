@@ -15,6 +15,8 @@ interface PendingAck {
  */
 export class AckQueue {
   private readonly pending: PendingAck[] = [];
+  /** One past the highest msgSerial answered: a frame below it was sent again (a resume) and is answered alone. */
+  private answeredUpTo = 0;
 
   constructor(private readonly send: (pm: ProtocolMessage) => void) {}
 
@@ -39,17 +41,24 @@ export class AckQueue {
     while (pending.length > 0 && pending[0].result) {
       const first = pending.shift()!;
       const result = first.result!;
+      const again = first.msgSerial < this.answeredUpTo;
+      this.answeredUpTo = Math.max(this.answeredUpTo, first.msgSerial + 1);
       if (!result.ok) {
         this.send({ action: Action.NACK, msgSerial: first.msgSerial, count: 1, error: result.error });
         continue;
       }
       const res = [{ serials: result.serials }];
       let next = first.msgSerial + 1;
-      while (pending.length > 0 && pending[0].result?.ok && pending[0].msgSerial === next) {
+      // A frame answered before (sent again after a resume while its first append was in flight)
+      // is answered alone: ably-js completes an ACK's messages from the first it still waits for
+      // and takes `res` from the ACK's start, so an ACK of 0 and 1 when only 1 waited gave 1 the
+      // serials of 0 (the SDK's publish result).
+      while (!again && pending.length > 0 && pending[0].result?.ok && pending[0].msgSerial === next) {
         const r = pending.shift()!.result as { ok: true; serials: (string | null)[] };
         res.push({ serials: r.serials });
         next++;
       }
+      this.answeredUpTo = Math.max(this.answeredUpTo, next);
       this.send({ action: Action.ACK, msgSerial: first.msgSerial, count: res.length, res });
     }
   }

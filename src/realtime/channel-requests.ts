@@ -5,7 +5,7 @@ import type { Limits } from '../limits.js';
 import { parsePublishBody, type Publisher } from '../messages/message.js';
 import type { StoredMessage } from '../domain/message.js';
 import { MODES } from '../domain/modes.js';
-import { Flag, type ProtocolMessage } from './protocol.js';
+import { Flag, serviceError, type ProtocolMessage, type WireError } from './protocol.js';
 import type { Rewind } from './rewind.js';
 import { channelParamsOf, type ChannelParams } from './channel-params.js';
 import { qualifiedName, type QualifiedName } from '../channels/channel-qualifier.js';
@@ -28,6 +28,20 @@ export function modesFor(capability: Capability, channel: string, requested: num
   if (derived) granted &= Flag.SUBSCRIBE;
   const asked = requested === undefined ? MODES : requested & MODES;
   return granted & (asked === 0 ? MODES : asked);
+}
+
+/** The modes a capability grants an ATTACH, or why it refuses it (40160). */
+export function attachGrant(capability: Capability, pm: ProtocolMessage, request: AttachRequest): { modes: number; refusal?: WireError } {
+  const base = request.channel.base;
+  const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
+  if (modes === 0) {
+    const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
+    return { modes, refusal: serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`) };
+  }
+  if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
+    return { modes: 0, refusal: serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`) };
+  }
+  return { modes };
 }
 
 /** What an ATTACH asks beside its modes (§4). */

@@ -8,7 +8,7 @@ import type { ConnectionContext, PeerSocket } from './context.js';
 import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-life.js';
 import { AckQueue, type AckResult } from './ack-queue.js';
 import { EnteredMembers, presenceChangeOf, presenceItemsOf } from './presence-changes.js';
-import { attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
+import { attachGrant, attachRequestOf, modesFor, publishedMessages, targetChannelOf, type AttachRequest } from './channel-requests.js';
 import { qualifiedName } from '../channels/channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
 import { originOf } from './flood-cooldown.js';
@@ -44,6 +44,10 @@ export class Connection extends ConnectionLife {
    * before the attachment's start, and its own subscriber never got them.
    */
   private readonly attachWork = new Map<string, Promise<void>>();
+  /** PRESENCE frames waiting for an ATTACH (attachWork), by the channel they act on: a DETACH after them leaves once they are done. */
+  private readonly presenceWaiting = new Map<string, Set<Promise<unknown>>>();
+  /** A DETACH's leave waiting for the PRESENCE frames before it, by channel: the PRESENCE frames after it wait for it. */
+  private readonly presenceLeaving = new Map<string, Promise<void>>();
 
   constructor(ctx: ConnectionContext, id: string, key: string, identity: ConnectionIdentity, socket: PeerSocket) {
     super(ctx, id, key, identity, socket);
@@ -57,6 +61,18 @@ export class Connection extends ConnectionLife {
     this.budget = new InboundBudget(s.maxInboundRate, Math.max(s.maxInboundBytesRate, s.maxFrameBytes / 2), ctx.clock.now(), cooled ? COOLED_START : 1, s.maxFrameBytes);
     this.shape = { maxDepth: s.maxFrameDepth, maxWidth: s.maxFrameWidth };
     this.members = new EnteredMembers(s, this.presenceChannels, (appId) => ctx.presenceMembers(appId));
+  }
+
+  /** A resume, with the credentials it came with: members leave where they allow no presence, as on AUTH. */
+  override resume(socket: PeerSocket, identity: ConnectionIdentity): void {
+    super.resume(socket, identity);
+    this.leaveWhereNotAllowed(new Set());
+  }
+
+  /** Members taken over from another instance (a resume here), with the same rule as resume. */
+  override holdsPresenceOn(channels: Iterable<string>): void {
+    super.holdsPresenceOn(channels);
+    this.leaveWhereNotAllowed(new Set());
   }
 
   /** A frame from `from` (ignored unless it is this connection's socket). */
@@ -147,7 +163,7 @@ export class Connection extends ConnectionLife {
         if (!this.namesChannel(pm)) return;
         this.attach(pm).catch((err) => {
           this.ctx.logger.error({ err, connectionId: this.id }, 'realtime attach failed');
-          this.channelError(pm.channel, toWireError(err));
+          this.refuseAttach(pm.channel, toWireError(err));
         });
         return;
       case Action.DETACH:
@@ -181,6 +197,15 @@ export class Connection extends ConnectionLife {
     return false;
   }
 
+  /**
+   * An ATTACH refused: ERROR with the channel, `failed` for the SDK (presence cleared, no retry). An
+   * attachment made or waiting before goes too, as on DETACH: it went on receiving, members present.
+   */
+  private refuseAttach(channel: unknown, error: WireError): void {
+    if (typeof channel === 'string' && (this.attachments.has(channel) || this.attaching.has(channel))) this.release(channel);
+    this.channelError(channel, error);
+  }
+
   private channelError(channel: unknown, error: WireError): void {
     if (typeof channel === 'string') this.send({ action: Action.ERROR, channel, error });
   }
@@ -192,14 +217,14 @@ export class Connection extends ConnectionLife {
     try {
       request = attachRequestOf(pm);
     } catch (err) {
-      return this.channelError(pm.channel, toWireError(err));
+      return this.refuseAttach(pm.channel, toWireError(err));
     }
     const channel = request.channel.name;
     const { maxChannelsPerConnection } = this.ctx.settings;
     // The channels being attached count too: ATTACHes sent at once, each waiting on delivery or
     // the log, all found the count below the limit and all attached.
     if (!this.attachments.has(channel) && !this.joining.has(channel) && this.attachments.size + this.joiningOnly() >= maxChannelsPerConnection) {
-      return this.channelError(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
+      return this.refuseAttach(channel, serviceError('tooManyChannels', `a connection may attach at most ${maxChannelsPerConnection} channels`));
     }
     this.joining.set(channel, (this.joining.get(channel) ?? 0) + 1);
     const work = this.join(pm, request);
@@ -227,19 +252,15 @@ export class Connection extends ConnectionLife {
 
   private async join(pm: ProtocolMessage, request: AttachRequest): Promise<void> {
     const { name: channel, base } = request.channel;
-    const capability = this.credentials.capability;
-    const modes = modesFor(capability, base, typeof pm.flags === 'number' ? pm.flags : undefined, request.filter !== undefined);
-    if (modes === 0) {
-      const derived = request.filter !== undefined ? ' (a derived channel takes only subscribe)' : '';
-      return this.channelError(channel, serviceError('capabilityDenied', `the credentials allow no operation on channel "${base}"${derived}`));
-    }
-    if (request.params.occupancy && !allowedOn(capability, base, 'channel-metadata')) {
-      return this.channelError(channel, serviceError('capabilityDenied', `the occupancy param needs the channel-metadata capability on channel "${base}"`));
-    }
+    // A later ATTACH of the channel supersedes one still waiting, whether or not it waits itself:
+    // the earlier, done waiting after it, attached again with its own modes and params.
+    this.attaching.delete(channel);
+    const first = attachGrant(this.credentials.capability, pm, request);
+    if (first.refusal) return this.refuseAttach(channel, first.refusal);
     try {
       this.ctx.admitChannel(this.appId, base);
     } catch (err) {
-      return this.channelError(channel, toWireError(err));
+      return this.refuseAttach(channel, toWireError(err));
     }
     // An attach waits for delivery to read the log (a fresh instance's consumer joining its group):
     // what is published after ATTACHED then arrives as it is, not seconds late. A fresh attach
@@ -256,17 +277,39 @@ export class Connection extends ConnectionLife {
       this.attaching.delete(channel);
       if (!caughtUp) this.ctx.logger.warn({ connectionId: this.id, channel }, 'attached before delivery read the log or passed the messages this instance acknowledged: it lags');
     }
-    await this.ctx.attach(this, modes, request);
+    // The modes of the credentials held when it registers: an AUTH handled while this ATTACH waited
+    // (for delivery, or the log) may have narrowed them.
+    let refusal: WireError | undefined;
+    const grantNow = (): number => {
+      const now = attachGrant(this.credentials.capability, pm, request);
+      refusal = now.refusal;
+      return now.modes & first.modes;
+    };
+    if (!(await this.ctx.attach(this, grantNow, request)) && refusal) this.refuseAttach(channel, refusal);
   }
 
   private detach(channel: string): void {
+    this.release(channel);
+    this.send({ action: Action.DETACHED, channel });
+  }
+
+  /** The channel's attachment (or ATTACH waiting) goes, and its members leave unless another name of it stays attached. */
+  private release(channel: string): void {
     this.attaching.delete(channel);
     this.ctx.detach(this, channel);
     const base = this.attachedBase(channel);
     // Its members leave unless the channel is still attached by another of its names.
     const stillAttached = [...this.attachments.values()].some((a) => a.base === base);
-    if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
-    this.send({ action: Action.DETACHED, channel });
+    const waiting = this.presenceWaiting.get(base);
+    if (!stillAttached && waiting) {
+      // PRESENCE frames before this DETACH still wait for their ATTACH: their members leave after
+      // them (left at once, the enter came after the leave and its member stayed).
+      const leave = Promise.allSettled([...waiting, this.presenceLeaving.get(base)]).then(() => {
+        if (this.presenceLeaving.get(base) === leave) this.presenceLeaving.delete(base);
+        if (this.presenceChannels.delete(base) && this.state !== 'ended') this.ctx.leave(this.appId, base, this.id);
+      });
+      this.presenceLeaving.set(base, leave);
+    } else if (!stillAttached && this.presenceChannels.delete(base)) this.ctx.leave(this.appId, base, this.id);
   }
 
   /** The channel a name refers to (itself when it is not a valid qualified name). */
@@ -331,18 +374,36 @@ export class Connection extends ConnectionLife {
     // Channels the new capability no longer allows fail; the others stay attached (RTC8a1). So does
     // one whose `occupancy` param the new capability no longer allows (channel-metadata): its
     // [meta]occupancy messages went on.
+    const failed = new Set<string>();
     for (const [channel, attachment] of [...this.attachments]) {
       const modes = modesFor(this.credentials.capability, attachment.base, undefined) & attachment.modes;
       const occupancyDenied = attachment.occupancy !== undefined && !allowedOn(this.credentials.capability, attachment.base, 'channel-metadata');
       if (modes === 0 || occupancyDenied) {
         this.ctx.detach(this, channel);
+        failed.add(attachment.base);
         const why = modes === 0 ? 'allows no operation' : 'lacks the channel-metadata capability, which its occupancy param needs,';
         this.channelError(channel, serviceError('capabilityDenied', `the new token ${why} on channel "${channel}"`));
       } else {
         attachment.modes = modes;
       }
     }
+    this.leaveWhereNotAllowed(failed);
     this.sendConnected();
+  }
+
+  /**
+   * After new credentials (AUTH, resume): the members leave where the capability allows no presence,
+   * or whose channel failed (as on DETACH, unless attached by another name). They stayed until the
+   * connection ended, and the client could not leave them: a LEAVE needs the presence capability.
+   */
+  private leaveWhereNotAllowed(failed: ReadonlySet<string>): void {
+    const capability = this.credentials.capability;
+    for (const base of [...this.presenceChannels]) {
+      const detached = failed.has(base) && ![...this.attachments.values()].some((a) => a.base === base);
+      if (!detached && allowedOn(capability, base, 'presence')) continue;
+      this.presenceChannels.delete(base);
+      this.ctx.leave(this.appId, base, this.id);
+    }
   }
 
   // ---- publish and presence, acknowledged in msgSerial order (§3.2)
@@ -396,10 +457,26 @@ export class Connection extends ConnectionLife {
   }
 
   private presence(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
-    return this.afterAttach(pm, () => this.presenceNow(pm, msgSerial));
+    if (typeof pm.channel !== 'string') return this.presenceNow(pm, msgSerial);
+    const base = this.attachedBase(pm.channel);
+    // What it waits for is what was sent before it: the ATTACH of its channel, a DETACH's leave.
+    const before = [this.attachWork.get(pm.channel), this.presenceLeaving.get(base)].filter((p) => p !== undefined);
+    if (before.length === 0) return this.presenceNow(pm, msgSerial);
+    const work = Promise.all(before).then(() => this.presenceNow(pm, msgSerial));
+    let waiting = this.presenceWaiting.get(base);
+    if (!waiting) this.presenceWaiting.set(base, (waiting = new Set()));
+    waiting.add(work);
+    const done = (): void => {
+      waiting.delete(work);
+      if (waiting.size === 0 && this.presenceWaiting.get(base) === waiting) this.presenceWaiting.delete(base);
+    };
+    work.then(done, done);
+    return work;
   }
 
   private async presenceNow(pm: ProtocolMessage, msgSerial: number): Promise<(string | null)[]> {
+    // Ended while it waited for its ATTACH (a CLOSE behind): a member entered now would stay for good.
+    if (this.state === 'ended') throw new ServiceError('connectionClosed', 'the connection ended before the presence change took effect');
     const channel = targetChannelOf(pm, 'enter presence');
     checkAllowedOn(this.credentials.capability, channel, 'presence');
     this.checkMode(pm, Flag.PRESENCE, 'enter presence');

@@ -70,8 +70,11 @@ export interface ConnectionContext {
    * channel; else resolves once it has (false: it gave up waiting).
    */
   readyToAttach(appId: string, channel: string, ownWrites: boolean): Promise<boolean> | undefined;
-  /** Attaches (ATTACHED, SYNC, backlog): the attachment goes into `conn.attachments`. */
-  attach(conn: Subscriber, modes: number, request: AttachRequest): Promise<void>;
+  /**
+   * Attaches (ATTACHED, SYNC, backlog): the attachment goes into `conn.attachments`, with the modes
+   * `grant` gives in the tick it registers; false, with nothing sent, when that is none.
+   */
+  attach(conn: Subscriber, grant: () => number, request: AttachRequest): Promise<boolean>;
   /** Takes the attachment off delivery and out of `conn.attachments`; nothing is sent. */
   detach(conn: Subscriber, channel: string): void;
   /** Sends the whole presence set again (a client's SYNC). */

@@ -169,7 +169,7 @@ export class Gateway {
       count: (counter) => sessions.counters[counter]++,
       floodCooldown: new FloodCooldown(deps.settings.floodCooldownMs, deps.settings.maxFloodCooldownOrigins, () => deps.clock.now()),
       readyToAttach: (appId, channel, ownWrites) => delivery.readyToAttach(appId, channel, ownWrites),
-      attach: (conn, modes, request) => this.attach(conn, modes, request),
+      attach: (conn, grant, request) => this.attach(conn, grant, request),
       detach: (conn, channel) => this.detach(conn, channel),
       sync: (attachment) => presenceSync.resend(attachment),
       publish: async (appId, channel, messages, keyName) => {
@@ -236,8 +236,9 @@ export class Gateway {
    * An attach: registered with delivery at the position delivery has reached, its presence set
    * taken in the same tick; ATTACHED with the position the client reads it at, then the SYNC, the
    * backlog (a resume's replay, or `rewind`) and what delivery held meanwhile, in log order.
+   * The modes are `grant`'s in the tick it registers; false, nothing sent, when it grants none.
    */
-  async attach(conn: Subscriber, modes: number, request: AttachRequest): Promise<void> {
+  async attach(conn: Subscriber, grant: () => number, request: AttachRequest): Promise<boolean> {
     const { delivery } = this;
     const { serial, rewind, filter } = request;
     const { name: channel, base } = request.channel;
@@ -254,10 +255,13 @@ export class Gateway {
       // The socket gone meanwhile (a CLOSE right behind the ATTACH): its attachments were let go,
       // and one made now would stay in delivery, and in the channel's occupancy, for good. A DETACH
       // (answered DETACHED) or another ATTACH of the channel meanwhile: this one is answered no more.
-      if (pending.get(channel) !== ticket) return;
+      if (pending.get(channel) !== ticket) return true;
       pending.delete(channel);
-      if (conn.socketEpoch !== epoch) return;
+      if (conn.socketEpoch !== epoch) return true;
     }
+    // The modes of the credentials the connection holds now (an AUTH may have come meanwhile).
+    const modes = grant();
+    if (modes === 0) return false;
     this.detach(conn, channel);
     const target = delivery.position(partition);
     resume.plan(target);
@@ -275,14 +279,14 @@ export class Gateway {
     let backlog: BacklogRecord[] = [];
     if (resume.replays) {
       backlog = await resume.replay(conn, () => conn.attachments.get(channel) !== attachment);
-      if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
+      if (conn.attachments.get(channel) !== attachment) return true; // detached meanwhile
     } else if (rewind) {
       try {
         backlog = await this.backlog.rewind(conn.appId, base, partition, target, rewind);
       } catch (err) {
         this.deps.logger.warn({ err, channel }, 'channel rewind not available; attaching without it');
       }
-      if (conn.attachments.get(channel) !== attachment) return; // detached meanwhile
+      if (conn.attachments.get(channel) !== attachment) return true; // detached meanwhile
     }
     let flags = modes;
     if (rewind && backlog.length > 0) flags |= Flag.HAS_BACKLOG;
@@ -300,9 +304,13 @@ export class Gateway {
     // during its read: a resume on another instance delivered newer messages before older ones).
     const held = attachment.held;
     attachment.held = undefined;
-    if (attachment.overflowed) return conn.slowConsumer();
+    if (attachment.overflowed) {
+      conn.slowConsumer();
+      return true;
+    }
     delivery.sendBacklog(attachment, backlog);
     for (const send of held ?? []) send();
+    return true;
   }
 
   detach(conn: Subscriber, channel: string): void {

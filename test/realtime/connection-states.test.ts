@@ -6,6 +6,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import { Connection, type ConnectionIdentity } from '../../src/realtime/connection.js';
 import type { ConnectionContext, PeerSocket } from '../../src/realtime/context.js';
+import type { Subscriber } from '../../src/realtime/attachment.js';
+import type { AttachRequest } from '../../src/realtime/channel-requests.js';
 import { TRANSITIONS, canMove } from '../../src/realtime/connection-state.js';
 import { FloodCooldown } from '../../src/realtime/flood-cooldown.js';
 import { DEFAULT_REALTIME_SETTINGS, type RealtimeSettings } from '../../src/realtime/settings.js';
@@ -97,7 +99,9 @@ class TestContext implements ConnectionContext {
   readyToAttach(): undefined {
     return undefined;
   }
-  async attach(): Promise<void> {}
+  async attach(_conn: Subscriber, _grant: () => number, _request: AttachRequest): Promise<boolean> {
+    return true;
+  }
   detach(): void {}
   sync(): void {}
   publish(_appId: string, _channel: string, messages: StoredMessage[]): Promise<void> {
@@ -285,6 +289,30 @@ describe('a realtime connection through its context port (the state table)', () 
     expect(ctx.inflight).toBe(0);
   });
 
+  it('a publish sent again after a resume while its first append was in flight: each frame is answered, and no ACK spans a msgSerial answered already (the SDK would give the next publish its serials)', async () => {
+    receive(conn, socket, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'first' }] });
+    conn.socketClosed(socket);
+    const again = new RecordingSocket();
+    conn.resume(again, identity());
+    // The SDK sends its unacknowledged publish again (RTN19a), then a new one.
+    receive(conn, again, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'first' }] });
+    receive(conn, again, { action: Action.MESSAGE, channel: 'room', msgSerial: 1, messages: [{ data: 'second' }] });
+    ctx.publishes[0].settle(true);
+    await settled();
+    expect(again.frames).toEqual([{ action: Action.ACK, msgSerial: 0, count: 1, res: [{ serials: ['conn-1:0:0'] }] }]);
+    // The new publish is appended before the one sent again: both answers are due at once.
+    ctx.publishes[2].settle(true);
+    await settled();
+    ctx.publishes[1].settle(true);
+    await settled();
+    // ably-js completes the messages of an ACK from the first it still waits for (msgSerial 1),
+    // taking `res` from the ACK's start: an ACK of 0 and 1 would have answered 1 with 0's serials.
+    expect(again.frames.slice(1)).toEqual([
+      { action: Action.ACK, msgSerial: 0, count: 1, res: [{ serials: ['conn-1:0:0'] }] },
+      { action: Action.ACK, msgSerial: 1, count: 1, res: [{ serials: ['conn-1:1:0'] }] },
+    ]);
+  });
+
   it('an answer due while the connection is dropped has no socket to go on (the SDK sends its unacknowledged publishes again on resume); a failed append is a NACK', async () => {
     receive(conn, socket, { action: Action.MESSAGE, channel: 'room', msgSerial: 0, messages: [{ data: 'lost' }] });
     conn.socketClosed(socket);
@@ -307,5 +335,38 @@ describe('a realtime connection through its context port (the state table)', () 
     receive(conn, socket, { action: Action.CLOSE });
     expect(conn.state).toBe('dropped');
     expect(ctx.calls).toHaveLength(before);
+  });
+});
+
+describe('two ATTACHes of a channel, the first waiting for delivery (readyToAttach), the second not', () => {
+  /** A context whose first readyToAttach waits until the test lets it go, and that records each attach's request. */
+  class WaitingContext extends TestContext {
+    release: (caughtUp: boolean) => void = () => undefined;
+    private waited = false;
+    readonly attaches: { flags: number; serial: string | undefined }[] = [];
+    override readyToAttach(): undefined {
+      if (this.waited) return undefined;
+      this.waited = true;
+      return new Promise<boolean>((resolve) => (this.release = resolve)) as unknown as undefined;
+    }
+    override async attach(_conn: Subscriber, grant: () => number, request: AttachRequest): Promise<boolean> {
+      this.attaches.push({ flags: grant(), serial: request.serial });
+      return true;
+    }
+  }
+
+  it('the later ATTACH is the one that stands: the earlier one, done waiting after it, is answered no more (its modes and params would replace the later ones)', async () => {
+    const ctx = new WaitingContext();
+    const socket = new RecordingSocket();
+    const conn = new Connection(ctx, 'conn-2', 'conn-2!mac', identity(), socket);
+    const SUBSCRIBE = 1 << 18;
+    const ALL = 0xf << 16;
+    receive(conn, socket, { action: Action.ATTACH, channel: 'room', flags: SUBSCRIBE });
+    receive(conn, socket, { action: Action.ATTACH, channel: 'room', channelSerial: '0:5' });
+    await settled();
+    expect(ctx.attaches).toEqual([{ flags: ALL, serial: '0:5' }]);
+    ctx.release(true);
+    await settled();
+    expect(ctx.attaches).toEqual([{ flags: ALL, serial: '0:5' }]);
   });
 });
