@@ -3,40 +3,14 @@
 // take effect in their order"): an AUTH that narrows the capability (REALTIME-PROTOCOL.md §4,
 // §7.3: the attachment must not be granted by the token the connection no longer has), and a
 // PRESENCE then a DETACH or a CLOSE (either makes the member the PRESENCE entered leave).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Actions, RawClient, type Pm } from '../helpers/raw-realtime.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { uniqueChannel } from '../helpers/service.js';
+import { rawRealtimeService } from '../helpers/raw-realtime-service.js';
 
-let ts: TestService;
-let port: number;
-const clients: RawClient[] = [];
-
-beforeAll(async () => {
-  ts = await startTestService();
-  port = await listening(ts);
-});
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
-});
-
-async function token(capability: Record<string, string[]>): Promise<string> {
-  const keyName = ts.key.split(':')[0];
-  const res = await fetch(`http://127.0.0.1:${port}/keys/${keyName}/requestToken`, {
-    method: 'POST',
-    headers: { authorization: `Basic ${Buffer.from(ts.key).toString('base64')}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ keyName, clientId: 'racer', capability: JSON.stringify(capability), timestamp: Date.now() }),
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { token: string }).token;
-}
-
-async function connect(query: Record<string, string>): Promise<RawClient> {
-  const c = await RawClient.connect(port, query);
-  clients.push(c);
-  return c;
-}
+const svc = rawRealtimeService();
+const token = (capability: Record<string, string[]>): Promise<string> => svc.token(capability, 'racer');
+const { connect, presentOn, auth } = svc;
 
 /** Frames sent in one write (the gateway reads them in one go: the second is handled while the first waits). */
 function sendTogether(c: RawClient, pms: unknown[]): void {
@@ -50,7 +24,7 @@ describe('an ATTACH racing an AUTH that narrows the capability', () => {
   it('the channel the new token allows nothing on fails with 40160 and receives nothing, though its ATTACH began under the old token', async () => {
     const [lost, kept] = [uniqueChannel('race-lost'), uniqueChannel('race-kept')];
     // The channel's partition and the log's position in it, from an attach of the channel.
-    const observer = await connect({ key: ts.key });
+    const observer = await connect({ key: svc.ts.key });
     const observed = await observer.attach(lost);
     expect(observed.action).toBe(Actions.ATTACHED);
     const [partition, offset] = String(observed.channelSerial).split(':');
@@ -70,9 +44,9 @@ describe('an ATTACH racing an AUTH that narrows the capability', () => {
     expect(refusal).toMatchObject({ action: Actions.ERROR, channel: lost, error: { code: 40160 } });
 
     // A message on the channel reaches the observer; the racer, asked after it, got none.
-    const res = await fetch(`http://127.0.0.1:${port}/channels/${lost}/messages`, {
+    const res = await fetch(`http://127.0.0.1:${svc.port}/channels/${lost}/messages`, {
       method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(ts.key).toString('base64')}`, 'content-type': 'application/json' },
+      headers: { ...auth(), 'content-type': 'application/json' },
       body: JSON.stringify({ name: 'after', data: 'the narrowing' }),
     });
     expect(res.status).toBe(201);
@@ -84,12 +58,10 @@ describe('an ATTACH racing an AUTH that narrows the capability', () => {
   });
 });
 
-const auth = (): Record<string, string> => ({ authorization: `Basic ${Buffer.from(ts.key).toString('base64')}` });
-
 /** The channel's presence history, oldest first, once it holds `n` events (or 10 s passed). */
 async function presenceHistory(channel: string, n: number): Promise<[number, string][]> {
   const read = async (): Promise<{ action: number; clientId: string }[]> =>
-    (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence/history?direction=forwards`, { headers: auth() })).json()) as { action: number; clientId: string }[];
+    (await (await fetch(`http://127.0.0.1:${svc.port}/channels/${channel}/presence/history?direction=forwards`, { headers: auth() })).json()) as { action: number; clientId: string }[];
   const deadline = Date.now() + 10_000;
   let events = await read();
   while (events.length < n && Date.now() < deadline) {
@@ -99,14 +71,11 @@ async function presenceHistory(channel: string, n: number): Promise<[number, str
   return events.map((e) => [e.action, e.clientId]);
 }
 
-async function presentOn(channel: string): Promise<unknown[]> {
-  return (await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: auth() })).json()) as unknown[];
-}
 
 describe('a PRESENCE that waits for its ATTACH, then a DETACH or a CLOSE', () => {
   it('the member entered leaves with the DETACH that followed it: ATTACH, ENTER, DETACH in one write leave nobody present', async () => {
     const channel = uniqueChannel('race-detach');
-    const client = await connect({ key: ts.key, clientId: 'leaver' });
+    const client = await connect({ key: svc.ts.key, clientId: 'leaver' });
     const detached = client.next((pm) => pm.action === Actions.DETACHED && pm.channel === channel, 10_000, false);
     const msgSerial = client.nextSerial();
     const answer = client.ackOf(msgSerial);
@@ -127,7 +96,7 @@ describe('a PRESENCE that waits for its ATTACH, then a DETACH or a CLOSE', () =>
 
   it('ATTACH, ENTER, CLOSE in one write leave nobody present: the enter does not outlive the connection', async () => {
     const [channel, marker] = [uniqueChannel('race-close'), uniqueChannel('race-close-marker')];
-    const client = await connect({ key: ts.key, clientId: 'closer' });
+    const client = await connect({ key: svc.ts.key, clientId: 'closer' });
     const closed = client.next((pm) => pm.action === Actions.CLOSED, 10_000, false);
     sendTogether(client, [
       { action: Actions.ATTACH, channel },
@@ -137,7 +106,7 @@ describe('a PRESENCE that waits for its ATTACH, then a DETACH or a CLOSE', () =>
     await closed;
     // A member entered after this on another channel, by another connection: once it is present,
     // an enter of the closed connection taking effect would have been applied before it.
-    const other = await connect({ key: ts.key, clientId: 'marker' });
+    const other = await connect({ key: svc.ts.key, clientId: 'marker' });
     expect((await other.presence(marker, [{ action: 2 }])).action).toBe(Actions.ACK);
     expect(await presenceHistory(marker, 1)).toEqual([[2, 'marker']]);
     expect(await presentOn(channel)).toEqual([]);

@@ -3,45 +3,14 @@
 // SDK's channel `failed`, its presence cleared, with no retry (REALTIME-PROTOCOL.md §4.4, §4.6). The
 // service must then hold no attachment of it either: no more messages, and the members leave, as
 // on DETACH. Raw frames (the SDK's setOptions sends the same ATTACH).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Actions, RawClient } from '../helpers/raw-realtime.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { describe, expect, it } from 'vitest';
+import { Actions } from '../helpers/raw-realtime.js';
+import { uniqueChannel } from '../helpers/service.js';
+import { rawRealtimeService } from '../helpers/raw-realtime-service.js';
 
-let ts: TestService;
-let port: number;
-const clients: RawClient[] = [];
-
-beforeAll(async () => {
-  ts = await startTestService();
-  port = await listening(ts);
-});
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
-});
-
-const auth = (): Record<string, string> => ({ authorization: `Basic ${Buffer.from(ts.key).toString('base64')}` });
-
-async function token(capability: Record<string, string[]>): Promise<string> {
-  const keyName = ts.key.split(':')[0];
-  const res = await fetch(`http://127.0.0.1:${port}/keys/${keyName}/requestToken`, {
-    method: 'POST',
-    headers: { ...auth(), 'content-type': 'application/json' },
-    body: JSON.stringify({ keyName, clientId: 'reattacher', capability: JSON.stringify(capability), timestamp: Date.now() }),
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { token: string }).token;
-}
-
-async function connect(query: Record<string, string>): Promise<RawClient> {
-  const c = await RawClient.connect(port, query);
-  clients.push(c);
-  return c;
-}
-
-const presentOn = async (channel: string): Promise<string[]> =>
-  ((await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: auth() })).json()) as { clientId: string }[]).map((m) => m.clientId);
+const svc = rawRealtimeService();
+const token = (capability: Record<string, string[]>): Promise<string> => svc.token(capability, 'reattacher');
+const { connect, presentOn, auth } = svc;
 
 describe('a refused ATTACH of a channel already attached', () => {
   it.each([
@@ -54,7 +23,7 @@ describe('a refused ATTACH of a channel already attached', () => {
     expect((await client.presence(channel, [{ action: 2, data: 'here' }])).action).toBe(Actions.ACK);
     expect(await presentOn(channel)).toEqual(['reattacher']);
 
-    const observer = await connect({ key: ts.key });
+    const observer = await connect({ key: svc.ts.key });
     expect((await observer.attach(channel)).action).toBe(Actions.ATTACHED);
     const leave = observer.next((pm) => pm.action === Actions.PRESENCE && (pm.presence as { action: number }[]).some((p) => p.action === 3), 10_000, false);
     const refused = await client.attach(channel, extra);
@@ -62,7 +31,7 @@ describe('a refused ATTACH of a channel already attached', () => {
     await leave;
     expect(await presentOn(channel)).toEqual([]);
 
-    const res = await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'after', data: 'the refusal' }) });
+    const res = await fetch(`http://127.0.0.1:${svc.port}/channels/${channel}/messages`, { method: 'POST', headers: { ...auth(), 'content-type': 'application/json' }, body: JSON.stringify({ name: 'after', data: 'the refusal' }) });
     expect(res.status).toBe(201);
     await observer.next((pm) => pm.action === Actions.MESSAGE && pm.channel === channel);
     await client.ping();

@@ -1,0 +1,69 @@
+// One embedded service for a file of raw-frame realtime tests (test/realtime): tokens of a
+// capability for a clientId, raw clients closed after the file, its key's Basic auth, and the
+// clientIds present on a channel. Started in the file's beforeAll, closed in its afterAll.
+import { afterAll, beforeAll, expect } from 'vitest';
+import { RawClient } from './raw-realtime.js';
+import { listening, removeDir, startTestService, type TestService } from './service.js';
+
+export interface RawRealtimeService {
+  /** the service now (restart() replaces it) */
+  readonly ts: TestService;
+  readonly port: number;
+  /** the Authorization header of the app's key */
+  auth(): Record<string, string>;
+  /** a token (requestToken) for `clientId` with this capability */
+  token(capability: Record<string, string[]>, clientId: string): Promise<string>;
+  /** a raw client on these query parameters, closed after the file */
+  connect(query: Record<string, string>): Promise<RawClient>;
+  /** the clientIds present on a channel (REST) */
+  presentOn(channel: string): Promise<string[]>;
+  /** the service restarted on its data directory */
+  restart(): Promise<void>;
+}
+
+export function rawRealtimeService(): RawRealtimeService {
+  let ts: TestService;
+  let port: number;
+  const clients: RawClient[] = [];
+  beforeAll(async () => {
+    ts = await startTestService();
+    port = await listening(ts);
+  });
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    await ts?.close();
+    if (ts) removeDir(ts.dataDir);
+  });
+  const auth = (): Record<string, string> => ({ authorization: `Basic ${Buffer.from(ts.key).toString('base64')}` });
+  return {
+    get ts() {
+      return ts;
+    },
+    get port() {
+      return port;
+    },
+    auth,
+    async token(capability, clientId) {
+      const keyName = ts.key.split(':')[0];
+      const res = await fetch(`http://127.0.0.1:${port}/keys/${keyName}/requestToken`, {
+        method: 'POST',
+        headers: { ...auth(), 'content-type': 'application/json' },
+        body: JSON.stringify({ keyName, clientId, capability: JSON.stringify(capability), timestamp: Date.now() }),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { token: string }).token;
+    },
+    async connect(query) {
+      const c = await RawClient.connect(port, query);
+      clients.push(c);
+      return c;
+    },
+    async presentOn(channel) {
+      return ((await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/presence`, { headers: auth() })).json()) as { clientId: string }[]).map((m) => m.clientId);
+    },
+    async restart() {
+      ts = await ts.restart();
+      port = await listening(ts);
+    },
+  };
+}
