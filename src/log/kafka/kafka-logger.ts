@@ -34,11 +34,24 @@ export function isRebalanceNoise(message: string, extra: Record<string, unknown>
 }
 
 /**
- * kafkajs logs every retry and rebalance at info level; only its warnings and errors reach our
- * logger (a rebalance's "errors" at info), and with no logger it is silent.
+ * What kafkajs logs, at error, for each attempt to reach a broker that cannot be reached (refused,
+ * reset, closed, timed out, unknown name): while Kafka is down, every client's every retry, some 50 lines a
+ * second from one instance (408 in an 8-second outage). They are logged at most once a second, the
+ * line carrying how many it stands for (`repeated`), as the HTTP layer does for its 503s.
  */
-export function kafkajsLogging(logger: LoggerLike | undefined): { logLevel: logLevel; logCreator?: logCreator } {
+const UNREACHABLE = /ECONNREFUSED|ECONNRESET|Closed connection|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|Connection timeout|Failed to connect/i;
+const UNREACHABLE_EVERY_MS = 1_000;
+
+/**
+ * kafkajs logs every retry and rebalance at info level; only its warnings and errors reach our
+ * logger (a rebalance's "errors" at info; a broker that cannot be reached once a second, see
+ * UNREACHABLE), and with no logger it is silent.
+ */
+export function kafkajsLogging(logger: LoggerLike | undefined, now: () => number = Date.now): { logLevel: logLevel; logCreator?: logCreator } {
   if (!logger) return { logLevel: logLevel.NOTHING };
+  // Shared by every kafkajs client of this logger (producers, consumers, admin): one outage, one line a second.
+  let unreachableLoggedAt = -Infinity;
+  let unreachableSince = 0;
   return {
     logLevel: logLevel.WARN,
     logCreator:
@@ -47,8 +60,16 @@ export function kafkajsLogging(logger: LoggerLike | undefined): { logLevel: logL
         const { message, timestamp: _timestamp, logger: _name, ...extra } = log;
         const fields = { kafkajs: namespace, ...extra };
         if (isRebalanceNoise(message, extra)) logger.info(fields, message);
-        else if (level <= logLevel.ERROR && !isOutOfRange(message, extra)) logger.error(fields, message);
-        else logger.warn(fields, message);
+        else if (level <= logLevel.ERROR && !isOutOfRange(message, extra)) {
+          if (UNREACHABLE.test(message)) {
+            unreachableSince++;
+            const at = now();
+            if (at - unreachableLoggedAt < UNREACHABLE_EVERY_MS) return;
+            logger.error({ ...fields, repeated: unreachableSince }, message);
+            unreachableLoggedAt = at;
+            unreachableSince = 0;
+          } else logger.error(fields, message);
+        } else logger.warn(fields, message);
       },
   };
 }
