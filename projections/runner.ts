@@ -89,6 +89,8 @@ export class ProjectionRunner {
   private readonly wholeTopicFeeds = new Map<string, TopicFeed>();
   /** The shared projections' consumers (the writers: ProjectionWiring.shared) and their topics: what stop() drains. */
   private readonly writers = new Map<string, Topic>();
+  /** stop() has begun: a caughtUp resolving from now on may be the stop's, not the log's end. */
+  private stopping = false;
   /** Consumers reading every partition that do not read the log yet (Subscription.reading: a Kafka group still joining). */
   private readonly joiningNames = new Set<string>();
 
@@ -134,8 +136,9 @@ export class ProjectionRunner {
       if (feed) this.consumers.set(name, subscription);
       if (projection.shared) this.writers.set(name, topic);
       else this.noteJoining(name, subscription);
+      // A stopped subscription's caughtUp resolves too (nobody waits for ever on it): that one is told apart.
       const reported = subscription.caughtUp.then(() =>
-        this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, 'projection caught up with the log'),
+        this.options.logger.info({ consumer: name, topic, ms: Date.now() - startedAt }, this.stopping ? 'projection stopping: the stop began before it caught up with the log' : 'projection caught up with the log'),
       );
       return projection.shared ? undefined : reported;
     });
@@ -307,6 +310,7 @@ export class ProjectionRunner {
    * bounded start).
    */
   async stop(options: { drainMs?: number } = {}): Promise<void> {
+    this.stopping = true;
     const all = [...this.consumers];
     const writers = (options.drainMs ?? 0) > 0 ? all.filter(([name]) => this.writers.has(name)) : [];
     const others = all.filter(([name]) => !writers.some(([w]) => w === name));

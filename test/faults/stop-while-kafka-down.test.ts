@@ -56,6 +56,9 @@ describeWithInfra(
         const hung = load.outcomes.filter((o) => o.status === 0 && /aborted|timeout/i.test(o.error ?? ''));
         expect(hung.slice(0, 5)).toEqual([]);
         expect(load.outcomes.filter((o) => o.status !== 0 && o.status !== 201 && o.status !== 503).slice(0, 5)).toEqual([]);
+        // With Kafka gone nothing can catch up: the projections stopped meanwhile say so.
+        const afterStop = lines.slice(lines.findIndex((l) => l.msg === 'shutting down'));
+        expect(afterStop.filter((l) => l.msg === 'projection caught up with the log')).toEqual([]);
         // kafkajs's retries against the broker that is gone (some 50 a second) are logged once a
         // second each way, not each one (src/log/kafka/kafka-logger.ts).
         const kafkajsErrors = lines.filter((l) => l.kafkajs && l.level >= 50);
