@@ -19,7 +19,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40016: { title: 'Invalid message name', what: 'A message name that is not a string.' },
   40017: { title: 'Unsupported protocol version', what: 'The X-Ably-Version header (or v parameter) names a protocol version this service does not speak.' },
   40020: { title: 'Batch request error', what: 'Some of a batch request failed: each failed item carries its own error in the batch result, the others succeeded.' },
-  40030: { title: 'Invalid publish request', what: 'The publish names a connectionKey that is not a realtime connection of this app, or is otherwise not a valid publish.' },
+  40030: { title: 'Invalid publish request', what: 'The publish names a connectionKey that is not a realtime connection of this app, asks for what this service does not serve (a message update, delete or append, an annotation, a LiveObjects operation), or is otherwise not a valid publish.' },
   40031: { title: 'Invalid client-specified message id', what: 'A message id that does not have the form the idempotent publish needs.' },
   40032: { title: 'Invalid message extras field', what: 'extras may hold push (an object), headers (a flat map of at most 100 names to strings, numbers, booleans or null) and ref ({ type, timeserial }), nested at most 32 levels.' },
   40034: { title: 'Too many messages in one publish', what: 'More messages than MAX_MESSAGES_PER_PUBLISH in one publish, or than MAX_BATCH_MESSAGES in one batch, or more changes in one realtime PRESENCE than REALTIME_MAX_MEMBERS_PER_CONNECTION. Nothing was published; split it.' },

@@ -238,7 +238,9 @@ export interface Publisher {
 /**
  * Validates the messages of one publish (spec: Message) and gives each an id. A message with a
  * valid connectionKey is published on behalf of that connection: it carries its id and clientId.
- * The wire form may carry fields the SDKs add (`action`, `size`); they are ignored.
+ * The wire form may carry fields the SDKs add (`size`, ignored; `action`, which must be a create:
+ * the SDK's updateMessage, deleteMessage and appendMessage send another, and publishing those as
+ * new messages would be wrong).
  */
 export function parsePublishBody(
   body: unknown,
@@ -260,6 +262,10 @@ export function parsePublishBody(
   return raw.map((item, index) => {
     if (!isPlainObject(item)) throw new ServiceError('invalidRequestBody', `message ${index} is not an object`);
     const where = `message ${index}`;
+    if (item.action !== undefined && item.action !== null && item.action !== 0 && item.action !== 'message.create') {
+      const action = typeof item.action === 'number' ? String(item.action) : typeof item.action === 'string' ? JSON.stringify(item.action.slice(0, 40)) : `of type ${typeof item.action}`;
+      throw new ServiceError('invalidPublishRequest', `${where}: action ${action} is not served: this service publishes new messages only (action 0, message.create), no updates, deletes or appends`);
+    }
     let connection: PublishingConnection | undefined;
     if (item.connectionKey !== undefined && item.connectionKey !== null) {
       connection = typeof item.connectionKey === 'string' ? connectionOf?.(item.connectionKey) : undefined;

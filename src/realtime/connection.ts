@@ -3,7 +3,7 @@ import { allowedOn, checkAllowedOn } from '../auth/channel-access.js';
 import type { Credentials } from '../auth/credentials.js';
 import type { ShapeLimits } from '../codec/value-shape.js';
 import type { PresenceChange } from '../presence/presence-producer.js';
-import { Action, Flag, FrameRefused, decodeFrame, serviceError, toWireError, type ProtocolMessage, type WireError } from './protocol.js';
+import { ACKED_NAMES, Action, Flag, FrameRefused, NOT_SERVED, decodeFrame, serviceError, toWireError, type ProtocolMessage, type WireError } from './protocol.js';
 import type { ConnectionContext, PeerSocket } from './context.js';
 import { ConnectionLife, hangUp, type ConnectionIdentity } from './connection-life.js';
 import { AckQueue, type AckResult } from './ack-queue.js';
@@ -149,7 +149,7 @@ export class Connection extends ConnectionLife {
    * refused, answered as a NACK for a publish or presence change). Every problem is answered on the wire.
    */
   private handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
-    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE) return this.fail(toWireError(refusal));
+    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE && !NOT_SERVED[pm.action]) return this.fail(toWireError(refusal));
     switch (pm.action) {
       case Action.HEARTBEAT:
         // Only a string id is echoed: String() of what a frame may hold (an object whose toString
@@ -159,6 +159,12 @@ export class Connection extends ConnectionLife {
       case Action.MESSAGE:
       case Action.PRESENCE:
         return this.ackable(pm, size, refusal);
+      case Action.OBJECT:
+      case Action.ANNOTATION:
+        // Counted by the SDK among the frames to ACK: answered in their turn, refused. Without a
+        // msgSerial there is no turn to answer in: ignored, as an unknown action.
+        if (typeof pm.msgSerial !== 'number') return;
+        return this.ackable(pm, size, refusal ?? new ServiceError('invalidPublishRequest', NOT_SERVED[pm.action]!));
       case Action.ATTACH:
         if (!this.namesChannel(pm)) return;
         this.attach(pm).catch((err) => {
@@ -411,7 +417,7 @@ export class Connection extends ConnectionLife {
   private ackable(pm: ProtocolMessage, size: number, refusal: ServiceError | undefined): void {
     const msgSerial = pm.msgSerial;
     if (typeof msgSerial !== 'number' || !Number.isSafeInteger(msgSerial) || msgSerial < 0) {
-      return this.fail(serviceError('protocolError', `a ${pm.action === Action.MESSAGE ? 'MESSAGE' : 'PRESENCE'} needs a msgSerial`));
+      return this.fail(serviceError('protocolError', `a ${ACKED_NAMES[pm.action]} needs a msgSerial`));
     }
     const settle = this.acks.enqueue(msgSerial);
     const release = this.hold(size);

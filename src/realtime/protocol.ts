@@ -28,7 +28,25 @@ export const Action = {
   MESSAGE: 15,
   SYNC: 16,
   AUTH: 17,
+  // LiveObjects and message annotations: the SDK counts them among the frames to ACK (msgSerial);
+  // this service serves neither and NACKs them (src/realtime/connection.ts).
+  OBJECT: 19,
+  ANNOTATION: 21,
 } as const;
+
+/** Why the frames of the actions this service does not serve are refused (NACK, 40030); the connection stays. */
+export const NOT_SERVED: Readonly<Partial<Record<number, string>>> = {
+  [Action.OBJECT]: 'LiveObjects (OBJECT frames) are not served by this service',
+  [Action.ANNOTATION]: 'message annotations (ANNOTATION frames) are not served by this service',
+};
+
+/** The actions the SDK counts among the frames to ACK (msgSerial), by name. */
+export const ACKED_NAMES: Readonly<Partial<Record<number, string>>> = {
+  [Action.MESSAGE]: 'MESSAGE',
+  [Action.PRESENCE]: 'PRESENCE',
+  [Action.OBJECT]: 'OBJECT',
+  [Action.ANNOTATION]: 'ANNOTATION',
+};
 
 export const Flag = {
   HAS_PRESENCE: 1 << 0,

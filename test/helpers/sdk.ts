@@ -1,7 +1,7 @@
 import type * as Ably from 'ably';
 
 /** What the SDK rejects with, as far as these tests look at it. */
-export type ErrorLike = { code?: number; statusCode?: number };
+export type ErrorLike = { code?: number; statusCode?: number; message?: string };
 
 /** Collects every item of a paginated result, page by page, following `next` links. */
 export async function allPages<T>(first: Ably.PaginatedResult<T>): Promise<{ items: T[]; pages: number }> {

@@ -197,6 +197,7 @@ describe('a connection that is over stays over', () => {
 });
 
 describe('frames that are not what the protocol says', () => {
+  // OBJECT (19) and ANNOTATION (21) without a msgSerial: with one they are NACKed (unserved-actions.test.ts).
   it('unknown actions and actions only the server sends are ignored; the connection goes on', async () => {
     const c = await connect();
     for (const action of [3, 4, 6, 8, 9, 11, 13, 18, 19, 20, 21, 99, -1, 2 ** 40]) c.send({ action });
