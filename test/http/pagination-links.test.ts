@@ -1,12 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { listening, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
+import { allPages, WIRE_FORMATS } from '../helpers/sdk.js';
 
 let t: TestService;
 beforeAll(async () => {
   t = await startTestService();
 });
 afterAll(() => t.close());
+
+/** The service listening, once for the file's SDK clients. */
+let listeningOnce: Promise<number> | undefined;
+const listeningPort = (): Promise<number> => (listeningOnce ??= listening(t));
 
 const get = (url: string) => t.service.app.inject({ method: 'GET', url, headers: { authorization: t.auth } });
 
@@ -87,7 +92,7 @@ describe('Link relations keep the response-control parameters (spec: Pagination 
 describe('the SDK follows every relation (spec: Pagination 2 to 5; ably-js v2 reads a link as ./<resource>?<params>)', () => {
   let port: number;
   beforeAll(async () => {
-    port = await listening(t);
+    port = await listeningPort();
   });
   it('channel enumeration without parameters: first and current are links the SDK can follow', async () => {
     const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol: false, logLevel: 0 });
@@ -111,4 +116,38 @@ describe('the SDK follows every relation (spec: Pagination 2 to 5; ably-js v2 re
     expect(page.hasNext()).toBe(true);
     expect((await page.next())!.items).toEqual([{ name: 'one' }]);
   });
+});
+
+describe('an SDK that cannot read Link headers pages through the envelope (spec: Envelope response; ably-js in a browser: supportsLinkHeaders false)', () => {
+  let port: number;
+  beforeAll(async () => {
+    port = await listeningPort();
+  });
+
+  /** A client on the browser build's path: every query in an envelope, its links read from the envelope's headers. */
+  const browserLike = (useBinaryProtocol: boolean): Ably.Rest => {
+    const rest = new Ably.Rest({ key: t.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
+    (rest as unknown as { http: { platformHttp: { supportsLinkHeaders: boolean } } }).http.platformHttp.supportsLinkHeaders = false;
+    return rest;
+  };
+
+  for (const { format, useBinaryProtocol } of WIRE_FORMATS) {
+    it(`${format}: history, presence history and channel enumeration page to the end with next`, async () => {
+      const rest = browserLike(useBinaryProtocol);
+      const channel = uniqueChannel('envelope');
+      await rest.channels.get(channel).publish(['one', 'two', 'three'].map((name) => ({ name })));
+      const history = await allPages(await rest.channels.get(channel).history({ limit: 1 }));
+      expect(history.items.map((m) => m.name)).toEqual(['three', 'two', 'one']);
+      expect(history.pages).toBe(3);
+      const p = t.service.presenceProducer;
+      const appId = t.key.split('.')[0];
+      await p.append(appId, channel, ['a', 'b'].map((clientId) => ({ action: 'enter' as const, clientId, connectionId: 'c1' })));
+      const presence = await allPages(await rest.channels.get(channel).presence.history({ limit: 1, direction: 'forwards' }));
+      expect(presence.items.map((m) => m.clientId)).toEqual(['a', 'b']);
+      const enumerated = await rest.request('get', '/channels', 6, { limit: 1, prefix: channel }, null);
+      expect(enumerated.items).toHaveLength(1);
+      expect((await enumerated.current()).items).toEqual(enumerated.items);
+      expect((await enumerated.first()).items).toEqual(enumerated.items);
+    });
+  }
 });
