@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack, type Format } from './format.js';
 import { renderHtml } from './html.js';
 import { linkHeader } from './pagination.js';
+import { linksForCredentials } from './query-credentials.js';
 import { errorHref, type ErrorBody } from '../errors.js';
 import { applyResponseControl } from './response-control.js';
 import type { ResponseBudget } from './response-budget.js';
@@ -26,7 +27,10 @@ export function sendResult(
   links?: Record<string, string>,
 ): FastifyReply {
   const format = request.ctx?.format ?? 'json';
-  if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
+  if (links && Object.keys(links).length > 0) {
+    links = linksForCredentials(request, links);
+    reply.header('Link', linkHeader(links));
+  }
   // A reply without a body (a publish of protocol 0.8, a 204) in an envelope is still an envelope
   // (spec: Envelope response 2, status always 200): its statusCode says what happened, with no response.
   if (body === undefined && !request.ctx?.envelope) {
