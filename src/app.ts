@@ -4,6 +4,7 @@ import { ServiceError } from './errors.js';
 import { toErrorBody } from './http/error-body.js';
 import { resolveContext, headerOf, type ReplyCounter } from './http/request-context.js';
 import { sendError } from './http/reply.js';
+import { queryCredentialOf } from './http/query-credentials.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Clock } from './clock.js';
 import { dataSize } from './domain/message.js';
@@ -254,11 +255,9 @@ const corsForBrowsers: FastifyPluginCallback<FastifyCorsOptions> = (instance, op
 function authorizationOf(request: FastifyRequest): string | undefined {
   const header = headerOf(request, 'authorization');
   if (header !== undefined) return header;
-  const query = request.query as Record<string, unknown> | undefined;
-  if (query === undefined || query === null) return undefined;
-  if (typeof query.key === 'string' && query.key.length > 0) return `Basic ${Buffer.from(query.key).toString('base64')}`;
-  if (typeof query.access_token === 'string' && query.access_token.length > 0) return `Bearer ${Buffer.from(query.access_token).toString('base64')}`;
-  return undefined;
+  const credential = queryCredentialOf(request);
+  if (credential === undefined) return undefined;
+  return `${credential.param === 'key' ? 'Basic' : 'Bearer'} ${Buffer.from(credential.value).toString('base64')}`;
 }
 
 /** An onRequest hook from a synchronous step: what it throws becomes the request's error. */

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CONTENT_TYPES, jsonpCallback, serializeJson, serializeMsgpack, type Format } from './format.js';
 import { renderHtml } from './html.js';
 import { linkHeader } from './pagination.js';
+import { linksForCredentials } from './query-credentials.js';
 import { errorHref, type ErrorBody } from '../errors.js';
 import { applyResponseControl } from './response-control.js';
 import type { ResponseBudget } from './response-budget.js';
@@ -26,7 +27,10 @@ export function sendResult(
   links?: Record<string, string>,
 ): FastifyReply {
   const format = request.ctx?.format ?? 'json';
-  if (links && Object.keys(links).length > 0) reply.header('Link', linkHeader(links));
+  if (links && Object.keys(links).length > 0) {
+    links = linksForCredentials(request, links);
+    reply.header('Link', linkHeader(links));
+  }
   // A reply without a body (a publish of protocol 0.8, a 204) in an envelope is still an envelope
   // (spec: Envelope response 2, status always 200): its statusCode says what happened, with no response.
   if (body === undefined && !request.ctx?.envelope) {
@@ -37,6 +41,7 @@ export function sendResult(
   if (request.ctx?.envelope) {
     const envelope: Record<string, unknown> = { statusCode: status };
     if (body !== undefined) envelope.response = body;
+    envelope.headers = envelopeHeaders(reply);
     if (links) envelope.rel = links;
     body = envelope;
     status = 200;
@@ -54,6 +59,24 @@ export function sendResult(
   if (format === 'html') reply.header('Content-Security-Policy', HTML_CSP).header('X-Content-Type-Options', 'nosniff');
   return reply.code(status).header('content-type', CONTENT_TYPES[format]).send(payload);
 }
+
+/**
+ * Headers a transport cannot show its reader are what an envelope is for (the SDK asks for one
+ * where it cannot read Link, and reads `headers.link` from it to page: ably-js unenvelope and
+ * PaginatedResource): the reply's own headers (Link, the error headers, WWW-Authenticate, Allow,
+ * Retry-After), by lower-case name; not those of the envelope's own transport, nor CORS's.
+ */
+function envelopeHeaders(reply: FastifyReply): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    const lower = name.toLowerCase();
+    if (value === undefined || TRANSPORT_HEADERS.has(lower) || lower.startsWith('access-control-')) continue;
+    headers[lower] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  return headers;
+}
+
+const TRANSPORT_HEADERS = new Set(['connection', 'content-length', 'content-type', 'transfer-encoding', 'vary', 'keep-alive']);
 
 /** The html format's pages: their inline style only (html.ts), nothing loaded, not framed. */
 const HTML_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";

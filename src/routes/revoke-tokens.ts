@@ -4,6 +4,7 @@ import type { AppRegistry } from '../../projections/apps/app-registry.js';
 import type { TokensRevoked } from '../domain/events.js';
 import { credentialsOf } from '../http/request-context.js';
 import { sendError, sendResult } from '../http/reply.js';
+import { toErrorBody } from '../http/error-body.js';
 import type { Clock } from '../clock.js';
 import type { Limits } from '../limits.js';
 import { resource } from './route-table.js';
@@ -21,21 +22,27 @@ type TargetResult = { target: string; issuedBefore: number; appliesAt: number } 
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** One target's outcome: valid (`type:value` of a type tokens carry) or its own error. */
 /** A target's length: clientIds and revocation keys are short names; each held one costs memory on every instance. */
 const MAX_TARGET_LENGTH = 256;
 
+/** A target's error: with its `href`, as every other error carries one (a batch call's per-channel errors too). */
 function checkTarget(target: string): ErrorBody | undefined {
+  const problem = targetProblem(target);
+  return problem === undefined ? undefined : toErrorBody(problem);
+}
+
+/** What is wrong with a target, if anything: valid is `type:value` of a type tokens carry. */
+function targetProblem(target: string): ServiceError | undefined {
   if (target.length > MAX_TARGET_LENGTH) {
-    return new ServiceError('badRequest', `a target is at most ${MAX_TARGET_LENGTH} characters long; this one is ${target.length}`).toJSON();
+    return new ServiceError('badRequest', `a target is at most ${MAX_TARGET_LENGTH} characters long; this one is ${target.length}`);
   }
   const colon = target.indexOf(':');
   const type = colon < 0 ? target : target.slice(0, colon);
   if (colon > 0 && colon < target.length - 1 && TARGET_TYPES.includes(type)) return undefined;
   if (type === 'channel' && colon < target.length - 1) {
-    return new ServiceError('tokenRevocationNotEnabled', 'revocation by channel is not enabled on this service; revoke by clientId or revocationKey').toJSON();
+    return new ServiceError('tokenRevocationNotEnabled', 'revocation by channel is not enabled on this service; revoke by clientId or revocationKey');
   }
-  return new ServiceError('badRequest', `invalid target "${target}": give "clientId:<clientId>" or "revocationKey:<revocationKey>"`).toJSON();
+  return new ServiceError('badRequest', `invalid target "${target}": give "clientId:<clientId>" or "revocationKey:<revocationKey>"`);
 }
 
 /**

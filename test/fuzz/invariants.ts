@@ -101,6 +101,9 @@ export function violationsOf(res: FuzzResponse, method: string, mustRefuse?: str
       if (problem) out.push({ kind: `enveloped ${value.statusCode}: ${problem}`, detail: excerpt() });
       else if ((error as unknown as ErrorShape).statusCode !== value.statusCode) {
         out.push({ kind: 'envelope statusCode differs from error.statusCode', detail: excerpt() });
+      } else if (!isObject(value.headers) || value.headers['x-service-errorcode'] !== String((error as unknown as ErrorShape).code)) {
+        // The envelope's headers are the reply's (README: The REST interface): its error headers too.
+        out.push({ kind: 'envelope headers lack the error code', detail: excerpt() });
       }
     }
     return out;

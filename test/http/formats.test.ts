@@ -73,18 +73,52 @@ describe('formats (spec: Common behaviour)', () => {
   });
 });
 
-describe('envelope (spec: Envelope response)', () => {
-  it('envelope=json answers 200 with statusCode, response and rel', async () => {
-    const res = await get(`/channels/${uniqueChannel()}/messages?envelope=json`);
+describe('envelope (spec: Envelope response; README: Envelope)', () => {
+  it('envelope=json answers 200 with statusCode, response, headers and rel: headers.link is the Link header', async () => {
+    const channel = uniqueChannel();
+    for (const name of ['one', 'two']) {
+      await t.service.app.inject({
+        method: 'POST',
+        url: `/channels/${channel}/messages`,
+        headers: { authorization: t.auth, 'content-type': 'application/json' },
+        payload: { name },
+      });
+    }
+    const res = await get(`/channels/${channel}/messages?envelope=json&limit=1`);
     expect(res.statusCode).toBe(200);
     const body = res.json();
-    expect(body).toMatchObject({ statusCode: 200, response: [], rel: { first: expect.stringMatching(/^\.\/messages\?/) } });
+    expect(body).toMatchObject({ statusCode: 200, response: [{ name: 'two' }], rel: { first: expect.stringMatching(/^\.\/messages\?/) } });
+    expect(body.headers).toEqual({ link: res.headers.link });
+    expect(body.headers.link).toContain('rel="next"');
   });
 
-  it('an error in an envelope is still status 200, with the real status inside', async () => {
+  it('an error in an envelope is still status 200, with the real status inside and the error headers in headers', async () => {
     const res = await get(`/channels/${uniqueChannel()}/messages?envelope=json&limit=5000`);
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400 } } });
+    const body = res.json();
+    expect(body).toMatchObject({ statusCode: 400, response: { error: { code: 40003, statusCode: 400, href: '/errors#error-40003' } } });
+    expect(body.headers).toEqual({
+      'x-service-errorcode': '40003',
+      'x-service-errormessage': body.response.error.message,
+      'x-ably-errorcode': '40003',
+      'x-ably-errormessage': body.response.error.message,
+    });
+    expect(body).not.toHaveProperty('rel');
+  });
+
+  it('every route: a 401 carries WWW-Authenticate, a method not served Allow, an unknown route and an unpaged success their own headers only', async () => {
+    const unauthenticated = await t.service.app.inject({ url: `/channels/${uniqueChannel()}/messages?envelope=json&format=jsonp&callback=cb` });
+    expect(unauthenticated.statusCode).toBe(200);
+    const wrapped = JSON.parse(/^cb\((.*)\);$/s.exec(unauthenticated.body)![1]);
+    expect(wrapped).toMatchObject({ statusCode: 401, response: { error: { code: 40106 } }, headers: { 'www-authenticate': expect.any(String), 'x-ably-errorcode': '40106' } });
+    const notAllowed = (await t.service.app.inject({ method: 'DELETE', url: '/time?envelope=json' })).json();
+    expect(notAllowed).toMatchObject({ statusCode: 404, headers: { allow: expect.stringContaining('GET'), 'x-service-errorcode': String(notAllowed.response.error.code) } });
+    const unknown = (await t.service.app.inject({ url: '/no/such/route?envelope=json' })).json();
+    expect(unknown).toMatchObject({ statusCode: 404, headers: { 'x-service-errorcode': '40400' } });
+    const time = (await t.service.app.inject({ url: '/time?envelope=json' })).json();
+    expect(time).toEqual({ statusCode: 200, response: [expect.any(Number)], headers: {} });
+    const packed = decode((await get(`/channels/${uniqueChannel()}/messages?envelope=msgpack`, { accept: 'application/x-msgpack' })).rawPayload);
+    expect(packed).toMatchObject({ statusCode: 200, response: [], headers: { link: expect.stringContaining('rel="first"') } });
   });
 
   it('a reply without a body is enveloped too: a publish answers 200 with statusCode 201 (spec: Envelope response 2, the status is always 200)', async () => {
@@ -98,12 +132,12 @@ describe('envelope (spec: Envelope response)', () => {
       });
     const json = await publish('envelope=json');
     expect([json.statusCode, json.headers['content-type']]).toEqual([200, 'application/json']);
-    expect(json.json()).toEqual({ statusCode: 201 });
+    expect(json.json()).toEqual({ statusCode: 201, headers: {} });
     const jsonp = await publish('envelope=json&format=jsonp&callback=got');
-    expect([jsonp.statusCode, jsonp.body]).toEqual([200, 'got({"statusCode":201});']);
+    expect([jsonp.statusCode, jsonp.body]).toEqual([200, 'got({"statusCode":201,"headers":{}});']);
     const packed = await publish('envelope=msgpack&format=msgpack');
     expect(packed.statusCode).toBe(200);
-    expect(decode(packed.rawPayload)).toEqual({ statusCode: 201 });
+    expect(decode(packed.rawPayload)).toEqual({ statusCode: 201, headers: {} });
     // Without an envelope, the spec's 201 and no body, as before.
     const bare = await publish('');
     expect([bare.statusCode, bare.body]).toEqual([201, '']);

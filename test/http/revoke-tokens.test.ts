@@ -109,7 +109,7 @@ describe('POST /keys/<keyName>/revokeTokens', () => {
     expect(res.json().error.code).toBe(40003);
   });
 
-  it('each target succeeds or fails on its own: an unknown type 40000, a channel 40121', async () => {
+  it('each target succeeds or fails on its own: an unknown type 40000, a channel 40121; each error with its href, as every error has (README: Errors)', async () => {
     const dave = await tokenOf(1, { clientId: 'dave' });
     now += 10;
     const res = await revoke({ targets: ['clientId:dave', 'invalidType:abc', 'channel:secret', 'nocolon'] });
@@ -119,9 +119,9 @@ describe('POST /keys/<keyName>/revokeTokens', () => {
       failureCount: 3,
       results: [
         { target: 'clientId:dave', issuedBefore: now, appliesAt: now },
-        { target: 'invalidType:abc', error: { code: 40000, statusCode: 400 } },
-        { target: 'channel:secret', error: { code: 40121 } },
-        { target: 'nocolon', error: { code: 40000 } },
+        { target: 'invalidType:abc', error: { code: 40000, statusCode: 400, href: '/errors#error-40000' } },
+        { target: 'channel:secret', error: { code: 40121, href: '/errors#error-40121' } },
+        { target: 'nocolon', error: { code: 40000, href: '/errors#error-40000' } },
       ],
     });
     expect((await history(bearer(dave))).json().error.code).toBe(40141);
@@ -134,7 +134,10 @@ describe('POST /keys/<keyName>/revokeTokens', () => {
       expect(ok.json()).toEqual([{ target: 'clientId:erin', issuedBefore: now, appliesAt: now }]);
       const mixed = await revoke({ targets: ['clientId:erin', 'bad:x'] }, { version });
       expect(mixed.statusCode).toBe(400);
-      expect(mixed.json()).toMatchObject({ error: { code: 40020 }, batchResponse: [{ target: 'clientId:erin' }, { target: 'bad:x', error: { code: 40000 } }] });
+      expect(mixed.json()).toMatchObject({
+        error: { code: 40020, href: '/errors#error-40020' },
+        batchResponse: [{ target: 'clientId:erin' }, { target: 'bad:x', error: { code: 40000, href: '/errors#error-40000' } }],
+      });
     }
   });
 
