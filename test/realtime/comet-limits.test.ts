@@ -3,6 +3,7 @@
 // over REALTIME_COMET_MAX_SEND_BYTES is refused (413 40009) and fails the connection; recvs waiting
 // past REALTIME_COMET_MAX_PENDING_REQUESTS are refused (429 42910); a connection whose client stops
 // polling altogether is dropped, then ends after connectionStateTtl, its members leaving.
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CometClient } from '../helpers/comet.js';
 import { within } from '../helpers/realtime.js';
@@ -183,5 +184,50 @@ describe('comet transports left unpolled (REALTIME_COMET_MAX_UNPOLLED_PER_ADDRES
     await again.client!.close();
     await opened[0].close();
     await polling;
+  });
+});
+
+describe('comet sends that may not act on the connection (MAX_INFLIGHT_BODY_BYTES 1 MiB)', () => {
+  it("are answered in-band before their body is read: a Content-Length of 1 MiB, never sent, holds none of the service's body budget", async () => {
+    const { ts, port } = await start({ MAX_INFLIGHT_BODY_BYTES: String(1024 * 1024) });
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    const [keyName] = ts.key.split(':');
+    /** Headers only, no body: the answer, once it is whole (or what came when the server waits for the body). */
+    const headersOnly = (path: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        const done = (): void => {
+          clearTimeout(timer);
+          socket.destroy();
+          resolve(text);
+        };
+        const timer = setTimeout(done, 3000);
+        socket.on('data', (chunk) => {
+          text += chunk;
+          if (/\r\n\r\n.*\]\n$/s.test(text)) done();
+        });
+        socket.on('error', reject);
+        socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${1024 * 1024}\r\n\r\n`);
+      });
+    const pathOf = (url: string): string => url.slice(`http://127.0.0.1:${port}`.length);
+    // No transport by that key; and the connection's key, with another secret (no credentials of it).
+    const [gone, forged] = await Promise.all([
+      headersOnly(pathOf(client!.url('send', `${client!.key.split('!')[0]}!not-a-key`))),
+      headersOnly(`/comet/${encodeURIComponent(client!.key)}/send?key=${encodeURIComponent(`${keyName}:wrong-secret`)}`),
+    ]);
+    expect(gone).toMatch(/^HTTP\/1\.1 200/);
+    expect(JSON.parse(gone.split('\r\n\r\n')[1])).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
+    expect(JSON.parse(forged.split('\r\n\r\n')[1])).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 40101 }) })]);
+    // The budget is whole: a REST publish of 20 KB (a body counted in it) is taken.
+    const res = await fetch(`http://127.0.0.1:${port}/channels/${uniqueChannel('comet-budget')}/messages`, {
+      method: 'POST',
+      headers: { authorization: ts.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'n', data: 'z'.repeat(20_000) }),
+    });
+    expect(res.status).toBe(201);
+    // The connection's own client still sends.
+    expect((await client!.send([{ action: Actions.HEARTBEAT, id: 'still' }])).status).toBe(204);
+    await client!.close();
   });
 });

@@ -120,6 +120,19 @@ export class CometTransport {
   }
 
   /**
+   * Before a send's body is read: the in-band answer for a request that may not act on the
+   * connection its key names (no transport here, or credentials not the connection's), else
+   * undefined. Its body is then never read: the route takes bodies of up to cometMaxSendBytes
+   * without the service's credentials, and read first they held the service's budget for request
+   * bodies (MAX_INFLIGHT_BODY_BYTES) for anyone (a Content-Length of 2 MiB, a body never sent).
+   */
+  async refusal(key: string, params: URLSearchParams): Promise<CometAnswer | undefined> {
+    await this.deps.credentialsPending(params);
+    const found = this.find(key, params);
+    return 'batch' in found ? found : undefined;
+  }
+
+  /**
    * A send refused before its body was read (over cometMaxSendBytes): the connection fails with
    * the error the request is answered with, as the SDK then fails (a WebSocket frame over
    * maxFrameBytes closes the socket).
