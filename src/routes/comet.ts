@@ -50,6 +50,8 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) batch.written(new Error('comet response not written'));
     });
+    // The client gone before the answer (its 'close' passed): the frames are not written.
+    if (reply.raw.destroyed || request.raw.socket.destroyed) batch.written(new Error('comet response not written'));
     request.ctx?.countReply?.(request, 200);
     return reply.code(200).header('content-type', CONTENT_TYPES[format]).header('cache-control', 'no-store').send(joinFrames(batch.frames, format));
   };
