@@ -91,6 +91,17 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
     await again!.close();
   });
 
+  it('a connection failed while no recv waits keeps its ERROR for the next recv, made later than the hang-up (1 s), not DISCONNECTED 80017', async () => {
+    const client = await connect();
+    expect((await client.send(format === 'json' ? '{"action":0}' : Buffer.from([0xc0]))).status).toBe(204);
+    // A client on a slow network: its next recv comes 1.5 s later.
+    await new Promise((r) => setTimeout(r, 1500));
+    const { messages } = await client.recv();
+    expect(messages).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 80013 }) })]);
+    const after = await client.recv();
+    expect(after.messages).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
+  });
+
   it("a recv with another key's secret is refused in-band (ERROR 40101) and the connection goes on", async () => {
     const client = await connect();
     const [keyName] = ts.key.split(':');

@@ -172,9 +172,19 @@ export class CometSocket extends EventEmitter implements TransportSocket {
 
   /**
    * Gone now: a waiting recv gets what is queued (a WebSocket terminated has sent what it wrote);
-   * what no recv takes is dropped.
+   * what no recv takes is dropped. A close already under way keeps its last frames for the
+   * client's next recv, as close() says: a connection that fails closes, then is terminated a
+   * second later (connection-life.ts: hangUp), and its ERROR was dropped where the client's next
+   * recv came later than that (it then read DISCONNECTED 80017, and resumed onto a new connection).
    */
   terminate(): void {
+    if (this.state === CLOSED) return;
+    if (this.state === CLOSING && this.queue.length > 0 && this.lingerTimer !== undefined) return;
+    this.destroy();
+  }
+
+  /** Gone now, whatever it was closing with (the gateway's shutdown): a waiting recv gets what is queued, the rest is dropped. */
+  destroy(): void {
     if (this.state === CLOSED) return;
     this.state = CLOSING;
     if (this.queue.length > 0) this.waiting.shift()?.(this.take());

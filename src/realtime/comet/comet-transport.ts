@@ -182,7 +182,7 @@ export class CometTransport {
 
   /** Shutdown: waiting recvs get what their connection was sent (its DISCONNECTED), and every transport goes. */
   shutdown(): void {
-    for (const { socket } of [...this.held.values()]) socket.terminate();
+    for (const { socket } of [...this.held.values()]) socket.destroy();
     this.held.clear();
   }
 
