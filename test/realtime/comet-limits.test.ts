@@ -36,11 +36,11 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
   );
 }
 
-describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_SEND_BYTES 4 KiB)', () => {
+describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_SEND_BYTES 4 KiB, REALTIME_MAX_FRAME_BYTES 2 KiB)', () => {
   let ts: TestService;
   let port: number;
   beforeAll(async () => {
-    ({ ts, port } = await start({ REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_COMET_MAX_SEND_BYTES: '4096' }));
+    ({ ts, port } = await start({ REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_COMET_MAX_SEND_BYTES: '4096', REALTIME_MAX_FRAME_BYTES: '2048' }));
   });
 
   const attached = async (channel: string): Promise<CometClient> => {
@@ -90,6 +90,20 @@ describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_S
     const { client: again } = await CometClient.connect(port, { key: ts.key, resume: client.key });
     expect(again!.connected.error).toMatchObject({ code: 80008 });
     await again!.close();
+  });
+
+  it('a send holding a ProtocolMessage over REALTIME_MAX_FRAME_BYTES (its maxFrameSize) fails the connection (ERROR 40009); none of the body is acted on', async () => {
+    const channel = uniqueChannel('comet-wide');
+    const client = await attached(channel);
+    expect(client.connected.connectionDetails).toMatchObject({ maxFrameSize: 2048 });
+    // 3 KB in one ProtocolMessage: within the body's 4 KiB, over a frame's 2 KiB.
+    const body = [{ action: Actions.HEARTBEAT, id: 'first' }, { action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ data: 'w'.repeat(3000) }] }];
+    expect((await client.send(body)).status).toBe(204);
+    // The ERROR is all it is sent (no HEARTBEAT echoed, no ACK).
+    const { messages } = await client.recv();
+    expect(messages).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 40009, message: expect.stringMatching(/2048 bytes/) }) })]);
+    const history = await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { headers: { authorization: ts.auth } })).json();
+    expect(history).toEqual([]);
   });
 
   it('recvs waiting past REALTIME_COMET_MAX_PENDING_REQUESTS (2) are refused (429 42910); those waiting go on', async () => {

@@ -111,6 +111,14 @@ export class CometTransport {
       conn.fail(serviceError('protocolError', `a comet send's body must be one ${binary ? 'MessagePack' : 'JSON'} array of at most ${this.deps.settings.maxFrameWidth} ProtocolMessages`));
       return { empty: true };
     }
+    // Each ProtocolMessage within a WebSocket frame's bound, as the CONNECTED's maxFrameSize says:
+    // the body's bound alone let one decode twice that (or cometMaxSendBytes, up to 256 MiB).
+    const maxFrame = this.deps.settings.maxFrameBytes;
+    if (items.some((frame) => frame.length > maxFrame)) {
+      this.deps.logger.debug({ connectionId: conn.id, maxFrame }, 'comet send refused: a ProtocolMessage over the frame limit');
+      conn.fail(serviceError('messageTooLarge', `each ProtocolMessage of a comet send may hold at most ${maxFrame} bytes (REALTIME_MAX_FRAME_BYTES, the connection's maxFrameSize)`));
+      return { empty: true };
+    }
     for (const frame of items) {
       // A frame may end the transport (a fatal error, over budget): the rest is not read.
       if (!conn.holds(socket)) break;
