@@ -146,6 +146,23 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
   });
 });
 
+describe('a comet send (JSON) whose bytes are not UTF-8', () => {
+  it('fails the connection (ERROR 80013), as a WebSocket frame that is not UTF-8 is refused: nothing is published with U+FFFD in place of the bytes', async () => {
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    const channel = uniqueChannel('comet-utf8');
+    await client!.send([{ action: Actions.ATTACH, channel }]);
+    await client!.recvUntil((m) => m.action === Actions.ATTACHED);
+    const text = JSON.stringify([{ action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ name: 'bad', data: 'AB' }] }]);
+    const [before, after] = text.split('AB');
+    expect((await client!.send(Buffer.concat([Buffer.from(before), Buffer.from([0x41, 0xff, 0xfe, 0x42]), Buffer.from(after)]))).status).toBe(204);
+    const got = await client!.recvUntil((m) => m.action === Actions.ERROR || m.action === Actions.ACK);
+    expect(got.filter((m) => m.action === Actions.ACK)).toEqual([]);
+    expect(got.find((m) => m.action === Actions.ERROR)?.error).toMatchObject({ code: 80013, message: expect.stringMatching(/UTF-8/) });
+    const history = await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { headers: { authorization: ts.auth } })).json();
+    expect(history).toEqual([]);
+  });
+});
+
 describe("comet requests with other credentials of the same app (the connection's key and clientId only)", () => {
   it("another key of the app, or a token for another clientId, holding the connectionKey can neither send, recv nor close: ERROR 40102, and the connection goes on", async () => {
     const made = await fetch(`http://127.0.0.1:${port}/apps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: [{}, { capability: '{"*":["subscribe"]}' }] }) });

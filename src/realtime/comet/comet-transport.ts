@@ -122,7 +122,10 @@ export class CometTransport {
     for (const frame of items) {
       // A frame may end the transport (a fatal error, over budget): the rest is not read.
       if (!conn.holds(socket)) break;
-      conn.receive(socket, frame, binary);
+      // Read as a binary WebSocket frame (true): a JSON element is checked for UTF-8 as such a
+      // frame is (ws checks a text frame's itself); as text, bytes that are not UTF-8 were taken
+      // and published with U+FFFD in their place.
+      conn.receive(socket, frame, true);
     }
     return { empty: true };
   }
