@@ -12,7 +12,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40002: { title: 'Invalid request parameter name', what: 'A query parameter the route does not know.' },
   40003: { title: 'Invalid request parameter value', what: 'A query parameter or field with a value out of range or of the wrong form (a limit over 1000, a start after end, an unknown unit); the message names it.' },
   40004: { title: 'Invalid request header', what: 'A header with a bad value (Accept, X-Ably-Version, X-Ably-ClientId), or headers over 16 KiB (431).' },
-  40009: { title: 'Message too large', what: 'A message over MAX_MESSAGE_SIZE, a publish over MAX_PUBLISH_BYTES, a body over MAX_BODY_BYTES (413), or a comet send over REALTIME_COMET_MAX_SEND_BYTES (413; the connection fails). Send less at a time.' },
+  40009: { title: 'Message too large', what: 'A message over MAX_MESSAGE_SIZE, a publish over MAX_PUBLISH_BYTES, a body over MAX_BODY_BYTES (413), a comet send over REALTIME_COMET_MAX_SEND_BYTES (413; the connection fails), or one holding a ProtocolMessage over REALTIME_MAX_FRAME_BYTES (the connection fails). Send less at a time.' },
   40010: { title: 'Invalid channel name', what: 'The channel name is empty, too long, or uses a reserved prefix or qualifier the way the platform does not allow.' },
   40012: { title: 'Invalid client ID', what: "The clientId is empty, '*' where a real id is needed, or differs from the one the credentials or the connection carry." },
   40013: { title: 'Invalid message data or encoding', what: 'Data of a type a message cannot hold, an encoding that does not match the data, or a value nested deeper than 32 levels (a body deeper than MAX_BODY_DEPTH is refused before it is read).' },

@@ -50,6 +50,8 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) batch.written(new Error('comet response not written'));
     });
+    // The client gone before the answer (its 'close' passed): the frames are not written.
+    if (reply.raw.destroyed || request.raw.socket.destroyed) batch.written(new Error('comet response not written'));
     request.ctx?.countReply?.(request, 200);
     return reply.code(200).header('content-type', CONTENT_TYPES[format]).header('cache-control', 'no-store').send(joinFrames(batch.frames, format));
   };
@@ -62,6 +64,12 @@ export async function cometRoutes(app: FastifyInstance, opts: CometRoutesOptions
   app.post<{ Params: KeyParams }>('/comet/:connectionKey/send', {
     config,
     bodyLimit: opts.maxSendBytes,
+    // A send that may not act on the connection its key names is answered before its body is
+    // read (comet-transport.ts: refusal), so that only a connection's own client sends large bodies.
+    onRequest: async (request, reply) => {
+      const refused = await opts.comet()?.refusal(request.params.connectionKey, queryOf(request));
+      if (refused) return answer(request, reply, refused);
+    },
     // Refused unread (a Content-Length over the limit, or a body that grows past it): the
     // connection fails with the error the request is answered with.
     preParsing: (request, _reply, payload, done) => {

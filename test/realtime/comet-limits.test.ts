@@ -3,6 +3,7 @@
 // over REALTIME_COMET_MAX_SEND_BYTES is refused (413 40009) and fails the connection; recvs waiting
 // past REALTIME_COMET_MAX_PENDING_REQUESTS are refused (429 42910); a connection whose client stops
 // polling altogether is dropped, then ends after connectionStateTtl, its members leaving.
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CometClient } from '../helpers/comet.js';
 import { within } from '../helpers/realtime.js';
@@ -35,11 +36,11 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
   );
 }
 
-describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_SEND_BYTES 4 KiB)', () => {
+describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_SEND_BYTES 4 KiB, REALTIME_MAX_FRAME_BYTES 2 KiB)', () => {
   let ts: TestService;
   let port: number;
   beforeAll(async () => {
-    ({ ts, port } = await start({ REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_COMET_MAX_SEND_BYTES: '4096' }));
+    ({ ts, port } = await start({ REALTIME_MAX_BUFFERED_BYTES: String(64 * 1024), REALTIME_COMET_MAX_SEND_BYTES: '4096', REALTIME_MAX_FRAME_BYTES: '2048' }));
   });
 
   const attached = async (channel: string): Promise<CometClient> => {
@@ -89,6 +90,20 @@ describe('comet limits (REALTIME_MAX_BUFFERED_BYTES 64 KiB, REALTIME_COMET_MAX_S
     const { client: again } = await CometClient.connect(port, { key: ts.key, resume: client.key });
     expect(again!.connected.error).toMatchObject({ code: 80008 });
     await again!.close();
+  });
+
+  it('a send holding a ProtocolMessage over REALTIME_MAX_FRAME_BYTES (its maxFrameSize) fails the connection (ERROR 40009); none of the body is acted on', async () => {
+    const channel = uniqueChannel('comet-wide');
+    const client = await attached(channel);
+    expect(client.connected.connectionDetails).toMatchObject({ maxFrameSize: 2048 });
+    // 3 KB in one ProtocolMessage: within the body's 4 KiB, over a frame's 2 KiB.
+    const body = [{ action: Actions.HEARTBEAT, id: 'first' }, { action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ data: 'w'.repeat(3000) }] }];
+    expect((await client.send(body)).status).toBe(204);
+    // The ERROR is all it is sent (no HEARTBEAT echoed, no ACK).
+    const { messages } = await client.recv();
+    expect(messages).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 40009, message: expect.stringMatching(/2048 bytes/) }) })]);
+    const history = await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { headers: { authorization: ts.auth } })).json();
+    expect(history).toEqual([]);
   });
 
   it('recvs waiting past REALTIME_COMET_MAX_PENDING_REQUESTS (2) are refused (429 42910); those waiting go on', async () => {
@@ -183,5 +198,50 @@ describe('comet transports left unpolled (REALTIME_COMET_MAX_UNPOLLED_PER_ADDRES
     await again.client!.close();
     await opened[0].close();
     await polling;
+  });
+});
+
+describe('comet sends that may not act on the connection (MAX_INFLIGHT_BODY_BYTES 1 MiB)', () => {
+  it("are answered in-band before their body is read: a Content-Length of 1 MiB, never sent, holds none of the service's body budget", async () => {
+    const { ts, port } = await start({ MAX_INFLIGHT_BODY_BYTES: String(1024 * 1024) });
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    const [keyName] = ts.key.split(':');
+    /** Headers only, no body: the answer, once it is whole (or what came when the server waits for the body). */
+    const headersOnly = (path: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        const done = (): void => {
+          clearTimeout(timer);
+          socket.destroy();
+          resolve(text);
+        };
+        const timer = setTimeout(done, 3000);
+        socket.on('data', (chunk) => {
+          text += chunk;
+          if (/\r\n\r\n.*\]\n$/s.test(text)) done();
+        });
+        socket.on('error', reject);
+        socket.write(`POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${1024 * 1024}\r\n\r\n`);
+      });
+    const pathOf = (url: string): string => url.slice(`http://127.0.0.1:${port}`.length);
+    // No transport by that key; and the connection's key, with another secret (no credentials of it).
+    const [gone, forged] = await Promise.all([
+      headersOnly(pathOf(client!.url('send', `${client!.key.split('!')[0]}!not-a-key`))),
+      headersOnly(`/comet/${encodeURIComponent(client!.key)}/send?key=${encodeURIComponent(`${keyName}:wrong-secret`)}`),
+    ]);
+    expect(gone).toMatch(/^HTTP\/1\.1 200/);
+    expect(JSON.parse(gone.split('\r\n\r\n')[1])).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
+    expect(JSON.parse(forged.split('\r\n\r\n')[1])).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 40101 }) })]);
+    // The budget is whole: a REST publish of 20 KB (a body counted in it) is taken.
+    const res = await fetch(`http://127.0.0.1:${port}/channels/${uniqueChannel('comet-budget')}/messages`, {
+      method: 'POST',
+      headers: { authorization: ts.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'n', data: 'z'.repeat(20_000) }),
+    });
+    expect(res.status).toBe(201);
+    // The connection's own client still sends.
+    expect((await client!.send([{ action: Actions.HEARTBEAT, id: 'still' }])).status).toBe(204);
+    await client!.close();
   });
 });

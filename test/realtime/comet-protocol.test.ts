@@ -91,6 +91,17 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
     await again!.close();
   });
 
+  it('a connection failed while no recv waits keeps its ERROR for the next recv, made later than the hang-up (1 s), not DISCONNECTED 80017', async () => {
+    const client = await connect();
+    expect((await client.send(format === 'json' ? '{"action":0}' : Buffer.from([0xc0]))).status).toBe(204);
+    // A client on a slow network: its next recv comes 1.5 s later.
+    await new Promise((r) => setTimeout(r, 1500));
+    const { messages } = await client.recv();
+    expect(messages).toEqual([expect.objectContaining({ action: Actions.ERROR, error: expect.objectContaining({ code: 80013 }) })]);
+    const after = await client.recv();
+    expect(after.messages).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
+  });
+
   it("a recv with another key's secret is refused in-band (ERROR 40101) and the connection goes on", async () => {
     const client = await connect();
     const [keyName] = ts.key.split(':');
@@ -132,6 +143,23 @@ describe.each<Format>(['json', 'msgpack'])('comet on the wire (%s)', (format) =>
     const after = await client.recv();
     expect(after.messages).toEqual([expect.objectContaining({ action: Actions.DISCONNECTED, error: expect.objectContaining({ code: 80017 }) })]);
     ws.ws.close();
+  });
+});
+
+describe('a comet send (JSON) whose bytes are not UTF-8', () => {
+  it('fails the connection (ERROR 80013), as a WebSocket frame that is not UTF-8 is refused: nothing is published with U+FFFD in place of the bytes', async () => {
+    const { client } = await CometClient.connect(port, { key: ts.key });
+    const channel = uniqueChannel('comet-utf8');
+    await client!.send([{ action: Actions.ATTACH, channel }]);
+    await client!.recvUntil((m) => m.action === Actions.ATTACHED);
+    const text = JSON.stringify([{ action: Actions.MESSAGE, channel, msgSerial: 0, messages: [{ name: 'bad', data: 'AB' }] }]);
+    const [before, after] = text.split('AB');
+    expect((await client!.send(Buffer.concat([Buffer.from(before), Buffer.from([0x41, 0xff, 0xfe, 0x42]), Buffer.from(after)]))).status).toBe(204);
+    const got = await client!.recvUntil((m) => m.action === Actions.ERROR || m.action === Actions.ACK);
+    expect(got.filter((m) => m.action === Actions.ACK)).toEqual([]);
+    expect(got.find((m) => m.action === Actions.ERROR)?.error).toMatchObject({ code: 80013, message: expect.stringMatching(/UTF-8/) });
+    const history = await (await fetch(`http://127.0.0.1:${port}/channels/${channel}/messages`, { headers: { authorization: ts.auth } })).json();
+    expect(history).toEqual([]);
   });
 });
 

@@ -36,6 +36,8 @@ export class CometSocket extends EventEmitter implements TransportSocket {
   private state = OPEN;
   private queue: Queued[] = [];
   private queuedBytes = 0;
+  /** Bytes of batches taken by a response not written out yet (a client that does not read its answers). */
+  private unwrittenBytes = 0;
   private readonly waiting: Receiver[] = [];
   private paused = false;
   private readonly unpaused: (() => void)[] = [];
@@ -64,8 +66,9 @@ export class CometSocket extends EventEmitter implements TransportSocket {
   get readyState(): number {
     return this.state;
   }
+  /** What waits for the client: queued, or in a response it is not reading (as a WebSocket's unsent bytes). */
   get bufferedAmount(): number {
-    return this.queuedBytes;
+    return this.queuedBytes + this.unwrittenBytes;
   }
   get isPaused(): boolean {
     return this.paused;
@@ -120,11 +123,19 @@ export class CometSocket extends EventEmitter implements TransportSocket {
 
   private take(): Batch {
     const taken = this.queue;
+    const bytes = this.queuedBytes;
     this.queue = [];
     this.queuedBytes = 0;
+    // Counted until the response holding them is written out: a client answered at once on each
+    // recv that never reads the answers would otherwise have the server hold them all, unbounded.
+    this.unwrittenBytes += bytes;
+    let settled = false;
     return {
       frames: taken.map((q) => q.frame),
       written: (err) => {
+        if (settled) return;
+        settled = true;
+        this.unwrittenBytes -= bytes;
         for (const q of taken) q.written?.(err);
       },
     };
@@ -161,9 +172,19 @@ export class CometSocket extends EventEmitter implements TransportSocket {
 
   /**
    * Gone now: a waiting recv gets what is queued (a WebSocket terminated has sent what it wrote);
-   * what no recv takes is dropped.
+   * what no recv takes is dropped. A close already under way keeps its last frames for the
+   * client's next recv, as close() says: a connection that fails closes, then is terminated a
+   * second later (connection-life.ts: hangUp), and its ERROR was dropped where the client's next
+   * recv came later than that (it then read DISCONNECTED 80017, and resumed onto a new connection).
    */
   terminate(): void {
+    if (this.state === CLOSED) return;
+    if (this.state === CLOSING && this.queue.length > 0 && this.lingerTimer !== undefined) return;
+    this.destroy();
+  }
+
+  /** Gone now, whatever it was closing with (the gateway's shutdown): a waiting recv gets what is queued, the rest is dropped. */
+  destroy(): void {
     if (this.state === CLOSED) return;
     this.state = CLOSING;
     if (this.queue.length > 0) this.waiting.shift()?.(this.take());

@@ -111,12 +111,36 @@ export class CometTransport {
       conn.fail(serviceError('protocolError', `a comet send's body must be one ${binary ? 'MessagePack' : 'JSON'} array of at most ${this.deps.settings.maxFrameWidth} ProtocolMessages`));
       return { empty: true };
     }
+    // Each ProtocolMessage within a WebSocket frame's bound, as the CONNECTED's maxFrameSize says:
+    // the body's bound alone let one decode twice that (or cometMaxSendBytes, up to 256 MiB).
+    const maxFrame = this.deps.settings.maxFrameBytes;
+    if (items.some((frame) => frame.length > maxFrame)) {
+      this.deps.logger.debug({ connectionId: conn.id, maxFrame }, 'comet send refused: a ProtocolMessage over the frame limit');
+      conn.fail(serviceError('messageTooLarge', `each ProtocolMessage of a comet send may hold at most ${maxFrame} bytes (REALTIME_MAX_FRAME_BYTES, the connection's maxFrameSize)`));
+      return { empty: true };
+    }
     for (const frame of items) {
       // A frame may end the transport (a fatal error, over budget): the rest is not read.
       if (!conn.holds(socket)) break;
-      conn.receive(socket, frame, binary);
+      // Read as a binary WebSocket frame (true): a JSON element is checked for UTF-8 as such a
+      // frame is (ws checks a text frame's itself); as text, bytes that are not UTF-8 were taken
+      // and published with U+FFFD in their place.
+      conn.receive(socket, frame, true);
     }
     return { empty: true };
+  }
+
+  /**
+   * Before a send's body is read: the in-band answer for a request that may not act on the
+   * connection its key names (no transport here, or credentials not the connection's), else
+   * undefined. Its body is then never read: the route takes bodies of up to cometMaxSendBytes
+   * without the service's credentials, and read first they held the service's budget for request
+   * bodies (MAX_INFLIGHT_BODY_BYTES) for anyone (a Content-Length of 2 MiB, a body never sent).
+   */
+  async refusal(key: string, params: URLSearchParams): Promise<CometAnswer | undefined> {
+    await this.deps.credentialsPending(params);
+    const found = this.find(key, params);
+    return 'batch' in found ? found : undefined;
   }
 
   /**
@@ -169,7 +193,7 @@ export class CometTransport {
 
   /** Shutdown: waiting recvs get what their connection was sent (its DISCONNECTED), and every transport goes. */
   shutdown(): void {
-    for (const { socket } of [...this.held.values()]) socket.terminate();
+    for (const { socket } of [...this.held.values()]) socket.destroy();
     this.held.clear();
   }
 
