@@ -220,3 +220,50 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
     }
   }, 120_000);
 });
+
+describeWithInfra('KafkaLog shared consumers across a rebalance', 'Kafka', kafka, ({ brokers, mock }) => {
+  it('a partition a member keeps through a rebalance is fetched from its position on, not from the log\'s start again', async () => {
+    const topicPrefix = `shared-kept-${randomBytes(4).toString('hex')}-`;
+    const open = (clientId: string): KafkaLog => new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const logA = open('kept-a');
+    const logB = open('kept-b');
+    const stored: Checkpoint = new Map();
+    const member = (log: KafkaLog): Subscription =>
+      log.consume({
+        topic: Topics.usage,
+        consumer: 'writer',
+        from: new Map(),
+        handle: (records) => {
+          const last = records[records.length - 1];
+          stored.set(last.partition, last.offset + 1);
+        },
+        shared: { from: (partitions) => new Map(partitions.map((p) => [p, stored.get(p) ?? 0])) },
+      });
+    const append = (from: number, n: number) =>
+      logA.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${from + i}`, value: Buffer.from(`v${from + i}`), timestamp: Date.now() })));
+    try {
+      await append(0, 400);
+      const a = member(logA);
+      await a.caughtUp;
+      // Every batch kafkajs fetches for a from here on: its partition and first offset (the consumer's instrumentation).
+      const fetched: { partition: number; firstOffset: number }[] = [];
+      const consumer = (a as unknown as { consumer: import('kafkajs').Consumer }).consumer;
+      consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => fetched.push({ partition: payload.partition, firstOffset: Number(payload.firstOffset) }));
+      const b = member(logB);
+      await until('the partitions split between a and b', () => a.positions().size === 2 && b.positions().size === 2 && new Set([...a.positions().keys(), ...b.positions().keys()]).size === 4);
+      const kept = a.positions();
+      await append(400, 40);
+      const ends = await logA.endOffsets(Topics.usage);
+      await until('a applied the new records of the partitions it kept', () => [...kept.keys()].every((p) => (a.positions().get(p) ?? 0) >= (ends.get(p) ?? 0)));
+      // Before: kafkajs starts each generation with no offsets of its own (nothing is committed), so
+      // the partitions a kept were fetched from offset 0 again, their 100 records read and dropped.
+      const refetched = fetched.filter((f) => kept.has(f.partition) && f.firstOffset < kept.get(f.partition)!);
+      expect(refetched).toEqual([]);
+      await b.stop();
+      await a.stop();
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  }, 120_000);
+});

@@ -288,12 +288,16 @@ export class KafkaSubscription implements Subscription {
       this.next.delete(p);
     }
     if (taken.length > 0) shared.revoked?.(taken);
+    // Partitions kept through the rebalance go on from where they are: each generation starts with
+    // no offsets of kafkajs's own (nothing is committed), so unsought they were fetched from the
+    // log's start again, every record before the position read and dropped at every hand-over.
+    const topic = this.ctx.kafkaTopic;
+    for (const p of assigned) if (this.ready.has(p)) consumer.seek({ topic, partition: p, offset: String(this.position(p)) });
     for (const p of given) held.add(p);
     this.joined = true;
     this.markReading();
     this.ctx.logger?.info({ topic: this.ctx.kafkaTopic, consumer: this.options.consumer, given, taken, holds: [...held] }, 'shared kafka consumer: partitions handed over');
     if (given.length === 0) return this.checkCaughtUp();
-    const topic = this.ctx.kafkaTopic;
     consumer.pause([{ topic, partitions: given }]);
     void (async () => {
       // Only while this consumer is the subscription's: one that crashed and was replaced (restart)
