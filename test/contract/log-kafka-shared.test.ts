@@ -267,3 +267,60 @@ describeWithInfra('KafkaLog shared consumers across a rebalance', 'Kafka', kafka
     }
   }, 120_000);
 });
+
+describeWithInfra('KafkaLog shared consumers: a rebalance while a start is asked', 'Kafka', kafka, ({ brokers, mock }) => {
+  it('partitions taken away while their start is being asked are told revoked after that answer, so the writer keeps nothing of them', async () => {
+    const topicPrefix = `shared-late-${randomBytes(4).toString('hex')}-`;
+    const open = (clientId: string): KafkaLog => new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+    const logA = open('late-a');
+    const logB = open('late-b');
+    // A writer as the projections are (HistoryProjection.handOver / revoke): its start reads the
+    // store, then takes the partitions' checkpoints as its own; revoke forgets them; its flushes
+    // write the checkpoints it keeps.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const writerOf = (gated: boolean) => {
+      const kept: Checkpoint = new Map();
+      let asked = 0;
+      return {
+        kept,
+        asked: () => asked,
+        shared: {
+          from: async (partitions: number[]) => {
+            asked++;
+            if (gated) await gate; // the store's answer, slow (a presence writer loads a snapshot)
+            for (const p of partitions) kept.set(p, 0);
+            return new Map(partitions.map((p) => [p, 0]));
+          },
+          revoked: (partitions: number[]) => {
+            for (const p of partitions) kept.delete(p);
+          },
+        },
+      };
+    };
+    const member = (log: KafkaLog, writer: ReturnType<typeof writerOf>): Subscription =>
+      log.consume({ topic: Topics.usage, consumer: 'writer', from: new Map(), handle: () => undefined, shared: writer.shared });
+    try {
+      await logA.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
+      const writerA = writerOf(true);
+      const a = member(logA, writerA);
+      await until("a asked where its partitions start", () => writerA.asked() === 1);
+      const writerB = writerOf(false);
+      const b = member(logB, writerB);
+      // The group rebalances while a's answer waits: some of a's partitions go to b.
+      await until('b started its partitions', () => b.positions().size > 0);
+      release();
+      await a.caughtUp;
+      await until('a holds what b does not', () => a.positions().size + b.positions().size === 4 && a.positions().size > 0);
+      const aHolds = [...a.positions().keys()].sort();
+      // Before: the partitions b took were told revoked before a's start answered, and that answer
+      // made them a's again: its flushes went on writing their checkpoints (b's moved back).
+      expect([...writerA.kept.keys()].sort()).toEqual(aHolds);
+      await b.stop();
+      await a.stop();
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  }, 120_000);
+});

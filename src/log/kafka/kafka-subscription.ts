@@ -307,6 +307,11 @@ export class KafkaSubscription implements Subscription {
         try {
           const from = await shared.from(given);
           if (this.stopped || this.consumer !== consumer) return;
+          // Taken away by a rebalance while `from` was asked: told revoked before the answer, which
+          // then made them the projection's again (a writer kept their checkpoints and wrote them at
+          // every flush, over the new holder's). Told again, after it.
+          const gone = given.filter((p) => !held.has(p));
+          if (gone.length > 0) shared.revoked?.(gone);
           const still = given.filter((p) => held.has(p) && !this.ready.has(p));
           for (const p of still) {
             this.next.set(p, from.get(p) ?? 0);
