@@ -6,7 +6,7 @@ import { expect, it } from 'vitest';
 import pino from 'pino';
 import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
 import { drainWriters } from '../../projections/writer-drain.js';
-import { Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
+import { lagOf, Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
 import { describeWithInfra, findKafka } from '../helpers/infra.js';
 
 const kafka = await findKafka();
@@ -221,12 +221,91 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
   }, 120_000);
 });
 
-describeWithInfra('KafkaLog shared consumers across a rebalance', 'Kafka', kafka, ({ brokers, mock }) => {
+describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ brokers, mock }) => {
+  const open = (topicPrefix: string, clientId: string): KafkaLog =>
+    new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+  /**
+   * A writer as the projections are (HistoryProjection.handOver / revoke): its start reads the
+   * store (held back by `gate`: slow, as a presence writer loading a snapshot is), then takes the
+   * partitions' checkpoints as its own; revoke forgets them; its flushes write the ones it keeps.
+   */
+  const writerOf = (gate?: Promise<void>) => {
+    const kept: Checkpoint = new Map();
+    let asked = 0;
+    return {
+      kept,
+      asked: () => asked,
+      shared: {
+        from: async (partitions: number[]) => {
+          asked++;
+          await gate;
+          for (const p of partitions) kept.set(p, 0);
+          return new Map(partitions.map((p) => [p, 0]));
+        },
+        revoked: (partitions: number[]) => {
+          for (const p of partitions) kept.delete(p);
+        },
+      },
+    };
+  };
+  const member = (log: KafkaLog, writer: ReturnType<typeof writerOf>): Subscription =>
+    log.consume({ topic: Topics.usage, consumer: 'writer', from: new Map(), handle: () => undefined, shared: writer.shared });
+
+  it('partitions taken away while their start is being asked are told revoked after that answer, so the writer keeps nothing of them', async () => {
+    const prefix = `shared-late-${randomBytes(4).toString('hex')}-`;
+    const logA = open(prefix, 'late-a');
+    const logB = open(prefix, 'late-b');
+    let release!: () => void;
+    const writerA = writerOf(new Promise<void>((resolve) => (release = resolve)));
+    try {
+      await logA.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
+      const a = member(logA, writerA);
+      await until('a asked where its partitions start', () => writerA.asked() === 1);
+      const b = member(logB, writerOf());
+      // The group rebalances while a's answer waits: some of a's partitions go to b.
+      await until('b started its partitions', () => b.positions().size > 0);
+      release();
+      await a.caughtUp;
+      await until('a holds what b does not', () => a.positions().size + b.positions().size === 4 && a.positions().size > 0);
+      const aHolds = [...a.positions().keys()].sort();
+      // Before: the partitions b took were told revoked before a's start answered, and that answer
+      // made them a's again: its flushes went on writing their checkpoints (b's moved back).
+      expect([...writerA.kept.keys()].sort()).toEqual(aHolds);
+      await b.stop();
+      await a.stop();
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  }, 120_000);
+
+  it('partitions whose start is being asked count in no lag (GET /ready, /metrics): they are starting, not the whole partition behind', async () => {
+    const prefix = `shared-lag-${randomBytes(4).toString('hex')}-`;
+    const log = open(prefix, 'lag-a');
+    let release!: () => void;
+    const writer = writerOf(new Promise<void>((resolve) => (release = resolve)));
+    try {
+      await log.append(Topics.usage, Array.from({ length: 400 }, (_, i) => ({ key: `k${i}`, value: Buffer.from('v'), timestamp: Date.now() })));
+      const a = member(log, writer);
+      await until('a asked where its partitions start', () => writer.asked() === 1);
+      expect(a.starting?.().sort()).toEqual([0, 1, 2, 3]);
+      // Before: 400, every record of the partitions, while the store was being asked where they start.
+      expect(lagOf(a)).toBe(0);
+      release();
+      await a.caughtUp;
+      await log.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
+      await until('a applied the record appended', () => [...a.positions().values()].reduce((x, y) => x + y, 0) === 401);
+      expect(lagOf(a)).toBe(0);
+      await a.stop();
+    } finally {
+      await log.close();
+    }
+  }, 120_000);
+
   it('a partition a member keeps through a rebalance is fetched from its position on, not from the log\'s start again', async () => {
-    const topicPrefix = `shared-kept-${randomBytes(4).toString('hex')}-`;
-    const open = (clientId: string): KafkaLog => new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
-    const logA = open('kept-a');
-    const logB = open('kept-b');
+    const prefix = `shared-kept-${randomBytes(4).toString('hex')}-`;
+    const logA = open(prefix, 'kept-a');
+    const logB = open(prefix, 'kept-b');
     const stored: Checkpoint = new Map();
     const member = (log: KafkaLog): Subscription =>
       log.consume({
@@ -259,63 +338,6 @@ describeWithInfra('KafkaLog shared consumers across a rebalance', 'Kafka', kafka
       // the partitions a kept were fetched from offset 0 again, their 100 records read and dropped.
       const refetched = fetched.filter((f) => kept.has(f.partition) && f.firstOffset < kept.get(f.partition)!);
       expect(refetched).toEqual([]);
-      await b.stop();
-      await a.stop();
-    } finally {
-      await logB.close();
-      await logA.close();
-    }
-  }, 120_000);
-});
-
-describeWithInfra('KafkaLog shared consumers: a rebalance while a start is asked', 'Kafka', kafka, ({ brokers, mock }) => {
-  it('partitions taken away while their start is being asked are told revoked after that answer, so the writer keeps nothing of them', async () => {
-    const topicPrefix = `shared-late-${randomBytes(4).toString('hex')}-`;
-    const open = (clientId: string): KafkaLog => new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
-    const logA = open('late-a');
-    const logB = open('late-b');
-    // A writer as the projections are (HistoryProjection.handOver / revoke): its start reads the
-    // store, then takes the partitions' checkpoints as its own; revoke forgets them; its flushes
-    // write the checkpoints it keeps.
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const writerOf = (gated: boolean) => {
-      const kept: Checkpoint = new Map();
-      let asked = 0;
-      return {
-        kept,
-        asked: () => asked,
-        shared: {
-          from: async (partitions: number[]) => {
-            asked++;
-            if (gated) await gate; // the store's answer, slow (a presence writer loads a snapshot)
-            for (const p of partitions) kept.set(p, 0);
-            return new Map(partitions.map((p) => [p, 0]));
-          },
-          revoked: (partitions: number[]) => {
-            for (const p of partitions) kept.delete(p);
-          },
-        },
-      };
-    };
-    const member = (log: KafkaLog, writer: ReturnType<typeof writerOf>): Subscription =>
-      log.consume({ topic: Topics.usage, consumer: 'writer', from: new Map(), handle: () => undefined, shared: writer.shared });
-    try {
-      await logA.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
-      const writerA = writerOf(true);
-      const a = member(logA, writerA);
-      await until("a asked where its partitions start", () => writerA.asked() === 1);
-      const writerB = writerOf(false);
-      const b = member(logB, writerB);
-      // The group rebalances while a's answer waits: some of a's partitions go to b.
-      await until('b started its partitions', () => b.positions().size > 0);
-      release();
-      await a.caughtUp;
-      await until('a holds what b does not', () => a.positions().size + b.positions().size === 4 && a.positions().size > 0);
-      const aHolds = [...a.positions().keys()].sort();
-      // Before: the partitions b took were told revoked before a's start answered, and that answer
-      // made them a's again: its flushes went on writing their checkpoints (b's moved back).
-      expect([...writerA.kept.keys()].sort()).toEqual(aHolds);
       await b.stop();
       await a.stop();
     } finally {

@@ -124,8 +124,13 @@ export class KafkaSubscription implements Subscription {
     return subscription;
   }
 
+  /**
+   * Of the partitions it applies: a shared consumer's partition whose start is still asked has no
+   * position yet (starting()), and counted from 0 it made the lag (GET /ready, /metrics) the whole
+   * partition at every hand-over.
+   */
   highWatermarks(): Map<number, number> {
-    return new Map([...this.ends].filter(([p]) => this.holds(p)));
+    return new Map([...this.ends].filter(([p]) => this.applies(p)));
   }
 
   positions(): Map<number, number> {
