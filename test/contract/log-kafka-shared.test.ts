@@ -250,14 +250,23 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
   };
   const member = (log: KafkaLog, writer: ReturnType<typeof writerOf>): Subscription =>
     log.consume({ topic: Topics.usage, consumer: 'writer', from: new Map(), handle: () => undefined, shared: writer.shared });
+  /** Two processes' logs on a topic prefix of their own, closed after `test`. */
+  const withTwoLogs = async (name: string, test: (logA: KafkaLog, logB: KafkaLog) => Promise<void>): Promise<void> => {
+    const prefix = `shared-${name}-${randomBytes(4).toString('hex')}-`;
+    const logA = open(prefix, `${name}-a`);
+    const logB = open(prefix, `${name}-b`);
+    try {
+      await test(logA, logB);
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  };
 
   it('partitions taken away while their start is being asked are told revoked after that answer, so the writer keeps nothing of them', async () => {
-    const prefix = `shared-late-${randomBytes(4).toString('hex')}-`;
-    const logA = open(prefix, 'late-a');
-    const logB = open(prefix, 'late-b');
     let release!: () => void;
     const writerA = writerOf(new Promise<void>((resolve) => (release = resolve)));
-    try {
+    await withTwoLogs('late', async (logA, logB) => {
       await logA.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
       const a = member(logA, writerA);
       await until('a asked where its partitions start', () => writerA.asked() === 1);
@@ -273,10 +282,7 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
       expect([...writerA.kept.keys()].sort()).toEqual(aHolds);
       await b.stop();
       await a.stop();
-    } finally {
-      await logB.close();
-      await logA.close();
-    }
+    });
   }, 120_000);
 
   it('partitions whose start is being asked count in no lag (GET /ready, /metrics): they are starting, not the whole partition behind', async () => {
@@ -303,9 +309,6 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
   }, 120_000);
 
   it('a partition a member keeps through a rebalance is fetched from its position on, not from the log\'s start again', async () => {
-    const prefix = `shared-kept-${randomBytes(4).toString('hex')}-`;
-    const logA = open(prefix, 'kept-a');
-    const logB = open(prefix, 'kept-b');
     const stored: Checkpoint = new Map();
     const member = (log: KafkaLog): Subscription =>
       log.consume({
@@ -318,10 +321,10 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
         },
         shared: { from: (partitions) => new Map(partitions.map((p) => [p, stored.get(p) ?? 0])) },
       });
-    const append = (from: number, n: number) =>
-      logA.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${from + i}`, value: Buffer.from(`v${from + i}`), timestamp: Date.now() })));
-    try {
-      await append(0, 400);
+    const append = (log: KafkaLog, from: number, n: number) =>
+      log.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${from + i}`, value: Buffer.from(`v${from + i}`), timestamp: Date.now() })));
+    await withTwoLogs('kept', async (logA, logB) => {
+      await append(logA, 0, 400);
       const a = member(logA);
       await a.caughtUp;
       // Every batch kafkajs fetches for a from here on: its partition and first offset (the consumer's instrumentation).
@@ -331,7 +334,7 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
       const b = member(logB);
       await until('the partitions split between a and b', () => a.positions().size === 2 && b.positions().size === 2 && new Set([...a.positions().keys(), ...b.positions().keys()]).size === 4);
       const kept = a.positions();
-      await append(400, 40);
+      await append(logA, 400, 40);
       const ends = await logA.endOffsets(Topics.usage);
       await until('a applied the new records of the partitions it kept', () => [...kept.keys()].every((p) => (a.positions().get(p) ?? 0) >= (ends.get(p) ?? 0)));
       // Before: kafkajs starts each generation with no offsets of its own (nothing is committed), so
@@ -340,9 +343,6 @@ describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ br
       expect(refetched).toEqual([]);
       await b.stop();
       await a.stop();
-    } finally {
-      await logB.close();
-      await logA.close();
-    }
+    });
   }, 120_000);
 });
