@@ -7,6 +7,7 @@
  */
 export class FlushTimer {
   private timer: NodeJS.Timeout | undefined;
+  private cancelled = false;
 
   constructor(
     private readonly intervalMs: number,
@@ -16,7 +17,7 @@ export class FlushTimer {
 
   /** A write within the interval, unless one is scheduled already. */
   schedule(): void {
-    if (this.timer) return;
+    if (this.timer || this.cancelled) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.flush().catch((err) => {
@@ -26,8 +27,12 @@ export class FlushTimer {
     }, this.intervalMs);
   }
 
-  /** No write scheduled any more (close() writes what is left itself). */
+  /**
+   * No write scheduled any more, for good (close() writes what is left itself): a write in flight
+   * that fails after it schedules none (before, it did, after the close, against a closed store).
+   */
   cancel(): void {
+    this.cancelled = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }

@@ -152,6 +152,7 @@ export class ProjectionSet {
       ...common,
       store: stores.presenceHistory,
       onFlushError: runner.storeWriteFailed('presence'),
+      onSubscriberError: (err, appId, channel) => logger.error({ err, appId, channel }, 'a subscriber of presence changes failed on one (realtime delivery); the projection goes on'),
       writes: !shareWrites,
       ...(shareWrites ? {} : { onHistoryBehind: followPresenceHistory }),
     });

@@ -313,7 +313,10 @@ export class HistoryProjection {
     this.flushing = this.store
       .write(rows, checkpoint, this.marks)
       .then(() => {
-        this.storedCheckpoint = checkpoint;
+        // Of the partitions it still holds: one handed over while the write was in flight keeps the
+        // checkpoint its hand-over read (replaced wholesale, it was lost, and every record read
+        // again for the tail was written again), and one taken away meanwhile stays forgotten.
+        for (const [p, offset] of checkpoint) if (this.checkpoint.has(p)) this.storedCheckpoint.set(p, Math.max(offset, this.storedCheckpoint.get(p) ?? 0));
       })
       .catch((err) => {
         this.pending = rows.concat(this.pending);

@@ -57,6 +57,8 @@ export interface PresenceOptions extends Omit<HistoryOptions, 'entriesOf'> {
    * absent, it does (a writer's member set serves only its rows).
    */
   onHistoryBehind?: (from: Checkpoint | undefined) => void;
+  /** Told of a subscriber's throw (onApplied): thrown into apply(), the batch was handed again for ever. */
+  onSubscriberError?: (err: unknown, appId: string, channel: string) => void;
 }
 
 /** A channel's members as presence history last saw them (null: none). */
@@ -91,9 +93,8 @@ export class PresenceProjection {
   private readonly channelsIn = new Map<number, Set<string>>();
   private partition = -1;
   /**
-   * Partitions whose history is behind the member set (onHistoryBehind), each with its channels'
-   * members where history stands, for the channels the member set changed since (copied before
-   * the change): a history row depends on the members as they were (a leave's last data).
+   * Partitions whose history is behind the member set (onHistoryBehind), each with its channels' members where history
+   * stands, for the channels the member set changed since (copied before the change): a history row depends on them.
    */
   private readonly historyBehind = new Map<number, Map<string, MembersThen>>();
   /** Whether evolve() applies to history's view of the members (applyHistory), not the member set. */
@@ -103,11 +104,7 @@ export class PresenceProjection {
     this.history = new HistoryProjection({ ...options, entriesOf: (event) => this.evolve(event) });
   }
 
-  /**
-   * Subscribes to every change as it is applied, with the presence messages it makes (the realtime
-   * gateway's delivery sends them): called in log order, after the member set includes the
-   * change. Returns the unsubscribe.
-   */
+  /** Subscribes to every change as it is applied, with the presence messages it makes (the realtime gateway's delivery sends them), in log order, after the member set includes it; returns the unsubscribe. */
   onApplied(subscriber: PresenceApplied): () => void {
     this.appliedSubscribers.add(subscriber);
     return () => this.appliedSubscribers.delete(subscriber);
@@ -385,7 +382,13 @@ export class PresenceProjection {
       this.members.delete(key);
       this.channelsIn.get(this.partition)?.delete(key);
     }
-    if (messages.length > 0) for (const subscriber of this.appliedSubscribers) subscriber(event.appId, event.channel, messages);
+    for (const subscriber of messages.length > 0 ? this.appliedSubscribers : []) {
+      try {
+        subscriber(event.appId, event.channel, messages);
+      } catch (err) {
+        this.options.onSubscriberError?.(err, event.appId, event.channel);
+      }
+    }
     return { appId: event.appId, channel: event.channel, messages };
   }
 

@@ -6,7 +6,7 @@ import { expect, it } from 'vitest';
 import pino from 'pino';
 import { KafkaLog } from '../../src/log/kafka/kafka-log.js';
 import { drainWriters } from '../../projections/writer-drain.js';
-import { Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
+import { lagOf, Topics, type Checkpoint, type LogRecord, type Subscription } from '../../src/log/port.js';
 import { describeWithInfra, findKafka } from '../helpers/infra.js';
 
 const kafka = await findKafka();
@@ -218,5 +218,131 @@ describeWithInfra('KafkaLog shared consumers', 'Kafka', kafka, ({ brokers, mock 
       await logB.close();
       await logA.close();
     }
+  }, 120_000);
+});
+
+describeWithInfra('KafkaLog shared consumers: hand-overs', 'Kafka', kafka, ({ brokers, mock }) => {
+  const open = (topicPrefix: string, clientId: string): KafkaLog =>
+    new KafkaLog({ brokers, clientId, topicPrefix, idempotent: !mock, replicationFactor: mock ? undefined : 1, fetchMaxWaitMs: 100, sessionTimeoutMs: 6_000 });
+  /**
+   * A writer as the projections are (HistoryProjection.handOver / revoke): its start reads the
+   * store (held back by `gate`: slow, as a presence writer loading a snapshot is), then takes the
+   * partitions' checkpoints as its own; revoke forgets them; its flushes write the ones it keeps.
+   */
+  const writerOf = (gate?: Promise<void>) => {
+    const kept: Checkpoint = new Map();
+    let asked = 0;
+    return {
+      kept,
+      asked: () => asked,
+      shared: {
+        from: async (partitions: number[]) => {
+          asked++;
+          await gate;
+          for (const p of partitions) kept.set(p, 0);
+          return new Map(partitions.map((p) => [p, 0]));
+        },
+        revoked: (partitions: number[]) => {
+          for (const p of partitions) kept.delete(p);
+        },
+      },
+    };
+  };
+  const member = (log: KafkaLog, writer: ReturnType<typeof writerOf>): Subscription =>
+    log.consume({ topic: Topics.usage, consumer: 'writer', from: new Map(), handle: () => undefined, shared: writer.shared });
+  /** Two processes' logs on a topic prefix of their own, closed after `test`. */
+  const withTwoLogs = async (name: string, test: (logA: KafkaLog, logB: KafkaLog) => Promise<void>): Promise<void> => {
+    const prefix = `shared-${name}-${randomBytes(4).toString('hex')}-`;
+    const logA = open(prefix, `${name}-a`);
+    const logB = open(prefix, `${name}-b`);
+    try {
+      await test(logA, logB);
+    } finally {
+      await logB.close();
+      await logA.close();
+    }
+  };
+
+  it('partitions taken away while their start is being asked are told revoked after that answer, so the writer keeps nothing of them', async () => {
+    let release!: () => void;
+    const writerA = writerOf(new Promise<void>((resolve) => (release = resolve)));
+    await withTwoLogs('late', async (logA, logB) => {
+      await logA.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
+      const a = member(logA, writerA);
+      await until('a asked where its partitions start', () => writerA.asked() === 1);
+      const b = member(logB, writerOf());
+      // The group rebalances while a's answer waits: some of a's partitions go to b.
+      await until('b started its partitions', () => b.positions().size > 0);
+      release();
+      await a.caughtUp;
+      await until('a holds what b does not', () => a.positions().size + b.positions().size === 4 && a.positions().size > 0);
+      const aHolds = [...a.positions().keys()].sort();
+      // Before: the partitions b took were told revoked before a's start answered, and that answer
+      // made them a's again: its flushes went on writing their checkpoints (b's moved back).
+      expect([...writerA.kept.keys()].sort()).toEqual(aHolds);
+      await b.stop();
+      await a.stop();
+    });
+  }, 120_000);
+
+  it('partitions whose start is being asked count in no lag (GET /ready, /metrics): they are starting, not the whole partition behind', async () => {
+    const prefix = `shared-lag-${randomBytes(4).toString('hex')}-`;
+    const log = open(prefix, 'lag-a');
+    let release!: () => void;
+    const writer = writerOf(new Promise<void>((resolve) => (release = resolve)));
+    try {
+      await log.append(Topics.usage, Array.from({ length: 400 }, (_, i) => ({ key: `k${i}`, value: Buffer.from('v'), timestamp: Date.now() })));
+      const a = member(log, writer);
+      await until('a asked where its partitions start', () => writer.asked() === 1);
+      expect(a.starting?.().sort()).toEqual([0, 1, 2, 3]);
+      // Before: 400, every record of the partitions, while the store was being asked where they start.
+      expect(lagOf(a)).toBe(0);
+      release();
+      await a.caughtUp;
+      await log.append(Topics.usage, [{ key: 'k', value: Buffer.from('v'), timestamp: Date.now() }]);
+      await until('a applied the record appended', () => [...a.positions().values()].reduce((x, y) => x + y, 0) === 401);
+      expect(lagOf(a)).toBe(0);
+      await a.stop();
+    } finally {
+      await log.close();
+    }
+  }, 120_000);
+
+  it('a partition a member keeps through a rebalance is fetched from its position on, not from the log\'s start again', async () => {
+    const stored: Checkpoint = new Map();
+    const member = (log: KafkaLog): Subscription =>
+      log.consume({
+        topic: Topics.usage,
+        consumer: 'writer',
+        from: new Map(),
+        handle: (records) => {
+          const last = records[records.length - 1];
+          stored.set(last.partition, last.offset + 1);
+        },
+        shared: { from: (partitions) => new Map(partitions.map((p) => [p, stored.get(p) ?? 0])) },
+      });
+    const append = (log: KafkaLog, from: number, n: number) =>
+      log.append(Topics.usage, Array.from({ length: n }, (_, i) => ({ key: `k${from + i}`, value: Buffer.from(`v${from + i}`), timestamp: Date.now() })));
+    await withTwoLogs('kept', async (logA, logB) => {
+      await append(logA, 0, 400);
+      const a = member(logA);
+      await a.caughtUp;
+      // Every batch kafkajs fetches for a from here on: its partition and first offset (the consumer's instrumentation).
+      const fetched: { partition: number; firstOffset: number }[] = [];
+      const consumer = (a as unknown as { consumer: import('kafkajs').Consumer }).consumer;
+      consumer.on(consumer.events.START_BATCH_PROCESS, ({ payload }) => fetched.push({ partition: payload.partition, firstOffset: Number(payload.firstOffset) }));
+      const b = member(logB);
+      await until('the partitions split between a and b', () => a.positions().size === 2 && b.positions().size === 2 && new Set([...a.positions().keys(), ...b.positions().keys()]).size === 4);
+      const kept = a.positions();
+      await append(logA, 400, 40);
+      const ends = await logA.endOffsets(Topics.usage);
+      await until('a applied the new records of the partitions it kept', () => [...kept.keys()].every((p) => (a.positions().get(p) ?? 0) >= (ends.get(p) ?? 0)));
+      // Before: kafkajs starts each generation with no offsets of its own (nothing is committed), so
+      // the partitions a kept were fetched from offset 0 again, their 100 records read and dropped.
+      const refetched = fetched.filter((f) => kept.has(f.partition) && f.firstOffset < kept.get(f.partition)!);
+      expect(refetched).toEqual([]);
+      await b.stop();
+      await a.stop();
+    });
   }, 120_000);
 });

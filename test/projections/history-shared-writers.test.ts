@@ -171,4 +171,41 @@ describe('history projections sharing the writing of one store', () => {
     expect(reader.tail.keptPastWindow).toBe(3);
     await reader.close();
   });
+
+  it('a partition handed over while a write is in flight keeps its stored checkpoint: the records the store holds are not written again', async () => {
+    const a = projection();
+    const b = projection();
+    await a.start();
+    await b.start();
+    // b wrote partition 1 up to offset 5 (it held it before).
+    await b.handOver([1]);
+    b.apply(records(1, 0, 5));
+    await b.flush();
+    b.revoke([1]);
+    // a holds partition 0; its write is in flight when partition 1 is handed to it.
+    await a.handOver([0]);
+    a.apply(records(0, 0, 3));
+    const aStore = stores[0];
+    const write = aStore.write.bind(aStore);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    aStore.write = async (rows, checkpoint, marks) => {
+      await held;
+      return write(rows, checkpoint, marks);
+    };
+    const flushing = a.flush();
+    const from = await a.handOver([1]);
+    release();
+    await flushing;
+    aStore.write = write;
+    written.length = 0;
+    // The records from where the hand-over said (the tail window's start, for repeats) up to the store's checkpoint, then a new one.
+    a.apply(records(1, from.get(1)!, 6));
+    await a.flush();
+    // Before: the finished write set the stored checkpoint to its own, without partition 1, and
+    // every record of partition 1 read again for the tail was written again (m1-0 to m1-4).
+    expect(written).toEqual(['m1-5']);
+    await a.close();
+    await b.close();
+  });
 });

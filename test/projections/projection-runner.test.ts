@@ -416,4 +416,27 @@ describe('FlushTimer', () => {
     await new Promise((r) => setTimeout(r, 30));
     expect(writes).toBe(0);
   });
+
+  it('a write that fails after cancel (a close waiting for it) schedules none again', async () => {
+    let fail!: (err: Error) => void;
+    let writes = 0;
+    const errors: string[] = [];
+    const timer = new FlushTimer(
+      5,
+      () => {
+        writes++;
+        return new Promise<void>((_, reject) => (fail = reject));
+      },
+      (err) => errors.push((err as Error).message),
+    );
+    timer.schedule();
+    await until(() => writes === 1);
+    // The projection's close(): cancel, then its own last write (which waits for this one).
+    timer.cancel();
+    fail(new Error('the store is down'));
+    await until(() => errors.length === 1);
+    // Before: the failure scheduled the next tick's write, after the close, against a closed store, again at every failure.
+    await new Promise((r) => setTimeout(r, 30));
+    expect(writes).toBe(1);
+  });
 });

@@ -124,8 +124,13 @@ export class KafkaSubscription implements Subscription {
     return subscription;
   }
 
+  /**
+   * Of the partitions it applies: a shared consumer's partition whose start is still asked has no
+   * position yet (starting()), and counted from 0 it made the lag (GET /ready, /metrics) the whole
+   * partition at every hand-over.
+   */
   highWatermarks(): Map<number, number> {
-    return new Map([...this.ends].filter(([p]) => this.holds(p)));
+    return new Map([...this.ends].filter(([p]) => this.applies(p)));
   }
 
   positions(): Map<number, number> {
@@ -288,12 +293,16 @@ export class KafkaSubscription implements Subscription {
       this.next.delete(p);
     }
     if (taken.length > 0) shared.revoked?.(taken);
+    // Partitions kept through the rebalance go on from where they are: each generation starts with
+    // no offsets of kafkajs's own (nothing is committed), so unsought they were fetched from the
+    // log's start again, every record before the position read and dropped at every hand-over.
+    const topic = this.ctx.kafkaTopic;
+    for (const p of assigned) if (this.ready.has(p)) consumer.seek({ topic, partition: p, offset: String(this.position(p)) });
     for (const p of given) held.add(p);
     this.joined = true;
     this.markReading();
     this.ctx.logger?.info({ topic: this.ctx.kafkaTopic, consumer: this.options.consumer, given, taken, holds: [...held] }, 'shared kafka consumer: partitions handed over');
     if (given.length === 0) return this.checkCaughtUp();
-    const topic = this.ctx.kafkaTopic;
     consumer.pause([{ topic, partitions: given }]);
     void (async () => {
       // Only while this consumer is the subscription's: one that crashed and was replaced (restart)
@@ -303,6 +312,11 @@ export class KafkaSubscription implements Subscription {
         try {
           const from = await shared.from(given);
           if (this.stopped || this.consumer !== consumer) return;
+          // Taken away by a rebalance while `from` was asked: told revoked before the answer, which
+          // then made them the projection's again (a writer kept their checkpoints and wrote them at
+          // every flush, over the new holder's). Told again, after it.
+          const gone = given.filter((p) => !held.has(p));
+          if (gone.length > 0) shared.revoked?.(gone);
           const still = given.filter((p) => held.has(p) && !this.ready.has(p));
           for (const p of still) {
             this.next.set(p, from.get(p) ?? 0);
