@@ -21,12 +21,13 @@ export interface RawRealtimeService {
   restart(): Promise<void>;
 }
 
-export function rawRealtimeService(): RawRealtimeService {
+/** `env`: the service's configuration beyond the test defaults (a limit the file tests). */
+export function rawRealtimeService(env: Record<string, string> = {}): RawRealtimeService {
   let ts: TestService;
   let port: number;
   const clients: RawClient[] = [];
   beforeAll(async () => {
-    ts = await startTestService();
+    ts = await startTestService(env);
     port = await listening(ts);
   });
   afterAll(async () => {
