@@ -12,6 +12,7 @@ import { attachGrant, attachRequestOf, modesFor, publishedMessages, targetChanne
 import { qualifiedName } from '../channels/channel-qualifier.js';
 import { InboundBudget } from './inbound-budget.js';
 import { originOf } from './flood-cooldown.js';
+import { reauthenticationRefusal } from './reauthentication.js';
 
 /** The share of the inbound burst a new connection starts with when its origin was cut for flooding within the cool-down. */
 const COOLED_START = 0.1;
@@ -363,14 +364,11 @@ export class Connection extends ConnectionLife {
   }
 
   private reauthenticated(credentials: Credentials): void {
-    if (credentials.app.appId !== this.appId) return this.fail(serviceError('incompatibleCredentials', 'the new token is for another app'));
-    const clientId = credentials.clientId;
+    const refusal = reauthenticationRefusal(this, { credentials, clientId: credentials.clientId });
+    if (refusal) return this.fail(refusal);
+    // A named connection renewing with a wildcard token keeps its clientId.
     const held = this.clientId;
-    // A wildcard token may act as any clientId, the connection's too (which it keeps).
-    if (held !== undefined && held !== '*' && clientId !== held && clientId !== '*') {
-      return this.fail(serviceError('incompatibleCredentials', `the new token's clientId does not match the connection's ("${held}")`));
-    }
-    this.identity = { ...this.identity, credentials, clientId: held === undefined || held === '*' ? (clientId ?? held) : held };
+    this.identity = { ...this.identity, credentials, clientId: held !== undefined && held !== '*' ? held : credentials.clientId };
     // Channels the new capability no longer allows fail; the others stay attached (RTC8a1). So does
     // one whose `occupancy` param the new capability no longer allows (channel-metadata): its
     // [meta]occupancy messages went on.
