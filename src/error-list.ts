@@ -25,7 +25,7 @@ export const ErrorList: Record<number, { title: string; what: string }> = {
   40034: { title: 'Too many messages in one publish', what: 'More messages than MAX_MESSAGES_PER_PUBLISH in one publish, or than MAX_BATCH_MESSAGES in one batch, or more changes in one realtime PRESENCE than REALTIME_MAX_MEMBERS_PER_CONNECTION. Nothing was published; split it.' },
   40100: { title: 'Unauthorized', what: 'The credentials do not allow this request.' },
   40101: { title: 'Authentication failed', what: 'The key secret, token or token request signature is wrong. Check the key (name:secret) and the clock (GET /time).' },
-  40102: { title: 'Incompatible credentials', what: "The credentials belong to another key or app than the one the request names, or their clientId does not match the connection's." },
+  40102: { title: 'Incompatible credentials', what: "The credentials belong to another key or app than the one the request names, or their clientId does not match the connection's (a realtime AUTH may renew a connection's credentials, not change its key or clientId)." },
   40104: { title: 'Token request timestamp outside permitted window', what: 'The token request was signed more than 10 minutes from the service time: sign with the time from GET /time (the SDK option queryTime).' },
   40105: { title: 'Nonce value replayed', what: 'A signed token request was sent twice. Make a new one for each token.' },
   40106: { title: 'No valid authentication method provided', what: 'No Authorization header (Basic or Bearer) and no key or access_token parameter.' },

@@ -345,14 +345,18 @@ export class PresenceProjection {
       }
       case 'leave': {
         const existed = members.get(memberKey(e));
-        if (existed) {
-          count(-1);
-          members.delete(memberKey(e));
-          this.order.removed(members, memberKey(e));
-          this.connectionOrder.removed(members, memberKey(e), e.connectionId);
+        // The leave of a member not present has no effect (REALTIME-PROTOCOL.md §5.2): no message
+        // to subscribers, no row of presence history (its sender had its ACK).
+        if (!existed) {
+          messages = [];
+          break;
         }
+        count(-1);
+        members.delete(memberKey(e));
+        this.order.removed(members, memberKey(e));
+        this.connectionOrder.removed(members, memberKey(e), e.connectionId);
         // A leave carries the member's last data when it sends none of its own.
-        messages = [entry(e.data === undefined && existed ? { ...existed, id: e.id } : e, PresenceAction.leave)];
+        messages = [entry(e.data === undefined ? { ...existed, id: e.id } : e, PresenceAction.leave)];
         break;
       }
       case 'drop': {

@@ -1,7 +1,7 @@
 // Whether an ATTACH's channelSerial resumes (REALTIME-PROTOCOL.md §4.3): the position it names in
 // the channel's partition, believed only up to the log's end; the replay of what the client missed
 // (backlog.ts, which refuses a position outside the resume window); and what ATTACHED says of it
-// (RESUMED, its channelSerial, or error 90003). Apart from gateway.ts, which orchestrates the
+// (RESUMED, its channelSerial, or error 90003). Apart from channel-attach.ts, which orchestrates the
 // attach (registration, SYNC, the order of what is sent): this is the rule a forged or stale
 // channelSerial meets, in one place.
 import type { Logger } from 'pino';

@@ -9,6 +9,7 @@ import { connectionIdOf, connectionKeyFor, newConnectionId, verifyConnectionKey 
 import type { ConnectionEvents } from './connection-events.js';
 import type { ConnectionContext } from './context.js';
 import { Action, encodeFrame, serviceError, toWireError, type WireError, type WireFormat } from './protocol.js';
+import { reauthenticationRefusal } from './reauthentication.js';
 import type { Sessions } from './sessions.js';
 import type { RealtimeSettings } from './settings.js';
 import type { TransportSocket } from './transport.js';
@@ -74,6 +75,7 @@ export class Handshake {
     const resumeKey = params.get('resume') ?? params.get('recover') ?? undefined;
     let conn: Connection | undefined;
     let error: WireError | undefined;
+    let refusal: WireError | undefined;
     if (resumeKey !== undefined) {
       const id = verifyConnectionKey(resumeKey, secret, appId);
       const existing = sessions.get(id ?? connectionIdOf(resumeKey));
@@ -83,6 +85,9 @@ export class Handshake {
         error = serviceError('connectionExpired', 'unable to resume the connection: it was closed or not resumed within connectionStateTtl; a new connection was made');
       } else if (existing && existing.clientId !== clientId && existing.clientId !== undefined && existing.clientId !== '*') {
         error = serviceError('incompatibleCredentials', "the credentials' clientId does not match the connection's; a new connection was made");
+      } else if (existing && (refusal = reauthenticationRefusal(existing, identity))) {
+        // As an AUTH's (a connection for any clientId resumed for one could not leave the members it entered for others).
+        error = { ...refusal, message: `${refusal.message}; a new connection was made` };
       } else if (existing) {
         sessions.resume(existing, socket, identity);
         conn = existing;

@@ -71,7 +71,8 @@ export class PresenceSync {
    * size reaches a client that reads (written in one burst, 130,000 members went over the
    * slow-reader cut-off, maxBufferedBytes, for a client reading promptly: issue 22). Changes that
    * come meanwhile go out as they come; the SDK's sync merges them by newness (§5.4). A newer SYNC
-   * of the attachment, a detach or a lost socket ends this one.
+   * of the attachment, a detach or a lost socket ends this one; so does an AUTH that took the
+   * presence_subscribe mode away (with an empty last page).
    */
   send(attachment: Attachment, members: ReadonlyMap<string, PresenceMember>): void {
     const { conn, channel } = attachment;
@@ -88,6 +89,13 @@ export class PresenceSync {
       // At least one page, the last (an empty set ends the sync the ATTACHED began too).
       while (page === 0 || !ahead.done) {
         if (conn.socketEpoch !== epoch || conn.attachments.get(channel) !== attachment || attachment.sync !== sync) return;
+        // An AUTH took presence_subscribe away meanwhile: no member more; an empty last page ends
+        // the sync, or the SDK's presence.get() would wait for it for ever (§5.5).
+        if (!(attachment.modes & Flag.PRESENCE_SUBSCRIBE)) {
+          attachment.sync = undefined;
+          conn.send({ action: Action.SYNC, channel, channelSerial: `${syncId}:`, presence: [] });
+          return;
+        }
         const present: PresenceMember[] = [];
         for (; !ahead.done && present.length < size; ahead = reading.next()) present.push(ahead.value);
         const last = ahead.done === true;

@@ -11,8 +11,10 @@ export interface RawRealtimeService {
   readonly port: number;
   /** the Authorization header of the app's key */
   auth(): Record<string, string>;
-  /** a token (requestToken) for `clientId` with this capability */
-  token(capability: Record<string, string[]>, clientId: string): Promise<string>;
+  /** a token (requestToken) for `clientId` (none: anonymous) with this capability, of the app's key or of `key` (`keyName:secret`) */
+  token(capability: Record<string, string[]>, clientId: string | undefined, key?: string): Promise<string>;
+  /** a new app (sandbox POST /apps) with `keys` keys: their `keyName:secret` */
+  newApp(keys?: number): Promise<string[]>;
   /** a raw client on these query parameters, closed after the file */
   connect(query: Record<string, string>): Promise<RawClient>;
   /** the clientIds present on a channel (REST) */
@@ -21,12 +23,13 @@ export interface RawRealtimeService {
   restart(): Promise<void>;
 }
 
-export function rawRealtimeService(): RawRealtimeService {
+/** `env`: the service's configuration beyond the test defaults (a limit the file tests). */
+export function rawRealtimeService(env: Record<string, string> = {}): RawRealtimeService {
   let ts: TestService;
   let port: number;
   const clients: RawClient[] = [];
   beforeAll(async () => {
-    ts = await startTestService();
+    ts = await startTestService(env);
     port = await listening(ts);
   });
   afterAll(async () => {
@@ -43,15 +46,20 @@ export function rawRealtimeService(): RawRealtimeService {
       return port;
     },
     auth,
-    async token(capability, clientId) {
-      const keyName = ts.key.split(':')[0];
+    async token(capability, clientId, key = ts.key) {
+      const keyName = key.split(':')[0];
       const res = await fetch(`http://127.0.0.1:${port}/keys/${keyName}/requestToken`, {
         method: 'POST',
-        headers: { ...auth(), 'content-type': 'application/json' },
+        headers: { authorization: `Basic ${Buffer.from(key).toString('base64')}`, 'content-type': 'application/json' },
         body: JSON.stringify({ keyName, clientId, capability: JSON.stringify(capability), timestamp: Date.now() }),
       });
       expect(res.status).toBe(200);
       return ((await res.json()) as { token: string }).token;
+    },
+    async newApp(keys = 1) {
+      const res = await fetch(`http://127.0.0.1:${port}/apps`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ keys: Array.from({ length: keys }, () => ({})) }) });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { keys: { keyStr: string }[] }).keys.map((k) => k.keyStr);
     },
     async connect(query) {
       const c = await RawClient.connect(port, query);

@@ -24,7 +24,8 @@ import type { PersistedEntry, LogMark } from '../../projections/history/history-
 const NOW = 1_900_000_000_000;
 const clock = { now: () => NOW + 60_000 };
 const PARTITIONS = 4;
-const EVENTS = 1200;
+// Enough for more rows than MAX_UNSTORED_ROWS's least (1,000): a churn's leaves of members not present make none.
+const EVENTS = 2000;
 const CHANNELS = 12;
 const BATCH = 25;
 
@@ -137,7 +138,7 @@ describe('the presence member set while presence history is behind its store', (
     const historyStore = new SqliteHistoryStore(join(dir, 'history.db'));
     const statsStore = new SqliteStatsStore(join(dir, 'stats.db'));
     const runner = new ProjectionRunner({ log, logger: pino({ level: 'silent' }) });
-    // The log holds 1,200 presence changes on persisted channels: more rows than MAX_UNSTORED_ROWS.
+    // The log holds 2,000 presence changes on persisted channels: more rows than MAX_UNSTORED_ROWS.
     const set = await ProjectionSet.start({
       config: { ...config, historyTailMs: 120_000 },
       logger: pino({ level: 'silent' }),
