@@ -309,14 +309,28 @@ export class ProjectionSet {
   }
 
   /**
-   * Writes what each projection holds for its store; call once their consumers stopped. Each is
+   * Shared writes: the writers write what they hold, rows and checkpoints, for the last time; call
+   * once they are drained and before their consumers leave their groups (ProjectionRunner.stop's
+   * `lastWrites`). What they apply after is the partitions' next holders' to write. Written at
+   * close(), after the next holder had written further, their checkpoints moved the partitions
+   * back and the next hand-over wrote those records again. Each is tried; the first failure is thrown.
+   */
+  async sealWriters(): Promise<void> {
+    if (this.historyWriter === this.history) return;
+    const results = await Promise.allSettled([this.historyWriter.seal(), this.presenceWriter.history.seal(), this.stats.seal()]);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /**
+   * Writes what each projection holds for its store (a sealed writer: nothing); call once their consumers stopped. Each is
    * tried even when an earlier one fails (a full disk); the first failure is thrown.
    */
   async close(): Promise<void> {
     const results = [];
     const writers = this.historyWriter !== this.history ? [this.historyWriter, this.presenceWriter] : [];
     results.push(await this.stats.close().then(() => undefined, (err: unknown) => ({ err })));
-    // The roller rolls up what the stats writers' close wrote (the next start has no gap to roll by time range).
+    // The roller rolls up what the stats writers' last writes wrote (sealWriters, or this close; the next start has no gap to roll by time range).
     if (this.statsReader) results.push(await this.statsReader.finish().then(() => undefined, (err: unknown) => ({ err })));
     this.statsReader?.close();
     for (const projection of [this.history, this.presence, ...writers]) results.push(await projection.close().then(() => undefined, (err: unknown) => ({ err })));

@@ -81,6 +81,9 @@ export interface FollowOptions {
   lost?: ConsumeOptions['lost'];
 }
 
+/** The least time a stop gives the shared writers' last writes (ProjectionRunner.stop), however late the drain ended. */
+const LAST_WRITES_MIN_MS = 1_000;
+
 export class ProjectionRunner {
   /** Every consumer by name (`history`, `stats-messages`...), the followers included while they run. */
   private readonly consumers = new Map<string, Subscription>();
@@ -307,12 +310,16 @@ export class ProjectionRunner {
    * `drainMs` to apply, of the partitions they hold, the log up to its end (drain), which their
    * close then writes to their stores. A start's snapshot of the projections reading every partition
    * serves only if the stores hold what it covers (presence: projections/presence; README: A
-   * bounded start).
+   * bounded start). With `lastWrites`, the writers' last writes to their stores (ProjectionSet.sealWriters),
+   * run after the drain, before the writers leave their groups, bounded by the drain's deadline (at
+   * least LAST_WRITES_MIN_MS): the partitions' next holders start from checkpoints no later write
+   * moves back.
    */
-  async stop(options: { drainMs?: number } = {}): Promise<void> {
+  async stop(options: { drainMs?: number; lastWrites?: () => Promise<void> } = {}): Promise<void> {
     this.stopping = true;
+    const deadline = Date.now() + (options.drainMs ?? 0);
     const all = [...this.consumers];
-    const writers = (options.drainMs ?? 0) > 0 ? all.filter(([name]) => this.writers.has(name)) : [];
+    const writers = (options.drainMs ?? 0) > 0 || options.lastWrites ? all.filter(([name]) => this.writers.has(name)) : [];
     const others = all.filter(([name]) => !writers.some(([w]) => w === name));
     this.consumers.clear();
     this.joiningNames.clear();
@@ -320,12 +327,26 @@ export class ProjectionRunner {
     const results = await Promise.allSettled(others.map(([, s]) => s.stop()));
     if (writers.length > 0) {
       const draining = writers.map(([name, subscription]) => ({ name, topic: this.writers.get(name)!, subscription }));
-      await drainWriters(this.options.log, this.options.logger, draining, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
+      if ((options.drainMs ?? 0) > 0) await drainWriters(this.options.log, this.options.logger, draining, options.drainMs!).catch((err: unknown) => this.options.logger.warn({ err }, 'stop: the shared writers were not drained'));
+      if (options.lastWrites) await this.lastWrites(options.lastWrites, Math.max(LAST_WRITES_MIN_MS, deadline - Date.now()));
       results.push(...(await Promise.allSettled(writers.map(([, s]) => s.stop()))));
     }
     this.writers.clear();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
+  }
+
+  /** The shared writers' last writes before they leave their groups, at most `ms`; a failure or a timeout is logged (their records are written again by the next holders). */
+  private async lastWrites(write: () => Promise<void>, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const writing = write().then(() => 'written' as const);
+    const outcome = await Promise.race([writing, new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)))])
+      .catch((err: unknown) => ({ err }))
+      .finally(() => clearTimeout(timer));
+    if (outcome === 'written') return;
+    writing.catch(() => undefined);
+    if (outcome === 'late') this.options.logger.warn({ ms }, "stop: the shared writers' last writes did not end in time; they leave their groups meanwhile (a write landing later may have their next holders write some records again)");
+    else this.options.logger.warn({ err: outcome.err }, "stop: the shared writers' last writes failed; their next holders write those records from the stored checkpoints");
   }
 
   private consume(name: string, topic: Topic, from: Checkpoint, handle: ProjectionWiring['handle'], shared?: ProjectionWiring['shared'], expected?: FollowOptions['expected'], lost?: ConsumeOptions['lost']): Subscription {

@@ -468,8 +468,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ['lifecycle announcer', () => announcer.close()],
     ['webhooks', () => webhooks.close()],
     // Production: the shared writers first apply their partitions up to the log's end, within half of
-    // SHUTDOWN_TIMEOUT_MS, so the stores hold what the snapshots cover (projections/writer-drain.ts).
-    ['consumers', () => runner.stop({ drainMs: closeStartedAt + config.shutdownTimeoutMs / 2 - Date.now() })],
+    // SHUTDOWN_TIMEOUT_MS, so the stores hold what the snapshots cover (projections/writer-drain.ts),
+    // then write their rows and checkpoints before leaving their groups (never after the next holder's).
+    ['consumers', () => runner.stop({ drainMs: closeStartedAt + config.shutdownTimeoutMs / 2 - Date.now(), lastWrites: () => projections.sealWriters() })],
     ['snapshots', async () => snapshotSchedule?.close()], // after the consumers: the state is final
     ['projections', () => projections.close()],
     ['history store', () => historyStore.close()],

@@ -89,6 +89,8 @@ export class HistoryProjection {
   /** Per partition: with one for all, the partition a fetch hands over first took every mark, and a start re-read the others from their oldest. */
   private readonly lastMarkAt = new Map<number, number>();
   private flushing: Promise<void> | undefined;
+  /** seal() has run: its flush was the last to write (a shared writer leaving its group). */
+  private writesEnded = false;
   private readonly flushTimer: FlushTimer;
   private readonly maxUnstoredRows: number;
   private readonly maxUnstoredBytes: number;
@@ -293,10 +295,12 @@ export class HistoryProjection {
     }
   }
 
-  /** Writes queued rows and the checkpoint. Safe to call at any time; calls do not overlap. */
-  async flush(): Promise<void> {
+  /** Writes queued rows and the checkpoint (`last`: then never again, seal()). Safe to call at any time; calls do not overlap. */
+  async flush(last = false): Promise<void> {
     // Another caller's failed write is theirs to report: this call tries its own.
     while (this.flushing) await this.flushing.catch(() => undefined);
+    if (this.writesEnded) return;
+    if (last) this.writesEnded = true;
     const rows = this.pending;
     const checkpoint = new Map(this.checkpoint);
     if (!this.writes || (rows.length === 0 && sameCheckpoint(checkpoint, this.storedCheckpoint))) return;
@@ -402,6 +406,17 @@ export class HistoryProjection {
   /** The first offset of a partition the store does not hold; a writer's partitions it does not write: none. */
   private unstoredFrom(partition: number): number {
     return this.storedCheckpoint.get(partition) ?? (this.writes ? Infinity : 0);
+  }
+
+  /**
+   * A writer sharing its partitions, about to leave its group (a graceful stop): writes what it
+   * holds and its checkpoints, then never again. What it applies after is the partitions' next
+   * holder's to write, from the checkpoint written here: written later, after the next holder's,
+   * it moved the partitions back, and their records were written again at the next hand-over.
+   */
+  async seal(): Promise<void> {
+    this.flushTimer.cancel();
+    await this.flush(true);
   }
 
   async close(): Promise<void> {

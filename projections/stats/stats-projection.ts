@@ -66,6 +66,8 @@ export class StatsProjection {
   private stored = new Map<string, StatsCheckpoint>();
   private readonly flushTimer: FlushTimer;
   private flushing: Promise<void> | undefined;
+  /** seal() has run: its flush was the last to write (a shared writer leaving its groups). */
+  private writesEnded = false;
   /** Callers waiting for a record to be applied (read-your-writes of sandbox stats fixtures). */
   private waiters: Waiter[] = [];
 
@@ -413,10 +415,12 @@ export class StatsProjection {
     }));
   }
 
-  /** Writes closed and changed open samples of every partition, then the checkpoints. */
-  async flush(): Promise<void> {
+  /** Writes closed and changed open samples of every partition, then the checkpoints (`last`: then never again, seal()). */
+  async flush(last = false): Promise<void> {
     // Another caller's failed write is theirs to report: this call tries its own.
     while (this.flushing) await this.flushing.catch(() => undefined);
+    if (this.writesEnded) return;
+    if (last) this.writesEnded = true;
     this.flushing = (async () => {
       for (const [topic, byPartition] of this.partitions) {
         const rows: StatsRow[] = [];
@@ -463,6 +467,16 @@ export class StatsProjection {
       this.flushing = undefined;
     });
     await this.flushing;
+  }
+
+  /**
+   * A writer sharing its partitions, about to leave its groups (a graceful stop): writes its
+   * samples and checkpoints, then never again (HistoryProjection.seal: the next holders write
+   * what it applies after, from these checkpoints, which a later write moved back).
+   */
+  async seal(): Promise<void> {
+    this.flushTimer.cancel();
+    await this.flush(true);
   }
 
   async close(): Promise<void> {

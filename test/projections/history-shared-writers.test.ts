@@ -172,6 +172,28 @@ describe('history projections sharing the writing of one store', () => {
     await reader.close();
   });
 
+  it("a sealed writer (a graceful stop, before its consumer leaves the group) writes what it holds once, then nothing: what it applies after is the next holder's", async () => {
+    const a = projection();
+    const b = projection();
+    await a.start();
+    await b.start();
+    await a.handOver([0]);
+    a.apply(records(0, 0, 3));
+    await a.seal();
+    // Applied between its last write and its leaving: b, handed the partition, starts from the sealed checkpoint.
+    a.apply(records(0, 3, 5));
+    expect(await b.handOver([0])).toEqual(new Map([[0, 0]]));
+    b.apply(records(0, 0, 7));
+    await b.flush();
+    await a.flush();
+    await a.close();
+    const check = store();
+    await check.init();
+    // Before: a's close wrote m0-3, m0-4 and checkpoint 5 over b's 7.
+    expect(await check.loadCheckpoint()).toEqual(new Map([[0, 7]]));
+    expect(written.filter((id) => id === 'm0-3' || id === 'm0-4')).toEqual(['m0-3', 'm0-4']);
+  });
+
   it('a partition handed over while a write is in flight keeps its stored checkpoint: the records the store holds are not written again', async () => {
     const a = projection();
     const b = projection();
