@@ -99,6 +99,18 @@ export class TokenService implements TokenVerifier {
     return details;
   }
 
+  keyNameOf(token: string): string | undefined {
+    if (isJwt(token)) return undefined;
+    const dot = token.lastIndexOf('.');
+    if (dot <= 0) return undefined;
+    try {
+      const k = (JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as Partial<TokenClaims>).k;
+      return typeof k === 'string' ? k : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   verify(token: string, now: number): Credentials {
     return isJwt(token) ? this.jwt.verify(token, now) : this.verifyNative(token, now);
   }
