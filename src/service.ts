@@ -272,8 +272,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ];
   };
 
-  const tokens = new TokenService(registry, undefined, config.limits);
-  const authenticator = new Authenticator(registry, tokens, revocations, keysCatchUpOf(log, appsApplied, config.limits, logger));
+  const keysCatchUp = keysCatchUpOf(log, appsApplied, config.limits, logger);
+  const tokens = new TokenService(registry, undefined, config.limits, keysCatchUp);
+  const authenticator = new Authenticator(registry, tokens, revocations, keysCatchUp);
   // What routes append to the apps topic: sandbox apps, key and rule changes, revocations.
   const { admin, keys, revoker } = appWriters({
     registry, revocations, batcher, presenceProducer, presence, ownWrites, appsApplied, clock,

@@ -1,10 +1,12 @@
 // Read-your-writes for keys across instances (production mode, two instances on one Kafka): a
 // sandbox app (its keys) made through one instance works at once on the other, for basic
-// credentials, a signed token request, a token of the new key and a realtime connect with the key.
+// credentials, a signed token request, a token of the new key, a JWT of it and a realtime connect
+// with the key.
 // Before, the other instance refused them (40400 no such app, 40101) until its apps consumer had
 // applied the app.created event, a window a client that got the key from the first could fall into.
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
+import { SignJWT } from 'jose';
 import type { Service } from '../../src/service.js';
 import { describeWithInfra } from '../helpers/infra.js';
 import { findProductionInfra, productionTeardown, startProductionInstance } from '../helpers/production.js';
@@ -17,7 +19,7 @@ const { opened, services } = productionTeardown();
 const bearer = (token: string): string => `Bearer ${Buffer.from(token).toString('base64')}`;
 
 describeWithInfra('production mode: a key made through one instance works at once on another', 'Kafka and ClickHouse', infra, (found) => {
-  it('basic credentials, a signed token request, its token and a realtime connect: none refused', { timeout: 120_000 }, async () => {
+  it('basic credentials, a signed token request, its token, a JWT and a realtime connect: none refused', { timeout: 120_000 }, async () => {
     const isolation = { topicPrefix: `kel-${randomBytes(4).toString('hex')}-`, tablePrefix: `kel_${randomBytes(4).toString('hex')}_` };
     const start = async (instanceId: string): Promise<{ service: Service; port: number }> => {
       const started = await startProductionInstance(found, { appId: 'kelapp', key: 'kelapp.k1:kel-secret-kel-secret', instanceId, isolation, env: { SANDBOX: '1' } });
@@ -51,6 +53,12 @@ describeWithInfra('production mode: a key made through one instance works at onc
       expect(token.statusCode, token.body).toBe(200);
       const withToken = await b.service.app.inject({ url: '/channels/kel-room/messages', headers: { authorization: bearer(token.json().token as string) } });
       expect(withToken.statusCode, withToken.body).toBe(200);
+
+      // A JWT signed by the app's server with the new key's secret, used at once on b.
+      const viaJwt = await make();
+      const jwt = await new SignJWT({}).setProtectedHeader({ alg: 'HS256', typ: 'JWT', kid: viaJwt.keyName }).setIssuedAt().setExpirationTime('1h').sign(new TextEncoder().encode(viaJwt.keyStr.slice(viaJwt.keyStr.indexOf(':') + 1)));
+      const withJwt = await b.service.app.inject({ url: '/channels/kel-room/messages', headers: { authorization: bearer(jwt) } });
+      expect(withJwt.statusCode, withJwt.body).toBe(200);
 
       const viaRealtime = await make();
       const client = await RawClient.connect(b.port, { key: viaRealtime.keyStr });
