@@ -20,6 +20,7 @@ import { APPS_CHECK_WAIT_MS, checkAppsLeftOutOnceWritten, configuredApps } from 
 import { appWriters } from './apps/app-writers.js';
 import { randomId } from './apps/default-app.js';
 import { AppliedPositions } from './log/applied-positions.js';
+import { keysCatchUpOf } from './apps/keys-catch-up.js';
 import { parseCapability } from './auth/capability.js';
 import { AppRegistry } from '../projections/apps/app-registry.js';
 import { RevocationRegistry } from '../projections/revocations/revocation-registry.js';
@@ -271,8 +272,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     ];
   };
 
-  const tokens = new TokenService(registry, undefined, config.limits);
-  const authenticator = new Authenticator(registry, tokens, revocations);
+  const keysCatchUp = keysCatchUpOf(log, appsApplied, config.limits, logger);
+  const tokens = new TokenService(registry, undefined, config.limits, keysCatchUp);
+  const authenticator = new Authenticator(registry, tokens, revocations, keysCatchUp);
   // What routes append to the apps topic: sandbox apps, key and rule changes, revocations.
   const { admin, keys, revoker } = appWriters({
     registry, revocations, batcher, presenceProducer, presence, ownWrites, appsApplied, clock,

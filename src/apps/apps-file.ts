@@ -20,6 +20,7 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
   }
   const apps = (parsed as { apps?: unknown }).apps;
   if (!Array.isArray(apps) || apps.length === 0) throw new Error(`APPS_FILE ${path}: expected {"apps": [ ... ]} with at least one app`);
+  const seen = new Map<string, number>();
   return apps.map((raw, i) => {
     const where = `APPS_FILE ${path}: apps[${i}]`;
     const app = raw as { appId?: unknown; keys?: unknown; namespaces?: unknown; accountId?: unknown; rules?: unknown };
@@ -27,6 +28,9 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
       throw new Error(`${where}.appId must be letters, digits, "_" or "-"`);
     }
     const appId = app.appId;
+    // A second app of one id replaced the first whole (its keys stopped working), without a word.
+    if (seen.has(appId)) throw new Error(`${where}.appId "${appId}" is apps[${seen.get(appId)}]'s too: give each app once`);
+    seen.set(appId, i);
     if (!Array.isArray(app.keys) || app.keys.length === 0) throw new Error(`${where}.keys must list at least one key`);
     const keys: KeyDefinition[] = app.keys.map((k: { key?: unknown; capability?: unknown; revocableTokens?: unknown; management?: unknown; name?: unknown }, j: number) => {
       const m = typeof k.key === 'string' ? /^([^.:]+)\.([^.:]+):(.+)$/.exec(k.key) : null;
@@ -51,6 +55,11 @@ export function loadAppsFile(path: string, now: number): AppDefinition[] {
         ...(typeof k.name === 'string' ? { name: k.name } : {}),
       };
     });
+    // One key name twice: the last secret authenticated, key management showed and changed the first.
+    for (const [j, key] of keys.entries()) {
+      const first = keys.findIndex((k) => k.keyName === key.keyName);
+      if (first !== j) throw new Error(`${where}.keys[${j}]: key "${key.keyName}" is keys[${first}]'s too: give each key once`);
+    }
     const namespaces = (Array.isArray(app.namespaces) ? app.namespaces : []) as NamespaceRule[];
     for (const [j, ns] of namespaces.entries()) {
       if (typeof ns.id !== 'string' || ns.id.length === 0) throw new Error(`${where}.namespaces[${j}].id must be a non-empty string`);

@@ -78,6 +78,14 @@ export function keyView(appId: string, key: KeyDefinition, withSecret = false): 
  * the log and applied by its apps consumer; the offline CLI: on the log and applied directly).
  */
 export class KeyAdmin {
+  /**
+   * Each app's changes in progress, one after another: each is checked against the keys as the
+   * ones before it left them. Checked all at once, two management keys revoking each other left the
+   * app with none, and creations racing passed MAX_KEYS_PER_APP. (Per instance: changes made
+   * through two instances at once are each checked here against what this one has applied.)
+   */
+  private readonly inProgress = new Map<string, Promise<unknown>>();
+
   constructor(
     private readonly deps: {
       registry: AppRegistry;
@@ -105,50 +113,56 @@ export class KeyAdmin {
     return key;
   }
 
-  async create(appId: string, changes: KeyChanges): Promise<KeyDefinition> {
-    const app = this.app(appId);
-    const { maxKeysPerApp } = this.deps.limits;
-    if (app.keys.length >= maxKeysPerApp) {
-      const revoked = app.keys.filter((k) => k.revoked).length;
-      throw new ServiceError('keyLimitExceeded', `app "${appId}" holds ${app.keys.length} keys (${revoked} of them revoked, which count: they are kept), its maximum (MAX_KEYS_PER_APP=${maxKeysPerApp}); no key was made`);
-    }
-    const now = this.deps.clock.now();
-    const key: KeyDefinition = {
-      keyName: `${appId}.${randomId(6)}`,
-      keySecret: randomBytes(24).toString('base64url'),
-      capability: changes.capability ?? DEFAULT_KEY_CAPABILITY,
-      ...(changes.name !== undefined ? { name: changes.name } : {}),
-      ...(changes.revocableTokens ? { revocableTokens: true } : {}),
-      ...(changes.management ? { management: true } : {}),
-      created: now,
-      modified: now,
-    };
-    await this.deps.append({ type: 'key.created', appId, key });
-    return this.key(appId, key.keyName);
+  create(appId: string, changes: KeyChanges): Promise<KeyDefinition> {
+    return this.inTurn(appId, async () => {
+      const app = this.app(appId);
+      const { maxKeysPerApp } = this.deps.limits;
+      if (app.keys.length >= maxKeysPerApp) {
+        const revoked = app.keys.filter((k) => k.revoked).length;
+        throw new ServiceError('keyLimitExceeded', `app "${appId}" holds ${app.keys.length} keys (${revoked} of them revoked, which count: they are kept), its maximum (MAX_KEYS_PER_APP=${maxKeysPerApp}); no key was made`);
+      }
+      const now = this.deps.clock.now();
+      const key: KeyDefinition = {
+        keyName: `${appId}.${randomId(6)}`,
+        keySecret: randomBytes(24).toString('base64url'),
+        capability: changes.capability ?? DEFAULT_KEY_CAPABILITY,
+        ...(changes.name !== undefined ? { name: changes.name } : {}),
+        ...(changes.revocableTokens ? { revocableTokens: true } : {}),
+        ...(changes.management ? { management: true } : {}),
+        created: now,
+        modified: now,
+      };
+      await this.deps.append({ type: 'key.created', appId, key });
+      return this.key(appId, key.keyName);
+    });
   }
 
   /** Changes what differs; a change that changes nothing appends nothing. */
-  async update(appId: string, keyId: string, changes: KeyChanges): Promise<KeyDefinition> {
-    const key = this.key(appId, keyId);
-    if (key.revoked) throw new ServiceError('invalidParameterValue', `key "${key.keyName}" is revoked, and a revocation is for good; make a new key`);
-    const differs: KeyChanges = {};
-    if (changes.capability !== undefined && changes.capability !== key.capability) differs.capability = changes.capability;
-    if (changes.name !== undefined && changes.name !== (key.name ?? '')) differs.name = changes.name;
-    if (changes.revocableTokens !== undefined && changes.revocableTokens !== (key.revocableTokens === true)) differs.revocableTokens = changes.revocableTokens;
-    if (changes.management !== undefined && changes.management !== (key.management === true)) differs.management = changes.management;
-    if (Object.keys(differs).length === 0) return key;
-    if (differs.management === false) this.keepAManager(appId, key, 'take the management right from');
-    await this.deps.append({ type: 'key.updated', appId, keyName: key.keyName, ...differs, modified: this.deps.clock.now() });
-    return this.key(appId, key.keyName);
+  update(appId: string, keyId: string, changes: KeyChanges): Promise<KeyDefinition> {
+    return this.inTurn(appId, async () => {
+      const key = this.key(appId, keyId);
+      if (key.revoked) throw new ServiceError('invalidParameterValue', `key "${key.keyName}" is revoked, and a revocation is for good; make a new key`);
+      const differs: KeyChanges = {};
+      if (changes.capability !== undefined && changes.capability !== key.capability) differs.capability = changes.capability;
+      if (changes.name !== undefined && changes.name !== (key.name ?? '')) differs.name = changes.name;
+      if (changes.revocableTokens !== undefined && changes.revocableTokens !== (key.revocableTokens === true)) differs.revocableTokens = changes.revocableTokens;
+      if (changes.management !== undefined && changes.management !== (key.management === true)) differs.management = changes.management;
+      if (Object.keys(differs).length === 0) return key;
+      if (differs.management === false) this.keepAManager(appId, key, 'take the management right from');
+      await this.deps.append({ type: 'key.updated', appId, keyName: key.keyName, ...differs, modified: this.deps.clock.now() });
+      return this.key(appId, key.keyName);
+    });
   }
 
   /** Revokes for good; revoking a revoked key appends nothing. */
-  async revoke(appId: string, keyId: string): Promise<KeyDefinition> {
-    const key = this.key(appId, keyId);
-    if (key.revoked) return key;
-    this.keepAManager(appId, key, 'revoke');
-    await this.deps.append({ type: 'key.revoked', appId, keyName: key.keyName, modified: this.deps.clock.now() });
-    return this.key(appId, key.keyName);
+  revoke(appId: string, keyId: string): Promise<KeyDefinition> {
+    return this.inTurn(appId, async () => {
+      const key = this.key(appId, keyId);
+      if (key.revoked) return key;
+      this.keepAManager(appId, key, 'revoke');
+      await this.deps.append({ type: 'key.revoked', appId, keyName: key.keyName, modified: this.deps.clock.now() });
+      return this.key(appId, key.keyName);
+    });
   }
 
   /** The app's webhook rules (src/webhooks/rules.ts). */
@@ -157,25 +171,40 @@ export class KeyAdmin {
   }
 
   /** Adds a rule (the platform's rule JSON); one with the id of a rule the app has replaces it. */
-  async addRule(appId: string, body: unknown): Promise<WebhookRule> {
-    let rule: WebhookRule;
-    try {
-      rule = parseRule(body);
-    } catch (err) {
-      throw new ServiceError('invalidRequestBody', (err as Error).message);
-    }
-    const held = this.rules(appId);
-    if (!held.some((r) => r.id === rule.id) && held.length >= MAX_RULES_PER_APP) {
-      throw new ServiceError('invalidParameterValue', `app "${appId}" has ${held.length} webhook rules, the most it may have; remove one first`);
-    }
-    if (rule.target.signingKeyId !== undefined) this.key(appId, rule.target.signingKeyId);
-    await this.deps.append({ type: 'rule.created', appId, rule });
-    return rule;
+  addRule(appId: string, body: unknown): Promise<WebhookRule> {
+    return this.inTurn(appId, async () => {
+      let rule: WebhookRule;
+      try {
+        rule = parseRule(body);
+      } catch (err) {
+        throw new ServiceError('invalidRequestBody', (err as Error).message);
+      }
+      const held = this.rules(appId);
+      if (!held.some((r) => r.id === rule.id) && held.length >= MAX_RULES_PER_APP) {
+        throw new ServiceError('invalidParameterValue', `app "${appId}" has ${held.length} webhook rules, the most it may have; remove one first`);
+      }
+      if (rule.target.signingKeyId !== undefined) this.key(appId, rule.target.signingKeyId);
+      await this.deps.append({ type: 'rule.created', appId, rule });
+      return rule;
+    });
   }
 
-  async removeRule(appId: string, ruleId: string): Promise<void> {
-    if (!this.rules(appId).some((r) => r.id === ruleId)) throw new ServiceError('notFound', `app "${appId}" has no webhook rule "${ruleId}"`);
-    await this.deps.append({ type: 'rule.deleted', appId, ruleId });
+  removeRule(appId: string, ruleId: string): Promise<void> {
+    return this.inTurn(appId, async () => {
+      if (!this.rules(appId).some((r) => r.id === ruleId)) throw new ServiceError('notFound', `app "${appId}" has no webhook rule "${ruleId}"`);
+      await this.deps.append({ type: 'rule.deleted', appId, ruleId });
+    });
+  }
+
+  private inTurn<T>(appId: string, change: () => Promise<T>): Promise<T> {
+    const before = this.inProgress.get(appId) ?? Promise.resolve();
+    const mine = before.then(change, change);
+    const settled = mine.catch(() => undefined);
+    this.inProgress.set(appId, settled);
+    void settled.then(() => {
+      if (this.inProgress.get(appId) === settled) this.inProgress.delete(appId);
+    });
+    return mine;
   }
 
   /** The last key that may manage an app's keys stays: without it only the offline CLI could. */

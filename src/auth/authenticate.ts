@@ -51,21 +51,44 @@ export class Authenticator {
     private readonly apps: AppRegistry,
     private readonly tokens?: TokenVerifier,
     private readonly revocations?: RevocationRegistry,
+    /** Waits until this instance applied what the apps topic holds now (a key made elsewhere); never rejects. */
+    private readonly catchUp?: () => Promise<void>,
   ) {}
 
   /**
-   * For a bearer token whose check is asynchronous (a JWT not seen yet), a promise that settles
-   * once `authenticate` can answer for it; undefined, as for every other credential, when it can
-   * now. Never rejects. Callers await it, when there is one, before `authenticate`.
+   * For a bearer token whose check is asynchronous (a JWT not seen yet), or credentials of a key
+   * this instance does not know yet (keyPending), a promise that settles once `authenticate` can
+   * answer for them; undefined, as for every other credential, when it can now. Never rejects.
+   * Callers await it, when there is one, before `authenticate`.
    */
   pending(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Promise<void> | undefined {
-    if (!this.tokens?.prepare || authorization === undefined || authorization.length < 8) return undefined;
+    if (authorization === undefined || authorization.length < 8) return undefined;
     if (authorization.charCodeAt(0) !== 66 && authorization.charCodeAt(0) !== 98) return undefined; // B, b
-    if (authorization.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
+    // Verified already (the common case: the same header on every request): nothing to wait for.
     const hit = this.verified.get(cacheKeyOf(authorization, clientIdHeader));
     if (hit && hit.version === this.apps.version && hit.expires > now) return undefined;
+    if (authorization.slice(0, 6).toLowerCase() === 'basic ') {
+      const decoded = decodeBase64(authorization.slice(6).trim());
+      const colon = decoded?.indexOf(':') ?? -1;
+      return colon < 0 ? undefined : this.keyPending(decoded!.slice(0, colon));
+    }
+    if (!this.tokens || authorization.slice(0, 7).toLowerCase() !== 'bearer ') return undefined;
     const token = decodeBase64(authorization.slice(7).trim());
-    return token === undefined ? undefined : this.tokens.prepare(token, now);
+    if (token === undefined) return undefined;
+    const prepared = this.tokens.prepare?.(token, now);
+    if (prepared !== undefined) return prepared;
+    const keyName = this.tokens.keyNameOf?.(token);
+    return keyName === undefined ? undefined : this.keyPending(keyName);
+  }
+
+  /**
+   * For a key this instance does not know (yet: made through another instance, its event not
+   * applied here), a promise that settles once this instance applied what the apps topic held now
+   * (src/apps/keys-catch-up.ts); undefined for a known key, or with no catch-up. Never rejects.
+   */
+  keyPending(keyName: string): Promise<void> | undefined {
+    if (this.catchUp === undefined || this.apps.key(keyName) !== undefined) return undefined;
+    return this.catchUp();
   }
 
   authenticate(authorization: string | undefined, clientIdHeader: string | undefined, now: number): Credentials {

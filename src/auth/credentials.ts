@@ -28,4 +28,6 @@ export interface TokenVerifier {
    * `verify` can answer for it; undefined when it can now. Never rejects.
    */
   prepare?(token: string, now: number): Promise<void> | undefined;
+  /** The key a token says it was issued by (unverified), when `prepare` has nothing to wait for. */
+  keyNameOf?(token: string): string | undefined;
 }

@@ -77,6 +77,8 @@ export class JwtVerifier {
     private readonly limits: JwtLimits = DEFAULT_JWT_LIMITS,
     /** For a native token embedded in a JWT; without it, such a JWT is refused. */
     private readonly native?: NativeTokenCheck,
+    /** Waits until this instance applied what the apps topic holds now (a key made elsewhere: src/apps/keys-catch-up.ts). */
+    private readonly catchUp?: () => Promise<void>,
   ) {}
 
   /**
@@ -93,20 +95,45 @@ export class JwtVerifier {
     if (known && known.version === this.apps.version && !due) return undefined;
     const running = this.inFlight.get(id);
     if (running) return running;
+    const waiting = this.kidPending(token);
+    const done = waiting === undefined ? this.checkAndKeep(id, token, now) : waiting.then(() => this.checkAndKeep(id, token, now));
+    const settled = done.finally(() => this.inFlight.delete(id));
+    this.inFlight.set(id, settled);
+    return settled;
+  }
+
+  /**
+   * Checks a JWT and keeps the outcome. A method, not a closure: an error's stack keeps the
+   * functions it passed through, and a closure's would keep the JWT it was made for.
+   */
+  private checkAndKeep(id: string, token: string, now: number): Promise<void> {
     const version = this.apps.version;
-    const done = this.check(token, now).then(
+    return this.check(token, now).then(
       (credentials) => this.keep(id, { version, credentials }),
       (err: unknown) => {
         const error = err instanceof ServiceError ? err : invalid('it could not be verified');
         // A copy: a message quoting part of the JWT (its kid, cut to 64 characters) may be a slice
         // of a string of the JWT, and would keep all of it (V8 slices strings without copying).
         error.message = Buffer.from(error.message).toString();
+        // Its stack, as text (a copy likewise): the frames V8 keeps until it is read hold the
+        // functions the error passed through, and a closure's scope (the wait for a kid not
+        // known yet) holds the JWT.
+        error.stack = Buffer.from(error.stack ?? '').toString();
         this.keep(id, { version, error, retryAt: this.validFrom(token, now) });
       },
     );
-    const settled = done.finally(() => this.inFlight.delete(id));
-    this.inFlight.set(id, settled);
-    return settled;
+  }
+
+  /** For a JWT whose kid names a key not known here (made elsewhere a moment ago): the wait for it (src/apps/keys-catch-up.ts). */
+  private kidPending(token: string): Promise<void> | undefined {
+    if (!this.catchUp) return undefined;
+    let kid: unknown;
+    try {
+      kid = (decodeProtectedHeader(token) as Record<string, unknown>).kid;
+    } catch {
+      return undefined; // check() says what is wrong with it
+    }
+    return typeof kid === 'string' && kid.length > 0 && !this.apps.key(kid) ? this.catchUp() : undefined;
   }
 
   /** The credentials of a JWT `prepare` checked, if it is still valid at `now`; throws otherwise. */

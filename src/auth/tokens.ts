@@ -71,10 +71,12 @@ export class TokenService implements TokenVerifier {
     private readonly apps: AppRegistry,
     readonly policy: TokenPolicy = DEFAULT_TOKEN_POLICY,
     limits: NonceLimits = DEFAULT_LIMITS,
+    /** Waits for a key made through another instance (src/apps/keys-catch-up.ts), for a JWT's kid. */
+    catchUp?: () => Promise<void>,
   ) {
     this.nonces = new NonceCache(limits);
     // A native token embedded in a JWT is checked as one given alone.
-    this.jwt = new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, maxTtlMs: policy.maxTtlMs }, (token, now) => this.verifyNative(token, now));
+    this.jwt = new JwtVerifier(apps, { ...DEFAULT_JWT_LIMITS, maxTtlMs: policy.maxTtlMs }, (token, now) => this.verifyNative(token, now), catchUp);
   }
 
   prepare(token: string, now: number): Promise<void> | undefined {
@@ -97,6 +99,18 @@ export class TokenService implements TokenVerifier {
     if (clientId !== undefined) details.clientId = clientId;
     if (revocationKey !== undefined) details.revocationKey = revocationKey;
     return details;
+  }
+
+  keyNameOf(token: string): string | undefined {
+    if (isJwt(token)) return undefined;
+    const dot = token.lastIndexOf('.');
+    if (dot <= 0) return undefined;
+    try {
+      const k = (JSON.parse(Buffer.from(token.slice(0, dot), 'base64url').toString('utf8')) as Partial<TokenClaims>).k;
+      return typeof k === 'string' ? k : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   verify(token: string, now: number): Credentials {

@@ -136,11 +136,13 @@ export class Handshake {
   }
 
   /**
-   * For a connect query whose credentials are checked asynchronously (a JWT not seen yet), a
-   * promise that settles once open() can answer; never rejects. A transport awaits it first.
+   * For a connect query whose credentials are checked asynchronously (a JWT not seen yet, a key
+   * this instance does not know yet), a promise that settles once open() can answer; never rejects. A transport awaits it first.
    */
   credentialsPending(params: URLSearchParams): Promise<void> | undefined {
-    return params.get('key') ? undefined : this.tokenPending(params.get('access_token') ?? params.get('accessToken'));
+    const key = params.get('key');
+    if (key) return this.deps.authenticator.keyPending(key.slice(0, Math.max(key.indexOf(':'), 0)));
+    return this.tokenPending(params.get('access_token') ?? params.get('accessToken'));
   }
 
   /** For a token whose check is asynchronous (a JWT not seen yet), a promise that settles once authenticateToken can answer; never rejects. */

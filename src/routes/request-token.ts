@@ -65,6 +65,8 @@ export async function requestTokenRoutes(app: FastifyInstance, opts: RequestToke
           if (revocationKey !== undefined) {
             throw new ServiceError('invalidParameterValue', 'a signed token request cannot carry a revocationKey (its mac does not cover it); ask with credentials, in an unsigned token request');
           }
+          // A key made through another instance a moment ago: once this one applied it.
+          await opts.authenticator.keyPending(keyName);
           const found = opts.apps.key(keyName);
           const capabilityText = typeof body.capability === 'string' ? body.capability : body.capability === undefined ? undefined : JSON.stringify(body.capability);
           const expected = found ? tokenRequestMac(found.key.keySecret, { ...body, capability: capabilityText, keyName }) : 'x';

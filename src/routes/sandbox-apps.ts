@@ -137,6 +137,12 @@ export async function sandboxAppRoutes(app: FastifyInstance, opts: { admin: AppA
         if (credentials.app.appId !== appId || credentials.method !== 'basic') {
           throw new ServiceError('capabilityDenied', 'an app can only be deleted with one of its own keys');
         }
+        // Only what POST /apps made: the apps of APPS_FILE and the default app are the operator's.
+        // Deleted, they were gone for good (the app.deleted event replays over them at every
+        // start), and any of their keys, however narrow its capability, could do it.
+        if (credentials.app.source !== 'sandbox') {
+          throw new ServiceError('capabilityDenied', `app "${appId}" is not a sandbox app (it comes from ${credentials.app.source === 'file' ? 'APPS_FILE' : 'DATA_DIR, the default app'}): only apps made by POST /apps can be deleted here`);
+        }
         try {
           await opts.admin.delete(appId);
         } catch (err) {

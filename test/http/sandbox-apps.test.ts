@@ -60,6 +60,16 @@ describe('sandbox provisioning (SANDBOX=1)', () => {
     expect(after.json().error.code).toBe(40400);
   });
 
+  it('DELETE /apps/<appId> of the default app (or an APPS_FILE app) is refused (40160), nothing appended: only sandbox apps; the app and its key stay, a restart included', async () => {
+    const appId = t.key.split('.')[0];
+    const res = await t.service.app.inject({ method: 'DELETE', url: `/apps/${appId}`, headers: { authorization: t.auth } });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.code).toBe(40160);
+    expect((await t.service.app.inject({ url: '/channels/x/messages', headers: { authorization: t.auth } })).statusCode).toBe(200);
+    t = await t.restart();
+    expect((await t.service.app.inject({ url: '/channels/x/messages', headers: { authorization: t.auth } })).statusCode).toBe(200);
+  });
+
   it('DELETE /apps/<appId> makes its presence members leave: its fixtures no longer count against the presence limits, and a restart does not bring them back', async () => {
     const created = (await t.service.app.inject({ method: 'POST', url: '/apps', payload: setup })).json();
     const auth = basic(created.keys[0].keyStr);
