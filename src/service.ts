@@ -48,8 +48,6 @@ import { packageVersion } from './build-info.js';
 import { Metrics } from './metrics/metrics.js';
 import type { ReadinessCheck } from './routes/ops.js';
 
-/** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
-const READY_LOG_FAILURE_HOLD_MS = 10_000;
 
 export { embeddedAdapters, adaptersFor, type Adapters } from './adapters.js';
 
@@ -249,19 +247,9 @@ export async function startService(config: Config, logger: Logger, adapters: Ada
     return lags;
   };
   const readiness = (): ReadinessCheck[] => {
-    const appends = metrics.appends;
-    // A failed append fails the check until one succeeds, or for READY_LOG_FAILURE_HOLD_MS: an
-    // instance out of rotation gets no publishes, so it must come back to find out (half-open).
-    // The embedded log's writer thread gone: no append commits again until a restart, so out for good.
-    const gone = log instanceof EmbeddedLog ? log.unavailable : undefined;
-    const logOk = gone === undefined && (appends.lastOk || Date.now() - appends.lastAt > READY_LOG_FAILURE_HOLD_MS);
     return [
       { name: 'shutdown', ok: closing === undefined, detail: closing === undefined ? 'running' : 'shutting down' },
-      {
-        name: 'log',
-        ok: logOk,
-        detail: gone ? `the embedded log cannot write until the service restarts: ${gone.message}` : appends.lastOk ? `${log.kind} log writable` : `the last ${log.kind} log append failed: ${appends.lastError}`,
-      },
+      metrics.appends.readiness(log.kind, log instanceof EmbeddedLog ? log.unavailable : undefined),
       // A consumer not reading the log yet (its Kafka group joining, some 3 s after a start) fails it
       // too: caught up with what the log held at its start, it is deaf to what comes after.
       runner.consumersCheck(consumerLag(), config.readyMaxLag, [

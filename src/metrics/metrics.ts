@@ -99,6 +99,9 @@ export class RouteStats {
 }
 
 /** What a log append costs: its duration, its size (group commit), and its failures, per topic. */
+/** How long GET /ready fails after a log append failed, unless one succeeds sooner. */
+const READY_LOG_FAILURE_HOLD_MS = 10_000;
+
 export class AppendStats {
   readonly latency = new Map<string, Histogram>();
   readonly sizes = new Map<string, Histogram>();
@@ -107,6 +110,18 @@ export class AppendStats {
   lastOk = true;
   lastAt = 0;
   lastError: string | undefined;
+
+  /**
+   * The log's check of GET /ready. A failed append fails it until one succeeds, or for
+   * READY_LOG_FAILURE_HOLD_MS: an instance out of rotation gets no publishes, so it must come back
+   * to find out (half-open). `gone`: the embedded log's writer thread is gone, no append commits
+   * again until a restart, so out for good.
+   */
+  readiness(kind: string, gone: Error | undefined, now = Date.now()): { name: string; ok: boolean; detail: string } {
+    const ok = gone === undefined && (this.lastOk || now - this.lastAt > READY_LOG_FAILURE_HOLD_MS);
+    const detail = gone ? `the embedded log cannot write until the service restarts: ${gone.message}` : this.lastOk ? `${kind} log writable` : `the last ${kind} log append failed: ${this.lastError}`;
+    return { name: 'log', ok, detail };
+  }
 
   appended(topic: string, records: number, ms: number, error?: unknown): void {
     let latency = this.latency.get(topic);

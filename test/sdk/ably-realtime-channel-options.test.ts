@@ -2,25 +2,21 @@
 // the listening service: channel modes asked at attach (ChannelOptions.modes) and enforced, channel
 // params granted or refused (ChannelOptions.params), derived channels with subscription filters
 // (channels.getDerived), and in-band occupancy (the `occupancy` param).
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { rejection } from '../helpers/sdk.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-import { Arrivals, Clients, collectMessages, connectionState, realtimeClient } from '../helpers/realtime.js';
+import { uniqueChannel, type TestService } from '../helpers/service.js';
+import { sdkService } from '../helpers/sdk-service.js';
+import { Arrivals, collectMessages, connectionState, realtimeClient } from '../helpers/realtime.js';
 
+const svc = sdkService({ REALTIME_OCCUPANCY_INTERVAL_MS: '100' });
+const clients = svc.clients;
 let ts: TestService;
 let port: number;
-const clients = new Clients();
-
-beforeAll(async () => {
-  ts = await startTestService({ REALTIME_OCCUPANCY_INTERVAL_MS: '100' });
-  port = await listening(ts);
-});
-afterEach(() => clients.closeAll());
-afterAll(async () => {
-  await clients.closeAll();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
+// After the service's own beforeAll (sdkService), which starts it.
+beforeAll(() => {
+  ts = svc.ts;
+  port = svc.port;
 });
 
 // The SDK's comet transport (the long-poll fallback) speaks JSON whatever useBinaryProtocol says.

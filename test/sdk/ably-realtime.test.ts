@@ -2,27 +2,21 @@
 // service's WebSocket gateway: connecting with a key, a token and an authCallback, a bad key, and
 // messages both ways (realtime and REST publishes, fields, payload types, echo, history), in both
 // of its wire formats.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { rejection, WIRE_FORMATS } from '../helpers/sdk.js';
-import { removeDir, startTestService, uniqueChannel, type TestService, listening } from '../helpers/service.js';
-import { Clients, collectMessages, connectionState, currentToken, realtimeClient, stateLog, within } from '../helpers/realtime.js';
+import { uniqueChannel, type TestService } from '../helpers/service.js';
+import { sdkService } from '../helpers/sdk-service.js';
+import { collectMessages, connectionState, currentToken, realtimeClient, stateLog, within } from '../helpers/realtime.js';
 
+const svc = sdkService();
+const clients = svc.clients;
 let ts: TestService;
 let port: number;
-const clients = new Clients();
-
-beforeAll(async () => {
-  ts = await startTestService();
-  port = await listening(ts);
-});
-
-afterEach(() => clients.closeAll());
-
-afterAll(async () => {
-  await clients.closeAll();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
+// After the service's own beforeAll (sdkService), which starts it.
+beforeAll(() => {
+  ts = svc.ts;
+  port = svc.port;
 });
 
 describe.each(WIRE_FORMATS)('ably-js v2 Realtime client, connection and messages ($format)', ({ format, useBinaryProtocol }) => {

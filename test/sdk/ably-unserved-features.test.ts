@@ -5,26 +5,14 @@
 // annotations over realtime (an ANNOTATION frame: before, never answered, the call hung), and a REST
 // publish body with such an action. The connection and the channel go on; the channel's history
 // holds only what was published.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as Ably from 'ably';
 import { rejection } from '../helpers/sdk.js';
-import { listening, removeDir, startTestService, uniqueChannel, type TestService } from '../helpers/service.js';
-import { Clients, collectMessages, realtimeClient } from '../helpers/realtime.js';
+import { uniqueChannel } from '../helpers/service.js';
+import { collectMessages, realtimeClient } from '../helpers/realtime.js';
+import { sdkService } from '../helpers/sdk-service.js';
 
-let ts: TestService;
-let port: number;
-const clients = new Clients();
-
-beforeAll(async () => {
-  ts = await startTestService();
-  port = await listening(ts);
-});
-afterEach(() => clients.closeAll());
-afterAll(async () => {
-  await clients.closeAll();
-  await ts?.close();
-  if (ts) removeDir(ts.dataDir);
-});
+const svc = sdkService();
 
 const FORMATS: { format: string; useBinaryProtocol: boolean; transports?: Ably.Transport[] }[] = [
   { format: 'json', useBinaryProtocol: false },
@@ -37,8 +25,8 @@ const FORMATS: { format: string; useBinaryProtocol: boolean; transports?: Ably.T
 const withSerial = { serial: 'serial-from-elsewhere', name: 'edited', data: 'v2' } as unknown as Ably.Message;
 
 describe.each(FORMATS)('ably-js v2: features not served ($format)', ({ useBinaryProtocol, transports }) => {
-  const realtime = (): Ably.Realtime => clients.add(realtimeClient(port, useBinaryProtocol, transports ? { key: ts.key, transports } : { key: ts.key }));
-  const rest = (): Ably.Rest => new Ably.Rest({ key: ts.key, endpoint: '127.0.0.1', port, tls: false, useBinaryProtocol, logLevel: 0 });
+  const realtime = (): Ably.Realtime => svc.clients.add(realtimeClient(svc.port, useBinaryProtocol, transports ? { key: svc.ts.key, transports } : { key: svc.ts.key }));
+  const rest = (): Ably.Rest => new Ably.Rest({ key: svc.ts.key, endpoint: '127.0.0.1', port: svc.port, tls: false, useBinaryProtocol, logLevel: 0 });
 
   it('realtime updateMessage, deleteMessage, appendMessage and annotations.publish are rejected with 40030; the channel goes on and holds only what was published', async () => {
     const name = uniqueChannel('unserved-sdk');
