@@ -135,7 +135,7 @@ export class Connection extends ConnectionChannels {
    * refused, answered as a NACK for a publish or presence change). Every problem is answered on the wire.
    */
   private handle(pm: ProtocolMessage, size = 0, refusal?: ServiceError): void {
-    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE && !NOT_SERVED[pm.action]) return this.fail(toWireError(refusal));
+    if (refusal && pm.action !== Action.MESSAGE && pm.action !== Action.PRESENCE && !(NOT_SERVED[pm.action] && typeof pm.msgSerial === 'number')) return this.fail(toWireError(refusal));
     switch (pm.action) {
       case Action.HEARTBEAT:
         // Only a string id is echoed: String() of what a frame may hold (an object whose toString
